@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/queues"
+)
+
+func TestIntegrationNamespaceLabel(t *testing.T) {
+	ctx := context.Background()
+	managed := func(name string) (bool, string) {
+		ns := &corev1.Namespace{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+			return false, err.Error()
+		}
+		return ns.Labels[queues.LabelManaged] == "true", "labels: " + strings.Join(mapKV(ns.Labels), ",")
+	}
+	t.Run("the ledger repairs a namespace bound while tally was down", func(t *testing.T) {
+		eventually(t, 10*time.Second, func() (bool, string) { return managed("early") })
+	})
+	t.Run("the webhook labels a namespace bound at creation", func(t *testing.T) {
+		bindNamespace(t, "ns-label", "small")
+		ok, why := managed("ns-label")
+		if !ok {
+			t.Fatalf("label not set at creation: %s", why)
+		}
+	})
+	t.Run("unbinding removes the label", func(t *testing.T) {
+		ns := &corev1.Namespace{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "ns-label"}, ns); err != nil {
+			t.Fatal(err)
+		}
+		delete(ns.Annotations, queues.AnnotationNamespaceQueue)
+		if err := k8s.Update(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, func() (bool, string) { ok, why := managed("ns-label"); return !ok, why })
+	})
+	t.Run("an unknown ClusterQueue is denied with the known ones", func(t *testing.T) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-bad", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "nope"}}}
+		err := k8s.Create(ctx, ns)
+		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, small`) {
+			t.Fatalf("want denial naming the known queues, got %v", err)
+		}
+	})
+	t.Run("tally's own namespace is never managed", func(t *testing.T) {
+		ns := &corev1.Namespace{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: tallyNS}, ns); err != nil {
+			t.Fatal(err)
+		}
+		ns.Annotations = map[string]string{queues.AnnotationNamespaceQueue: "small"}
+		if err := k8s.Update(ctx, ns); err == nil || !strings.Contains(err.Error(), "never managed") {
+			t.Fatalf("want denial, got %v", err)
+		}
+	})
+}
+
+func mapKV(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func TestIntegrationMutation(t *testing.T) {
+	ctx := context.Background()
+	bindNamespace(t, "mut", "accel")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		ns := &corev1.Namespace{}
+		_ = k8s.Get(ctx, client.ObjectKey{Name: "mut"}, ns)
+		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
+	})
+
+	job := newJob("mut", "train", "1")
+	job.Spec.Template.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	job.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+	job.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
+	}}}
+	// Keep it pending: a Job that does not fit stays as the webhook left it.
+	job.Spec.Parallelism = ptr32(5)
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	got := getJob(t, "mut", "train")
+	if got.Spec.Suspend == nil || !*got.Spec.Suspend {
+		t.Errorf("suspend = %v, want true", got.Spec.Suspend)
+	}
+	if got.Labels[queues.LabelQueue] != "accel" {
+		t.Errorf("queue label = %q, want accel", got.Labels[queues.LabelQueue])
+	}
+	if got.Labels[queues.LabelState] != "inadmissible" {
+		t.Errorf("state = %q, want inadmissible (5 GPUs in a 4-GPU queue)", got.Labels[queues.LabelState])
+	}
+
+	fits := newJob("mut", "fits", "1")
+	fits.Spec.Template.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+	fits.Spec.Template.Spec.Affinity = job.Spec.Template.Spec.Affinity.DeepCopy()
+	fits.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
+	if err := k8s.Create(ctx, fits); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	got = getJob(t, "mut", "fits")
+	if got.Annotations[queues.AnnotationUserAffinity] == "" {
+		t.Errorf("the user's affinity was not kept in %s", queues.AnnotationUserAffinity)
+	}
+	terms := queues.RequiredTerms(&got.Spec.Template.Spec)
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 2 || terms[0].MatchExpressions[0].Key != "zone" || terms[0].MatchExpressions[1].Key != "accel" {
+		t.Errorf("required terms = %+v, want the user's zone term ANDed with accel=gpu", terms)
+	}
+	var keys []string
+	for _, tol := range got.Spec.Template.Spec.Tolerations {
+		keys = append(keys, tol.Key)
+	}
+	if strings.Join(keys, ",") != "other,gpu" {
+		t.Errorf("tolerations = %v, want the Job's own plus the flavor's (other,gpu)", keys)
+	}
+
+	t.Run("a Job in an unbound namespace is untouched", func(t *testing.T) {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "free"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Create(ctx, newJob("free", "plain", "1")); err != nil {
+			t.Fatal(err)
+		}
+		got := getJob(t, "free", "plain")
+		if got.Spec.Suspend != nil && *got.Spec.Suspend {
+			t.Errorf("suspended a Job of an unbound namespace")
+		}
+		for k := range got.Labels {
+			if strings.HasPrefix(k, "tally.dev/") {
+				t.Errorf("label %s set on a Job of an unbound namespace", k)
+			}
+		}
+	})
+	t.Run("a Job that can never fit is created with a warning and an event", func(t *testing.T) {
+		eventually(t, 10*time.Second, func() (bool, string) {
+			return hasEvent(t, "mut", "train", "Inadmissible", "requests nvidia.com/gpu=5, ClusterQueue accel allows at most 4")
+		})
+	})
+}
+
+func TestIntegrationAdmission(t *testing.T) {
+	ctx := context.Background()
+	bindNamespace(t, "adm", "small")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		ns := &corev1.Namespace{}
+		_ = k8s.Get(ctx, client.ObjectKey{Name: "adm"}, ns)
+		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
+	})
+	for _, n := range []string{"j1", "j2", "j3"} {
+		if err := k8s.Create(ctx, newJob("adm", n, "1")); err != nil {
+			t.Fatalf("create %s: %v", n, err)
+		}
+	}
+	state := func(n string) string { return getJob(t, "adm", n).Labels[queues.LabelState] }
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s := state("j1") + "," + state("j2") + "," + state("j3")
+		return s == "admitted,admitted,pending", "states " + s
+	})
+	j1 := getJob(t, "adm", "j1")
+	if *j1.Spec.Suspend || j1.Annotations[queues.AnnotationFlavors] != "main=on-demand" || j1.Annotations[queues.AnnotationAdmittedAt] == "" {
+		t.Errorf("admitted job: suspend=%v annotations=%v", *j1.Spec.Suspend, j1.Annotations)
+	}
+	terms := queues.RequiredTerms(&j1.Spec.Template.Spec)
+	if len(terms) != 1 || terms[0].MatchExpressions[0].Key != "tier" || terms[0].MatchExpressions[0].Values[0] != "on-demand" {
+		t.Errorf("admitted affinity = %+v, want tier=on-demand", terms)
+	}
+	j3 := getJob(t, "adm", "j3")
+	pendingRV := j3.ResourceVersion
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, "adm", "j3", "Pending", "Waiting for quota: needs cpu=1 in flavor on-demand; ClusterQueue small uses 2 of 2")
+	})
+	if rv := getJob(t, "adm", "j3").ResourceVersion; rv != pendingRV {
+		t.Errorf("a pending Job was written to: resourceVersion %s -> %s", pendingRV, rv)
+	}
+
+	complete(t, "adm", "j1")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s := state("j1") + "," + state("j3")
+		return s == "finished,admitted", "states " + s
+	})
+	for _, c := range []struct{ job, reason, text string }{
+		{"j1", "Queued", "Queued in ClusterQueue small, position"},
+		{"j1", "Admitted", "Admitted by ClusterQueue small in flavor on-demand (cpu=1)"},
+		{"j1", "QuotaReleased", "Finished; released cpu=1 in flavor on-demand"},
+		{"j3", "Admitted", "Admitted by ClusterQueue small in flavor on-demand"},
+	} {
+		eventually(t, 5*time.Second, func() (bool, string) { return hasEvent(t, "adm", c.job, c.reason, c.text) })
+	}
+	// Deleting an admitted Job frees its quota too.
+	if err := k8s.Delete(ctx, getJob(t, "adm", "j2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, newJob("adm", "j4", "1")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) { s := state("j4"); return s == "admitted", "j4 " + s })
+}
+
+func TestIntegrationConfig(t *testing.T) {
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: tallyNS, Name: "tally-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	bad := cm.DeepCopy()
+	bad.Data[queues.ConfigKey] = strings.Replace(testConfig, "- name: on-demand\n", "- name: x\n", 1)
+	err := k8s.Update(ctx, bad)
+	if err == nil || !strings.Contains(err.Error(), `ClusterQueue "small".spec.resourceGroups[0].flavors[0].name: flavor "x" is not defined`) {
+		t.Fatalf("want the invalid config denied with its field path, got %v", err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: tallyNS, Name: "tally-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data[queues.ConfigKey] != testConfig {
+		t.Fatalf("the ConfigMap changed despite the denial")
+	}
+}
+
+func ptr32(v int32) *int32 { return &v }
+

@@ -1,0 +1,33 @@
+// Package ledger is tally's background controller. It keeps, from informer
+// events, which Jobs hold quota in which ClusterQueue and flavor, admits
+// pending Jobs when quota frees, keeps the tally.dev/managed label on bound
+// namespaces, and loads the config ConfigMap.
+//
+// # State machine of a Job
+//
+//		pending ──pass decides──▶ assumed ──write lands──▶ admitted ──Complete/Failed or deleted──▶ released
+//		   ▲                        │ write fails: roll back           │
+//		   └────────────────────────┘◀─────────── suspended again ─────┘
+//
+//	  - pending: suspended, queued in its ClusterQueue's pending tree.
+//	  - assumed: chosen by a pass; its quota is charged before the API write,
+//	    so the next pass cannot spend it twice. A failed write rolls it back.
+//	  - admitted: the informer shows it un-suspended; its quota is charged
+//	    from its tally.dev/flavors annotation.
+//	  - released: finished or deleted; the quota is returned.
+//	  - inadmissible: cannot fit under the config in force; set aside until
+//	    the config changes.
+//
+// # Assumptions
+//
+//   - The API server is the only source of truth. Everything here is rebuilt
+//     from the informers on start, and no pass runs before they have synced,
+//     so a restart never admits twice.
+//   - Events can be missed or reordered: a periodic full recount of usage
+//     from the known Jobs repairs drift and logs it.
+//   - Event handling is O(change): a handler touches one Job's entry, one
+//     pending tree and one usage cell set.
+//
+// It may import tally's queues and flavors packages, the Kubernetes API
+// machinery and controller-runtime; never webhook or main.
+package ledger

@@ -1,0 +1,49 @@
+package ledger
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"tally.dev/tally/queues"
+)
+
+// The Event reasons DESIGN.md fixes.
+const (
+	ReasonQueued        = "Queued"
+	ReasonPending       = "Pending"
+	ReasonInadmissible  = "Inadmissible"
+	ReasonAdmitted      = "Admitted"
+	ReasonQuotaReleased = "QuotaReleased"
+	ReasonConfigInvalid = "InvalidConfig"
+	ReasonConfigLoaded  = "ConfigLoaded"
+)
+
+// event records an Event on the Job a Workload describes. The recorder
+// sends asynchronously, so this is safe under the ledger's lock.
+func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, args ...any) {
+	ref := &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: w.UID},
+	}
+	l.recorder.Eventf(ref, eventType, reason, format, args...)
+}
+
+// describeUsage renders usage as "nvidia.com/gpu=4, cpu=8 in flavor gpu",
+// grouped by flavor.
+func describeUsage(u queues.Usage) string {
+	byFlavor := map[string][]string{}
+	for fr, a := range u {
+		byFlavor[fr.Flavor] = append(byFlavor[fr.Flavor], fmt.Sprintf("%s=%s", fr.Resource, a.Format(fr.Resource)))
+	}
+	parts := make([]string, 0, len(byFlavor))
+	for _, f := range queues.SortedKeys(byFlavor) {
+		res := byFlavor[f]
+		sort.Strings(res)
+		parts = append(parts, fmt.Sprintf("%s in flavor %s", strings.Join(res, ", "), f))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,313 @@
+package ledger
+
+import (
+	"strings"
+
+	"github.com/google/btree"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"tally.dev/tally/queues"
+)
+
+// entry is the ledger's record of one managed Job.
+type entry struct {
+	w  *queues.Workload
+	rv string
+	// state is the ledger's view: pending (in a tree, or assumed),
+	// admitted, inadmissible or finished.
+	state   queues.State
+	assumed bool
+	// charged is the usage this Job holds in chargedQueue.
+	charged      queues.Usage
+	chargedQueue string
+
+	labelState   string // the tally.dev/state label on the object
+	flavors      string // the tally.dev/flavors annotation
+	userAffinity string // the tally.dev/user-affinity annotation
+	prio         priorityRef
+	inTree       bool
+	queued       bool   // the Queued event was written
+	lastCode     string // the reason of the last Pending/Inadmissible event
+}
+
+// priorityRef is what a Job's priority is derived from.
+type priorityRef struct {
+	workloadClass string
+	podClass      string
+	pod           *int32
+}
+
+func lessEntry(a, b *entry) bool { return queues.Before(a.w, b.w) }
+
+func isFinished(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func isSuspended(job *batchv1.Job) bool { return job.Spec.Suspend != nil && *job.Spec.Suspend }
+
+// onJob folds one Job's new state into the ledger.
+func (l *Ledger) onJob(obj any) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok || job.Labels[queues.LabelState] == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.jobs[job.UID]
+	if e == nil {
+		e = &entry{state: queues.StatePending}
+		l.jobs[job.UID] = e
+	}
+	e.rv = job.ResourceVersion
+	e.labelState = job.Labels[queues.LabelState]
+	e.flavors = job.Annotations[queues.AnnotationFlavors]
+	e.userAffinity = job.Annotations[queues.AnnotationUserAffinity]
+	e.prio = priorityRef{
+		workloadClass: firstNonEmpty(job.Labels[queues.LabelPriorityClass], job.Labels[queues.LabelKueuePriorityClass]),
+		podClass:      job.Spec.Template.Spec.PriorityClassName,
+		pod:           job.Spec.Template.Spec.Priority,
+	}
+	w := queues.WorkloadFromJob(job, job.Labels[queues.LabelQueue], l.priorityOf(e.prio))
+
+	switch {
+	case isFinished(job):
+		l.untree(e)
+		e.w = w
+		if e.state != queues.StateFinished {
+			l.releaseLocked(e, true)
+			e.state = queues.StateFinished
+		}
+		if e.labelState != string(queues.StateFinished) {
+			l.labelQueue.Add(job.UID)
+		}
+	case !isSuspended(job):
+		l.untree(e)
+		e.w = w
+		e.assumed = false
+		e.state = queues.StateAdmitted
+		if u := l.usageFromAnnotation(w, e.flavors); e.charged == nil || !sameUsage(u, e.charged) || e.chargedQueue != w.Queue {
+			l.releaseLocked(e, false)
+			l.chargeLocked(e, w.Queue, u)
+		}
+	case e.assumed:
+		// Our admission write is in flight; its outcome decides.
+		e.w = w
+	default:
+		if e.charged != nil {
+			// Suspended again (by its owner, or preempted): the quota
+			// comes back and the Job queues again.
+			l.releaseLocked(e, false)
+			l.labelQueue.Add(job.UID)
+		}
+		if e.state == queues.StateInadmissible && e.w != nil && sameShape(e.w, w) {
+			e.w = w
+			return
+		}
+		l.untree(e)
+		e.w = w
+		e.state = queues.StatePending
+		l.entree(e)
+		l.poke()
+	}
+}
+
+func (l *Ledger) onJobDelete(obj any) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.jobs[job.UID]
+	if e == nil {
+		return
+	}
+	l.untree(e)
+	l.releaseLocked(e, false)
+	delete(l.jobs, job.UID)
+	l.poke()
+}
+
+// entree puts a pending entry into its queue's tree.
+func (l *Ledger) entree(e *entry) {
+	t := l.pending[e.w.Queue]
+	if t == nil {
+		t = btree.NewG(32, lessEntry)
+		l.pending[e.w.Queue] = t
+	}
+	t.ReplaceOrInsert(e)
+	e.inTree = true
+}
+
+func (l *Ledger) untree(e *entry) {
+	if !e.inTree {
+		return
+	}
+	if t := l.pending[e.w.Queue]; t != nil {
+		t.Delete(e)
+		if t.Len() == 0 {
+			delete(l.pending, e.w.Queue)
+		}
+	}
+	e.inTree = false
+}
+
+func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
+	if len(u) == 0 {
+		return
+	}
+	cur := l.usage[queue]
+	if cur == nil {
+		cur = queues.Usage{}
+		l.usage[queue] = cur
+	}
+	cur.Add(u)
+	e.charged, e.chargedQueue = u, queue
+	l.poke()
+}
+
+// releaseLocked returns e's quota. finished says the Job completed, which
+// is worth a QuotaReleased event.
+func (l *Ledger) releaseLocked(e *entry, finished bool) {
+	if e.charged == nil {
+		return
+	}
+	if cur := l.usage[e.chargedQueue]; cur != nil {
+		cur.Sub(e.charged)
+		if len(cur) == 0 {
+			delete(l.usage, e.chargedQueue)
+		}
+	}
+	if finished && e.w != nil {
+		l.event(e.w, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", describeUsage(e.charged))
+	}
+	e.charged, e.chargedQueue = nil, ""
+	l.poke()
+}
+
+// usageFromAnnotation derives what an admitted Job holds from its
+// tally.dev/flavors annotation: each resource is charged to the listed
+// flavor that has quota for it in the Job's ClusterQueue (the first listed
+// flavor when none has).
+func (l *Ledger) usageFromAnnotation(w *queues.Workload, ann string) queues.Usage {
+	var names []string
+	if _, v, ok := strings.Cut(strings.Split(ann, ",")[0], "="); ok {
+		names = strings.Split(v, "+")
+	}
+	if len(names) == 0 || names[0] == "" {
+		names = l.fallbackFlavors(w)
+	}
+	var cq *queues.ClusterQueue
+	if l.cfg != nil {
+		cq = l.cfg.ClusterQueues[w.Queue]
+	}
+	u := queues.Usage{}
+	for r, a := range w.Total() {
+		f := names[0]
+		if cq != nil {
+			for _, n := range names {
+				if _, ok := cq.Quota(queues.FlavorResource{Flavor: n, Resource: r}); ok {
+					f = n
+					break
+				}
+			}
+		}
+		u[queues.FlavorResource{Flavor: f, Resource: r}] = a
+	}
+	return u
+}
+
+// fallbackFlavors names the flavors of a Job that runs without an admission
+// record: the first candidate combination of its queue.
+func (l *Ledger) fallbackFlavors(w *queues.Workload) []string {
+	if l.cfg != nil {
+		if cq := l.cfg.ClusterQueues[w.Queue]; cq != nil {
+			if combos := l.cfg.Candidates(cq, w); len(combos) > 0 {
+				names := make([]string, len(combos[0]))
+				for i, f := range combos[0] {
+					names[i] = f.Name
+				}
+				return names
+			}
+		}
+	}
+	return []string{""}
+}
+
+// priorityOf resolves a Job's priority: its WorkloadPriorityClass, else its
+// pod template's priority or PriorityClass, else 0.
+func (l *Ledger) priorityOf(p priorityRef) int32 {
+	if p.workloadClass != "" && l.cfg != nil {
+		if v, ok := l.cfg.PriorityClasses[p.workloadClass]; ok {
+			return v
+		}
+	}
+	if p.pod != nil {
+		return *p.pod
+	}
+	return l.priorities[p.podClass]
+}
+
+// rebuildPendingLocked recomputes the priority of every waiting Job and
+// rebuilds the pending trees; inadmissible Jobs get another chance.
+func (l *Ledger) rebuildPendingLocked() {
+	l.pending = map[string]*btree.BTreeG[*entry]{}
+	for _, e := range l.jobs {
+		e.inTree = false
+		if e.assumed || (e.state != queues.StatePending && e.state != queues.StateInadmissible) {
+			continue
+		}
+		w := *e.w
+		w.Priority = l.priorityOf(e.prio)
+		e.w = &w
+		e.state = queues.StatePending
+		l.entree(e)
+	}
+	l.poke()
+}
+
+func sameUsage(a, b queues.Usage) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// sameShape reports whether a change to a Job leaves its admission
+// question unchanged.
+func sameShape(a, b *queues.Workload) bool {
+	return a.Queue == b.Queue && a.Priority == b.Priority && sameResources(a, b)
+}
+
+func sameResources(a, b *queues.Workload) bool {
+	ta, tb := a.Total(), b.Total()
+	if len(ta) != len(tb) {
+		return false
+	}
+	for k, v := range ta {
+		if tb[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/queues"
+)
+
+func (l *Ledger) onNamespace(obj any) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.namespaces[ns.Name]
+	info := &nsInfo{labels: labels.Set(ns.Labels), queue: ns.Annotations[queues.AnnotationNamespaceQueue], hasLabel: ns.Labels[queues.LabelManaged] == "true"}
+	l.namespaces[ns.Name] = info
+	if queues.Managed(ns.Name, info.queue, l.opts.Namespace) != info.hasLabel {
+		l.nsQueue.Add(ns.Name)
+	}
+	if old != nil && !labels.Equals(old.labels, info.labels) {
+		// A namespaceSelector may now answer differently.
+		l.rebuildPendingLocked()
+	}
+}
+
+func (l *Ledger) onNamespaceDelete(obj any) {
+	if ns, ok := obj.(*corev1.Namespace); ok {
+		l.mu.Lock()
+		delete(l.namespaces, ns.Name)
+		l.mu.Unlock()
+	}
+}
+
+func (l *Ledger) onPriorityClass(obj any) {
+	pc, ok := obj.(*schedulingv1.PriorityClass)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.priorities[pc.Name]; ok && old == pc.Value {
+		return
+	}
+	l.priorities[pc.Name] = pc.Value
+	if l.synced {
+		l.rebuildPendingLocked()
+	}
+}
+
+func (l *Ledger) onPriorityClassDelete(obj any) {
+	if pc, ok := obj.(*schedulingv1.PriorityClass); ok {
+		l.mu.Lock()
+		delete(l.priorities, pc.Name)
+		l.rebuildPendingLocked()
+		l.mu.Unlock()
+	}
+}
+
+// runNamespaceWorker repairs the tally.dev/managed label.
+func (l *Ledger) runNamespaceWorker(ctx context.Context) {
+	for {
+		name, shutdown := l.nsQueue.Get()
+		if shutdown {
+			return
+		}
+		if err := l.syncNamespace(ctx, name); err != nil {
+			l.log.Error(err, "repairing namespace label", "namespace", name)
+			l.nsQueue.AddRateLimited(name)
+		} else {
+			l.nsQueue.Forget(name)
+		}
+		l.nsQueue.Done(name)
+	}
+}
+
+func (l *Ledger) syncNamespace(ctx context.Context, name string) error {
+	l.mu.Lock()
+	info := l.namespaces[name]
+	l.mu.Unlock()
+	if info == nil {
+		return nil
+	}
+	want := queues.Managed(name, info.queue, l.opts.Namespace)
+	if want == info.hasLabel {
+		return nil
+	}
+	var value any
+	if want {
+		value = "true"
+	}
+	l.log.Info("repairing namespace label", "namespace", name, "managed", want)
+	return l.patchLabels(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, map[string]any{queues.LabelManaged: value})
+}
+
+// runLabelWorker brings each Job's tally.dev/state label in line with the
+// ledger's view of it, for the transitions that are not part of an
+// admission write: finished, inadmissible and back to pending.
+func (l *Ledger) runLabelWorker(ctx context.Context) {
+	for {
+		uid, shutdown := l.labelQueue.Get()
+		if shutdown {
+			return
+		}
+		if err := l.syncJobLabel(ctx, uid); err != nil && !apierrors.IsNotFound(err) {
+			l.log.Error(err, "updating job state label", "uid", uid)
+			l.labelQueue.AddRateLimited(uid)
+		} else {
+			l.labelQueue.Forget(uid)
+		}
+		l.labelQueue.Done(uid)
+	}
+}
+
+func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
+	l.mu.Lock()
+	e := l.jobs[uid]
+	if e == nil || e.assumed || e.w == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	want := string(e.state)
+	ns, name := e.w.Namespace, e.w.Name
+	l.mu.Unlock()
+	if want == e.labelState || want == string(queues.StateAdmitted) {
+		return nil
+	}
+	return l.patchLabels(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, map[string]any{queues.LabelState: want})
+}
+
+func (l *Ledger) patchLabels(ctx context.Context, obj client.Object, lbls map[string]any) error {
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": lbls}})
+	if err != nil {
+		return err
+	}
+	return l.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, b))
+}

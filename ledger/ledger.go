@@ -1,0 +1,185 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/btree"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/queues"
+)
+
+// Options configure a Ledger.
+type Options struct {
+	// Namespace is tally's own namespace, never managed.
+	Namespace string
+	// Recount is how often usage is recounted from scratch (drift repair).
+	Recount time.Duration
+	// Workers is how many admission writes run at once.
+	Workers int
+	Clock   clock.WithTicker
+}
+
+// Ledger keeps quota usage and admits Jobs. It is a manager Runnable that
+// needs leader election: only one replica admits.
+type Ledger struct {
+	client   client.Client
+	cache    cache.Cache
+	store    *queues.Store
+	recorder record.EventRecorder
+	opts     Options
+	log      logr.Logger
+
+	mu          sync.Mutex
+	jobs        map[types.UID]*entry
+	pending     map[string]*btree.BTreeG[*entry]
+	usage       map[string]queues.Usage
+	namespaces  map[string]*nsInfo
+	priorities  map[string]int32
+	cfg         *queues.Config
+	synced      bool
+	wake        chan struct{}
+	labelQueue  workqueue.TypedRateLimitingInterface[types.UID]
+	nsQueue     workqueue.TypedRateLimitingInterface[string]
+	metrics     *metrics
+	lastPassDur time.Duration
+}
+
+type nsInfo struct {
+	labels   labels.Set
+	queue    string
+	hasLabel bool
+}
+
+// New returns a Ledger that reads Jobs, Namespaces and PriorityClasses from
+// c (the manager's cache) and writes through cl.
+func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.EventRecorder, log logr.Logger, opts Options) *Ledger {
+	if opts.Recount <= 0 {
+		opts.Recount = 5 * time.Minute
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 16
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Ledger{
+		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
+		jobs:       map[types.UID]*entry{},
+		pending:    map[string]*btree.BTreeG[*entry]{},
+		usage:      map[string]queues.Usage{},
+		namespaces: map[string]*nsInfo{},
+		priorities: map[string]int32{},
+		wake:       make(chan struct{}, 1),
+		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
+		nsQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
+		metrics: newMetrics(),
+	}
+}
+
+// NeedLeaderElection: only the leader admits.
+func (l *Ledger) NeedLeaderElection() bool { return true }
+
+// Start registers the informer handlers, waits for them to sync, and runs
+// admission passes until ctx ends.
+func (l *Ledger) Start(ctx context.Context) error {
+	defer l.labelQueue.ShutDown()
+	defer l.nsQueue.ShutDown()
+	l.cfg = l.store.Load()
+	configChanged := l.store.Subscribe()
+
+	if err := l.watch(ctx, &corev1.Namespace{}, l.onNamespace, l.onNamespaceDelete); err != nil {
+		return err
+	}
+	if err := l.watch(ctx, &schedulingv1.PriorityClass{}, l.onPriorityClass, l.onPriorityClassDelete); err != nil {
+		return err
+	}
+	if err := l.watch(ctx, &batchv1.Job{}, l.onJob, l.onJobDelete); err != nil {
+		return err
+	}
+	if !l.cache.WaitForCacheSync(ctx) {
+		return fmt.Errorf("ledger: informers did not sync: %w", ctx.Err())
+	}
+	l.mu.Lock()
+	l.synced = true
+	l.mu.Unlock()
+	l.log.Info("ledger synced", "jobs", len(l.jobs), "namespaces", len(l.namespaces))
+
+	go l.runLabelWorker(ctx)
+	go l.runNamespaceWorker(ctx)
+	l.poke()
+
+	recount := l.opts.Clock.NewTicker(l.opts.Recount)
+	defer recount.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-configChanged:
+			l.reconfigure(l.store.Load())
+		case <-recount.C():
+			l.recount()
+			l.poke()
+		case <-l.wake:
+		}
+		l.pass(ctx)
+	}
+}
+
+// poke asks for an admission pass; pokes coalesce.
+func (l *Ledger) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any), del func(any)) error {
+	inf, err := l.cache.GetInformer(ctx, obj)
+	if err != nil {
+		return fmt.Errorf("ledger: informer for %T: %w", obj, err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    upsert,
+		UpdateFunc: func(_, n any) { upsert(n) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			del(o)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: handler for %T: %w", obj, err)
+	}
+	return nil
+}
+
+// reconfigure puts a new config in force: every Job's queue, priority and
+// eligibility may have changed, so the pending trees are rebuilt.
+func (l *Ledger) reconfigure(cfg *queues.Config) {
+	if cfg == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg = cfg
+	l.rebuildPendingLocked()
+	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))
+}

@@ -1,0 +1,149 @@
+package ledger
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+
+	"tally.dev/tally/queues"
+)
+
+// The ledger benchmarks drive the in-memory side of the ledger (event
+// handling and the locked part of an admission pass) with no API server:
+// the writes they would trigger are not made.
+
+func benchConfig(b *testing.B, nQueues int) *queues.Config {
+	var sb strings.Builder
+	sb.WriteString("apiVersion: tally.dev/v1\nkind: ResourceFlavor\nmetadata: {name: default}\n")
+	for i := range nQueues {
+		fmt.Fprintf(&sb, `---
+apiVersion: tally.dev/v1
+kind: ClusterQueue
+metadata: {name: cq-%d}
+spec:
+  cohort: cohort-%d
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 10}, {name: memory, nominalQuota: 10Gi}]
+`, i, i%10)
+	}
+	cfg, _, errs := queues.Parse([]byte(sb.String()))
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	return cfg
+}
+
+func benchJob(i, nQueues int, suspended bool) *batchv1.Job {
+	q := fmt.Sprintf("cq-%d", i%nQueues)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns-" + q, Name: fmt.Sprintf("job-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i)),
+			ResourceVersion:   "1",
+			CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0)),
+			Labels:            map[string]string{queues.LabelState: "pending", queues.LabelQueue: q},
+			Annotations:       map[string]string{queues.AnnotationUserAffinity: ""},
+		},
+		Spec: batchv1.JobSpec{
+			Suspend: ptr.To(suspended),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"),
+				}},
+			}}}},
+		},
+	}
+}
+
+// newBenchLedger returns a synced ledger with every queue full, holding
+// nPending pending Jobs.
+func newBenchLedger(b *testing.B, nQueues, nPending int) *Ledger {
+	l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{})
+	l.cfg = benchConfig(b, nQueues)
+	l.synced = true
+	for q := range nQueues {
+		l.usage[fmt.Sprintf("cq-%d", q)] = queues.Usage{{Flavor: "default", Resource: corev1.ResourceCPU}: 10000, {Flavor: "default", Resource: corev1.ResourceMemory}: 10 << 30}
+		l.namespaces[fmt.Sprintf("ns-cq-%d", q)] = &nsInfo{}
+	}
+	for i := range nPending {
+		l.onJob(StripJobOrDie(benchJob(i, nQueues, true)))
+	}
+	return l
+}
+
+// StripJobOrDie applies the cache transform, as the informer would.
+func StripJobOrDie(job *batchv1.Job) *batchv1.Job {
+	out, _ := StripJob(job)
+	return out.(*batchv1.Job)
+}
+
+// BenchmarkAdmissionPass is one full pass over 100,000 pending Jobs in
+// 1,000 full ClusterQueues: every Job is examined, none admitted.
+func BenchmarkAdmissionPass(b *testing.B) {
+	l := newBenchLedger(b, 1000, 100_000)
+	l.decide() // the first pass writes the Queued and Pending events
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if adms := l.decide(); len(adms) != 0 {
+			b.Fatalf("admitted %d", len(adms))
+		}
+	}
+}
+
+// BenchmarkJobUpdate is the cost of handling one informer update of a
+// pending Job among 100,000.
+func BenchmarkJobUpdate(b *testing.B) {
+	l := newBenchLedger(b, 1000, 100_000)
+	jobs := make([]*batchv1.Job, 1000)
+	for i := range jobs {
+		jobs[i] = StripJobOrDie(benchJob(i*97, 1000, true))
+		jobs[i].ResourceVersion = "2"
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		l.onJob(jobs[i%len(jobs)])
+		i++
+	}
+}
+
+// BenchmarkMemoryPerPendingJob reports the ledger's own heap per pending
+// Job (the informer's copy of the stripped Job is not included).
+func BenchmarkMemoryPerPendingJob(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		jobs := make([]*batchv1.Job, n)
+		for i := range jobs {
+			jobs[i] = StripJobOrDie(benchJob(i, 1000, true))
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{})
+		l.cfg = benchConfig(b, 1000)
+		for _, j := range jobs {
+			l.onJob(j)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/pending-job")
+		runtime.KeepAlive(l)
+		runtime.KeepAlive(jobs)
+	}
+}

@@ -1,0 +1,62 @@
+package ledger
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"tally.dev/tally/queues"
+)
+
+type metrics struct {
+	usage       *prometheus.GaugeVec
+	pending     prometheus.Gauge
+	admitted    prometheus.Counter
+	drift       prometheus.Counter
+	passSeconds prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		usage: register(prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tally_cluster_queue_usage", Help: "Quota in use per ClusterQueue, flavor and resource, in canonical units (millicores for cpu).",
+		}, []string{"cluster_queue", "flavor", "resource"})),
+		pending: register(prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tally_pending_jobs", Help: "Jobs waiting for quota.",
+		})),
+		admitted: register(prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_admissions_total", Help: "Jobs admitted.",
+		})),
+		drift: register(prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_usage_drift_repairs_total", Help: "ClusterQueues whose usage a recount had to repair.",
+		})),
+		passSeconds: register(prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tally_admission_pass_seconds", Help: "Time one admission pass holds the ledger.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		})),
+	}
+}
+
+// register registers c with controller-runtime's registry, reusing an
+// already registered collector of the same name.
+func register[C prometheus.Collector](c C) C {
+	if err := ctrlmetrics.Registry.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+func (m *metrics) observeUsage(usage map[string]queues.Usage) {
+	m.usage.Reset()
+	for q, u := range usage {
+		for fr, a := range u {
+			m.usage.WithLabelValues(q, fr.Flavor, string(fr.Resource)).Set(float64(a))
+		}
+	}
+}

@@ -1,0 +1,342 @@
+// Command tally gives Kubernetes batch Jobs fair, quota-based queueing with
+// no CustomResourceDefinitions. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"tally.dev/tally/certs"
+	"tally.dev/tally/ledger"
+	"tally.dev/tally/queues"
+	"tally.dev/tally/webhook"
+)
+
+const usage = `tally gives Kubernetes batch Jobs fair, quota-based queueing, with no CRDs.
+
+Usage:
+  tally [serve] [flags]          run the webhooks and the ledger (the default)
+  tally check-config FILE...     validate config documents offline
+  tally help                     show this help
+
+Run "tally serve --help" for the server's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(args, stderr)
+	case "check-config":
+		return checkConfig(args, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "tally: unknown command %q\n\n%s", cmd, usage)
+	return 2
+}
+
+// checkConfig validates config files offline and prints every error with
+// its field path.
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stderr, "Usage: tally check-config FILE...\n\nValidates ResourceFlavor, ClusterQueue, LocalQueue and WorkloadPriorityClass documents\nand prints every error with its field path. Exits 1 if there is any.")
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cfg, warnings, errs := queues.ParseFiles(args...)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if len(errs) > 0 {
+		for _, e := range queues.FormatErrors(errs) {
+			fmt.Fprintln(stderr, e)
+		}
+		fmt.Fprintf(stderr, "%d error(s)\n", len(errs))
+		return 1
+	}
+	fmt.Fprintf(stdout, "ok: %d ResourceFlavor(s), %d ClusterQueue(s), %d LocalQueue(s), %d WorkloadPriorityClass(es)\n",
+		len(cfg.Flavors), len(cfg.ClusterQueues), len(cfg.LocalQueues), len(cfg.PriorityClasses))
+	return 0
+}
+
+type serveFlags struct {
+	kubeconfig, configFile, namespace  string
+	webhookHost, certDir, webhookURL   string
+	webhookPort                        int
+	register, certManager, leaderElect bool
+	metricsAddr, probeAddr             string
+	shutdownDelay, recount             time.Duration
+	zap                                zap.Options
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("tally serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then the in-cluster config.")
+	fs.StringVar(&f.configFile, "config", "", "Read config documents from this file instead of the ConfigMap <namespace>/tally-config (key queues.yaml).")
+	fs.StringVar(&f.namespace, "namespace", "tally-system", "tally's own namespace: holds the config ConfigMap, the leader lease and the certificate Secret, and is never managed.")
+	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
+	fs.StringVar(&f.webhookHost, "webhook-host", "", "Address the webhook server listens on (all when empty).")
+	fs.StringVar(&f.certDir, "cert-dir", "", "Directory holding tls.crt and tls.key. Defaults to <tmp>/k8s-webhook-server/serving-certs.")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "Base URL the API server calls the webhooks at, e.g. https://127.0.0.1:9443 when tally runs on the host. Empty: the Service tally-webhook in --namespace.")
+	fs.BoolVar(&f.register, "register-webhooks", true, "Create or update the webhook configurations named tally, with the CA bundle.")
+	fs.BoolVar(&f.certManager, "cert-manager", false, "cert-manager provides the serving certificate in --cert-dir and injects the CA: tally makes no certificates.")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader among replicas to run the ledger. Every replica serves the webhooks.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 2*time.Second, "On SIGTERM, keep serving this long while not ready, so in-flight admissions finish.")
+	fs.DurationVar(&f.recount, "recount-interval", 5*time.Minute, "How often the ledger recounts usage from scratch and repairs drift.")
+	f.zap.Development = false
+	f.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return f, nil
+}
+
+func serve(args []string, stderr io.Writer) int {
+	f, err := parseServeFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tally serve: %v\n", err)
+		return 2
+	}
+	log := zap.New(zap.UseFlagOptions(&f.zap))
+	ctrl.SetLogger(log)
+	ctx, draining := signalContext(f.shutdownDelay, log)
+	if err := serveWith(ctx, f, log, draining); err != nil {
+		log.Error(err, "tally stopped")
+		return 1
+	}
+	log.Info("tally stopped")
+	return 0
+}
+
+// signalContext returns a context cancelled shutdownDelay after SIGTERM or
+// SIGINT, and a flag that turns true at the signal, so readiness fails
+// while in-flight admissions finish. A second signal exits at once.
+func signalContext(delay time.Duration, log logr.Logger) (context.Context, *atomic.Bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	draining := &atomic.Bool{}
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-ch
+		draining.Store(true)
+		log.Info("shutting down", "delay", delay.String())
+		select {
+		case <-time.After(delay):
+		case <-ch:
+			os.Exit(1)
+		}
+		cancel()
+		<-ch
+		os.Exit(1)
+	}()
+	return ctx, draining
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *atomic.Bool) error {
+	restCfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	restCfg.QPS, restCfg.Burst = 500, 1000
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+
+	store := queues.NewStore(nil)
+	if f.configFile != "" {
+		cfg, warnings, errs := queues.ParseFiles(f.configFile)
+		if len(errs) > 0 {
+			return fmt.Errorf("--config %s: %s", f.configFile, strings.Join(queues.FormatErrors(errs), "; "))
+		}
+		for _, w := range warnings {
+			log.Info("config warning", "warning", w)
+		}
+		store.Set(cfg)
+	}
+
+	byObject := map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Transform: ledger.StripJob},
+	}
+	if f.configFile == "" {
+		byObject[&corev1.ConfigMap{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{f.namespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", ledger.ConfigName),
+		}
+	}
+	if f.certDir == "" {
+		f.certDir = ctrlwebhook.Options{}.CertDir
+	}
+	grace := 30 * time.Second
+	mgr, err := ctrl.NewManager(restCfg, manager.Options{
+		Scheme:                        scheme,
+		Cache:                         cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
+		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:        f.probeAddr,
+		LeaderElection:                f.leaderElect,
+		LeaderElectionID:              "tally-ledger",
+		LeaderElectionNamespace:       f.namespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &grace,
+		WebhookServer:                 ctrlwebhook.NewServer(ctrlwebhook.Options{Host: f.webhookHost, Port: f.webhookPort, CertDir: f.certDir}),
+		Logger:                        log,
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+
+	direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	if err := setUpCerts(ctx, mgr, direct, f, log); err != nil {
+		return err
+	}
+
+	decoder := admission.NewDecoder(scheme)
+	srv := mgr.GetWebhookServer()
+	srv.Register(webhook.JobPath, &ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), Namespace: f.namespace, Decoder: decoder}})
+	srv.Register(webhook.NamespaceMutatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceMutator{Namespace: f.namespace, Decoder: decoder}})
+	srv.Register(webhook.NamespaceValidatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceValidator{Store: store, Namespace: f.namespace, Decoder: decoder}})
+	srv.Register(webhook.ConfigMapValidatePath, &ctrlwebhook.Admission{Handler: &webhook.ConfigValidator{Namespace: f.namespace, Name: ledger.ConfigName, Decoder: decoder}})
+
+	recorder := mgr.GetEventRecorderFor("tally")
+	if f.configFile == "" {
+		elected := mgr.Elected()
+		if err := mgr.Add(&ledger.ConfigLoader{
+			Cache: mgr.GetCache(), Store: store, Recorder: recorder, Namespace: f.namespace, Log: log.WithName("config"),
+			Report: func() bool {
+				select {
+				case <-elected:
+					return true
+				default:
+					return false
+				}
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(ledger.New(mgr.GetClient(), mgr.GetCache(), store, recorder, log.WithName("ledger"),
+		ledger.Options{Namespace: f.namespace, Recount: f.recount})); err != nil {
+		return err
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	webhookStarted := srv.StartedChecker()
+	if err := mgr.AddReadyzCheck("ready", func(req *http.Request) error {
+		switch {
+		case draining.Load():
+			return errors.New("shutting down")
+		case store.Load() == nil:
+			return errors.New("no valid config loaded yet")
+		}
+		return webhookStarted(req)
+	}); err != nil {
+		return err
+	}
+	log.Info("starting tally", "namespace", f.namespace, "webhookPort", f.webhookPort, "leaderElect", f.leaderElect, "configFile", f.configFile)
+	return mgr.Start(ctx)
+}
+
+// setUpCerts makes (or, with cert-manager, finds) the serving certificate
+// and registers the webhook configurations with its CA bundle.
+func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, f *serveFlags, log logr.Logger) error {
+	endpoint := webhook.Endpoint{URL: strings.TrimSuffix(f.webhookURL, "/"), ServiceNamespace: f.namespace, ServiceName: "tally-webhook", ServicePort: 443}
+	var hosts []string
+	var secret *client.ObjectKey
+	if endpoint.URL != "" {
+		u, err := url.Parse(endpoint.URL)
+		if err != nil || u.Hostname() == "" {
+			return fmt.Errorf("--webhook-url %q: not a URL with a host", f.webhookURL)
+		}
+		hosts = []string{u.Hostname(), "localhost", "127.0.0.1"}
+	} else {
+		svc := endpoint.ServiceName + "." + f.namespace + ".svc"
+		hosts = []string{svc, svc + ".cluster.local"}
+		secret = &client.ObjectKey{Namespace: f.namespace, Name: "tally-webhook-tls"}
+	}
+	if f.certManager {
+		if f.register {
+			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				return webhook.Register(ctx, c, endpoint, f.namespace)
+			}))
+		}
+		return nil
+	}
+	rot := &certs.Rotator{Client: c, Dir: f.certDir, Hosts: hosts, Secret: secret}
+	if f.register {
+		rot.Mutating, rot.Validating = webhook.ConfigurationName, webhook.ConfigurationName
+	}
+	bundle, err := rot.Ensure(ctx)
+	if err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	if f.register {
+		endpoint.CABundle = bundle.CACert
+		if err := webhook.Register(ctx, c, endpoint, f.namespace); err != nil {
+			return err
+		}
+		log.Info("webhook configurations registered", "name", webhook.ConfigurationName, "url", endpoint.URL)
+	}
+	return mgr.Add(rot)
+}

@@ -1,0 +1,195 @@
+package queues
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"tally.dev/tally/flavors"
+)
+
+// Assignment is where a Workload fits: one flavor per resource group it
+// uses, and the quota that takes.
+type Assignment struct {
+	// Flavors lists the chosen flavors, in resource-group order.
+	Flavors []string
+	Usage   Usage
+	// Borrowing is true when the Workload takes quota beyond its
+	// ClusterQueue's nominal quota in some cell.
+	Borrowing bool
+}
+
+// Annotation renders the assignment for the tally.dev/flavors annotation:
+// each pod set with its flavor ("main=gpu"; "main=cpu+gpu" across groups).
+func (a Assignment) Annotation(w *Workload) string {
+	parts := make([]string, 0, len(w.PodSets))
+	for _, ps := range w.PodSets {
+		parts = append(parts, ps.Name+"="+strings.Join(a.Flavors, "+"))
+	}
+	return strings.Join(parts, ",")
+}
+
+// VerdictKind says whether a Workload fits now, later, or never.
+type VerdictKind int
+
+// The verdict kinds.
+const (
+	Fits VerdictKind = iota
+	// Wait: the Workload could fit once quota frees.
+	Wait
+	// Never: the Workload cannot fit under this config.
+	Never
+)
+
+// Verdict explains a decision. Code identifies the reason without the
+// numbers, so a change of reason can be told from a change of usage;
+// Message says what, why, and the numbers behind it.
+type Verdict struct {
+	Kind    VerdictKind
+	Code    string
+	Message string
+}
+
+func waitf(code, format string, args ...any) Verdict {
+	return Verdict{Kind: Wait, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func neverf(code, format string, args ...any) Verdict {
+	return Verdict{Kind: Never, Code: code, Message: "Can never fit: " + fmt.Sprintf(format, args...)}
+}
+
+// Eligible says whether w may queue in its ClusterQueue at all: the queue
+// exists and its namespaceSelector selects w's namespace.
+func (s *Snapshot) Eligible(w *Workload) (*ClusterQueue, Verdict) {
+	cq := s.Config.ClusterQueues[w.Queue]
+	if cq == nil {
+		return nil, Verdict{Kind: Never, Code: "unknown-queue",
+			Message: fmt.Sprintf("ClusterQueue %q does not exist; known: %s", w.Queue, strings.Join(s.Config.QueueNames, ", "))}
+	}
+	if !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) {
+		return nil, Verdict{Kind: Never, Code: "namespace-not-selected",
+			Message: fmt.Sprintf("ClusterQueue %s does not admit namespace %s: its namespaceSelector %q does not select it", cq.Name, w.Namespace, cq.NamespaceSelector.String())}
+	}
+	return cq, Verdict{Kind: Fits}
+}
+
+// Assign finds flavors for w in its ClusterQueue, all or nothing: every
+// resource of every pod set must fit, or nothing is assigned. Flavors are
+// tried in the order the ClusterQueue lists them, skipping those w's
+// nodeSelector or tolerations rule out.
+func (s *Snapshot) Assign(w *Workload) (Assignment, Verdict) {
+	cq, v := s.Eligible(w)
+	if cq == nil {
+		return Assignment{}, v
+	}
+	return s.assignIn(cq, w, w.Total())
+}
+
+func (s *Snapshot) assignIn(cq *ClusterQueue, w *Workload, total flavors.Resources) (Assignment, Verdict) {
+	byGroup := map[int][]corev1.ResourceName{}
+	for _, r := range total.Names() {
+		gi := cq.GroupFor(r)
+		if gi < 0 {
+			return Assignment{}, neverf("not-covered", "requests %s=%s, which ClusterQueue %s does not cover", r, total[r].Format(r), cq.Name)
+		}
+		byGroup[gi] = append(byGroup[gi], r)
+	}
+	groups := make([]int, 0, len(byGroup))
+	for gi := range byGroup {
+		groups = append(groups, gi)
+	}
+	sort.Ints(groups)
+	a := Assignment{Usage: Usage{}}
+	for _, gi := range groups {
+		f, borrowing, v := s.pickFlavor(cq, w, &cq.ResourceGroups[gi], byGroup[gi], total)
+		if v.Kind != Fits {
+			return Assignment{}, v
+		}
+		a.Flavors = append(a.Flavors, f)
+		a.Borrowing = a.Borrowing || borrowing
+		for _, r := range byGroup[gi] {
+			a.Usage[FlavorResource{f, r}] = total[r]
+		}
+	}
+	return a, Verdict{Kind: Fits}
+}
+
+// pickFlavor chooses the flavor of one resource group. With
+// whenCanBorrow: TryNextFlavor, a later flavor that fits within nominal
+// quota is preferred to an earlier one that would borrow.
+func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, res []corev1.ResourceName, total flavors.Resources) (string, bool, Verdict) {
+	var wait, never *Verdict
+	borrowPick := ""
+	for _, fq := range g.Flavors {
+		fl := s.Config.Flavors[fq.Name]
+		if fl == nil {
+			continue
+		}
+		if why := fl.Mismatch(w.NodeSelector, w.Tolerations); why != "" {
+			if never == nil {
+				v := neverf("no-matching-flavor", "no flavor of ClusterQueue %s can run the Job: %s", cq.Name, why)
+				never = &v
+			}
+			continue
+		}
+		fits, borrowing := true, false
+		for _, r := range res {
+			fr := FlavorResource{fq.Name, r}
+			need := total[r]
+			if ceil, nominal, borrow := s.Ceiling(cq, fr); need > ceil {
+				fits = false
+				if never == nil || never.Code == "no-matching-flavor" {
+					v := neverf("exceeds-quota", "requests %s=%s, ClusterQueue %s allows at most %s in flavor %s (nominal %s + borrowing %s)",
+						r, need.Format(r), cq.Name, ceil.Format(r), fq.Name, nominal.Format(r), borrow.Format(r))
+					never = &v
+				}
+				break
+			}
+			if need > s.Available(cq, fr) {
+				fits = false
+				if wait == nil {
+					v := s.waitVerdict(cq, fr, need)
+					wait = &v
+				}
+				break
+			}
+			q, _ := s.Config.QuotaOf(cq.Name, fr)
+			if s.Usage[cq.Name][fr].Add(need) > q.Nominal {
+				borrowing = true
+			}
+		}
+		if !fits {
+			continue
+		}
+		if !borrowing || cq.FlavorFungibility.WhenCanBorrow != "TryNextFlavor" {
+			return fq.Name, borrowing, Verdict{Kind: Fits}
+		}
+		if borrowPick == "" {
+			borrowPick = fq.Name
+		}
+	}
+	switch {
+	case borrowPick != "":
+		return borrowPick, true, Verdict{Kind: Fits}
+	case wait != nil:
+		return "", false, *wait
+	case never != nil:
+		return "", false, *never
+	}
+	return "", false, neverf("no-flavor", "ClusterQueue %s lists no defined flavor for %v", cq.Name, res)
+}
+
+func (s *Snapshot) waitVerdict(cq *ClusterQueue, fr FlavorResource, need flavors.Amount) Verdict {
+	r := fr.Resource
+	q, _ := s.Config.QuotaOf(cq.Name, fr)
+	used := s.Usage[cq.Name][fr]
+	msg := fmt.Sprintf("Waiting for quota: needs %s=%s in flavor %s; ClusterQueue %s uses %s of %s",
+		r, need.Format(r), fr.Flavor, cq.Name, used.Format(r), q.Nominal.Format(r))
+	if cq.Cohort != "" {
+		lend := flavors.Max(0, s.Available(cq, fr).Sub(flavors.Max(0, q.Nominal.Sub(used))))
+		msg += fmt.Sprintf(", cohort %s can lend %s", cq.Cohort, lend.Format(r))
+	}
+	return Verdict{Kind: Wait, Code: "quota/" + fr.Flavor + "/" + string(r), Message: msg}
+}

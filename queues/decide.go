@@ -1,0 +1,169 @@
+package queues
+
+import (
+	"container/heap"
+	"fmt"
+	"sort"
+)
+
+// Admission is a decision to admit a Workload with an Assignment.
+type Admission struct {
+	Workload   *Workload
+	Assignment Assignment
+}
+
+// Decide runs one admission pass. pending holds each ClusterQueue's pending
+// Workloads in admission order (see Before). Within a cohort the queues'
+// heads are merged in that same order, so priority and age decide across
+// queues too. A Workload that fits is admitted and its quota charged to s
+// before the next one is tried. observe is called once for every Workload
+// examined, in order, with its Verdict (Fits for those admitted). A
+// StrictFIFO queue stops at its first Workload that must wait; a
+// BestEffortFIFO queue goes on to the ones behind it.
+//
+// Decide touches nothing but s: the caller writes the admissions.
+func Decide(s *Snapshot, pending map[string][]*Workload, observe func(*Workload, Verdict)) []Admission {
+	var out []Admission
+	for _, group := range s.groups(pending) {
+		out = s.decideGroup(group, pending, observe, out)
+	}
+	return out
+}
+
+// groups splits the queues with pending work into independent groups: a
+// cohort's members together, a queue without a cohort alone.
+func (s *Snapshot) groups(pending map[string][]*Workload) [][]string {
+	byCohort := map[string][]string{}
+	var groups [][]string
+	for _, name := range SortedKeys(pending) {
+		cq := s.Config.ClusterQueues[name]
+		if cq == nil || cq.Cohort == "" {
+			groups = append(groups, []string{name})
+			continue
+		}
+		byCohort[cq.Cohort] = append(byCohort[cq.Cohort], name)
+	}
+	for _, c := range SortedKeys(byCohort) {
+		groups = append(groups, byCohort[c])
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i][0] < groups[j][0] })
+	return groups
+}
+
+// cursor walks one queue's pending list during a pass.
+type cursor struct {
+	list    []*Workload
+	i       int
+	blocker *Workload // StrictFIFO: the head everything else waits behind
+	// failed remembers the smallest plain request that had to wait this
+	// pass: usage only grows within a pass, so any plain request at
+	// least as large must wait too, for the same reason.
+	failed  *Workload
+	failedV Verdict
+	cq      *ClusterQueue
+	// The last namespace checked against the queue's selector.
+	lastNS      string
+	lastNSVerd  Verdict
+	lastNSKnown bool
+}
+
+func (c *cursor) head() *Workload { return c.list[c.i] }
+
+// heads is a heap of cursors ordered by their head Workload.
+type heads []*cursor
+
+func (h heads) Len() int           { return len(h) }
+func (h heads) Less(i, j int) bool { return Before(h[i].head(), h[j].head()) }
+func (h heads) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *heads) Push(x any)        { *h = append(*h, x.(*cursor)) }
+func (h *heads) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, observe func(*Workload, Verdict), out []Admission) []Admission {
+	h := make(heads, 0, len(group))
+	for _, name := range group {
+		if len(pending[name]) > 0 {
+			h = append(h, &cursor{list: pending[name], cq: s.Config.ClusterQueues[name]})
+		}
+	}
+	heap.Init(&h)
+	for h.Len() > 0 {
+		c := h[0]
+		w := c.head()
+		v, a := s.try(c, w)
+		if v.Kind == Fits {
+			s.Charge(c.cq.Name, a.Usage, +1)
+			out = append(out, Admission{Workload: w, Assignment: a})
+		}
+		observe(w, v)
+		c.i++
+		if c.i < len(c.list) {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
+	}
+	return out
+}
+
+// try decides one Workload at the head of cursor c.
+func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment) {
+	if c.cq == nil || w.Queue != c.cq.Name {
+		_, v := s.Eligible(w)
+		return v, Assignment{}
+	}
+	if !c.lastNSKnown || c.lastNS != w.Namespace {
+		_, c.lastNSVerd = s.Eligible(w)
+		c.lastNS, c.lastNSKnown = w.Namespace, true
+	}
+	if c.lastNSVerd.Kind != Fits {
+		return c.lastNSVerd, Assignment{}
+	}
+	cq := c.cq
+	if cq.StopPolicy == "Hold" || cq.StopPolicy == "HoldAndDrain" {
+		return waitf("held", "ClusterQueue %s is on hold (stopPolicy %s)", cq.Name, cq.StopPolicy), Assignment{}
+	}
+	if c.blocker != nil {
+		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), cq.Name), Assignment{}
+	}
+	plain := len(w.NodeSelector) == 0 && len(w.Tolerations) == 0 && w.vec != nil
+	if plain && c.failed != nil && covers(w, c.failed) {
+		return c.failedV, Assignment{}
+	}
+	a, v := s.assignIn(cq, w, w.Total())
+	if v.Kind == Wait {
+		if cq.Strategy == StrictFIFO {
+			c.blocker = w
+		}
+		if plain && (c.failed == nil || covers(c.failed, w)) {
+			c.failed, c.failedV = w, v
+		}
+	}
+	return v, a
+}
+
+// covers reports whether a requests at least what b requests of every
+// resource, and no other resources.
+func covers(a, b *Workload) bool {
+	if len(a.vec) != len(b.vec) {
+		return false
+	}
+	for i := range a.vec {
+		if a.vec[i].name != b.vec[i].name || a.vec[i].amount < b.vec[i].amount {
+			return false
+		}
+	}
+	return true
+}
+
+// Position describes a Workload's place for the Queued event.
+func Position(cq *ClusterQueue, pos, total int) string {
+	if cq.Cohort != "" {
+		return fmt.Sprintf("Queued in ClusterQueue %s (cohort %s), position %d of %d", cq.Name, cq.Cohort, pos, total)
+	}
+	return fmt.Sprintf("Queued in ClusterQueue %s, position %d of %d", cq.Name, pos, total)
+}

@@ -1,0 +1,432 @@
+package queues
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"tally.dev/tally/flavors"
+)
+
+const (
+	cpu = corev1.ResourceCPU
+	mem = corev1.ResourceMemory
+	gpu = corev1.ResourceName("nvidia.com/gpu")
+)
+
+func gpuTaint() *flavors.Flavor {
+	f := flavor("gpu", "node-type", "gpu")
+	f.NodeTaints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	return f
+}
+
+func TestDecide(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("spot", "tier", "spot"), flavor("on-demand", "tier", "on-demand"), gpuTaint()}
+	single := makeCQ("a").Group(cpu, mem).Flavor("on-demand", "cpu=10", "memory=10Gi").Obj()
+	twoFlavors := makeCQ("a").Group(cpu).Flavor("spot", "cpu=4").Flavor("on-demand", "cpu=10").Obj()
+	strict := makeCQ("a").Strict().Group(cpu).Flavor("on-demand", "cpu=10").Obj()
+	cohortA := func(lim ...string) *ClusterQueue {
+		q := "cpu=10"
+		if len(lim) > 0 {
+			q = lim[0]
+		}
+		return makeCQ("a").Cohort("ml").Group(cpu).Flavor("on-demand", q).Obj()
+	}
+	cohortB := func(lim ...string) *ClusterQueue {
+		q := "cpu=10"
+		if len(lim) > 0 {
+			q = lim[0]
+		}
+		return makeCQ("b").Cohort("ml").Group(cpu).Flavor("on-demand", q).Obj()
+	}
+
+	cases := []struct {
+		name    string
+		cqs     []*ClusterQueue
+		usage   map[string]Usage
+		pending []*Workload
+		want    []string
+		waits   map[string]string // workload -> verdict code
+	}{
+		{
+			name:    "fits in an empty queue",
+			cqs:     []*ClusterQueue{single},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "4").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "exactly fills the quota",
+			cqs:     []*ClusterQueue{single},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "10").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "does not fit beside existing usage",
+			cqs:     []*ClusterQueue{single},
+			usage:   usageOf("a:on-demand:cpu=8"),
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "4").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "quota/on-demand/cpu"},
+		},
+		{
+			name:    "pods multiply by count",
+			cqs:     []*ClusterQueue{single},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "3").Count(4).Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "exceeds-quota"},
+		},
+		{
+			name:    "all or nothing across resources",
+			cqs:     []*ClusterQueue{single},
+			usage:   usageOf("a:on-demand:memory=9Gi"),
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "1").Req(mem, "2Gi").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "quota/on-demand/memory"},
+		},
+		{
+			name:    "resource not covered is inadmissible",
+			cqs:     []*ClusterQueue{single},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(gpu, "1").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "not-covered"},
+		},
+		{
+			name:    "unknown queue is inadmissible",
+			cqs:     []*ClusterQueue{single},
+			pending: []*Workload{makeWL("j1", "nope", 1).Req(cpu, "1").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "unknown-queue"},
+		},
+		{
+			name:    "first flavor in order wins",
+			cqs:     []*ClusterQueue{twoFlavors},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Obj()},
+			want:    []string{"j1@spot"},
+		},
+		{
+			name:    "falls through to the next flavor when the first is full",
+			cqs:     []*ClusterQueue{twoFlavors},
+			usage:   usageOf("a:spot:cpu=3"),
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "skips a flavor whose labels conflict with the nodeSelector",
+			cqs:     []*ClusterQueue{twoFlavors},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Selector("tier", "on-demand").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "a selector no flavor matches is inadmissible",
+			cqs:     []*ClusterQueue{twoFlavors},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Selector("tier", "gold").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "no-matching-flavor"},
+		},
+		{
+			name:    "an unrelated selector key does not rule a flavor out",
+			cqs:     []*ClusterQueue{twoFlavors},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Selector("zone", "a").Obj()},
+			want:    []string{"j1@spot"},
+		},
+		{
+			name:    "a tainted flavor is skipped without a toleration",
+			cqs:     []*ClusterQueue{makeCQ("a").Group(cpu).Flavor("gpu", "cpu=10").Flavor("on-demand", "cpu=10").Obj()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "a tainted flavor is used with a toleration",
+			cqs:     []*ClusterQueue{makeCQ("a").Group(cpu).Flavor("gpu", "cpu=10").Flavor("on-demand", "cpu=10").Obj()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Tolerate(corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists}).Obj()},
+			want:    []string{"j1@gpu"},
+		},
+		{
+			name:    "two resource groups each get a flavor",
+			cqs:     []*ClusterQueue{makeCQ("a").Group(cpu).Flavor("on-demand", "cpu=10").Group(gpu).Flavor("gpu", "nvidia.com/gpu=4").Obj()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Req(gpu, "1").Tolerate(corev1.Toleration{Operator: corev1.TolerationOpExists}).Obj()},
+			want:    []string{"j1@on-demand+gpu"},
+		},
+		{
+			name: "BestEffortFIFO skips a head that does not fit",
+			cqs:  []*ClusterQueue{single},
+			pending: []*Workload{
+				makeWL("big", "a", 1).Req(cpu, "8").Obj(),
+				makeWL("small", "a", 2).Req(cpu, "2").Obj(),
+			},
+			usage: usageOf("a:on-demand:cpu=4"),
+			want:  []string{"small@on-demand"},
+			waits: map[string]string{"big": "quota/on-demand/cpu"},
+		},
+		{
+			name: "StrictFIFO blocks behind its head",
+			cqs:  []*ClusterQueue{strict},
+			pending: []*Workload{
+				makeWL("big", "a", 1).Req(cpu, "8").Obj(),
+				makeWL("small", "a", 2).Req(cpu, "2").Obj(),
+			},
+			usage: usageOf("a:on-demand:cpu=4"),
+			want:  []string{},
+			waits: map[string]string{"big": "quota/on-demand/cpu", "small": "strict-fifo"},
+		},
+		{
+			name: "StrictFIFO does not block behind an inadmissible Job",
+			cqs:  []*ClusterQueue{strict},
+			pending: []*Workload{
+				makeWL("huge", "a", 1).Req(cpu, "80").Obj(),
+				makeWL("small", "a", 2).Req(cpu, "2").Obj(),
+			},
+			want:  []string{"small@on-demand"},
+			waits: map[string]string{"huge": "exceeds-quota"},
+		},
+		{
+			name: "FIFO by creation time within a priority",
+			cqs:  []*ClusterQueue{single},
+			pending: []*Workload{
+				makeWL("second", "a", 2).Req(cpu, "6").Obj(),
+				makeWL("first", "a", 1).Req(cpu, "6").Obj(),
+			},
+			want:  []string{"first@on-demand"},
+			waits: map[string]string{"second": "quota/on-demand/cpu"},
+		},
+		{
+			name: "higher priority goes first",
+			cqs:  []*ClusterQueue{single},
+			pending: []*Workload{
+				makeWL("old-low", "a", 1).Req(cpu, "6").Prio(1).Obj(),
+				makeWL("new-high", "a", 2).Req(cpu, "6").Prio(100).Obj(),
+			},
+			want:  []string{"new-high@on-demand"},
+			waits: map[string]string{"old-low": "quota/on-demand/cpu"},
+		},
+		{
+			name:    "borrows unused quota from the cohort",
+			cqs:     []*ClusterQueue{cohortA(), cohortB()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "15").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "cannot borrow what the cohort uses",
+			cqs:     []*ClusterQueue{cohortA(), cohortB()},
+			usage:   usageOf("b:on-demand:cpu=8"),
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "13").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "quota/on-demand/cpu"},
+		},
+		{
+			name:    "borrowingLimit caps borrowing",
+			cqs:     []*ClusterQueue{cohortA("cpu=10/3"), cohortB()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "14").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "exceeds-quota"},
+		},
+		{
+			name:    "borrowingLimit allows up to the limit",
+			cqs:     []*ClusterQueue{cohortA("cpu=10/3"), cohortB()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "13").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "borrowingLimit counts what is already borrowed",
+			cqs:     []*ClusterQueue{cohortA("cpu=10/3"), cohortB()},
+			usage:   usageOf("a:on-demand:cpu=12"),
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "2").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "quota/on-demand/cpu"},
+		},
+		{
+			name:    "lendingLimit caps what a queue lends",
+			cqs:     []*ClusterQueue{cohortA(), cohortB("cpu=10/-/4")},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "15").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "exceeds-quota"},
+		},
+		{
+			name:    "lendingLimit lends up to the limit",
+			cqs:     []*ClusterQueue{cohortA(), cohortB("cpu=10/-/4")},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "14").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "the guaranteed part of a lender stays its own",
+			cqs:     []*ClusterQueue{cohortA(), cohortB("cpu=10/-/4")},
+			usage:   usageOf("a:on-demand:cpu=14"),
+			pending: []*Workload{makeWL("j1", "b", 1).Req(cpu, "6").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "a lender gets back only the unborrowed part of its lendable quota",
+			cqs:     []*ClusterQueue{cohortA(), cohortB("cpu=10/-/4")},
+			usage:   usageOf("a:on-demand:cpu=14"),
+			pending: []*Workload{makeWL("j1", "b", 1).Req(cpu, "7").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "quota/on-demand/cpu"},
+		},
+		{
+			name: "a pass charges as it admits",
+			cqs:  []*ClusterQueue{single},
+			pending: []*Workload{
+				makeWL("j1", "a", 1).Req(cpu, "4").Obj(),
+				makeWL("j2", "a", 2).Req(cpu, "4").Obj(),
+				makeWL("j3", "a", 3).Req(cpu, "4").Obj(),
+			},
+			want:  []string{"j1@on-demand", "j2@on-demand"},
+			waits: map[string]string{"j3": "quota/on-demand/cpu"},
+		},
+		{
+			name: "priority decides across queues of a cohort",
+			cqs:  []*ClusterQueue{cohortA(), cohortB()},
+			pending: []*Workload{
+				makeWL("a-low", "a", 1).Req(cpu, "12").Prio(1).Obj(),
+				makeWL("b-high", "b", 2).Req(cpu, "12").Prio(10).Obj(),
+			},
+			want:  []string{"b-high@on-demand"},
+			waits: map[string]string{"a-low": "quota/on-demand/cpu"},
+		},
+		{
+			name: "age decides across queues of a cohort",
+			cqs:  []*ClusterQueue{cohortA(), cohortB()},
+			pending: []*Workload{
+				makeWL("b-old", "b", 1).Req(cpu, "12").Obj(),
+				makeWL("a-new", "a", 2).Req(cpu, "12").Obj(),
+			},
+			want:  []string{"b-old@on-demand"},
+			waits: map[string]string{"a-new": "quota/on-demand/cpu"},
+		},
+		{
+			name: "queues without a cohort are independent",
+			cqs: []*ClusterQueue{
+				makeCQ("a").Group(cpu).Flavor("on-demand", "cpu=4").Obj(),
+				makeCQ("b").Group(cpu).Flavor("on-demand", "cpu=4").Obj(),
+			},
+			pending: []*Workload{
+				makeWL("a1", "a", 1).Req(cpu, "4").Obj(),
+				makeWL("b1", "b", 2).Req(cpu, "4").Obj(),
+				makeWL("a2", "a", 3).Req(cpu, "1").Obj(),
+			},
+			want:  []string{"a1@on-demand", "b1@on-demand"},
+			waits: map[string]string{"a2": "quota/on-demand/cpu"},
+		},
+		{
+			name: "whenCanBorrow Borrow takes the first flavor even if it borrows",
+			cqs: []*ClusterQueue{
+				makeCQ("a").Cohort("ml").Group(cpu).Flavor("spot", "cpu=2").Flavor("on-demand", "cpu=10").Obj(),
+				makeCQ("b").Cohort("ml").Group(cpu).Flavor("spot", "cpu=10").Obj(),
+			},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "4").Obj()},
+			want:    []string{"j1@spot"},
+		},
+		{
+			name: "whenCanBorrow TryNextFlavor prefers a later flavor within nominal",
+			cqs: []*ClusterQueue{
+				makeCQ("a").Cohort("ml").WhenCanBorrow("TryNextFlavor").Group(cpu).Flavor("spot", "cpu=2").Flavor("on-demand", "cpu=10").Obj(),
+				makeCQ("b").Cohort("ml").Group(cpu).Flavor("spot", "cpu=10").Obj(),
+			},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "4").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name: "whenCanBorrow TryNextFlavor still borrows when nothing else fits",
+			cqs: []*ClusterQueue{
+				makeCQ("a").Cohort("ml").WhenCanBorrow("TryNextFlavor").Group(cpu).Flavor("spot", "cpu=2").Flavor("on-demand", "cpu=1").Obj(),
+				makeCQ("b").Cohort("ml").Group(cpu).Flavor("spot", "cpu=10").Obj(),
+			},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "4").Obj()},
+			want:    []string{"j1@spot"},
+		},
+		{
+			name:    "a held queue admits nothing",
+			cqs:     []*ClusterQueue{makeCQ("a").Stop("Hold").Group(cpu).Flavor("on-demand", "cpu=10").Obj()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "1").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "held"},
+		},
+		{
+			name:    "a namespace the selector does not select is inadmissible",
+			cqs:     []*ClusterQueue{makeCQ("a").Selector(labels.SelectorFromSet(labels.Set{"team": "x"})).Group(cpu).Flavor("on-demand", "cpu=10").Obj()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "1").NS("other").Obj()},
+			want:    []string{},
+			waits:   map[string]string{"j1": "namespace-not-selected"},
+		},
+		{
+			name:    "a namespace the selector selects is admitted",
+			cqs:     []*ClusterQueue{makeCQ("a").Selector(labels.SelectorFromSet(labels.Set{"team": "x"})).Group(cpu).Flavor("on-demand", "cpu=10").Obj()},
+			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "1").NS("team-x").Obj()},
+			want:    []string{"j1@on-demand"},
+		},
+		{
+			name:    "a Job with no requests fits anywhere",
+			cqs:     []*ClusterQueue{single},
+			usage:   usageOf("a:on-demand:cpu=10"),
+			pending: []*Workload{makeWL("j1", "a", 1).Obj()},
+			want:    []string{"j1@"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := makeConfig(fls, tc.cqs...)
+			usage := map[string]Usage{}
+			for q, u := range tc.usage {
+				usage[q] = u.Clone()
+			}
+			snap := NewSnapshot(cfg, usage, map[string]labels.Set{"team-x": {"team": "x"}, "ns": {}, "other": {}})
+			waits := map[string]string{}
+			got := admittedNames(Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict) {
+				if v.Kind != Fits {
+					waits[w.Name] = v.Code
+				}
+			}))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("admitted (-want +got):\n%s", diff)
+			}
+			if tc.waits == nil {
+				tc.waits = map[string]string{}
+			}
+			if diff := cmp.Diff(tc.waits, waits); diff != "" {
+				t.Errorf("verdict codes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMessages(t *testing.T) {
+	gpuF := flavor("nvidia-gpu-flavor", "gpu", "true")
+	cases := []struct {
+		name  string
+		cqs   []*ClusterQueue
+		usage map[string]Usage
+		w     *Workload
+		want  string
+	}{
+		{
+			name:  "pending names the need, the usage and the cohort",
+			cqs:   []*ClusterQueue{makeCQ("cluster-queue-a").Cohort("ml").Group(gpu).Flavor("nvidia-gpu-flavor", "nvidia.com/gpu=10").Obj(), makeCQ("b").Cohort("ml").Group(gpu).Flavor("nvidia-gpu-flavor", "nvidia.com/gpu=0").Obj()},
+			usage: usageOf("cluster-queue-a:nvidia-gpu-flavor:nvidia.com/gpu=8"),
+			w:     makeWL("j", "cluster-queue-a", 1).Req(gpu, "4").Obj(),
+			want:  "Waiting for quota: needs nvidia.com/gpu=4 in flavor nvidia-gpu-flavor; ClusterQueue cluster-queue-a uses 8 of 10, cohort ml can lend 0",
+		},
+		{
+			name: "can never fit names the ceiling",
+			cqs:  []*ClusterQueue{makeCQ("cluster-queue-a").Group(gpu).Flavor("nvidia-gpu-flavor", "nvidia.com/gpu=10").Obj()},
+			w:    makeWL("j", "cluster-queue-a", 1).Req(gpu, "16").Obj(),
+			want: "Can never fit: requests nvidia.com/gpu=16, ClusterQueue cluster-queue-a allows at most 10 in flavor nvidia-gpu-flavor (nominal 10 + borrowing 0)",
+		},
+		{
+			name: "not covered names the resource",
+			cqs:  []*ClusterQueue{makeCQ("q").Group(gpu).Flavor("nvidia-gpu-flavor", "nvidia.com/gpu=10").Obj()},
+			w:    makeWL("j", "q", 1).Req(cpu, "500m").Obj(),
+			want: "Can never fit: requests cpu=500m, which ClusterQueue q does not cover",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := NewSnapshot(makeConfig([]*flavors.Flavor{gpuF}, tc.cqs...), tc.usage, map[string]labels.Set{"ns": {}})
+			_, v := snap.Assign(tc.w)
+			if diff := cmp.Diff(tc.want, v.Message); diff != "" {
+				t.Errorf("message (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,51 @@
+package queues
+
+// The labels and annotations tally reads and writes. DESIGN.md fixes them.
+const (
+	// AnnotationNamespaceQueue on a Namespace binds it to a ClusterQueue.
+	AnnotationNamespaceQueue = "tally.dev/cluster-queue"
+	// LabelManaged marks the namespaces the Job webhook handles.
+	LabelManaged = "tally.dev/managed"
+
+	// LabelState is a Job's state: one of the State values.
+	LabelState = "tally.dev/state"
+	// LabelQueue is a Job's ClusterQueue.
+	LabelQueue = "tally.dev/cluster-queue"
+	// LabelPriorityClass names a WorkloadPriorityClass.
+	LabelPriorityClass = "tally.dev/priority-class"
+	// LabelKueueQueueName is Kueue's LocalQueue label, resolved through
+	// LocalQueue documents.
+	LabelKueueQueueName = "kueue.x-k8s.io/queue-name"
+	// LabelKueuePriorityClass is Kueue's WorkloadPriorityClass label.
+	LabelKueuePriorityClass = "kueue.x-k8s.io/priority-class"
+
+	// AnnotationFlavors maps each pod set to its flavor: "main=gpu".
+	AnnotationFlavors = "tally.dev/flavors"
+	// AnnotationAdmittedAt is the RFC 3339 time of admission.
+	AnnotationAdmittedAt = "tally.dev/admitted-at"
+	// AnnotationUserAffinity keeps the Job's own required node affinity
+	// terms (JSON), so admission and preemption can rebuild the flavor
+	// affinity around them. Absent when the Job had none.
+	AnnotationUserAffinity = "tally.dev/user-affinity"
+
+	// ConfigKey is the ConfigMap key that holds the config documents.
+	ConfigKey = "queues.yaml"
+)
+
+// State is the value of LabelState.
+type State string
+
+// The Job states.
+const (
+	StatePending      State = "pending"
+	StateAdmitted     State = "admitted"
+	StateInadmissible State = "inadmissible"
+	StateFinished     State = "finished"
+)
+
+// Managed says whether a namespace with this name and binding annotation
+// is managed, and so carries LabelManaged. kube-system and tally's own
+// namespace never are.
+func Managed(name, queue, own string) bool {
+	return queue != "" && name != "kube-system" && name != own
+}

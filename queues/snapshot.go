@@ -1,0 +1,155 @@
+package queues
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+
+	"tally.dev/tally/flavors"
+)
+
+// Usage is the quota in use, per flavor and resource.
+type Usage map[FlavorResource]flavors.Amount
+
+// Add adds u2 into u.
+func (u Usage) Add(u2 Usage) {
+	for fr, a := range u2 {
+		u[fr] = u[fr].Add(a)
+	}
+}
+
+// Sub removes u2 from u, dropping cells that reach zero.
+func (u Usage) Sub(u2 Usage) {
+	for fr, a := range u2 {
+		if v := u[fr].Sub(a); v != 0 {
+			u[fr] = v
+		} else {
+			delete(u, fr)
+		}
+	}
+}
+
+// Clone copies u.
+func (u Usage) Clone() Usage {
+	out := make(Usage, len(u))
+	for k, v := range u {
+		out[k] = v
+	}
+	return out
+}
+
+// Snapshot is the state one admission pass decides on: the config, the
+// usage of every ClusterQueue, and the labels of every bound namespace.
+// Decide updates its usage as it admits, so later decisions in the same
+// pass see the quota already spent.
+type Snapshot struct {
+	Config *Config
+	// Usage maps a ClusterQueue to its usage. Missing means none.
+	Usage map[string]Usage
+	// Namespaces maps a namespace to its labels, for namespaceSelectors.
+	Namespaces map[string]labels.Set
+
+	// borrowed is, per cohort, the usage its members take above their
+	// guaranteed quota: what they hold of the cohort's shared pool.
+	borrowed map[string]Usage
+}
+
+// NewSnapshot builds a Snapshot. It takes ownership of usage.
+func NewSnapshot(cfg *Config, usage map[string]Usage, namespaces map[string]labels.Set) *Snapshot {
+	s := &Snapshot{Config: cfg, Usage: usage, Namespaces: namespaces, borrowed: map[string]Usage{}}
+	if s.Usage == nil {
+		s.Usage = map[string]Usage{}
+	}
+	for name, u := range s.Usage {
+		cq := cfg.ClusterQueues[name]
+		if cq == nil || cq.Cohort == "" {
+			continue
+		}
+		for fr, a := range u {
+			s.addBorrowed(cq, fr, 0, a)
+		}
+	}
+	return s
+}
+
+// addBorrowed moves the cohort's pooled usage of fr as cq's usage goes from
+// before to after.
+func (s *Snapshot) addBorrowed(cq *ClusterQueue, fr FlavorResource, before, after flavors.Amount) {
+	q, _ := s.Config.QuotaOf(cq.Name, fr)
+	g := q.Guaranteed()
+	delta := flavors.Max(0, after.Sub(g)).Sub(flavors.Max(0, before.Sub(g)))
+	if delta == 0 {
+		return
+	}
+	b := s.borrowed[cq.Cohort]
+	if b == nil {
+		b = Usage{}
+		s.borrowed[cq.Cohort] = b
+	}
+	b[fr] = b[fr].Add(delta)
+}
+
+// Charge adds u to cq's usage (a negative amount releases).
+func (s *Snapshot) Charge(cqName string, u Usage, sign int) {
+	cq := s.Config.ClusterQueues[cqName]
+	cur := s.Usage[cqName]
+	if cur == nil {
+		cur = Usage{}
+		s.Usage[cqName] = cur
+	}
+	for fr, a := range u {
+		before := cur[fr]
+		after := before.Add(a)
+		if sign < 0 {
+			after = before.Sub(a)
+		}
+		cur[fr] = after
+		if cq != nil && cq.Cohort != "" {
+			s.addBorrowed(cq, fr, before, after)
+		}
+	}
+}
+
+// CohortLendable is the pool a cohort's members lend for fr: the sum of
+// their lendable quota.
+func (s *Snapshot) CohortLendable(cohort string, fr FlavorResource) flavors.Amount {
+	return s.Config.index().lendable[cohort][fr]
+}
+
+// CohortFree is what is left of the cohort's pool for fr.
+func (s *Snapshot) CohortFree(cohort string, fr FlavorResource) flavors.Amount {
+	return flavors.Max(0, s.CohortLendable(cohort, fr).Sub(s.borrowed[cohort][fr]))
+}
+
+// Available is how much more of fr cq may use now: its unused guaranteed
+// quota plus what the cohort can still lend it, within its borrowingLimit.
+func (s *Snapshot) Available(cq *ClusterQueue, fr FlavorResource) flavors.Amount {
+	q, ok := s.Config.QuotaOf(cq.Name, fr)
+	if !ok {
+		return 0
+	}
+	used := s.Usage[cq.Name][fr]
+	if cq.Cohort == "" {
+		return flavors.Max(0, q.Nominal.Sub(used))
+	}
+	local := flavors.Max(0, q.Guaranteed().Sub(used))
+	fromCohort := s.CohortFree(cq.Cohort, fr)
+	if q.BorrowingLimit != flavors.Unlimited {
+		inPool := flavors.Max(0, used.Sub(q.Guaranteed()))
+		fromCohort = flavors.Min(fromCohort, q.Lendable().Sub(inPool).Add(q.BorrowingLimit))
+	}
+	return local.Add(flavors.Max(0, fromCohort))
+}
+
+// Ceiling is the most of fr cq could ever use, with every other member of
+// its cohort idle: nominal plus what it may borrow.
+func (s *Snapshot) Ceiling(cq *ClusterQueue, fr FlavorResource) (total, nominal, borrow flavors.Amount) {
+	q, ok := s.Config.QuotaOf(cq.Name, fr)
+	if !ok {
+		return 0, 0, 0
+	}
+	if cq.Cohort == "" {
+		return q.Nominal, q.Nominal, 0
+	}
+	others := s.CohortLendable(cq.Cohort, fr).Sub(q.Lendable())
+	borrow = flavors.Min(flavors.Max(0, others), q.BorrowingLimit)
+	return q.Nominal.Add(borrow), q.Nominal, borrow
+}

@@ -1,0 +1,114 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"tally.dev/tally/queues"
+)
+
+// ConfigurationName names both webhook configurations tally registers.
+const ConfigurationName = "tally"
+
+// Endpoint says how the API server reaches tally's webhook server: a base
+// URL (tally on the host) or a Service (tally in the cluster).
+type Endpoint struct {
+	// URL is e.g. "https://127.0.0.1:9443". It wins over Service.
+	URL              string
+	ServiceNamespace string
+	ServiceName      string
+	ServicePort      int32
+	CABundle         []byte
+}
+
+func (e Endpoint) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+	if e.URL != "" {
+		return admissionregistrationv1.WebhookClientConfig{URL: ptr.To(e.URL + path), CABundle: e.CABundle}
+	}
+	return admissionregistrationv1.WebhookClientConfig{
+		CABundle: e.CABundle,
+		Service: &admissionregistrationv1.ServiceReference{
+			Namespace: e.ServiceNamespace, Name: e.ServiceName, Path: ptr.To(path), Port: ptr.To(e.ServicePort),
+		},
+	}
+}
+
+// Configurations returns the webhook configurations for tally running in
+// namespace own. The Job webhook fails closed but only ever sees managed
+// namespaces; the others fail open, so tally being down never blocks
+// namespace or ConfigMap writes.
+func Configurations(e Endpoint, own string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
+	fail, ignore := ptr.To(admissionregistrationv1.Fail), ptr.To(admissionregistrationv1.Ignore)
+	versions := []string{"v1"}
+	managed := &metav1.LabelSelector{
+		MatchLabels: map[string]string{queues.LabelManaged: "true"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", own},
+		}},
+	}
+	notSystem := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", own},
+	}}}
+	onlyOwn := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{own},
+	}}}
+	rule := func(group, version, resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{version}, Resources: []string{resource},
+				Scope: ptr.To(admissionregistrationv1.AllScopes)},
+		}}
+	}
+	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "jobs.tally.dev", ClientConfig: e.clientConfig(JobPath),
+			Rules:         rule("batch", "v1", "jobs", create),
+			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+		}, {
+			Name: "namespaces.tally.dev", ClientConfig: e.clientConfig(NamespaceMutatePath),
+			Rules:         rule("", "v1", "namespaces", create, update),
+			FailurePolicy: ignore, NamespaceSelector: notSystem, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+		}},
+	}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "namespaces.validate.tally.dev", ClientConfig: e.clientConfig(NamespaceValidatePath),
+			Rules:         rule("", "v1", "namespaces", create, update),
+			FailurePolicy: ignore, NamespaceSelector: notSystem, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+		}, {
+			Name: "config.validate.tally.dev", ClientConfig: e.clientConfig(ConfigMapValidatePath),
+			Rules:         rule("", "v1", "configmaps", create, update),
+			FailurePolicy: ignore, NamespaceSelector: onlyOwn, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+		}},
+	}
+	return mutating, validating
+}
+
+// Register creates or updates tally's webhook configurations.
+func Register(ctx context.Context, c client.Client, e Endpoint, own string) error {
+	wantM, wantV := Configurations(e, own)
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, m, func() error { m.Webhooks = wantM.Webhooks; return nil }); err != nil {
+		return fmt.Errorf("registering MutatingWebhookConfiguration %s: %w", ConfigurationName, err)
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, v, func() error { v.Webhooks = wantV.Webhooks; return nil }); err != nil {
+		return fmt.Errorf("registering ValidatingWebhookConfiguration %s: %w", ConfigurationName, err)
+	}
+	return nil
+}

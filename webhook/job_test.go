@@ -1,0 +1,348 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"tally.dev/tally/queues"
+)
+
+const config = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: spot}
+spec:
+  nodeLabels: {tier: spot}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: on-demand}
+spec:
+  nodeLabels: {tier: on-demand}
+  tolerations: [{key: on-demand, operator: Exists, effect: NoSchedule}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: q}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: spot
+      resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 8Gi}]
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 8}, {name: memory, nominalQuota: 16Gi}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: other}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: spot
+      resources: [{name: cpu, nominalQuota: 1}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: team}
+spec: {clusterQueue: other}
+`
+
+func testConfig(t testing.TB) *queues.Config {
+	t.Helper()
+	cfg, _, errs := queues.Parse([]byte(config))
+	if len(errs) > 0 {
+		t.Fatalf("config: %v", errs)
+	}
+	return cfg
+}
+
+// nsReader serves Namespaces from a fixed set, as the manager's cache would.
+type nsReader map[string]*corev1.Namespace
+
+func (r nsReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	ns, ok := r[key.Name]
+	if !ok {
+		return fmt.Errorf("namespace %q not found", key.Name)
+	}
+	ns.DeepCopyInto(obj.(*corev1.Namespace))
+	return nil
+}
+
+func (r nsReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return fmt.Errorf("not supported")
+}
+
+func newMutator(t testing.TB, cfg *queues.Config) *JobMutator {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	return &JobMutator{
+		Store: queues.NewStore(cfg),
+		Namespaces: nsReader{
+			"team":         {ObjectMeta: metav1.ObjectMeta{Name: "team", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "q"}}},
+			"unbound":      {ObjectMeta: metav1.ObjectMeta{Name: "unbound"}},
+			"tally-system": {ObjectMeta: metav1.ObjectMeta{Name: "tally-system", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "q"}}},
+		},
+		Namespace: "tally-system",
+		Decoder:   admission.NewDecoder(scheme),
+	}
+}
+
+func jobRequest(t testing.TB, job *batchv1.Job) admission.Request {
+	raw, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "1", Operation: admissionv1.Create, Namespace: job.Namespace, Name: job.Name,
+		Kind:   metav1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"},
+		Object: runtime.RawExtension{Raw: raw},
+	}}
+}
+
+func makeJob(ns string, cpu string) *batchv1.Job {
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+			}}},
+		}}},
+	}
+}
+
+// apply runs the handler and applies its patch, returning the mutated Job.
+func apply(t testing.TB, m *JobMutator, job *batchv1.Job) (*batchv1.Job, admission.Response) {
+	t.Helper()
+	resp := m.Handle(context.Background(), jobRequest(t, job))
+	if !resp.Allowed {
+		return nil, resp
+	}
+	raw, _ := json.Marshal(job)
+	if len(resp.Patches) > 0 {
+		patch, _ := json.Marshal(resp.Patches)
+		var err error
+		raw, err = applyJSONPatch(raw, patch)
+		if err != nil {
+			t.Fatalf("applying patch: %v", err)
+		}
+	}
+	out := &batchv1.Job{}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatal(err)
+	}
+	return out, resp
+}
+
+func TestJobMutation(t *testing.T) {
+	m := newMutator(t, testConfig(t))
+	got, resp := apply(t, m, makeJob("team", "1"))
+	if len(resp.Warnings) != 0 {
+		t.Errorf("warnings: %v", resp.Warnings)
+	}
+	if got.Spec.Suspend == nil || !*got.Spec.Suspend {
+		t.Fatalf("not suspended")
+	}
+	wantLabels := map[string]string{queues.LabelQueue: "q", queues.LabelState: "pending"}
+	if diff := cmp.Diff(wantLabels, got.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	wantTerms := []corev1.NodeSelectorTerm{
+		{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "tier", Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}}},
+		{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "tier", Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}}},
+	}
+	if diff := cmp.Diff(wantTerms, queues.RequiredTerms(&got.Spec.Template.Spec)); diff != "" {
+		t.Errorf("candidate affinity (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.Toleration{{Key: "on-demand", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, got.Spec.Template.Spec.Tolerations); diff != "" {
+		t.Errorf("tolerations (-want +got):\n%s", diff)
+	}
+
+	again, _ := apply(t, m, got)
+	if diff := cmp.Diff(got, again); diff != "" {
+		t.Errorf("not idempotent (-once +twice):\n%s", diff)
+	}
+}
+
+func TestJobMutationCases(t *testing.T) {
+	cfg := testConfig(t)
+	cases := []struct {
+		name      string
+		job       func() *batchv1.Job
+		cfg       *queues.Config
+		allowed   bool
+		mutated   bool
+		state     string
+		queue     string
+		terms     int
+		warning   string
+		errSubstr string
+	}{
+		{name: "unbound namespace passes untouched", job: func() *batchv1.Job { return makeJob("unbound", "1") }, allowed: true},
+		{name: "unknown namespace passes untouched", job: func() *batchv1.Job { return makeJob("ghost", "1") }, allowed: true},
+		{name: "tally's own namespace is never managed", job: func() *batchv1.Job { return makeJob("tally-system", "1") }, allowed: true},
+		{name: "a Job that fits is pending with both candidates", job: func() *batchv1.Job { return makeJob("team", "1") }, allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
+		{name: "a nodeSelector narrows the candidates", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			j.Spec.Template.Spec.NodeSelector = map[string]string{"tier": "on-demand"}
+			return j
+		}, allowed: true, mutated: true, state: "pending", queue: "q", terms: 1},
+		{name: "a Job too big for any flavor is inadmissible with a warning", job: func() *batchv1.Job { return makeJob("team", "9") },
+			allowed: true, mutated: true, state: "inadmissible", queue: "q", warning: "Can never fit: requests cpu=9, ClusterQueue q allows at most 4 in flavor spot"},
+		{name: "an uncovered resource is inadmissible with a warning", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			j.Spec.Template.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
+			return j
+		}, allowed: true, mutated: true, state: "inadmissible", queue: "q", warning: "requests nvidia.com/gpu=1, which ClusterQueue q does not cover"},
+		{name: "the queue label overrides the namespace", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			j.Labels = map[string]string{queues.LabelQueue: "other"}
+			return j
+		}, allowed: true, mutated: true, state: "pending", queue: "other", terms: 1},
+		{name: "Kueue's queue-name resolves through a LocalQueue", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			j.Labels = map[string]string{queues.LabelKueueQueueName: "lq"}
+			return j
+		}, allowed: true, mutated: true, state: "pending", queue: "other", terms: 1},
+		{name: "an unknown queue label is inadmissible with the known queues", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			j.Labels = map[string]string{queues.LabelQueue: "nope"}
+			return j
+		}, allowed: true, mutated: true, state: "inadmissible", queue: "nope", warning: `ClusterQueue "nope" does not exist; known: other, q`},
+		{name: "a user-set admitted state is reset to pending", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			j.Labels = map[string]string{queues.LabelState: "admitted"}
+			return j
+		}, allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
+		{name: "an explicit suspend=false is overridden", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			f := false
+			j.Spec.Suspend = &f
+			return j
+		}, allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
+		{name: "before any config the Job waits as pending", cfg: nil, job: func() *batchv1.Job { return makeJob("team", "1") },
+			allowed: true, mutated: true, state: "pending", queue: "q", warning: "has not loaded a valid config"},
+		{name: "a malformed user-affinity annotation is rejected", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			j.Annotations = map[string]string{queues.AnnotationUserAffinity: "{not json"}
+			return j
+		}, errSubstr: "metadata.annotations[tally.dev/user-affinity]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			if tc.name == "before any config the Job waits as pending" {
+				c = nil
+			}
+			m := newMutator(t, c)
+			got, resp := apply(t, m, tc.job())
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v, want %v (%v)", resp.Allowed, tc.allowed, resp.Result)
+			}
+			if !resp.Allowed {
+				if !strings.Contains(resp.Result.Message, tc.errSubstr) {
+					t.Fatalf("message %q does not contain %q", resp.Result.Message, tc.errSubstr)
+				}
+				return
+			}
+			if tc.mutated != (len(resp.Patches) > 0) {
+				t.Fatalf("mutated = %v, want %v", len(resp.Patches) > 0, tc.mutated)
+			}
+			if !tc.mutated {
+				return
+			}
+			if got.Labels[queues.LabelState] != tc.state || got.Labels[queues.LabelQueue] != tc.queue {
+				t.Errorf("state,queue = %q,%q want %q,%q", got.Labels[queues.LabelState], got.Labels[queues.LabelQueue], tc.state, tc.queue)
+			}
+			if n := len(queues.RequiredTerms(&got.Spec.Template.Spec)); n != tc.terms {
+				t.Errorf("%d affinity terms, want %d", n, tc.terms)
+			}
+			if !*got.Spec.Suspend {
+				t.Errorf("not suspended")
+			}
+			w := strings.Join(resp.Warnings, "\n")
+			if (tc.warning == "") != (w == "") || !strings.Contains(w, tc.warning) {
+				t.Errorf("warnings %q, want one containing %q", w, tc.warning)
+			}
+		})
+	}
+}
+
+func TestJobMutationBadRequests(t *testing.T) {
+	m := newMutator(t, testConfig(t))
+	cases := []struct {
+		name string
+		raw  string
+		op   admissionv1.Operation
+		code int32
+	}{
+		{"truncated object", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j","namespace":"team"`, admissionv1.Create, http.StatusBadRequest},
+		{"wrong type for spec", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j","namespace":"team"},"spec":"x"}`, admissionv1.Create, http.StatusBadRequest},
+		{"annotations of the wrong type", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j","namespace":"team","annotations":{"a":1}}}`, admissionv1.Create, http.StatusBadRequest},
+		{"empty object", ``, admissionv1.Create, http.StatusBadRequest},
+		{"an UPDATE is not mutated", `{}`, admissionv1.Update, http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := m.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "1", Operation: tc.op, Namespace: "team", Object: runtime.RawExtension{Raw: []byte(tc.raw)},
+			}})
+			if resp.Result.Code != tc.code {
+				t.Errorf("code = %d, want %d (%s)", resp.Result.Code, tc.code, resp.Result.Message)
+			}
+			if tc.code != http.StatusOK && (resp.Allowed || !strings.Contains(resp.Result.Message, "tally: decoding Job")) {
+				t.Errorf("want a decoding error, got allowed=%v %q", resp.Allowed, resp.Result.Message)
+			}
+		})
+	}
+}
+
+// BenchmarkJobWebhook measures the Job handler in process, reporting the
+// median and 99th percentile latency of single requests.
+func BenchmarkJobWebhook(b *testing.B) {
+	m := newMutator(b, testConfig(b))
+	req := jobRequest(b, makeJob("team", "1"))
+	b.ReportAllocs()
+	lat := make([]time.Duration, 0, 1<<16)
+	for b.Loop() {
+		start := time.Now()
+		resp := m.Handle(context.Background(), req)
+		lat = append(lat, time.Since(start))
+		if !resp.Allowed {
+			b.Fatal(resp.Result.Message)
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+func applyJSONPatch(doc, patch []byte) ([]byte, error) {
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, err
+	}
+	return p.Apply(doc)
+}
