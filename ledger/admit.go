@@ -20,15 +20,18 @@ import (
 	"tally.dev/tally/queues"
 )
 
-// admission is one decided admission, with what its write needs copied out
-// from under the lock.
-type admission struct {
+// write is one decided write, an admission or a preemption, with what it
+// needs copied out from under the lock.
+type write struct {
 	e            *entry
 	w            *queues.Workload
-	a            queues.Assignment
 	rv           string
+	a            queues.Assignment
 	userAffinity string
 	combo        []*flavors.Flavor
+	// preemptor is set for a preemption: the Job that waits for this one.
+	preemptor *entry
+	message   string
 }
 
 // pass runs one admission pass: decide under the lock on a snapshot of
@@ -44,7 +47,7 @@ func (l *Ledger) pass(ctx context.Context) {
 }
 
 // decide is the locked part of a pass.
-func (l *Ledger) decide() []admission {
+func (l *Ledger) decide() []write {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.synced || l.cfg == nil || len(l.pending) == 0 {
@@ -66,6 +69,7 @@ func (l *Ledger) decide() []admission {
 		t.Ascend(func(e *entry) bool { list = append(list, e.w); return true })
 		lists[q] = list
 	}
+	snap.Admitted = l.admittedLocked()
 	position := map[string]int{}
 	var inadmissible []*entry
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict) {
@@ -77,7 +81,7 @@ func (l *Ledger) decide() []admission {
 				l.event(w, corev1.EventTypeNormal, ReasonQueued, "%s", queues.Position(cq, position[w.Queue], l.pending[w.Queue].Len()))
 			}
 		}
-		if v.Kind == queues.Fits || v.Code == e.lastCode {
+		if v.Kind == queues.Fits || v.Kind == queues.Preempting || v.Code == e.lastCode {
 			return
 		}
 		e.lastCode = v.Code
@@ -95,18 +99,55 @@ func (l *Ledger) decide() []admission {
 			l.labelQueue.Add(e.w.UID)
 		}
 	}
-	out := make([]admission, 0, len(decided))
-	for _, d := range decided {
+	out := make([]write, 0, len(decided.Admissions))
+	for _, d := range decided.Admissions {
 		e := l.jobs[d.Workload.UID]
 		l.untree(e)
 		e.assumed = true
 		e.lastCode = ""
 		l.chargeLocked(e, d.Workload.Queue, d.Assignment.Usage)
-		out = append(out, admission{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity,
+		out = append(out, write{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity,
 			combo: l.cfg.FlavorsByName(d.Assignment.Flavors)})
+	}
+	for _, p := range decided.Preemptions {
+		out = append(out, l.preemptLocked(p)...)
 	}
 	l.metrics.pending.Set(float64(l.pendingLenLocked()))
 	return out
+}
+
+// admittedLocked lists the preemption candidates: Jobs that hold quota,
+// are not on their way out and whose admission is not in flight.
+func (l *Ledger) admittedLocked() map[string][]*queues.Admitted {
+	out := map[string][]*queues.Admitted{}
+	for _, e := range l.jobs {
+		if e.charged == nil || e.assumed || e.evicting || e.state != queues.StateAdmitted {
+			continue
+		}
+		out[e.chargedQueue] = append(out[e.chargedQueue], &queues.Admitted{W: e.w, Usage: e.charged, AdmittedAt: e.admittedAt})
+	}
+	return out
+}
+
+// preemptLocked takes a preemption decision: the preemptor leaves its
+// queue until the victims' quota is free, and each victim gets its
+// suspending write.
+func (l *Ledger) preemptLocked(p queues.Preemption) []write {
+	pe := l.jobs[p.Preemptor.UID]
+	l.untree(pe)
+	pe.lastCode = ""
+	pe.waitingFor = map[types.UID]bool{}
+	l.event(p.Preemptor, corev1.EventTypeNormal, ReasonPreempting, "%s", p.Message())
+	writes := make([]write, 0, len(p.Victims))
+	for _, v := range p.Victims {
+		ve := l.jobs[v.W.UID]
+		ve.evicting = true
+		pe.waitingFor[v.W.UID] = true
+		l.waitingOn[v.W.UID] = pe
+		writes = append(writes, write{e: ve, w: ve.w, rv: ve.rv, preemptor: pe, message: p.VictimMessage(v)})
+	}
+	l.metrics.preempted.Add(float64(len(p.Victims)))
+	return writes
 }
 
 func (l *Ledger) pendingLenLocked() int {
@@ -117,24 +158,53 @@ func (l *Ledger) pendingLenLocked() int {
 	return n
 }
 
-// writeAll writes the admissions, a few at a time.
-func (l *Ledger) writeAll(ctx context.Context, adms []admission) {
+// writeAll makes the writes, a few at a time.
+func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 	sem := make(chan struct{}, l.opts.Workers)
 	var wg sync.WaitGroup
-	for _, adm := range adms {
+	for _, w := range writes {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			l.admit(ctx, adm)
+			if w.preemptor != nil {
+				l.evict(ctx, w)
+			} else {
+				l.admit(ctx, w)
+			}
 		}()
 	}
 	wg.Wait()
 }
 
+// evict makes the one write that preempts a Job: it suspends it and sets
+// its state back to pending, guarded by the resourceVersion the decision
+// saw. The job controller then deletes the pods; the quota is released when
+// they are gone. Its node affinity is left for its next admission to
+// rewrite, since the API allows that only once the Job has stopped.
+func (l *Ledger) evict(ctx context.Context, w write) {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": w.rv, "labels": map[string]any{queues.LabelState: string(queues.StatePending)}},
+		"spec":     map[string]any{"suspend": true},
+	})
+	if err == nil {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: w.w.Namespace, Name: w.w.Name}}
+		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch))
+	}
+	if err != nil {
+		l.mu.Lock()
+		w.e.evicting = false
+		l.victimFreedLocked(w.w.UID)
+		l.mu.Unlock()
+		l.log.Info("preemption write failed; the preemptor queues again", "job", w.w.Key(), "preemptor", w.preemptor.w.Key(), "err", err.Error())
+		return
+	}
+	l.event(w.w, corev1.EventTypeWarning, ReasonPreempted, "%s", w.message)
+}
+
 // admit makes the one write that admits a Job and rolls the assumption back
 // if it fails.
-func (l *Ledger) admit(ctx context.Context, adm admission) {
+func (l *Ledger) admit(ctx context.Context, adm write) {
 	now := l.opts.Clock.Now()
 	patch, err := l.admissionPatch(adm, now)
 	if err == nil {
@@ -150,7 +220,7 @@ func (l *Ledger) admit(ctx context.Context, adm admission) {
 		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), now.Sub(adm.w.Created).Round(time.Second))
 }
 
-func (l *Ledger) rollback(adm admission, err error) {
+func (l *Ledger) rollback(adm write, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := adm.e
@@ -173,7 +243,7 @@ func (l *Ledger) rollback(adm admission, err error) {
 // guarded by the resourceVersion the decision saw, so it fails with a
 // Conflict if the Job changed meanwhile. It narrows the node affinity to
 // the assigned flavors, records the assignment and un-suspends the Job.
-func (l *Ledger) admissionPatch(adm admission, now time.Time) ([]byte, error) {
+func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
 	user, err := queues.DecodeUserTerms(adm.userAffinity)
 	if err != nil {
 		return nil, err

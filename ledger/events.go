@@ -18,6 +18,8 @@ const (
 	ReasonInadmissible  = "Inadmissible"
 	ReasonAdmitted      = "Admitted"
 	ReasonQuotaReleased = "QuotaReleased"
+	ReasonPreempting    = "Preempting"
+	ReasonPreempted     = "Preempted"
 	ReasonConfigInvalid = "InvalidConfig"
 	ReasonConfigLoaded  = "ConfigLoaded"
 )

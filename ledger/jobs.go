@@ -2,10 +2,12 @@ package ledger
 
 import (
 	"strings"
+	"time"
 
 	"github.com/google/btree"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"tally.dev/tally/queues"
 )
@@ -26,9 +28,16 @@ type entry struct {
 	flavors      string // the tally.dev/flavors annotation
 	userAffinity string // the tally.dev/user-affinity annotation
 	prio         priorityRef
+	admittedAt   time.Time
 	inTree       bool
-	queued       bool   // the Queued event was written
-	lastCode     string // the reason of the last Pending/Inadmissible event
+	// evicting: preempted (or suspended by its owner) while its pods still
+	// run; it keeps its quota until they are gone.
+	evicting bool
+	// waitingFor holds, for a preemptor, the victims whose quota it waits
+	// for; it rejoins its queue when the last one is free.
+	waitingFor map[types.UID]bool
+	queued     bool   // the Queued event was written
+	lastCode   string // the reason of the last Pending/Inadmissible event
 }
 
 // priorityRef is what a Job's priority is derived from.
@@ -68,6 +77,9 @@ func (l *Ledger) onJob(obj any) {
 	e.labelState = job.Labels[queues.LabelState]
 	e.flavors = job.Annotations[queues.AnnotationFlavors]
 	e.userAffinity = job.Annotations[queues.AnnotationUserAffinity]
+	if t, err := time.Parse(time.RFC3339, job.Annotations[queues.AnnotationAdmittedAt]); err == nil {
+		e.admittedAt = t
+	}
 	e.prio = priorityRef{
 		workloadClass: firstNonEmpty(job.Labels[queues.LabelPriorityClass], job.Labels[queues.LabelKueuePriorityClass]),
 		podClass:      job.Spec.Template.Spec.PriorityClassName,
@@ -90,6 +102,7 @@ func (l *Ledger) onJob(obj any) {
 		l.untree(e)
 		e.w = w
 		e.assumed = false
+		e.evicting = false
 		e.state = queues.StateAdmitted
 		if u := l.usageFromAnnotation(w, e.flavors); e.charged == nil || !sameUsage(u, e.charged) || e.chargedQueue != w.Queue {
 			l.releaseLocked(e, false)
@@ -98,12 +111,22 @@ func (l *Ledger) onJob(obj any) {
 	case e.assumed:
 		// Our admission write is in flight; its outcome decides.
 		e.w = w
+	case e.waitingFor != nil:
+		// A preemptor waits out of its queue for its victims.
+		e.w = w
 	default:
 		if e.charged != nil {
-			// Suspended again (by its owner, or preempted): the quota
-			// comes back and the Job queues again.
+			// Suspended again (preempted, or by its owner): the quota
+			// comes back once the pods are gone, and the Job queues again.
+			e.w = w
+			if activePods(job) > 0 {
+				e.evicting = true
+				return
+			}
+			e.evicting = false
 			l.releaseLocked(e, false)
 			l.labelQueue.Add(job.UID)
+			l.victimFreedLocked(job.UID)
 		}
 		if e.state == queues.StateInadmissible && e.w != nil && sameShape(e.w, w) {
 			e.w = w
@@ -131,7 +154,38 @@ func (l *Ledger) onJobDelete(obj any) {
 	l.untree(e)
 	l.releaseLocked(e, false)
 	delete(l.jobs, job.UID)
+	l.victimFreedLocked(job.UID)
+	for v := range e.waitingFor {
+		delete(l.waitingOn, v)
+	}
 	l.poke()
+}
+
+// activePods counts a Job's pods that still run or terminate.
+func activePods(job *batchv1.Job) int32 {
+	n := job.Status.Active
+	if job.Status.Terminating != nil {
+		n += *job.Status.Terminating
+	}
+	return n
+}
+
+// victimFreedLocked notes that a preemption victim's quota is free; its
+// preemptor rejoins its queue when it waits for no other victim.
+func (l *Ledger) victimFreedLocked(victim types.UID) {
+	p := l.waitingOn[victim]
+	if p == nil {
+		return
+	}
+	delete(l.waitingOn, victim)
+	delete(p.waitingFor, victim)
+	if len(p.waitingFor) == 0 {
+		p.waitingFor = nil
+		if l.jobs[p.w.UID] == p && p.state == queues.StatePending && !p.assumed {
+			l.entree(p)
+		}
+		l.poke()
+	}
 }
 
 // entree puts a pending entry into its queue's tree.
@@ -260,7 +314,7 @@ func (l *Ledger) rebuildPendingLocked() {
 	l.pending = map[string]*btree.BTreeG[*entry]{}
 	for _, e := range l.jobs {
 		e.inTree = false
-		if e.assumed || (e.state != queues.StatePending && e.state != queues.StateInadmissible) {
+		if e.assumed || e.waitingFor != nil || e.evicting || (e.state != queues.StatePending && e.state != queues.StateInadmissible) {
 			continue
 		}
 		w := *e.w

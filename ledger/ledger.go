@@ -44,13 +44,15 @@ type Ledger struct {
 	opts     Options
 	log      logr.Logger
 
-	mu          sync.Mutex
-	jobs        map[types.UID]*entry
-	pending     map[string]*btree.BTreeG[*entry]
-	usage       map[string]queues.Usage
-	namespaces  map[string]*nsInfo
-	priorities  map[string]int32
-	cfg         *queues.Config
+	mu         sync.Mutex
+	jobs       map[types.UID]*entry
+	pending    map[string]*btree.BTreeG[*entry]
+	usage      map[string]queues.Usage
+	namespaces map[string]*nsInfo
+	priorities map[string]int32
+	cfg        *queues.Config
+	// waitingOn maps a preemption victim to the preemptor waiting for it.
+	waitingOn   map[types.UID]*entry
 	synced      bool
 	wake        chan struct{}
 	labelQueue  workqueue.TypedRateLimitingInterface[types.UID]
@@ -84,6 +86,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		usage:      map[string]queues.Usage{},
 		namespaces: map[string]*nsInfo{},
 		priorities: map[string]int32{},
+		waitingOn:  map[types.UID]*entry{},
 		wake:       make(chan struct{}, 1),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),

@@ -13,6 +13,7 @@ type metrics struct {
 	usage       *prometheus.GaugeVec
 	pending     prometheus.Gauge
 	admitted    prometheus.Counter
+	preempted   prometheus.Counter
 	drift       prometheus.Counter
 	passSeconds prometheus.Histogram
 }
@@ -27,6 +28,9 @@ func newMetrics() *metrics {
 		})),
 		admitted: register(prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_admissions_total", Help: "Jobs admitted.",
+		})),
+		preempted: register(prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_preemptions_total", Help: "Jobs preempted.",
 		})),
 		drift: register(prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_usage_drift_repairs_total", Help: "ClusterQueues whose usage a recount had to repair.",

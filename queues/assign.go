@@ -41,6 +41,9 @@ const (
 	Wait
 	// Never: the Workload cannot fit under this config.
 	Never
+	// Preempting: the Workload's quota is reserved while others are
+	// preempted to make room.
+	Preempting
 )
 
 // Verdict explains a decision. Code identifies the reason without the
@@ -88,11 +91,20 @@ func (s *Snapshot) Assign(w *Workload) (Assignment, Verdict) {
 }
 
 func (s *Snapshot) assignIn(cq *ClusterQueue, w *Workload, total flavors.Resources) (Assignment, Verdict) {
+	a, v, _ := s.assignOrPreempt(cq, w, total, false)
+	return a, v
+}
+
+// assignOrPreempt assigns like Assign; with preempt, a Workload that
+// would wait may instead get victims whose removal makes it fit.
+// Preemption applies to Workloads whose resources fall in one resource
+// group.
+func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.Resources, preempt bool) (Assignment, Verdict, []Victim) {
 	byGroup := map[int][]corev1.ResourceName{}
 	for _, r := range total.Names() {
 		gi := cq.GroupFor(r)
 		if gi < 0 {
-			return Assignment{}, neverf("not-covered", "requests %s=%s, which ClusterQueue %s does not cover", r, total[r].Format(r), cq.Name)
+			return Assignment{}, neverf("not-covered", "requests %s=%s, which ClusterQueue %s does not cover", r, total[r].Format(r), cq.Name), nil
 		}
 		byGroup[gi] = append(byGroup[gi], r)
 	}
@@ -101,27 +113,34 @@ func (s *Snapshot) assignIn(cq *ClusterQueue, w *Workload, total flavors.Resourc
 		groups = append(groups, gi)
 	}
 	sort.Ints(groups)
+	preempt = preempt && len(groups) == 1
 	a := Assignment{Usage: Usage{}}
+	var victims []Victim
 	for _, gi := range groups {
-		f, borrowing, v := s.pickFlavor(cq, w, &cq.ResourceGroups[gi], byGroup[gi], total)
+		f, borrowing, v, vs := s.pickFlavor(cq, w, &cq.ResourceGroups[gi], byGroup[gi], total, preempt)
 		if v.Kind != Fits {
-			return Assignment{}, v
+			return Assignment{}, v, nil
 		}
+		victims = vs
 		a.Flavors = append(a.Flavors, f)
 		a.Borrowing = a.Borrowing || borrowing
 		for _, r := range byGroup[gi] {
 			a.Usage[FlavorResource{f, r}] = total[r]
 		}
 	}
-	return a, Verdict{Kind: Fits}
+	return a, Verdict{Kind: Fits}, victims
 }
 
 // pickFlavor chooses the flavor of one resource group. With
 // whenCanBorrow: TryNextFlavor, a later flavor that fits within nominal
-// quota is preferred to an earlier one that would borrow.
-func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, res []corev1.ResourceName, total flavors.Resources) (string, bool, Verdict) {
+// quota is preferred to an earlier one that would borrow. With preempt, a
+// flavor where the group fits only after preempting is chosen if no flavor
+// fits outright (whenCanPreempt: TryNextFlavor), or at once
+// (whenCanPreempt: Preempt).
+func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, res []corev1.ResourceName, total flavors.Resources, preempt bool) (string, bool, Verdict, []Victim) {
 	var wait, never *Verdict
 	borrowPick := ""
+	preemptPick, victims := "", []Victim(nil)
 	for _, fq := range g.Flavors {
 		fl := s.Config.Flavors[fq.Name]
 		if fl == nil {
@@ -134,12 +153,12 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 			}
 			continue
 		}
-		fits, borrowing := true, false
+		fits, borrowing, ever := true, false, true
 		for _, r := range res {
 			fr := FlavorResource{fq.Name, r}
 			need := total[r]
 			if ceil, nominal, borrow := s.Ceiling(cq, fr); need > ceil {
-				fits = false
+				fits, ever = false, false
 				if never == nil || never.Code == "no-matching-flavor" {
 					v := neverf("exceeds-quota", "requests %s=%s, ClusterQueue %s allows at most %s in flavor %s (nominal %s + borrowing %s)",
 						r, need.Format(r), cq.Name, ceil.Format(r), fq.Name, nominal.Format(r), borrow.Format(r))
@@ -161,10 +180,18 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 			}
 		}
 		if !fits {
+			if preempt && ever && preemptPick == "" {
+				if vs := s.findVictims(cq, w, fq.Name, res, total); len(vs) > 0 {
+					if cq.FlavorFungibility.WhenCanPreempt == "Preempt" && borrowPick == "" {
+						return fq.Name, false, Verdict{Kind: Fits}, vs
+					}
+					preemptPick, victims = fq.Name, vs
+				}
+			}
 			continue
 		}
 		if !borrowing || cq.FlavorFungibility.WhenCanBorrow != "TryNextFlavor" {
-			return fq.Name, borrowing, Verdict{Kind: Fits}
+			return fq.Name, borrowing, Verdict{Kind: Fits}, nil
 		}
 		if borrowPick == "" {
 			borrowPick = fq.Name
@@ -172,13 +199,15 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 	}
 	switch {
 	case borrowPick != "":
-		return borrowPick, true, Verdict{Kind: Fits}
+		return borrowPick, true, Verdict{Kind: Fits}, nil
+	case preemptPick != "":
+		return preemptPick, false, Verdict{Kind: Fits}, victims
 	case wait != nil:
-		return "", false, *wait
+		return "", false, *wait, nil
 	case never != nil:
-		return "", false, *never
+		return "", false, *never, nil
 	}
-	return "", false, neverf("no-flavor", "ClusterQueue %s lists no defined flavor for %v", cq.Name, res)
+	return "", false, neverf("no-flavor", "ClusterQueue %s lists no defined flavor for %v", cq.Name, res), nil
 }
 
 func (s *Snapshot) waitVerdict(cq *ClusterQueue, fr FlavorResource, need flavors.Amount) Verdict {

@@ -93,7 +93,7 @@ type ClusterQueue struct {
 	NamespaceSelector labels.Selector
 	Strategy          QueueingStrategy
 	ResourceGroups    []ResourceGroup
-	Preemption        Preemption
+	Preemption        PreemptionPolicy
 	FlavorFungibility FlavorFungibility
 	// FairWeight is fairSharing.weight in thousandths (1000 = 1).
 	FairWeight int64
@@ -129,8 +129,8 @@ func (q Quota) Lendable() flavors.Amount { return flavors.Min(q.Nominal, q.Lendi
 // Guaranteed is the part of the nominal quota that is never lent.
 func (q Quota) Guaranteed() flavors.Amount { return q.Nominal.Sub(q.Lendable()) }
 
-// Preemption is a ClusterQueue's preemption policy.
-type Preemption struct {
+// PreemptionPolicy is a ClusterQueue's preemption policy.
+type PreemptionPolicy struct {
 	WithinClusterQueue  string
 	ReclaimWithinCohort string
 	BorrowWithinCohort  BorrowWithinCohort

@@ -12,6 +12,12 @@ type Admission struct {
 	Assignment Assignment
 }
 
+// Decision is what one admission pass decided.
+type Decision struct {
+	Admissions  []Admission
+	Preemptions []Preemption
+}
+
 // Decide runs one admission pass. pending holds each ClusterQueue's pending
 // Workloads in admission order (see Before). Within a cohort the queues'
 // heads are merged in that same order, so priority and age decide across
@@ -21,13 +27,20 @@ type Admission struct {
 // StrictFIFO queue stops at its first Workload that must wait; a
 // BestEffortFIFO queue goes on to the ones behind it.
 //
-// Decide touches nothing but s: the caller writes the admissions.
-func Decide(s *Snapshot, pending map[string][]*Workload, observe func(*Workload, Verdict)) []Admission {
-	var out []Admission
+// A Workload that must wait may preempt, if its ClusterQueue's policy and
+// s.Admitted allow. Its victims stay charged, since their pods still run
+// until the preemption takes effect, so nothing else in the pass can spend
+// their quota; they are no longer candidates for other preemptors. The
+// preemptor is not charged: it is admitted by a later pass, once the
+// victims' quota is really free. observe sees it with a Preempting verdict.
+//
+// Decide touches nothing but s: the caller makes the writes.
+func Decide(s *Snapshot, pending map[string][]*Workload, observe func(*Workload, Verdict)) Decision {
+	var d Decision
 	for _, group := range s.groups(pending) {
-		out = s.decideGroup(group, pending, observe, out)
+		s.decideGroup(group, pending, observe, &d)
 	}
-	return out
+	return d
 }
 
 // groups splits the queues with pending work into independent groups: a
@@ -83,7 +96,7 @@ func (h *heads) Pop() any {
 	return c
 }
 
-func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, observe func(*Workload, Verdict), out []Admission) []Admission {
+func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, observe func(*Workload, Verdict), d *Decision) {
 	h := make(heads, 0, len(group))
 	for _, name := range group {
 		if len(pending[name]) > 0 {
@@ -94,10 +107,16 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, o
 	for h.Len() > 0 {
 		c := h[0]
 		w := c.head()
-		v, a := s.try(c, w)
-		if v.Kind == Fits {
+		v, a, victims := s.try(c, w)
+		switch {
+		case v.Kind == Fits && len(victims) == 0:
 			s.Charge(c.cq.Name, a.Usage, +1)
-			out = append(out, Admission{Workload: w, Assignment: a})
+			d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
+		case v.Kind == Fits:
+			s.removeAdmitted(victims)
+			p := Preemption{Preemptor: w, Assignment: a, Victims: victims}
+			d.Preemptions = append(d.Preemptions, p)
+			v = Verdict{Kind: Preempting, Code: "preempting", Message: p.Message()}
 		}
 		observe(w, v)
 		c.i++
@@ -107,34 +126,44 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, o
 			heap.Pop(&h)
 		}
 	}
-	return out
 }
 
-// try decides one Workload at the head of cursor c.
-func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment) {
+// try decides one Workload at the head of cursor c: it fits (with victims
+// to preempt, or none), or it waits, or it never fits.
+func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 	if c.cq == nil || w.Queue != c.cq.Name {
 		_, v := s.Eligible(w)
-		return v, Assignment{}
+		return v, Assignment{}, nil
 	}
 	if !c.lastNSKnown || c.lastNS != w.Namespace {
 		_, c.lastNSVerd = s.Eligible(w)
 		c.lastNS, c.lastNSKnown = w.Namespace, true
 	}
 	if c.lastNSVerd.Kind != Fits {
-		return c.lastNSVerd, Assignment{}
+		return c.lastNSVerd, Assignment{}, nil
 	}
 	cq := c.cq
 	if cq.StopPolicy == "Hold" || cq.StopPolicy == "HoldAndDrain" {
-		return waitf("held", "ClusterQueue %s is on hold (stopPolicy %s)", cq.Name, cq.StopPolicy), Assignment{}
+		return waitf("held", "ClusterQueue %s is on hold (stopPolicy %s)", cq.Name, cq.StopPolicy), Assignment{}, nil
 	}
 	if c.blocker != nil {
-		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), cq.Name), Assignment{}
+		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), cq.Name), Assignment{}, nil
 	}
+	// Within a queue, later Workloads have no higher priority and are no
+	// older, so they have no more preemption candidates either: a plain
+	// request at least as large as one that waited waits too.
 	plain := len(w.NodeSelector) == 0 && len(w.Tolerations) == 0 && w.vec != nil
 	if plain && c.failed != nil && covers(w, c.failed) {
-		return c.failedV, Assignment{}
+		return c.failedV, Assignment{}, nil
 	}
-	a, v := s.assignIn(cq, w, w.Total())
+	mayPreempt := s.Admitted != nil && preemptsAtAll(cq)
+	preemptFirst := mayPreempt && cq.FlavorFungibility.WhenCanPreempt == "Preempt"
+	a, v, victims := s.assignOrPreempt(cq, w, w.Total(), preemptFirst)
+	if v.Kind == Wait && mayPreempt && !preemptFirst {
+		if pa, pv, vs := s.assignOrPreempt(cq, w, w.Total(), true); pv.Kind == Fits && len(vs) > 0 {
+			return pv, pa, vs
+		}
+	}
 	if v.Kind == Wait {
 		if cq.Strategy == StrictFIFO {
 			c.blocker = w
@@ -143,7 +172,7 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment) {
 			c.failed, c.failedV = w, v
 		}
 	}
-	return v, a
+	return v, a, victims
 }
 
 // covers reports whether a requests at least what b requests of every

@@ -377,7 +377,7 @@ func TestDecide(t *testing.T) {
 				if v.Kind != Fits {
 					waits[w.Name] = v.Code
 				}
-			}))
+			}).Admissions)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("admitted (-want +got):\n%s", diff)
 			}

@@ -46,6 +46,9 @@ type Snapshot struct {
 	Usage map[string]Usage
 	// Namespaces maps a namespace to its labels, for namespaceSelectors.
 	Namespaces map[string]labels.Set
+	// Admitted lists, per ClusterQueue, the Workloads holding quota that
+	// preemption may choose from. Nil disables preemption.
+	Admitted map[string][]*Admitted
 
 	// borrowed is, per cohort, the usage its members take above their
 	// guaranteed quota: what they hold of the cohort's shared pool.

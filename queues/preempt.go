@@ -1,0 +1,246 @@
+package queues
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"tally.dev/tally/flavors"
+)
+
+// Admitted is a Workload that holds quota: a preemption candidate.
+type Admitted struct {
+	W          *Workload
+	Usage      Usage
+	AdmittedAt time.Time
+}
+
+// Victim is an admitted Workload chosen to be preempted, and why.
+type Victim struct {
+	*Admitted
+	// Reason says why, for the Preempted event: "within ClusterQueue q",
+	// "to reclaim quota lent to cohort c" or "to borrow within cohort c".
+	Reason string
+}
+
+// Preemption is a decision to make room for a Workload by preempting
+// others. The preemptor's quota is reserved at once; it is admitted when
+// the victims' quota is really free.
+type Preemption struct {
+	Preemptor  *Workload
+	Assignment Assignment
+	Victims    []Victim
+}
+
+// Message is the Preempting event's text.
+func (p Preemption) Message() string {
+	parts := make([]string, len(p.Victims))
+	for i, v := range p.Victims {
+		parts[i] = fmt.Sprintf("%s (priority %d)", v.W.Key(), v.W.Priority)
+	}
+	noun := "jobs"
+	if len(parts) == 1 {
+		noun = "job"
+	}
+	return fmt.Sprintf("Preempting %d %s to fit: %s", len(parts), noun, strings.Join(parts, ", "))
+}
+
+// VictimMessage is the Preempted event's text for v.
+func (p Preemption) VictimMessage(v Victim) string {
+	return fmt.Sprintf("Preempted by %s (priority %d > %d) %s", p.Preemptor.Key(), p.Preemptor.Priority, v.W.Priority, v.Reason)
+}
+
+// candidate is an admitted Workload that a preemptor may displace.
+type candidate struct {
+	*Admitted
+	queue     string
+	sameQueue bool
+	// borrowOK: may be preempted even if the preemptor then borrows.
+	borrowOK bool
+}
+
+// canPreempt reports whether cq's policy lets preemptor w displace
+// victim v, which is in cq (same) or in another queue of its cohort.
+func canPreempt(cq *ClusterQueue, w, v *Workload, same bool) (ok, borrowOK bool) {
+	if same {
+		switch cq.Preemption.WithinClusterQueue {
+		case PreemptLowerPriority:
+			ok = v.Priority < w.Priority
+		case PreemptLowerOrNewerEqualPriority:
+			ok = v.Priority < w.Priority || v.Priority == w.Priority && w.Created.Before(v.Created)
+		}
+		return ok, ok
+	}
+	switch cq.Preemption.ReclaimWithinCohort {
+	case PreemptAny:
+		ok = true
+	case PreemptLowerPriority:
+		ok = v.Priority < w.Priority
+	}
+	b := cq.Preemption.BorrowWithinCohort
+	borrowOK = ok && b.Policy == PreemptLowerPriority && v.Priority < w.Priority &&
+		(b.MaxPriorityThreshold == nil || v.Priority <= *b.MaxPriorityThreshold)
+	return ok, borrowOK
+}
+
+// preemptsAtAll reports whether cq's policy may ever preempt.
+func preemptsAtAll(cq *ClusterQueue) bool {
+	p := cq.Preemption
+	return p.WithinClusterQueue == PreemptLowerPriority || p.WithinClusterQueue == PreemptLowerOrNewerEqualPriority ||
+		cq.Cohort != "" && (p.ReclaimWithinCohort == PreemptAny || p.ReclaimWithinCohort == PreemptLowerPriority)
+}
+
+// findVictims chooses the fewest admitted Workloads whose removal lets w's
+// resources res fit in flavor f of cq. Candidates are taken in order:
+// Workloads of other (borrowing) queues first, then lowest priority, then
+// most recently admitted; taking stops as soon as w fits, and every victim
+// that turns out not to be needed is dropped again. It returns nil when w
+// would not fit even with every eligible candidate gone.
+func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []corev1.ResourceName, total flavors.Resources) []Victim {
+	cells := make([]FlavorResource, len(res))
+	for i, r := range res {
+		cells[i] = FlavorResource{f, r}
+	}
+	uses := func(a *Admitted) bool {
+		for _, fr := range cells {
+			if a.Usage[fr] > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	var cands []candidate
+	for _, q := range s.Config.Members(cq) {
+		for _, a := range s.Admitted[q] {
+			if a.W.UID == w.UID || !uses(a) {
+				continue
+			}
+			ok, borrowOK := canPreempt(cq, w, a.W, q == cq.Name)
+			if ok {
+				cands = append(cands, candidate{Admitted: a, queue: q, sameQueue: q == cq.Name, borrowOK: borrowOK})
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.sameQueue != b.sameQueue {
+			return !a.sameQueue
+		}
+		if a.W.Priority != b.W.Priority {
+			return a.W.Priority < b.W.Priority
+		}
+		if !a.AdmittedAt.Equal(b.AdmittedAt) {
+			return a.AdmittedAt.After(b.AdmittedAt)
+		}
+		return a.W.UID < b.W.UID
+	})
+
+	sim := s.cloneFor(cq)
+	var chosen []candidate
+	fits := func() bool {
+		borrowing := false
+		for _, fr := range cells {
+			need := total[fr.Resource]
+			if need > sim.Available(cq, fr) {
+				return false
+			}
+			q, _ := s.Config.QuotaOf(cq.Name, fr)
+			if sim.Usage[cq.Name][fr].Add(need) > q.Nominal {
+				borrowing = true
+			}
+		}
+		if borrowing {
+			for _, c := range chosen {
+				if !c.sameQueue && !c.borrowOK {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for _, c := range cands {
+		if fits() {
+			break
+		}
+		if !c.sameQueue && !sim.borrowingIn(c.queue, cells) {
+			continue // reclaim only takes back what a queue borrowed
+		}
+		sim.Charge(c.queue, c.Usage, -1)
+		chosen = append(chosen, c)
+	}
+	if !fits() {
+		return nil
+	}
+	// Drop the victims that are not needed, the last taken first.
+	for i := len(chosen) - 1; i >= 0; i-- {
+		c := chosen[i]
+		sim.Charge(c.queue, c.Usage, +1)
+		rest := append(append([]candidate(nil), chosen[:i]...), chosen[i+1:]...)
+		saved := chosen
+		chosen = rest
+		if fits() {
+			continue
+		}
+		chosen = saved
+		sim.Charge(c.queue, c.Usage, -1)
+	}
+	borrows := false
+	for _, fr := range cells {
+		q, _ := s.Config.QuotaOf(cq.Name, fr)
+		borrows = borrows || sim.Usage[cq.Name][fr].Add(total[fr.Resource]) > q.Nominal
+	}
+	victims := make([]Victim, len(chosen))
+	for i, c := range chosen {
+		reason := fmt.Sprintf("within ClusterQueue %s", cq.Name)
+		if !c.sameQueue {
+			reason = fmt.Sprintf("to reclaim quota lent to cohort %s", cq.Cohort)
+			if borrows {
+				reason = fmt.Sprintf("to borrow within cohort %s", cq.Cohort)
+			}
+		}
+		victims[i] = Victim{Admitted: c.Admitted, Reason: reason}
+	}
+	return victims
+}
+
+// borrowingIn reports whether queue q uses more than its nominal quota in
+// any of cells.
+func (s *Snapshot) borrowingIn(q string, cells []FlavorResource) bool {
+	for _, fr := range cells {
+		quota, _ := s.Config.QuotaOf(q, fr)
+		if s.Usage[q][fr] > quota.Nominal {
+			return true
+		}
+	}
+	return false
+}
+
+// cloneFor copies the usage of cq's cohort (or of cq alone), enough to
+// simulate removals there.
+func (s *Snapshot) cloneFor(cq *ClusterQueue) *Snapshot {
+	usage := map[string]Usage{}
+	for _, q := range s.Config.Members(cq) {
+		usage[q] = s.Usage[q].Clone()
+	}
+	return NewSnapshot(s.Config, usage, s.Namespaces)
+}
+
+// removeAdmitted forgets victims as preemption candidates for the rest of
+// a pass. Their quota stays charged.
+func (s *Snapshot) removeAdmitted(victims []Victim) {
+	for _, v := range victims {
+		list := s.Admitted[v.W.Queue]
+		for i, a := range list {
+			if a == v.Admitted {
+				s.Admitted[v.W.Queue] = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package queues
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+
+	"tally.dev/tally/flavors"
+)
+
+// adm makes an admitted workload of priority prio holding cpu in flavor f
+// of queue q, admitted at second t.
+func adm(name, q, f string, cpuQ string, prio int32, t int) *Admitted {
+	w := makeWL(name, q, t).Req(cpu, cpuQ).Prio(prio).Obj()
+	return &Admitted{W: w, Usage: Usage{{f, cpu}: amt(cpu, cpuQ)}, AdmittedAt: epoch.Add(time.Duration(t) * time.Second)}
+}
+
+func withPolicy(cq *ClusterQueue, within, reclaim, borrow string, threshold *int32) *ClusterQueue {
+	cq.Preemption = PreemptionPolicy{WithinClusterQueue: within, ReclaimWithinCohort: reclaim,
+		BorrowWithinCohort: BorrowWithinCohort{Policy: borrow, MaxPriorityThreshold: threshold}}
+	return cq
+}
+
+func TestPreemption(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("f1", "tier", "1"), flavor("f2", "tier", "2")}
+	lone := func(within string) *ClusterQueue {
+		return withPolicy(makeCQ("a").Group(cpu).Flavor("f1", "cpu=10").Obj(), within, "Never", "Never", nil)
+	}
+	member := func(name, reclaim, borrow string, threshold *int32, quota string) *ClusterQueue {
+		return withPolicy(makeCQ(name).Cohort("ml").Group(cpu).Flavor("f1", quota).Obj(), "LowerPriority", reclaim, borrow, threshold)
+	}
+	cases := []struct {
+		name     string
+		cqs      []*ClusterQueue
+		admitted []*Admitted
+		pending  []*Workload
+		// want maps each preemptor to its victims ("name:reason-word").
+		want  map[string][]string
+		admit []string
+	}{
+		{
+			name:     "lower priority within the queue: the most recently admitted goes",
+			cqs:      []*ClusterQueue{lone("LowerPriority")},
+			admitted: []*Admitted{adm("low-old", "a", "f1", "5", 1, 1), adm("low-new", "a", "f1", "5", 1, 2)},
+			pending:  []*Workload{makeWL("high", "a", 3).Req(cpu, "5").Prio(10).Obj()},
+			want:     map[string][]string{"high": {"low-new:within"}},
+		},
+		{
+			name:     "lower priority within the queue: the lowest priority goes first",
+			cqs:      []*ClusterQueue{lone("LowerPriority")},
+			admitted: []*Admitted{adm("p2", "a", "f1", "5", 2, 2), adm("p1", "a", "f1", "5", 1, 1)},
+			pending:  []*Workload{makeWL("high", "a", 3).Req(cpu, "5").Prio(10).Obj()},
+			want:     map[string][]string{"high": {"p1:within"}},
+		},
+		{
+			name:     "equal priority is never preempted under LowerPriority",
+			cqs:      []*ClusterQueue{lone("LowerPriority")},
+			admitted: []*Admitted{adm("same", "a", "f1", "10", 5, 1)},
+			pending:  []*Workload{makeWL("new", "a", 3).Req(cpu, "5").Prio(5).Obj()},
+			want:     map[string][]string{},
+		},
+		{
+			name:     "LowerOrNewerEqualPriority preempts a newer Job of equal priority",
+			cqs:      []*ClusterQueue{lone("LowerOrNewerEqualPriority")},
+			admitted: []*Admitted{adm("newer", "a", "f1", "10", 5, 5)},
+			pending:  []*Workload{makeWL("older", "a", 3).Req(cpu, "5").Prio(5).Obj()},
+			want:     map[string][]string{"older": {"newer:within"}},
+		},
+		{
+			name:     "LowerOrNewerEqualPriority spares an older Job of equal priority",
+			cqs:      []*ClusterQueue{lone("LowerOrNewerEqualPriority")},
+			admitted: []*Admitted{adm("older", "a", "f1", "10", 5, 1)},
+			pending:  []*Workload{makeWL("newer", "a", 3).Req(cpu, "5").Prio(5).Obj()},
+			want:     map[string][]string{},
+		},
+		{
+			name:     "Never within the queue preempts nothing",
+			cqs:      []*ClusterQueue{lone("Never")},
+			admitted: []*Admitted{adm("low", "a", "f1", "10", 1, 1)},
+			pending:  []*Workload{makeWL("high", "a", 3).Req(cpu, "5").Prio(10).Obj()},
+			want:     map[string][]string{},
+		},
+		{
+			name: "the minimal set: a victim taken first but not needed is spared",
+			cqs:  []*ClusterQueue{lone("LowerPriority")},
+			admitted: []*Admitted{
+				adm("y", "a", "f1", "5", 1, 2), adm("x", "a", "f1", "1", 1, 3), adm("z", "a", "f1", "4", 50, 1),
+			},
+			pending: []*Workload{makeWL("high", "a", 4).Req(cpu, "5").Prio(10).Obj()},
+			want:    map[string][]string{"high": {"y:within"}},
+		},
+		{
+			name: "several victims when one is not enough",
+			cqs:  []*ClusterQueue{lone("LowerPriority")},
+			admitted: []*Admitted{
+				adm("l1", "a", "f1", "3", 1, 1), adm("l2", "a", "f1", "3", 1, 2), adm("l3", "a", "f1", "4", 1, 3),
+			},
+			pending: []*Workload{makeWL("high", "a", 4).Req(cpu, "7").Prio(10).Obj()},
+			want:    map[string][]string{"high": {"l3:within", "l2:within"}},
+		},
+		{
+			name: "no preemption when it would not help",
+			cqs:  []*ClusterQueue{lone("LowerPriority")},
+			admitted: []*Admitted{
+				adm("low", "a", "f1", "3", 1, 1), adm("higher", "a", "f1", "7", 100, 2),
+			},
+			pending: []*Workload{makeWL("mid", "a", 4).Req(cpu, "5").Prio(10).Obj()},
+			want:    map[string][]string{},
+		},
+		{
+			name:     "reclaim lent quota from a borrowing queue, any priority",
+			cqs:      []*ClusterQueue{member("a", "Any", "Never", nil, "cpu=10"), member("b", "Any", "Never", nil, "cpu=10")},
+			admitted: []*Admitted{adm("b-big", "b", "f1", "15", 100, 1)},
+			pending:  []*Workload{makeWL("a-job", "a", 2).Req(cpu, "8").Prio(1).Obj()},
+			want:     map[string][]string{"a-job": {"b-big:reclaim"}},
+		},
+		{
+			name:     "reclaim LowerPriority spares a borrower of higher priority",
+			cqs:      []*ClusterQueue{member("a", "LowerPriority", "Never", nil, "cpu=10"), member("b", "Any", "Never", nil, "cpu=10")},
+			admitted: []*Admitted{adm("b-big", "b", "f1", "15", 100, 1)},
+			pending:  []*Workload{makeWL("a-job", "a", 2).Req(cpu, "8").Prio(1).Obj()},
+			want:     map[string][]string{},
+		},
+		{
+			name:     "reclaim never touches a queue within its nominal quota",
+			cqs:      []*ClusterQueue{member("a", "Any", "Never", nil, "cpu=10"), member("b", "Any", "Never", nil, "cpu=10")},
+			admitted: []*Admitted{adm("b-own", "b", "f1", "10", 1, 1), adm("a-own", "a", "f1", "6", 50, 1)},
+			pending:  []*Workload{makeWL("a-job", "a", 2).Req(cpu, "8").Prio(1).Obj()},
+			want:     map[string][]string{},
+		},
+		{
+			name: "reclaim without borrowWithinCohort must leave the preemptor within nominal",
+			cqs: []*ClusterQueue{
+				member("a", "Any", "Never", nil, "cpu=10"), member("b", "Any", "Never", nil, "cpu=10"), member("c", "Any", "Never", nil, "cpu=10"),
+			},
+			admitted: []*Admitted{adm("b-big", "b", "f1", "15", 1, 1), adm("c-own", "c", "f1", "10", 1, 1)},
+			pending:  []*Workload{makeWL("a-job", "a", 2).Req(cpu, "12").Prio(10).Obj()},
+			want:     map[string][]string{},
+		},
+		{
+			name: "borrow while preempting with borrowWithinCohort LowerPriority",
+			cqs: []*ClusterQueue{
+				member("a", "Any", "LowerPriority", nil, "cpu=10"), member("b", "Any", "Never", nil, "cpu=10"), member("c", "Any", "Never", nil, "cpu=10"),
+			},
+			admitted: []*Admitted{adm("b-big", "b", "f1", "15", 1, 1), adm("c-own", "c", "f1", "10", 1, 1)},
+			pending:  []*Workload{makeWL("a-job", "a", 2).Req(cpu, "12").Prio(10).Obj()},
+			want:     map[string][]string{"a-job": {"b-big:borrow"}},
+		},
+		{
+			name: "borrowWithinCohort respects maxPriorityThreshold",
+			cqs: []*ClusterQueue{
+				member("a", "Any", "LowerPriority", ptr.To[int32](0), "cpu=10"), member("b", "Any", "Never", nil, "cpu=10"), member("c", "Any", "Never", nil, "cpu=10"),
+			},
+			admitted: []*Admitted{adm("b-big", "b", "f1", "15", 1, 1), adm("c-own", "c", "f1", "10", 1, 1)},
+			pending:  []*Workload{makeWL("a-job", "a", 2).Req(cpu, "12").Prio(10).Obj()},
+			want:     map[string][]string{},
+		},
+		{
+			name:     "a victim serves one preemptor per pass",
+			cqs:      []*ClusterQueue{lone("LowerPriority")},
+			admitted: []*Admitted{adm("low", "a", "f1", "10", 1, 1)},
+			pending: []*Workload{
+				makeWL("high1", "a", 3).Req(cpu, "10").Prio(10).Obj(),
+				makeWL("high2", "a", 4).Req(cpu, "10").Prio(10).Obj(),
+			},
+			want: map[string][]string{"high1": {"low:within"}},
+		},
+		{
+			name: "whenCanPreempt TryNextFlavor takes a later flavor that fits",
+			cqs: []*ClusterQueue{withPolicy(makeCQ("a").Group(cpu).Flavor("f1", "cpu=10").Flavor("f2", "cpu=10").Obj(),
+				"LowerPriority", "Never", "Never", nil)},
+			admitted: []*Admitted{adm("low", "a", "f1", "10", 1, 1)},
+			pending:  []*Workload{makeWL("high", "a", 3).Req(cpu, "5").Prio(10).Obj()},
+			want:     map[string][]string{},
+			admit:    []string{"high@f2"},
+		},
+		{
+			name: "whenCanPreempt Preempt preempts in the earlier flavor",
+			cqs: []*ClusterQueue{func() *ClusterQueue {
+				cq := withPolicy(makeCQ("a").Group(cpu).Flavor("f1", "cpu=10").Flavor("f2", "cpu=10").Obj(), "LowerPriority", "Never", "Never", nil)
+				cq.FlavorFungibility.WhenCanPreempt = "Preempt"
+				return cq
+			}()},
+			admitted: []*Admitted{adm("low", "a", "f1", "10", 1, 1)},
+			pending:  []*Workload{makeWL("high", "a", 3).Req(cpu, "5").Prio(10).Obj()},
+			want:     map[string][]string{"high": {"low:within"}},
+		},
+		{
+			name:     "a Job that fits is admitted, not preempting",
+			cqs:      []*ClusterQueue{lone("LowerPriority")},
+			admitted: []*Admitted{adm("low", "a", "f1", "5", 1, 1)},
+			pending:  []*Workload{makeWL("high", "a", 3).Req(cpu, "5").Prio(10).Obj()},
+			want:     map[string][]string{},
+			admit:    []string{"high@f1"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := makeConfig(fls, tc.cqs...)
+			usage := map[string]Usage{}
+			admitted := map[string][]*Admitted{}
+			for _, a := range tc.admitted {
+				if usage[a.W.Queue] == nil {
+					usage[a.W.Queue] = Usage{}
+				}
+				usage[a.W.Queue].Add(a.Usage)
+				admitted[a.W.Queue] = append(admitted[a.W.Queue], a)
+			}
+			snap := NewSnapshot(cfg, usage, map[string]labels.Set{"ns": {}})
+			snap.Admitted = admitted
+			before := map[string]Usage{}
+			for q, u := range snap.Usage {
+				before[q] = u.Clone()
+			}
+			preempting := map[string]bool{}
+			d := Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict) {
+				if v.Kind == Preempting {
+					preempting[w.Name] = true
+				}
+			})
+			got := map[string][]string{}
+			for _, p := range d.Preemptions {
+				if !preempting[p.Preemptor.Name] {
+					t.Errorf("%s preempts but was not observed as Preempting", p.Preemptor.Name)
+				}
+				for _, v := range p.Victims {
+					got[p.Preemptor.Name] = append(got[p.Preemptor.Name], v.W.Name+":"+strings.Fields(v.Reason)[map[bool]int{true: 0, false: 1}[strings.HasPrefix(v.Reason, "within")]])
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("victims (-want +got):\n%s", diff)
+			}
+			if tc.admit == nil {
+				tc.admit = []string{}
+			}
+			if diff := cmp.Diff(tc.admit, admittedNames(d.Admissions)); diff != "" {
+				t.Errorf("admitted (-want +got):\n%s", diff)
+			}
+			if len(d.Admissions) == 0 {
+				if diff := cmp.Diff(before, snap.Usage); diff != "" {
+					t.Errorf("a preemption changed usage (-before +after):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func TestPreemptionMessages(t *testing.T) {
+	p := Preemption{
+		Preemptor: makeWL("train-big", "b", 1).NS("team-b").Prio(1000).Obj(),
+		Victims: []Victim{
+			{Admitted: adm("etl-7", "a", "f", "1", 100, 1), Reason: "to reclaim quota lent to cohort ml"},
+			{Admitted: adm("etl-9", "a", "f", "1", 100, 2), Reason: "to reclaim quota lent to cohort ml"},
+		},
+	}
+	p.Victims[0].W.Namespace, p.Victims[1].W.Namespace = "team-a", "team-a"
+	if diff := cmp.Diff("Preempting 2 jobs to fit: team-a/etl-7 (priority 100), team-a/etl-9 (priority 100)", p.Message()); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff("Preempted by team-b/train-big (priority 1000 > 100) to reclaim quota lent to cohort ml", p.VictimMessage(p.Victims[0])); diff != "" {
+		t.Error(diff)
+	}
+}
