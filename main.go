@@ -324,9 +324,6 @@ func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, f *se
 		return nil
 	}
 	rot := &certs.Rotator{Client: c, Dir: f.certDir, Hosts: hosts, Secret: secret}
-	if f.register {
-		rot.Mutating, rot.Validating = webhook.ConfigurationName, webhook.ConfigurationName
-	}
 	bundle, err := rot.Ensure(ctx)
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
@@ -337,6 +334,8 @@ func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, f *se
 			return err
 		}
 		log.Info("webhook configurations registered", "name", webhook.ConfigurationName, "url", endpoint.URL)
+		// From now on each rotation round injects the CA it holds.
+		rot.Mutating, rot.Validating = webhook.ConfigurationName, webhook.ConfigurationName
 	}
 	return mgr.Add(rot)
 }
