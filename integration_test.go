@@ -247,4 +247,3 @@ func TestIntegrationConfig(t *testing.T) {
 }
 
 func ptr32(v int32) *int32 { return &v }
-

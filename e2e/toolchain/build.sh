@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Builds the pinned control plane (kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, etcd) and kwok/kwokctl from the Go module proxy into
-# $1 (default: $HOME/.cache/tally/tools). Each binary is built only when it is
-# missing, so a second run is a no-op.
+# $1 (default: $HOME/.cache/tally/tools-$KUBE_VERSION). Each binary is built
+# only when it is missing, so a second run is a no-op. The wrapper modules it
+# needs live in $1/.src.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.0}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
-out=${1:-$HOME/.cache/tally/tools}
+out=${1:-$HOME/.cache/tally/tools-$KUBE_VERSION}
+# The wrapper modules are built on their own, whatever the caller's module
+# settings.
+export GOWORK=off GOFLAGS=
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work="$out/.src"
@@ -16,6 +20,7 @@ mkdir -p "$work"
 
 need() { for b in "$@"; do [ -x "$out/$b" ] || return 0; done; return 1; }
 log() { printf 'toolchain: %s\n' "$*" >&2; }
+started=$SECONDS
 
 if need kube-apiserver kube-controller-manager kube-scheduler kubectl; then
   log "building Kubernetes $KUBE_VERSION (several minutes on a cold cache)"
@@ -91,4 +96,4 @@ for c in kwok kwokctl; do
   log "go install $c $KWOK_VERSION"
   GOBIN="$out" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/$c@$KWOK_VERSION"
 done
-log "ready in $out"
+log "ready in $out ($((SECONDS - started))s)"
