@@ -47,7 +47,7 @@ func TestIntegrationNamespaceLabel(t *testing.T) {
 	t.Run("an unknown ClusterQueue is denied with the known ones", func(t *testing.T) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-bad", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "nope"}}}
 		err := k8s.Create(ctx, ns)
-		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, small`) {
+		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, prio, small`) {
 			t.Fatalf("want denial naming the known queues, got %v", err)
 		}
 	})
@@ -247,3 +247,52 @@ func TestIntegrationConfig(t *testing.T) {
 }
 
 func ptr32(v int32) *int32 { return &v }
+
+func TestIntegrationPreemption(t *testing.T) {
+	ctx := context.Background()
+	bindNamespace(t, "pre", "prio")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		ns := &corev1.Namespace{}
+		_ = k8s.Get(ctx, client.ObjectKey{Name: "pre"}, ns)
+		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
+	})
+	state := func(n string) string { return getJob(t, "pre", n).Labels[queues.LabelState] }
+	for _, n := range []string{"low-1", "low-2"} {
+		j := newJob("pre", n, "1")
+		j.Labels = map[string]string{queues.LabelPriorityClass: "low"}
+		if err := k8s.Create(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s := state("low-1") + "," + state("low-2")
+		return s == "admitted,admitted", s
+	})
+	high := newJob("pre", "high", "2")
+	high.Labels = map[string]string{queues.LabelPriorityClass: "high"}
+	if err := k8s.Create(ctx, high); err != nil {
+		t.Fatal(err)
+	}
+	// With no job controller here, the victims have no pods, so their
+	// quota is free as soon as they are suspended.
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s := state("high") + "," + state("low-1") + "," + state("low-2")
+		return s == "admitted,pending,pending", s
+	})
+	for _, n := range []string{"low-1", "low-2"} {
+		if j := getJob(t, "pre", n); !*j.Spec.Suspend {
+			t.Errorf("%s was not suspended", n)
+		}
+		eventually(t, 5*time.Second, func() (bool, string) {
+			return hasEvent(t, "pre", n, "Preempted", "Preempted by pre/high (priority 1000 > 100) within ClusterQueue prio")
+		})
+	}
+	eventually(t, 5*time.Second, func() (bool, string) {
+		return hasEvent(t, "pre", "high", "Preempting", "Preempting 2 jobs to fit: pre/low-")
+	})
+	complete(t, "pre", "high")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s := state("low-1") + "," + state("low-2")
+		return s == "admitted,admitted", "the victims were not re-admitted: " + s
+	})
+}
