@@ -15,6 +15,7 @@ import (
 )
 
 func TestIntegrationNamespaceLabel(t *testing.T) {
+	needCluster(t)
 	ctx := context.Background()
 	managed := func(name string) (bool, string) {
 		ns := &corev1.Namespace{}
@@ -90,6 +91,7 @@ func mapKV(m map[string]string) []string {
 }
 
 func TestIntegrationMutation(t *testing.T) {
+	needCluster(t)
 	ctx := context.Background()
 	bindNamespace(t, "mut", "accel")
 	eventually(t, 10*time.Second, func() (bool, string) {
@@ -169,6 +171,7 @@ func TestIntegrationMutation(t *testing.T) {
 }
 
 func TestIntegrationAdmission(t *testing.T) {
+	needCluster(t)
 	ctx := context.Background()
 	bindNamespace(t, "adm", "small")
 	eventually(t, 10*time.Second, func() (bool, string) {
@@ -227,6 +230,7 @@ func TestIntegrationAdmission(t *testing.T) {
 }
 
 func TestIntegrationConfig(t *testing.T) {
+	needCluster(t)
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: tallyNS, Name: "tally-config"}, cm); err != nil {
@@ -249,6 +253,7 @@ func TestIntegrationConfig(t *testing.T) {
 func ptr32(v int32) *int32 { return &v }
 
 func TestIntegrationPreemption(t *testing.T) {
+	needCluster(t)
 	ctx := context.Background()
 	bindNamespace(t, "pre", "prio")
 	eventually(t, 10*time.Second, func() (bool, string) {

@@ -202,6 +202,14 @@ func waitReady(probe int, done <-chan error) error {
 	return fmt.Errorf("tally not ready after 60s")
 }
 
+// needCluster skips a test when no control plane was started.
+func needCluster(t *testing.T) {
+	t.Helper()
+	if k8s == nil {
+		t.Skip("KUBEBUILDER_ASSETS not set: no control plane")
+	}
+}
+
 // eventually polls cond until it holds or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
