@@ -1,0 +1,84 @@
+# tally: build, test and demo targets. Run `make help` for the list.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+KUBE_VERSION ?= v1.37.0
+# The control plane (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl) and kwok/kwokctl, built from the Go module proxy.
+TOOLS ?= $(HOME)/.cache/tally/tools-$(KUBE_VERSION)
+TOOL_BINARIES := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+
+GO ?= go
+BIN := $(CURDIR)/bin/tally
+TEST_TIMEOUT ?= 45m
+E2E_TIMEOUT ?= 20m
+# One test binary at a time: the envtest and e2e suites each run a control
+# plane, and two of them at once on a small machine make timings meaningless.
+TEST_PARALLEL ?= 1
+
+# Fuzz targets as PACKAGE:FuzzName, found in the *_test.go files; override to
+# pick some. Each runs for FUZZTIME.
+FUZZ_TARGETS ?= $(shell grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*[[:space:]]*.f \*testing[.]F' . 2>/dev/null \
+	| sed -E 's|^(.*)/[^/]*_test[.]go:func (Fuzz[A-Za-z0-9_]*).*|\1:\2|' | sort -u)
+FUZZTIME ?= 10m
+
+TEST_ENV := KUBEBUILDER_ASSETS=$(TOOLS) TALLY_TOOLS=$(TOOLS) TALLY_BIN=$(BIN)
+
+.PHONY: help
+help: ## Show the targets.
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
+
+.PHONY: toolchain
+toolchain: ## Build the pinned control plane and kwok into $(TOOLS) (skipped when present).
+	@missing=0; for b in $(TOOL_BINARIES); do [ -x "$(TOOLS)/$$b" ] || missing=1; done; \
+	if [ $$missing = 0 ]; then echo "toolchain: present in $(TOOLS)"; \
+	else KUBE_VERSION=$(KUBE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)"; fi
+
+.PHONY: build
+build: ## Build bin/tally.
+	$(GO) build -o $(BIN) .
+
+.PHONY: fmt-check
+fmt-check: ## Fail if any Go file is not gofmt-ed.
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.*')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+.PHONY: test
+test: toolchain build fmt-check vet ## All tests: unit, envtest and e2e (builds missing tools first).
+	$(TEST_ENV) $(GO) test ./... -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT)
+
+.PHONY: test-unit
+test-unit: ## Unit tests only (the envtest and e2e suites skip themselves).
+	env -u KUBEBUILDER_ASSETS -u TALLY_TOOLS -u TALLY_BIN $(GO) test ./... -count=1
+
+.PHONY: test-e2e
+test-e2e: toolchain build ## The e2e suite against a local kwok cluster.
+	$(TEST_ENV) $(GO) test ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
+
+.PHONY: demo
+demo: toolchain build ## Start (or restart) the local demo cluster with tally and sample Jobs.
+	TOOLS=$(TOOLS) TALLY_BIN=$(BIN) bash e2e/demo/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop tally and delete the demo cluster.
+	TOOLS=$(TOOLS) bash e2e/demo/down.sh
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target (FUZZ_TARGETS) for FUZZTIME each.
+	@if [ -z "$(strip $(FUZZ_TARGETS))" ]; then echo "fuzz: no fuzz targets yet"; exit 0; fi; \
+	for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
+		$(GO) test "$$pkg" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+	done
+
+.PHONY: clean
+clean: ## Remove build outputs (not the toolchain cache, not a running demo).
+	rm -rf bin .bench cover.out coverage.out *.coverprofile
+	find . -name '*.test' -type f -delete

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# The demo behind `make demo`.
+#
+# Starts (or reuses) a local kwok cluster "tally-demo", runs tally against it
+# in the background with self-signed certificates and registered webhooks,
+# loads examples/demo/queues.yaml, binds namespaces team-a and team-b, and
+# submits the plain Jobs of e2e/demo/jobs/. It then shows them queue, borrow,
+# get preempted and finish, and leaves everything running:
+#   .demo/kubeconfig   the cluster's kubeconfig
+#   .demo/tally.log    tally's log (pid in .demo/tally.pid)
+# Running it again restarts tally and re-applies the examples and Jobs.
+# e2e/demo/down.sh (make demo-down) removes it all.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+export TOOLS=${TOOLS:-$HOME/.cache/tally/tools-v1.37.0}
+TALLY_BIN=${TALLY_BIN:-$root/bin/tally}
+CLUSTER=tally-demo
+DEMO=.demo
+KUBECONFIG_FILE=$DEMO/kubeconfig
+NAMESPACE=tally-system
+WEBHOOK_PORT=9443
+METRICS_ADDR=127.0.0.1:8080
+PROBE_ADDR=127.0.0.1:8081
+WAIT_SECONDS=${DEMO_WAIT_SECONDS:-300}
+JOBS_DIR=e2e/demo/jobs
+SELECTOR=app.kubernetes.io/part-of=tally-demo
+
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+die() {
+  printf '\ndemo: FAILED: %s\n' "$*" >&2
+  if [ -f "$DEMO/tally.log" ]; then
+    printf '\nlast lines of %s:\n' "$DEMO/tally.log" >&2
+    tail -n 30 "$DEMO/tally.log" >&2
+  fi
+  exit 1
+}
+k() { "$TOOLS/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+
+# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
+wait_until() {
+  local limit=$1 what=$2 deadline
+  shift 2
+  deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || die "$what: not true after ${limit}s"
+    sleep 0.5
+  done
+}
+
+# http_ok HOST:PORT PATH: a GET answers 200. Uses curl when there is one.
+http_ok() {
+  local host=${1%:*} port=${1##*:} line
+  if command -v curl >/dev/null; then
+    curl -fsS -o /dev/null --max-time 2 "http://$1$2"
+    return
+  fi
+  exec 3<>"/dev/tcp/$host/$port" || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$host" >&3
+  read -r -t 2 line <&3 || true
+  exec 3<&- 3>&-
+  [[ $line == *" 200 "* ]]
+}
+
+tally_running() {
+  local pid
+  [ -f "$DEMO/tally.pid" ] || return 1
+  pid=$(cat "$DEMO/tally.pid")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "--cert-dir $DEMO/certs"
+}
+
+stop_tally() {
+  local pid
+  if tally_running; then
+    pid=$(cat "$DEMO/tally.pid")
+    echo "stopping tally (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$DEMO/tally.pid"
+}
+
+# --- tools -------------------------------------------------------------------
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl; do
+  if [ ! -x "$TOOLS/$b" ]; then
+    say "Building the local control plane into $TOOLS (once; about 10 minutes)"
+    bash e2e/toolchain/build.sh "$TOOLS"
+    break
+  fi
+done
+if [ ! -x "$TALLY_BIN" ]; then
+  say "Building $TALLY_BIN"
+  go build -o "$TALLY_BIN" .
+fi
+mkdir -p "$DEMO"
+
+# --- cluster -----------------------------------------------------------------
+say "Starting the local cluster $CLUSTER (real API server, controller manager and scheduler; kwok nodes)"
+bash e2e/cluster/up.sh "$CLUSTER" "$KUBECONFIG_FILE"
+k get nodes -L kueue.x-k8s.io/default-flavor,node-type
+
+# --- config ------------------------------------------------------------------
+stop_tally
+say "Loading examples/demo/queues.yaml into ConfigMap $NAMESPACE/tally-config"
+k create namespace "$NAMESPACE" --dry-run=client -o yaml | k apply -f - >/dev/null
+k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml=examples/demo/queues.yaml \
+  --dry-run=client -o yaml | k apply -f -
+
+# --- tally -------------------------------------------------------------------
+say "Starting tally (log: $DEMO/tally.log)"
+setsid "$TALLY_BIN" serve --kubeconfig "$KUBECONFIG_FILE" \
+  --webhook-port "$WEBHOOK_PORT" --webhook-url "https://127.0.0.1:$WEBHOOK_PORT" --cert-dir "$DEMO/certs" \
+  --metrics-bind-address "$METRICS_ADDR" --health-probe-bind-address "$PROBE_ADDR" \
+  >"$DEMO/tally.log" 2>&1 </dev/null &
+echo $! >"$DEMO/tally.pid"
+deadline=$((SECONDS + 60))
+until http_ok "$PROBE_ADDR" /readyz 2>/dev/null; do
+  tally_running || die "tally exited during start-up"
+  [ $SECONDS -lt $deadline ] || die "tally not ready after 60s (http://$PROBE_ADDR/readyz)"
+  sleep 0.3
+done
+echo "tally is ready (pid $(cat "$DEMO/tally.pid"))"
+# Re-apply now that the validating webhook is up, so it checks the config too.
+k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml=examples/demo/queues.yaml \
+  --dry-run=client -o yaml | k apply -f - >/dev/null
+
+# --- namespaces --------------------------------------------------------------
+say "Binding namespaces: team-a -> team-a-cq, team-b -> team-b-cq"
+for t in a b; do
+  k create namespace "team-$t" --dry-run=client -o yaml | k apply -f - >/dev/null
+  k annotate namespace "team-$t" --overwrite "tally.dev/cluster-queue=team-$t-cq"
+done
+ns_managed() { [ "$(k get namespace "$1" -o jsonpath='{.metadata.labels.tally\.dev/managed}')" = true ]; }
+for t in a b; do
+  # The Job webhook only sees namespaces with this label.
+  wait_until 30 "namespace team-$t labelled tally.dev/managed=true" ns_managed "team-$t"
+  wait_until 30 "service account default in team-$t" k get serviceaccount default -n "team-$t"
+done
+k get namespaces team-a team-b -L tally.dev/cluster-queue,tally.dev/managed
+
+# --- jobs --------------------------------------------------------------------
+if [ -n "$(k get jobs -A -l "$SELECTOR" -o name)" ]; then
+  say "Removing the Jobs of the previous run"
+  k delete jobs -A -l "$SELECTOR" --cascade=foreground --wait=true >/dev/null
+fi
+
+count_state() { # NAMESPACE STATE: how many demo Jobs have that tally.dev/state
+  k get jobs -n "$1" -l "$SELECTOR,tally.dev/state=$2" -o name | wc -l
+}
+admitted_at_least() { [ "$(count_state "$1" admitted)" -ge "$2" ]; }
+
+show() {
+  echo
+  echo "--- $(date +%T)  kubectl get jobs -A -L tally.dev/state,tally.dev/cluster-queue"
+  k get jobs -A -l "$SELECTOR" -L tally.dev/state,tally.dev/cluster-queue
+}
+
+say "Submitting team A's eight 1-GPU training Jobs and the CPU Jobs (plain batch/v1, no tally labels)"
+k apply -f "$JOBS_DIR/10-team-a-training.yaml" -f "$JOBS_DIR/20-cpu.yaml"
+wait_until 60 "tally admitting team A's Jobs" admitted_at_least team-a 6
+show
+
+say "Submitting team B's three 2-GPU training Jobs: team B takes back what team A borrowed"
+k apply -f "$JOBS_DIR/30-team-b-training.yaml"
+wait_until 60 "tally admitting team B's Jobs" admitted_at_least team-b 1
+show
+
+say "Submitting an urgent 2-GPU Job for team A (tally.dev/priority-class: high)"
+k apply -f "$JOBS_DIR/40-team-a-urgent.yaml"
+
+say "Waiting for every Job to finish (at most ${WAIT_SECONDS}s)"
+total=$(k get jobs -A -l "$SELECTOR" -o name | wc -l)
+deadline=$((SECONDS + WAIT_SECONDS))
+last_print=-100
+while :; do
+  status=$(k get jobs -A -l "$SELECTOR" \
+    -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {.status.conditions[?(@.type=="Complete")].status} {.status.conditions[?(@.type=="Failed")].status}{"\n"}{end}')
+  done_count=$(awk '$2 == "True"' <<<"$status" | wc -l)
+  failed=$(awk '$2 != "True" && $3 == "True" {print $1}' <<<"$status")
+  [ -z "$failed" ] || { show; die "Jobs failed: $failed"; }
+  if [ "$done_count" -eq "$total" ]; then
+    break
+  fi
+  if [ $((SECONDS - last_print)) -ge 5 ]; then
+    show
+    echo "($done_count of $total complete)"
+    last_print=$SECONDS
+  fi
+  if [ $SECONDS -ge $deadline ]; then
+    show
+    die "only $done_count of $total Jobs complete after ${WAIT_SECONDS}s"
+  fi
+  sleep 1
+done
+show
+say "All $total Jobs are Complete"
+
+# --- one Job that waited -------------------------------------------------------
+# The Job with the latest Preempted Event, else the latest that waited for quota.
+waited=""
+for reason in Preempted Pending; do
+  waited=$(k get events -n team-a --field-selector "reason=$reason,involvedObject.kind=Job" \
+    --sort-by=.lastTimestamp -o jsonpath='{.items[-1:].involvedObject.name}' 2>/dev/null || true)
+  [ -z "$waited" ] || break
+done
+waited=${waited:-train-a-8}
+say "kubectl describe job -n team-a $waited"
+k describe job -n team-a "$waited"
+
+cat <<EOF
+
+$(printf '\033[1m')The demo cluster is up and tally keeps running.$(printf '\033[0m')
+
+  export KUBECONFIG=$root/$KUBECONFIG_FILE
+  alias kubectl=$TOOLS/kubectl          # a kubectl matching the v1.37 API server
+  kubectl get jobs -A -L tally.dev/state,tally.dev/cluster-queue
+  kubectl describe job -n team-a $waited
+  kubectl get events -n team-a --sort-by=.lastTimestamp
+  tail -f .demo/tally.log
+
+Queues: examples/demo/queues.yaml, in ConfigMap $NAMESPACE/tally-config
+(edit it with kubectl edit configmap -n $NAMESPACE tally-config).
+Bind another namespace: kubectl annotate ns NAME tally.dev/cluster-queue=team-a-cq
+
+Run make demo again to restart tally and re-submit the Jobs; make demo-down removes it all.
+EOF

@@ -1,0 +1,76 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// ClusterPrefix starts the name of every e2e cluster; the rest is the pid
+// of the test process that owns it.
+const ClusterPrefix = "tally-e2e-"
+
+// Cluster is a local kwok cluster made by e2e/cluster/up.sh.
+type Cluster struct {
+	Env        Env
+	Name       string
+	Kubeconfig string
+}
+
+// NewCluster names a cluster after this process; its kubeconfig goes to dir.
+func NewCluster(env Env, dir string) *Cluster {
+	return &Cluster{Env: env, Name: fmt.Sprintf("%s%d", ClusterPrefix, os.Getpid()), Kubeconfig: filepath.Join(dir, "kubeconfig")}
+}
+
+// Up creates the cluster and its nodes.
+func (c *Cluster) Up(ctx context.Context) error {
+	return c.script(ctx, "up.sh", c.Name, c.Kubeconfig)
+}
+
+// Down deletes the cluster. It uses a fresh context so that it also runs
+// after the tests' context has ended.
+func (c *Cluster) Down() error {
+	return c.script(context.Background(), "down.sh", c.Name)
+}
+
+func (c *Cluster) script(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(c.Env.Root, "e2e", "cluster", name)}, args...)...)
+	cmd.Env = append(os.Environ(), "TOOLS="+c.Env.Tools)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+// SweepStale deletes e2e clusters left behind by test processes that no
+// longer exist (a run killed by a timeout cannot clean up after itself).
+func SweepStale(env Env) {
+	out, err := exec.Command(filepath.Join(env.Tools, "kwokctl"), "get", "clusters").Output()
+	if err != nil {
+		return
+	}
+	for _, name := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, ClusterPrefix))
+		if !strings.HasPrefix(name, ClusterPrefix) || err != nil || pid == os.Getpid() || alive(pid) {
+			continue
+		}
+		c := &Cluster{Env: env, Name: name}
+		if err := c.Down(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: removing stale cluster %s: %v\n", name, err)
+		} else {
+			fmt.Fprintf(os.Stderr, "e2e: removed stale cluster %s\n", name)
+		}
+	}
+}
+
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}

@@ -1,0 +1,43 @@
+package framework
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// HandoffLatencies pairs each observed completion with the next observed
+// admission (un-suspension) and returns the times between them. In a queue
+// that holds one Job at a time, that is how long freed quota stays idle.
+// A completion with no admission after it (the last one) is dropped.
+func HandoffLatencies(obs []Observation) []time.Duration {
+	var out []time.Duration
+	var since time.Time
+	waiting := false
+	for _, o := range obs {
+		switch o.Kind {
+		case CompletedKind:
+			if !waiting {
+				since, waiting = o.At, true
+			}
+		case Unsuspended:
+			if waiting {
+				out = append(out, o.At.Sub(since))
+				waiting = false
+			}
+		}
+	}
+	return out
+}
+
+// Percentile returns the p-th percentile (0 < p <= 100) of ds by the
+// nearest-rank method; 0 for none.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}

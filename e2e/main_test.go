@@ -1,0 +1,283 @@
+// Package e2e runs tally as a real process against a local kwok cluster (a
+// real API server, controller manager and scheduler, with simulated nodes)
+// and checks the user-facing contract: Jobs in bound namespaces are queued,
+// admitted within quota onto their flavor's nodes and finished.
+//
+// It needs TALLY_TOOLS (the control plane and kwok binaries) and TALLY_BIN
+// (tally); `make test-e2e` sets both. Without them every test skips.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/e2e/framework"
+)
+
+// tallyNamespace is tally's own namespace, holding its ConfigMap.
+const tallyNamespace = "tally-system"
+
+// testConfig holds one ClusterQueue per test, none in a cohort, so the
+// tests cannot lend each other quota. The nodes are those of
+// e2e/cluster/nodes.yaml: two GPU nodes (8 GPUs each) and two CPU nodes.
+const testConfig = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: nvidia-gpu-flavor
+spec:
+  nodeLabels:
+    kueue.x-k8s.io/default-flavor: "true"
+  nodeTaints:
+  - {key: kueue.x-k8s.io/gpu, value: "true", effect: NoSchedule}
+  tolerations:
+  - {key: kueue.x-k8s.io/gpu, operator: Exists, effect: NoSchedule}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: cpu-flavor
+spec:
+  nodeLabels:
+    node-type: cpu
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: e2e-flavors
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: cpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 16}
+      - {name: memory, nominalQuota: 64Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+    - name: nvidia-gpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 16}
+      - {name: memory, nominalQuota: 64Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 4}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: e2e-quota
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: nvidia-gpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 10}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: e2e-restart
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: nvidia-gpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 10}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: e2e-handoff
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: nvidia-gpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 1}
+`
+
+// suite is shared by the tests; nil when they skip.
+type suite struct {
+	env     framework.Env
+	cluster *framework.Cluster
+	client  client.WithWatch
+	tally   *framework.Tally
+}
+
+var (
+	shared     *suite
+	skipReason string
+)
+
+// setup returns the shared suite, or skips the test.
+func setup(t *testing.T) *suite {
+	t.Helper()
+	if shared == nil {
+		t.Skip(skipReason)
+	}
+	return shared
+}
+
+// testContext is a context that ends with the test or after d.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	env, err := framework.FromEnv()
+	if err != nil {
+		skipReason = "e2e: " + err.Error()
+		fmt.Println(skipReason + "; skipping")
+		return m.Run()
+	}
+	if testing.Short() {
+		skipReason = "e2e: skipped in -short mode"
+		return m.Run()
+	}
+	framework.SweepStale(env)
+
+	dir, err := os.MkdirTemp("", "tally-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	s := &suite{env: env, cluster: framework.NewCluster(env, dir)}
+	failed := true
+	var once sync.Once
+	teardown := func() {
+		once.Do(func() {
+			if s.tally != nil {
+				if err := s.tally.Stop(10 * time.Second); err != nil {
+					fmt.Fprintln(os.Stderr, "e2e: stopping tally:", err)
+				}
+			}
+			if err := s.cluster.Down(); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e: deleting cluster:", err)
+			}
+			if failed {
+				if s.tally != nil {
+					printTail(s.tally.LogPath(), 60)
+				}
+				fmt.Fprintf(os.Stderr, "e2e: kept %s (kubeconfig, tally.log)\n", dir)
+			} else {
+				os.RemoveAll(dir)
+			}
+		})
+	}
+	defer teardown()
+	stopOnSignal(teardown)
+	stopBeforeTimeout(teardown)
+
+	start := time.Now()
+	ctx := context.Background()
+	if err := s.cluster.Up(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: cluster:", err)
+		return 1
+	}
+	fmt.Printf("e2e: cluster %s up in %s\n", s.cluster.Name, time.Since(start).Round(time.Millisecond))
+	if s.client, err = framework.NewClient(s.cluster.Kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: client:", err)
+		return 1
+	}
+	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, testConfig); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: config:", err)
+		return 1
+	}
+	if s.tally, err = framework.NewTally(env.Bin, s.cluster.Kubeconfig, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: tally:", err)
+		return 1
+	}
+	if err := s.tally.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if err := s.tally.WaitReady(ctx, 60*time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: tally not ready:", err)
+		return 1
+	}
+	fmt.Printf("e2e: tally ready in %s (log %s)\n", time.Since(start).Round(time.Millisecond), s.tally.LogPath())
+
+	shared = s
+	code := m.Run()
+	failed = code != 0
+	return code
+}
+
+// stopOnSignal tears down on Ctrl-C or SIGTERM, so no cluster is left
+// running.
+func stopOnSignal(teardown func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-ch
+		fmt.Fprintf(os.Stderr, "e2e: %s: tearing down\n", sig)
+		teardown()
+		os.Exit(1)
+	}()
+}
+
+// stopBeforeTimeout tears down shortly before `go test -timeout` would
+// panic, because a panicking test binary runs no deferred cleanup.
+func stopBeforeTimeout(teardown func()) {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return
+	}
+	d, err := time.ParseDuration(f.Value.String())
+	if err != nil || d <= 0 {
+		return
+	}
+	margin := min(30*time.Second, d/10)
+	time.AfterFunc(d-margin, func() {
+		fmt.Fprintf(os.Stderr, "e2e: the test timeout (%s) is near: tearing down\n", d)
+		teardown()
+		os.Exit(1)
+	})
+}
+
+func printTail(path string, n int) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	fmt.Fprintf(os.Stderr, "e2e: last %d lines of %s:\n%s\n", len(lines), path, strings.Join(lines, "\n"))
+}
