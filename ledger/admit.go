@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +71,13 @@ func (l *Ledger) decide() []write {
 		lists[q] = list
 	}
 	snap.Admitted = l.admittedLocked()
+	for e := range l.reserved {
+		if e.inTree {
+			snap.Reserved = append(snap.Reserved, e.w)
+		}
+	}
+	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
+	clear(l.reserved)
 	position := map[string]int{}
 	var inadmissible []*entry
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict) {
@@ -178,13 +186,15 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 }
 
 // evict makes the one write that preempts a Job: it suspends it and sets
-// its state back to pending, guarded by the resourceVersion the decision
-// saw. The job controller then deletes the pods; the quota is released when
-// they are gone. Its node affinity is left for its next admission to
-// rewrite, since the API allows that only once the Job has stopped.
+// its state back to pending. It is not guarded by a resourceVersion: a
+// running Job's status changes all the time, and suspending it is right
+// whatever changed. The job controller then deletes the pods; the quota is
+// released when they are gone. Its node affinity is left for its next
+// admission to rewrite, since the API allows that only once the Job has
+// stopped.
 func (l *Ledger) evict(ctx context.Context, w write) {
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": w.rv, "labels": map[string]any{queues.LabelState: string(queues.StatePending)}},
+		"metadata": map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}},
 		"spec":     map[string]any{"suspend": true},
 	})
 	if err == nil {

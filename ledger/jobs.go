@@ -183,6 +183,7 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 		p.waitingFor = nil
 		if l.jobs[p.w.UID] == p && p.state == queues.StatePending && !p.assumed {
 			l.entree(p)
+			l.reserved[p] = true
 		}
 		l.poke()
 	}

@@ -52,7 +52,10 @@ type Ledger struct {
 	priorities map[string]int32
 	cfg        *queues.Config
 	// waitingOn maps a preemption victim to the preemptor waiting for it.
-	waitingOn   map[types.UID]*entry
+	waitingOn map[types.UID]*entry
+	// reserved holds preemptors whose victims are gone, until the next
+	// pass tries them first.
+	reserved    map[*entry]bool
 	synced      bool
 	wake        chan struct{}
 	labelQueue  workqueue.TypedRateLimitingInterface[types.UID]
@@ -87,6 +90,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		namespaces: map[string]*nsInfo{},
 		priorities: map[string]int32{},
 		waitingOn:  map[types.UID]*entry{},
+		reserved:   map[*entry]bool{},
 		wake:       make(chan struct{}, 1),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),

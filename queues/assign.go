@@ -153,12 +153,14 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 			}
 			continue
 		}
-		fits, borrowing, ever := true, false, true
+		// A flavor the group can never fit in is skipped before any that
+		// must wait is considered, so a wait names a flavor that can help.
+		ever := true
 		for _, r := range res {
 			fr := FlavorResource{fq.Name, r}
 			need := total[r]
 			if ceil, nominal, borrow := s.Ceiling(cq, fr); need > ceil {
-				fits, ever = false, false
+				ever = false
 				if never == nil || never.Code == "no-matching-flavor" {
 					v := neverf("exceeds-quota", "requests %s=%s, ClusterQueue %s allows at most %s in flavor %s (nominal %s + borrowing %s)",
 						r, need.Format(r), cq.Name, ceil.Format(r), fq.Name, nominal.Format(r), borrow.Format(r))
@@ -166,6 +168,14 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 				}
 				break
 			}
+		}
+		if !ever {
+			continue
+		}
+		fits, borrowing := true, false
+		for _, r := range res {
+			fr := FlavorResource{fq.Name, r}
+			need := total[r]
 			if need > s.Available(cq, fr) {
 				fits = false
 				if wait == nil {
@@ -180,7 +190,7 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 			}
 		}
 		if !fits {
-			if preempt && ever && preemptPick == "" {
+			if preempt && preemptPick == "" {
 				if vs := s.findVictims(cq, w, fq.Name, res, total); len(vs) > 0 {
 					if cq.FlavorFungibility.WhenCanPreempt == "Preempt" && borrowPick == "" {
 						return fq.Name, false, Verdict{Kind: Fits}, vs

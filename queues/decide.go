@@ -34,11 +34,23 @@ type Decision struct {
 // preemptor is not charged: it is admitted by a later pass, once the
 // victims' quota is really free. observe sees it with a Preempting verdict.
 //
+// Within a cohort, quota goes first to Workloads that fit in their own
+// queue's nominal quota, as in Kueue: a first walk admits only those, and
+// a second walk, in the same order, lets the rest borrow or preempt. So a
+// Workload never borrows quota that its lender's own pending Workloads
+// could use at once, which would only be reclaimed by preemption. Before
+// both walks, the Workloads in s.Reserved (preemptors whose victims have
+// gone) are tried: the quota their preemption freed is theirs.
+//
 // Decide touches nothing but s: the caller makes the writes.
 func Decide(s *Snapshot, pending map[string][]*Workload, observe func(*Workload, Verdict)) Decision {
 	var d Decision
+	reserved := map[string][]*Workload{}
+	for _, w := range s.Reserved {
+		reserved[w.Queue] = append(reserved[w.Queue], w)
+	}
 	for _, group := range s.groups(pending) {
-		s.decideGroup(group, pending, observe, &d)
+		s.decideGroup(group, pending, reserved, observe, &d)
 	}
 	return d
 }
@@ -96,17 +108,36 @@ func (h *heads) Pop() any {
 	return c
 }
 
-func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, observe func(*Workload, Verdict), d *Decision) {
-	h := make(heads, 0, len(group))
+func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, reserved map[string][]*Workload, observe func(*Workload, Verdict), d *Decision) {
+	taken := map[*Workload]bool{}
+	admit := func(cq *ClusterQueue, w *Workload, a Assignment) {
+		s.Charge(cq.Name, a.Usage, +1)
+		d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
+		taken[w] = true
+		observe(w, Verdict{Kind: Fits})
+	}
 	for _, name := range group {
-		if len(pending[name]) > 0 {
-			h = append(h, &cursor{list: pending[name], cq: s.Config.ClusterQueues[name]})
+		cq := s.Config.ClusterQueues[name]
+		for _, w := range reserved[name] {
+			if cq == nil || w.Queue != name || !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) {
+				continue
+			}
+			if a, v := s.assignIn(cq, w, w.Total()); v.Kind == Fits {
+				admit(cq, w, a)
+			}
 		}
 	}
-	heap.Init(&h)
+	if cq := s.Config.ClusterQueues[group[0]]; cq != nil && cq.Cohort != "" {
+		s.admitWithinNominal(group, pending, taken, admit)
+	}
+	h := s.cursors(group, pending)
 	for h.Len() > 0 {
-		c := h[0]
+		c := (*h)[0]
 		w := c.head()
+		if taken[w] {
+			h.advance()
+			continue
+		}
 		v, a, victims := s.try(c, w)
 		switch {
 		case v.Kind == Fits && len(victims) == 0:
@@ -119,13 +150,89 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, o
 			v = Verdict{Kind: Preempting, Code: "preempting", Message: p.Message()}
 		}
 		observe(w, v)
-		c.i++
-		if c.i < len(c.list) {
-			heap.Fix(&h, 0)
-		} else {
-			heap.Pop(&h)
+		h.advance()
+	}
+}
+
+// cursors makes the heap of the group's queues with pending Workloads.
+func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *heads {
+	h := make(heads, 0, len(group))
+	for _, name := range group {
+		if len(pending[name]) > 0 {
+			h = append(h, &cursor{list: pending[name], cq: s.Config.ClusterQueues[name]})
 		}
 	}
+	heap.Init(&h)
+	return &h
+}
+
+// advance moves the top cursor past its head.
+func (h *heads) advance() {
+	c := (*h)[0]
+	c.i++
+	if c.i < len(c.list) {
+		heap.Fix(h, 0)
+	} else {
+		heap.Pop(h)
+	}
+}
+
+// admitWithinNominal is a pass's first walk over a cohort: it admits the
+// Workloads that fit without borrowing, in order. A queue drops out of the
+// walk when it has no nominal quota left, and at its first Workload that
+// could fit only by borrowing: that one keeps its place ahead of the rest
+// of its queue for the second walk. A StrictFIFO queue also drops out at
+// its first Workload that must wait.
+func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Workload, taken map[*Workload]bool, admit func(*ClusterQueue, *Workload, Assignment)) {
+	h := s.cursors(group, pending)
+	for h.Len() > 0 {
+		c := (*h)[0]
+		w := c.head()
+		cq := c.cq
+		if cq == nil || !s.hasNominalLeft(cq) || cq.StopPolicy == "Hold" || cq.StopPolicy == "HoldAndDrain" {
+			heap.Pop(h)
+			continue
+		}
+		if taken[w] || w.Queue != cq.Name {
+			h.advance()
+			continue
+		}
+		plain := len(w.NodeSelector) == 0 && len(w.Tolerations) == 0 && w.vec != nil
+		if plain && c.failed != nil && covers(w, c.failed) {
+			h.advance()
+			continue
+		}
+		if !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) {
+			h.advance()
+			continue
+		}
+		a, v := s.assignIn(cq, w, w.Total())
+		switch {
+		case v.Kind == Fits && !a.Borrowing:
+			admit(cq, w, a)
+		case v.Kind == Fits, cq.Strategy == StrictFIFO:
+			heap.Pop(h)
+			continue
+		case plain && (c.failed == nil || covers(c.failed, w)):
+			c.failed = w
+		}
+		h.advance()
+	}
+}
+
+// hasNominalLeft reports whether cq uses less than its nominal quota of
+// some flavor and resource.
+func (s *Snapshot) hasNominalLeft(cq *ClusterQueue) bool {
+	for _, g := range cq.ResourceGroups {
+		for _, f := range g.Flavors {
+			for r, q := range f.Quotas {
+				if s.Usage[cq.Name][FlavorResource{f.Name, r}] < q.Nominal {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // try decides one Workload at the head of cursor c: it fits (with victims

@@ -216,6 +216,46 @@ func TestDecide(t *testing.T) {
 			waits:   map[string]string{"j1": "quota/on-demand/cpu"},
 		},
 		{
+			name: "a lender's own Workload goes before an older one that would borrow from it",
+			cqs:  []*ClusterQueue{cohortA(), cohortB()},
+			pending: []*Workload{
+				makeWL("old-borrower", "a", 1).Req(cpu, "15").Obj(),
+				makeWL("new-own", "b", 2).Req(cpu, "10").Obj(),
+			},
+			want:  []string{"new-own@on-demand"},
+			waits: map[string]string{"old-borrower": "quota/on-demand/cpu"},
+		},
+		{
+			name: "a borrower still gets what the lender's own Workloads leave",
+			cqs:  []*ClusterQueue{cohortA(), cohortB()},
+			pending: []*Workload{
+				makeWL("old-borrower", "a", 1).Req(cpu, "14").Obj(),
+				makeWL("new-own", "b", 2).Req(cpu, "6").Obj(),
+			},
+			want: []string{"new-own@on-demand", "old-borrower@on-demand"},
+		},
+		{
+			name: "within a queue, a head that borrows keeps its place ahead of a later one that fits",
+			cqs:  []*ClusterQueue{cohortA(), cohortB()},
+			pending: []*Workload{
+				makeWL("head", "a", 1).Req(cpu, "15").Obj(),
+				makeWL("next", "a", 2).Req(cpu, "6").Obj(),
+			},
+			want:  []string{"head@on-demand"},
+			waits: map[string]string{"next": "quota/on-demand/cpu"},
+		},
+		{
+			name:  "a StrictFIFO lender's blocked head holds back its queue in both walks",
+			cqs:   []*ClusterQueue{makeCQ("a").Cohort("ml").Strict().Group(cpu).Flavor("on-demand", "cpu=10").Obj(), cohortB()},
+			usage: usageOf("b:on-demand:cpu=10", "a:on-demand:cpu=5"),
+			pending: []*Workload{
+				makeWL("head", "a", 1).Req(cpu, "6").Obj(),
+				makeWL("next", "a", 2).Req(cpu, "1").Obj(),
+			},
+			want:  []string{},
+			waits: map[string]string{"head": "quota/on-demand/cpu", "next": "strict-fifo"},
+		},
+		{
 			name:    "borrowingLimit caps borrowing",
 			cqs:     []*ClusterQueue{cohortA("cpu=10/3"), cohortB()},
 			pending: []*Workload{makeWL("j1", "a", 1).Req(cpu, "14").Obj()},
@@ -414,6 +454,15 @@ func TestMessages(t *testing.T) {
 			want: "Can never fit: requests nvidia.com/gpu=16, ClusterQueue cluster-queue-a allows at most 10 in flavor nvidia-gpu-flavor (nominal 10 + borrowing 0)",
 		},
 		{
+			name: "pending names a flavor that could fit, not one that never can",
+			cqs: []*ClusterQueue{makeCQ("q").Group(cpu, gpu).
+				Flavor("cpu-flavor", "cpu=8", "nvidia.com/gpu=0").
+				Flavor("nvidia-gpu-flavor", "cpu=16", "nvidia.com/gpu=4").Obj()},
+			usage: usageOf("q:cpu-flavor:cpu=7", "q:nvidia-gpu-flavor:nvidia.com/gpu=4"),
+			w:     makeWL("j", "q", 1).Req(cpu, "2").Req(gpu, "1").Obj(),
+			want:  "Waiting for quota: needs nvidia.com/gpu=1 in flavor nvidia-gpu-flavor; ClusterQueue q uses 4 of 4",
+		},
+		{
 			name: "not covered names the resource",
 			cqs:  []*ClusterQueue{makeCQ("q").Group(gpu).Flavor("nvidia-gpu-flavor", "nvidia.com/gpu=10").Obj()},
 			w:    makeWL("j", "q", 1).Req(cpu, "500m").Obj(),
@@ -426,6 +475,37 @@ func TestMessages(t *testing.T) {
 			_, v := snap.Assign(tc.w)
 			if diff := cmp.Diff(tc.want, v.Message); diff != "" {
 				t.Errorf("message (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideReserved(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("on-demand", "tier", "on-demand")}
+	cqs := []*ClusterQueue{
+		makeCQ("a").Cohort("ml").Group(cpu).Flavor("on-demand", "cpu=10").Obj(),
+		makeCQ("b").Cohort("ml").Group(cpu).Flavor("on-demand", "cpu=10").Obj(),
+		makeCQ("lender").Cohort("ml").Group(cpu).Flavor("on-demand", "cpu=8").Obj(),
+	}
+	// a and b are full; the lender has 4 to lend, just freed by preempting
+	// for the preemptor. Both Workloads can only borrow.
+	older := makeWL("older", "a", 1).Req(cpu, "4").Obj()
+	preemptor := makeWL("preemptor", "b", 5).Req(cpu, "4").Obj()
+	for _, tc := range []struct {
+		name     string
+		reserved []*Workload
+		want     []string
+	}{
+		{name: "unreserved, the older Workload borrows first", want: []string{"older@on-demand"}},
+		{name: "reserved, the preemptor takes the freed quota first", reserved: []*Workload{preemptor}, want: []string{"preemptor@on-demand"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			usage := usageOf("a:on-demand:cpu=10", "b:on-demand:cpu=10", "lender:on-demand:cpu=4")
+			snap := NewSnapshot(makeConfig(fls, cqs...), usage, map[string]labels.Set{"ns": {}})
+			snap.Reserved = tc.reserved
+			got := admittedNames(Decide(snap, seqs(older, preemptor), func(*Workload, Verdict) {}).Admissions)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("admitted (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -50,7 +50,14 @@ func (p Preemption) Message() string {
 
 // VictimMessage is the Preempted event's text for v.
 func (p Preemption) VictimMessage(v Victim) string {
-	return fmt.Sprintf("Preempted by %s (priority %d > %d) %s", p.Preemptor.Key(), p.Preemptor.Priority, v.W.Priority, v.Reason)
+	rel := "="
+	switch {
+	case p.Preemptor.Priority > v.W.Priority:
+		rel = ">"
+	case p.Preemptor.Priority < v.W.Priority:
+		rel = "<"
+	}
+	return fmt.Sprintf("Preempted by %s (priority %d %s %d) %s", p.Preemptor.Key(), p.Preemptor.Priority, rel, v.W.Priority, v.Reason)
 }
 
 // candidate is an admitted Workload that a preemptor may displace.

@@ -49,6 +49,9 @@ type Snapshot struct {
 	// Admitted lists, per ClusterQueue, the Workloads holding quota that
 	// preemption may choose from. Nil disables preemption.
 	Admitted map[string][]*Admitted
+	// Reserved lists preemptors whose victims are gone: they are tried
+	// first, since the quota just freed was freed for them.
+	Reserved []*Workload
 
 	// borrowed is, per cohort, the usage its members take above their
 	// guaranteed quota: what they hold of the cohort's shared pool.
