@@ -121,6 +121,9 @@ func (l *Ledger) decide() []write {
 		out = append(out, l.preemptLocked(p)...)
 	}
 	l.metrics.pending.Set(float64(l.pendingLenLocked()))
+	if l.cfg.HasFairSharing() {
+		l.metrics.observeShares(snap)
+	}
 	return out
 }
 

@@ -11,6 +11,7 @@ import (
 
 type metrics struct {
 	usage       *prometheus.GaugeVec
+	share       *prometheus.GaugeVec
 	pending     prometheus.Gauge
 	admitted    prometheus.Counter
 	preempted   prometheus.Counter
@@ -23,6 +24,9 @@ func newMetrics() *metrics {
 		usage: register(prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tally_cluster_queue_usage", Help: "Quota in use per ClusterQueue, flavor and resource, in canonical units (millicores for cpu).",
 		}, []string{"cluster_queue", "flavor", "resource"})),
+		share: register(prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tally_cluster_queue_share", Help: "Weighted dominant-resource share of each ClusterQueue in a cohort with fair sharing (0 within nominal quota; 1000 = borrowing all the cohort lends).",
+		}, []string{"cluster_queue", "cohort"})),
 		pending: register(prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tally_pending_jobs", Help: "Jobs waiting for quota.",
 		})),
@@ -63,4 +67,19 @@ func (m *metrics) observeUsage(usage map[string]queues.Usage) {
 			m.usage.WithLabelValues(q, fr.Flavor, string(fr.Resource)).Set(float64(a))
 		}
 	}
+}
+
+// observeShares sets the share gauge of every ClusterQueue in a cohort with
+// fair sharing and returns the shares.
+func (m *metrics) observeShares(s *queues.Snapshot) map[string]int64 {
+	shares := map[string]int64{}
+	for _, name := range s.Config.QueueNames {
+		cq := s.Config.ClusterQueues[name]
+		if !s.Config.FairSharing(cq.Cohort) {
+			continue
+		}
+		shares[name] = s.Share(cq)
+		m.share.WithLabelValues(name, cq.Cohort).Set(float64(shares[name]))
+	}
+	return shares
 }

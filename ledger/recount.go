@@ -30,6 +30,15 @@ func (l *Ledger) recount() {
 	}
 	l.usage = fresh
 	l.metrics.observeUsage(fresh)
+	if l.cfg != nil {
+		usage := make(map[string]queues.Usage, len(fresh))
+		for q, u := range fresh {
+			usage[q] = u.Clone()
+		}
+		if shares := l.metrics.observeShares(queues.NewSnapshot(l.cfg, usage, nil)); len(shares) > 0 {
+			l.log.Info("fair shares", "shares", shares)
+		}
+	}
 	if drift > 0 {
 		l.metrics.drift.Add(float64(drift))
 	}

@@ -29,6 +29,12 @@ func (b *cqB) Stop(p string) *cqB              { b.cq.StopPolicy = p; return b }
 func (b *cqB) Selector(s labels.Selector) *cqB { b.cq.NamespaceSelector = s; return b }
 func (b *cqB) WhenCanBorrow(v string) *cqB     { b.cq.FlavorFungibility.WhenCanBorrow = v; return b }
 func (b *cqB) Obj() *ClusterQueue              { return b.cq }
+
+// Fair turns on fair sharing with a weight in thousandths.
+func (b *cqB) Fair(weight int64) *cqB {
+	b.cq.FairSharing, b.cq.FairWeight = true, weight
+	return b
+}
 func (b *cqB) Group(covered ...corev1.ResourceName) *cqB {
 	b.cq.ResourceGroups = append(b.cq.ResourceGroups, ResourceGroup{Covered: covered})
 	return b

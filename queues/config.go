@@ -36,14 +36,19 @@ type configIndex struct {
 	lendable map[string]Usage
 	// quotas is, per ClusterQueue, its quota cells.
 	quotas map[string]map[FlavorResource]Quota
+	// fair holds the cohorts with fair sharing.
+	fair map[string]bool
 }
 
 func (c *Config) index() *configIndex {
 	if ix := c.idx.Load(); ix != nil {
 		return ix
 	}
-	ix := &configIndex{lendable: map[string]Usage{}, quotas: map[string]map[FlavorResource]Quota{}}
+	ix := &configIndex{lendable: map[string]Usage{}, quotas: map[string]map[FlavorResource]Quota{}, fair: map[string]bool{}}
 	for name, cq := range c.ClusterQueues {
+		if cq.FairSharing && cq.Cohort != "" {
+			ix.fair[cq.Cohort] = true
+		}
 		cells := map[FlavorResource]Quota{}
 		for gi := range cq.ResourceGroups {
 			for _, fq := range cq.ResourceGroups[gi].Flavors {
@@ -71,6 +76,14 @@ func (c *Config) index() *configIndex {
 	return ix
 }
 
+// FairSharing reports whether a cohort shares by weighted dominant-resource
+// share: when any of its ClusterQueues has a fairSharing field.
+func (c *Config) FairSharing(cohort string) bool { return cohort != "" && c.index().fair[cohort] }
+
+// HasFairSharing reports whether any cohort shares by weighted
+// dominant-resource share.
+func (c *Config) HasFairSharing() bool { return len(c.index().fair) > 0 }
+
 // QuotaOf returns the quota of fr in the named ClusterQueue.
 func (c *Config) QuotaOf(cq string, fr FlavorResource) (Quota, bool) {
 	q, ok := c.index().quotas[cq][fr]
@@ -97,6 +110,9 @@ type ClusterQueue struct {
 	FlavorFungibility FlavorFungibility
 	// FairWeight is fairSharing.weight in thousandths (1000 = 1).
 	FairWeight int64
+	// FairSharing is set when the document has a fairSharing field: its
+	// cohort then shares by weighted dominant-resource share.
+	FairSharing bool
 	// StopPolicy is "None", "Hold" or "HoldAndDrain".
 	StopPolicy string
 }

@@ -42,6 +42,11 @@ type Decision struct {
 // both walks, the Workloads in s.Reserved (preemptors whose victims have
 // gone) are tried: the quota their preemption freed is theirs.
 //
+// In a cohort with fair sharing (see Config.FairSharing), the queues take
+// turns by share instead: the next Workload comes from the queue with the
+// lowest current share (see Snapshot.Share), ties broken by order, and
+// preemption across queues follows the share strategies (see fairChoose).
+//
 // Decide touches nothing but s: the caller makes the writes.
 func Decide(s *Snapshot, pending map[string][]*Workload, observe func(*Workload, Verdict)) Decision {
 	var d Decision
@@ -86,6 +91,11 @@ type cursor struct {
 	failed  *Workload
 	failedV Verdict
 	cq      *ClusterQueue
+	// In a cohort with fair sharing, queues take turns by share: key is
+	// the queue's share, lowest first.
+	fair bool
+	key  int64
+	s    *Snapshot
 	// The last namespace checked against the queue's selector.
 	lastNS      string
 	lastNSVerd  Verdict
@@ -98,7 +108,12 @@ func (c *cursor) head() *Workload { return c.list[c.i] }
 type heads []*cursor
 
 func (h heads) Len() int           { return len(h) }
-func (h heads) Less(i, j int) bool { return Before(h[i].head(), h[j].head()) }
+func (h heads) Less(i, j int) bool {
+	if h[i].fair && h[i].key != h[j].key {
+		return h[i].key < h[j].key
+	}
+	return Before(h[i].head(), h[j].head())
+}
 func (h heads) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *heads) Push(x any)        { *h = append(*h, x.(*cursor)) }
 func (h *heads) Pop() any {
@@ -159,18 +174,26 @@ func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *head
 	h := make(heads, 0, len(group))
 	for _, name := range group {
 		if len(pending[name]) > 0 {
-			h = append(h, &cursor{list: pending[name], cq: s.Config.ClusterQueues[name]})
+			c := &cursor{list: pending[name], cq: s.Config.ClusterQueues[name]}
+			if c.cq != nil && s.Config.FairSharing(c.cq.Cohort) {
+				c.fair, c.s, c.key = true, s, s.Share(c.cq)
+			}
+			h = append(h, c)
 		}
 	}
 	heap.Init(&h)
 	return &h
 }
 
-// advance moves the top cursor past its head.
+// advance moves the top cursor past its head. Its queue is the only one
+// whose usage can have changed since it was keyed.
 func (h *heads) advance() {
 	c := (*h)[0]
 	c.i++
 	if c.i < len(c.list) {
+		if c.fair {
+			c.key = c.s.Share(c.cq)
+		}
 		heap.Fix(h, 0)
 	} else {
 		heap.Pop(h)

@@ -651,6 +651,7 @@ func toClusterQueue(raw *rawClusterQueue) *ClusterQueue {
 		FairWeight:        defaultFairWeight,
 		StopPolicy:        orDefault(s.StopPolicy, defaultStopPolicy),
 	}
+	cq.FairSharing = s.FairSharing != nil
 	if s.FairSharing != nil && !isUnset(s.FairSharing.Weight) {
 		w, _ := parseQuantity(s.FairSharing.Weight)
 		cq.FairWeight = w.MilliValue()

@@ -268,7 +268,7 @@ spec:
 					cq.Preemption = queues.PreemptionPolicy{WithinClusterQueue: "LowerOrNewerEqualPriority", ReclaimWithinCohort: "Any",
 						BorrowWithinCohort: queues.BorrowWithinCohort{Policy: "LowerPriority", MaxPriorityThreshold: &threshold}}
 					cq.FlavorFungibility = queues.FlavorFungibility{WhenCanBorrow: "TryNextFlavor", WhenCanPreempt: "Preempt"}
-					cq.FairWeight = 2500
+					cq.FairWeight, cq.FairSharing = 2500, true
 					cq.StopPolicy = "Hold"
 				}).
 					Group("cpu", "memory").Flavor("default", "cpu=500m/2/250m", "memory=8Gi").Flavor("spot", "cpu=4", "memory=16Gi/-/0").

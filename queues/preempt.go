@@ -149,8 +149,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 	})
 
 	sim := s.cloneFor(cq)
-	var chosen []candidate
-	fits := func() bool {
+	fits := func(chosen []candidate) bool {
 		borrowing := false
 		for _, fr := range cells {
 			need := total[fr.Resource]
@@ -171,17 +170,26 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		}
 		return true
 	}
-	for _, c := range cands {
-		if fits() {
-			break
+	var chosen []candidate
+	if s.Config.FairSharing(cq.Cohort) {
+		wUsage := Usage{}
+		for _, fr := range cells {
+			wUsage[fr] = total[fr.Resource]
 		}
-		if !c.sameQueue && !sim.borrowingIn(c.queue, cells) {
-			continue // reclaim only takes back what a queue borrowed
+		chosen = s.fairChoose(sim, cq, wUsage, cands, cells, fits)
+	} else {
+		for _, c := range cands {
+			if fits(chosen) {
+				break
+			}
+			if !c.sameQueue && !sim.borrowingIn(c.queue, cells) {
+				continue // reclaim only takes back what a queue borrowed
+			}
+			sim.Charge(c.queue, c.Usage, -1)
+			chosen = append(chosen, c)
 		}
-		sim.Charge(c.queue, c.Usage, -1)
-		chosen = append(chosen, c)
 	}
-	if !fits() {
+	if !fits(chosen) {
 		return nil
 	}
 	// Drop the victims that are not needed, the last taken first.
@@ -189,12 +197,10 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		c := chosen[i]
 		sim.Charge(c.queue, c.Usage, +1)
 		rest := append(append([]candidate(nil), chosen[:i]...), chosen[i+1:]...)
-		saved := chosen
-		chosen = rest
-		if fits() {
+		if fits(rest) {
+			chosen = rest
 			continue
 		}
-		chosen = saved
 		sim.Charge(c.queue, c.Usage, -1)
 	}
 	borrows := false

@@ -25,6 +25,12 @@ func withPolicy(cq *ClusterQueue, within, reclaim, borrow string, threshold *int
 	return cq
 }
 
+// fairMember is a member of cohort ml with fair sharing (weight 1) that
+// reclaims from anyone and borrows while preempting lower priorities.
+func fairMember(name, quota string) *ClusterQueue {
+	return withPolicy(makeCQ(name).Cohort("ml").Fair(1000).Group(cpu).Flavor("f1", quota).Obj(), "LowerPriority", "Any", "LowerPriority", nil)
+}
+
 func TestPreemption(t *testing.T) {
 	fls := []*flavors.Flavor{flavor("f1", "tier", "1"), flavor("f2", "tier", "2")}
 	lone := func(within string) *ClusterQueue {
@@ -196,6 +202,57 @@ func TestPreemption(t *testing.T) {
 			pending:  []*Workload{makeWL("high", "a", 3).Req(cpu, "5").Prio(10).Obj()},
 			want:     map[string][]string{},
 			admit:    []string{"high@f1"},
+		},
+		{
+			name: "fair sharing: reclaim from the queue with the highest share",
+			cqs: []*ClusterQueue{
+				fairMember("a", "cpu=10"), fairMember("b", "cpu=10"), fairMember("c", "cpu=10"),
+			},
+			admitted: []*Admitted{
+				adm("a1", "a", "f1", "2", 0, 1),
+				adm("b1", "b", "f1", "8", 0, 1), adm("b2", "b", "f1", "4", 0, 2),
+				adm("c1", "c", "f1", "8", 0, 1), adm("c2", "c", "f1", "8", 0, 3),
+			},
+			pending: []*Workload{makeWL("p", "a", 4).Req(cpu, "4").Obj()},
+			want:    map[string][]string{"p": {"c2:reclaim"}},
+		},
+		{
+			name: "fair sharing: no preemption that would only swap the shares",
+			cqs: []*ClusterQueue{
+				fairMember("a", "cpu=10"), fairMember("b", "cpu=10"), fairMember("c", "cpu=10"),
+			},
+			admitted: []*Admitted{
+				adm("a1", "a", "f1", "10", 10, 1),
+				adm("b1", "b", "f1", "10", 0, 1), adm("b2", "b", "f1", "2", 0, 2), adm("b3", "b", "f1", "2", 0, 3),
+				adm("c1", "c", "f1", "6", 0, 1),
+			},
+			pending: []*Workload{makeWL("p", "a", 4).Req(cpu, "4").Prio(10).Obj()},
+			want:    map[string][]string{},
+		},
+		{
+			name: "fair sharing: a borrower may preempt a queue that borrows much more",
+			cqs: []*ClusterQueue{
+				fairMember("a", "cpu=10"), fairMember("b", "cpu=10"), fairMember("c", "cpu=10"),
+			},
+			admitted: []*Admitted{
+				adm("a1", "a", "f1", "10", 10, 1),
+				adm("b1", "b", "f1", "10", 0, 1), adm("b2", "b", "f1", "4", 0, 2), adm("b3", "b", "f1", "4", 0, 3), adm("b4", "b", "f1", "2", 0, 4),
+			},
+			pending: []*Workload{makeWL("p", "a", 5).Req(cpu, "4").Prio(10).Obj()},
+			want:    map[string][]string{"p": {"b3:borrow"}},
+		},
+		{
+			name: "fair sharing: a heavier weight keeps a borrower's share low enough to keep its Jobs",
+			cqs: []*ClusterQueue{
+				fairMember("a", "cpu=10"), withPolicy(makeCQ("b").Cohort("ml").Fair(3000).Group(cpu).Flavor("f1", "cpu=10").Obj(), "LowerPriority", "Any", "LowerPriority", nil),
+				fairMember("c", "cpu=10"),
+			},
+			admitted: []*Admitted{
+				adm("a1", "a", "f1", "10", 10, 1),
+				adm("b1", "b", "f1", "10", 0, 1), adm("b2", "b", "f1", "4", 0, 2), adm("b3", "b", "f1", "4", 0, 3), adm("b4", "b", "f1", "2", 0, 4),
+			},
+			pending: []*Workload{makeWL("p", "a", 5).Req(cpu, "4").Prio(10).Obj()},
+			want:    map[string][]string{},
 		},
 	}
 	for _, tc := range cases {
