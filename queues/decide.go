@@ -107,15 +107,15 @@ func (c *cursor) head() *Workload { return c.list[c.i] }
 // heads is a heap of cursors ordered by their head Workload.
 type heads []*cursor
 
-func (h heads) Len() int           { return len(h) }
+func (h heads) Len() int { return len(h) }
 func (h heads) Less(i, j int) bool {
 	if h[i].fair && h[i].key != h[j].key {
 		return h[i].key < h[j].key
 	}
 	return Before(h[i].head(), h[j].head())
 }
-func (h heads) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *heads) Push(x any)        { *h = append(*h, x.(*cursor)) }
+func (h heads) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *heads) Push(x any)   { *h = append(*h, x.(*cursor)) }
 func (h *heads) Pop() any {
 	old := *h
 	c := old[len(old)-1]
