@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestIntegrationNamespaceLabel(t *testing.T) {
 	t.Run("an unknown ClusterQueue is denied with the known ones", func(t *testing.T) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-bad", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "nope"}}}
 		err := k8s.Create(ctx, ns)
-		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, prio, small`) {
+		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, late, prio, selective, small`) {
 			t.Fatalf("want denial naming the known queues, got %v", err)
 		}
 	})
@@ -185,42 +186,55 @@ func TestIntegrationAdmission(t *testing.T) {
 		}
 	}
 	state := func(n string) string { return getJob(t, "adm", n).Labels[queues.LabelState] }
+	// Created within one second, they are ordered by UID: any two fit.
+	var admitted []string
+	waiting := ""
 	eventually(t, 10*time.Second, func() (bool, string) {
-		s := state("j1") + "," + state("j2") + "," + state("j3")
-		return s == "admitted,admitted,pending", "states " + s
+		admitted, waiting = nil, ""
+		all := ""
+		for _, n := range []string{"j1", "j2", "j3"} {
+			switch s := state(n); s {
+			case "admitted":
+				admitted = append(admitted, n)
+			case "pending":
+				waiting = n
+			default:
+				all += n + "=" + s + " "
+			}
+		}
+		return len(admitted) == 2 && waiting != "", fmt.Sprintf("admitted %v, pending %q, other %s", admitted, waiting, all)
 	})
-	j1 := getJob(t, "adm", "j1")
-	if *j1.Spec.Suspend || j1.Annotations[queues.AnnotationFlavors] != "main=on-demand" || j1.Annotations[queues.AnnotationAdmittedAt] == "" {
-		t.Errorf("admitted job: suspend=%v annotations=%v", *j1.Spec.Suspend, j1.Annotations)
+	first := getJob(t, "adm", admitted[0])
+	if *first.Spec.Suspend || first.Annotations[queues.AnnotationFlavors] != "main=on-demand" || first.Annotations[queues.AnnotationAdmittedAt] == "" {
+		t.Errorf("admitted job: suspend=%v annotations=%v", *first.Spec.Suspend, first.Annotations)
 	}
-	terms := queues.RequiredTerms(&j1.Spec.Template.Spec)
+	terms := queues.RequiredTerms(&first.Spec.Template.Spec)
 	if len(terms) != 1 || terms[0].MatchExpressions[0].Key != "tier" || terms[0].MatchExpressions[0].Values[0] != "on-demand" {
 		t.Errorf("admitted affinity = %+v, want tier=on-demand", terms)
 	}
-	j3 := getJob(t, "adm", "j3")
-	pendingRV := j3.ResourceVersion
+	pendingRV := getJob(t, "adm", waiting).ResourceVersion
 	eventually(t, 10*time.Second, func() (bool, string) {
-		return hasEvent(t, "adm", "j3", "Pending", "Waiting for quota: needs cpu=1 in flavor on-demand; ClusterQueue small uses 2 of 2")
+		return hasEvent(t, "adm", waiting, "Pending", "Waiting for quota: needs cpu=1 in flavor on-demand; ClusterQueue small uses 2 of 2")
 	})
-	if rv := getJob(t, "adm", "j3").ResourceVersion; rv != pendingRV {
+	if rv := getJob(t, "adm", waiting).ResourceVersion; rv != pendingRV {
 		t.Errorf("a pending Job was written to: resourceVersion %s -> %s", pendingRV, rv)
 	}
 
-	complete(t, "adm", "j1")
+	complete(t, "adm", admitted[0])
 	eventually(t, 10*time.Second, func() (bool, string) {
-		s := state("j1") + "," + state("j3")
+		s := state(admitted[0]) + "," + state(waiting)
 		return s == "finished,admitted", "states " + s
 	})
 	for _, c := range []struct{ job, reason, text string }{
-		{"j1", "Queued", "Queued in ClusterQueue small, position"},
-		{"j1", "Admitted", "Admitted by ClusterQueue small in flavor on-demand (cpu=1)"},
-		{"j1", "QuotaReleased", "Finished; released cpu=1 in flavor on-demand"},
-		{"j3", "Admitted", "Admitted by ClusterQueue small in flavor on-demand"},
+		{admitted[0], "Queued", "Queued in ClusterQueue small, position"},
+		{admitted[0], "Admitted", "Admitted by ClusterQueue small in flavor on-demand (cpu=1)"},
+		{admitted[0], "QuotaReleased", "Finished; released cpu=1 in flavor on-demand"},
+		{waiting, "Admitted", "Admitted by ClusterQueue small in flavor on-demand"},
 	} {
 		eventually(t, 5*time.Second, func() (bool, string) { return hasEvent(t, "adm", c.job, c.reason, c.text) })
 	}
 	// Deleting an admitted Job frees its quota too.
-	if err := k8s.Delete(ctx, getJob(t, "adm", "j2"), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+	if err := k8s.Delete(ctx, getJob(t, "adm", admitted[1]), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Create(ctx, newJob("adm", "j4", "1")); err != nil {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -32,7 +33,10 @@ import (
 // is simulated through the status subresource.
 
 var (
-	k8s      client.Client
+	k8s client.Client
+	// envCfg is the control plane's admin config, which k8s and tally use;
+	// tests impersonate other users from it.
+	envCfg   *rest.Config
 	tallyNS  = "tally-system"
 	tallyLog = &strings.Builder{}
 )
@@ -86,6 +90,27 @@ spec:
       resources: [{name: cpu, nominalQuota: 2}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: late}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: selective}
+spec:
+  namespaceSelector: {matchLabels: {team: ml}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
 kind: WorkloadPriorityClass
 metadata: {name: high}
 value: 1000
@@ -108,6 +133,7 @@ func TestMain(m *testing.M) {
 func runIntegration(m *testing.M, assets string) int {
 	env := &envtest.Environment{BinaryAssetsDirectory: assets}
 	restCfg, err := env.Start()
+	envCfg = restCfg
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest:", err)
 		return 1

@@ -32,7 +32,9 @@ type write struct {
 	combo        []*flavors.Flavor
 	// preemptor is set for a preemption: the Job that waits for this one.
 	preemptor *entry
-	message   string
+	// late is set for the capture of an unrecorded running Job.
+	late    bool
+	message string
 }
 
 // pass runs one admission pass: decide under the lock on a snapshot of
@@ -51,7 +53,7 @@ func (l *Ledger) pass(ctx context.Context) {
 func (l *Ledger) decide() []write {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.synced || l.cfg == nil || len(l.pending) == 0 {
+	if !l.synced || l.cfg == nil || len(l.pending) == 0 && len(l.late) == 0 {
 		return nil
 	}
 	usage := make(map[string]queues.Usage, len(l.usage))
@@ -63,6 +65,7 @@ func (l *Ledger) decide() []write {
 		nsLabels[n] = info.labels
 	}
 	snap := queues.NewSnapshot(l.cfg, usage, nsLabels)
+	late := l.decideLateLocked(snap)
 
 	lists := make(map[string][]*queues.Workload, len(l.pending))
 	for q, t := range l.pending {
@@ -107,7 +110,7 @@ func (l *Ledger) decide() []write {
 			l.labelQueue.Add(e.w.UID)
 		}
 	}
-	out := make([]write, 0, len(decided.Admissions))
+	out := append(make([]write, 0, len(late)+len(decided.Admissions)), late...)
 	for _, d := range decided.Admissions {
 		e := l.jobs[d.Workload.UID]
 		l.untree(e)
@@ -178,9 +181,12 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if w.preemptor != nil {
+			switch {
+			case w.late:
+				l.capture(ctx, w)
+			case w.preemptor != nil:
 				l.evict(ctx, w)
-			} else {
+			default:
 				l.admit(ctx, w)
 			}
 		}()

@@ -22,6 +22,9 @@ const (
 	ReasonPreempted     = "Preempted"
 	ReasonConfigInvalid = "InvalidConfig"
 	ReasonConfigLoaded  = "ConfigLoaded"
+	// ReasonNamespaceUnbound is on waiting Jobs whose namespace lost its
+	// binding.
+	ReasonNamespaceUnbound = "NamespaceUnbound"
 )
 
 // event records an Event on the Job a Workload describes. The recorder

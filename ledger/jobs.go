@@ -36,8 +36,10 @@ type entry struct {
 	// waitingFor holds, for a preemptor, the victims whose quota it waits
 	// for; it rejoins its queue when the last one is free.
 	waitingFor map[types.UID]bool
-	queued     bool   // the Queued event was written
-	lastCode   string // the reason of the last Pending/Inadmissible event
+	// captured: tally recorded this Job late, as it ran unrecorded.
+	captured bool
+	queued   bool   // the Queued event was written
+	lastCode string // the reason of the last Pending/Inadmissible event
 }
 
 // priorityRef is what a Job's priority is derived from.
@@ -63,11 +65,16 @@ func isSuspended(job *batchv1.Job) bool { return job.Spec.Suspend != nil && *job
 // onJob folds one Job's new state into the ledger.
 func (l *Ledger) onJob(obj any) {
 	job, ok := obj.(*batchv1.Job)
-	if !ok || job.Labels[queues.LabelState] == "" {
+	if !ok {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if job.Labels[queues.LabelState] == "" {
+		l.noteUnrecordedLocked(job)
+		return
+	}
+	delete(l.late, job.UID)
 	e := l.jobs[job.UID]
 	if e == nil {
 		e = &entry{state: queues.StatePending}
@@ -154,6 +161,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	l.untree(e)
 	l.releaseLocked(e, false)
 	delete(l.jobs, job.UID)
+	delete(l.late, job.UID)
 	l.victimFreedLocked(job.UID)
 	for v := range e.waitingFor {
 		delete(l.waitingOn, v)

@@ -26,12 +26,34 @@ func (l *Ledger) onNamespace(obj any) {
 	old := l.namespaces[ns.Name]
 	info := &nsInfo{labels: labels.Set(ns.Labels), queue: ns.Annotations[queues.AnnotationNamespaceQueue], hasLabel: ns.Labels[queues.LabelManaged] == "true"}
 	l.namespaces[ns.Name] = info
-	if queues.Managed(ns.Name, info.queue, l.opts.Namespace) != info.hasLabel {
+	managed := queues.Managed(ns.Name, info.queue, l.opts.Namespace)
+	if managed != info.hasLabel {
 		l.nsQueue.Add(ns.Name)
+	}
+	wasManaged := old != nil && queues.Managed(ns.Name, old.queue, l.opts.Namespace)
+	switch {
+	case managed && !wasManaged && l.synced:
+		go l.captureNamespace(l.ctx, ns.Name)
+	case !managed && wasManaged:
+		l.unboundLocked(ns.Name, old.queue)
 	}
 	if old != nil && !labels.Equals(old.labels, info.labels) {
 		// A namespaceSelector may now answer differently.
 		l.rebuildPendingLocked()
+	}
+}
+
+// unboundLocked tells the waiting Jobs of a namespace that lost its
+// binding what becomes of them: they keep their queue and are admitted as
+// before, since each carries its ClusterQueue in its own label.
+func (l *Ledger) unboundLocked(ns, queue string) {
+	for _, e := range l.jobs {
+		if e.w == nil || e.w.Namespace != ns || (e.state != queues.StatePending && e.state != queues.StateInadmissible) {
+			continue
+		}
+		l.event(e.w, corev1.EventTypeWarning, ReasonNamespaceUnbound,
+			"Namespace %s is no longer bound to ClusterQueue %s: this Job stays queued in ClusterQueue %s and is admitted when it has quota; new Jobs in the namespace are not queued. Delete the Job to withdraw it",
+			ns, queue, e.w.Queue)
 	}
 }
 

@@ -55,7 +55,12 @@ type Ledger struct {
 	waitingOn map[types.UID]*entry
 	// reserved holds preemptors whose victims are gone, until the next
 	// pass tries them first.
-	reserved    map[*entry]bool
+	reserved map[*entry]bool
+	// late holds running Jobs of managed namespaces that tally has no
+	// record of, for the next pass to capture (see late.go).
+	late map[types.UID]*entry
+	// ctx is Start's, for work started from informer handlers.
+	ctx         context.Context
 	synced      bool
 	wake        chan struct{}
 	labelQueue  workqueue.TypedRateLimitingInterface[types.UID]
@@ -91,6 +96,8 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		priorities: map[string]int32{},
 		waitingOn:  map[types.UID]*entry{},
 		reserved:   map[*entry]bool{},
+		late:       map[types.UID]*entry{},
+		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
@@ -109,6 +116,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	defer l.labelQueue.ShutDown()
 	defer l.nsQueue.ShutDown()
 	l.cfg = l.store.Load()
+	l.ctx = ctx
 	configChanged := l.store.Subscribe()
 
 	if err := l.watch(ctx, &corev1.Namespace{}, l.onNamespace, l.onNamespaceDelete); err != nil {
@@ -126,6 +134,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	l.mu.Lock()
 	l.synced = true
 	l.mu.Unlock()
+	l.captureManaged(ctx)
 	l.log.Info("ledger synced", "jobs", len(l.jobs), "namespaces", len(l.namespaces))
 
 	go l.runLabelWorker(ctx)
@@ -140,6 +149,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 			return nil
 		case <-configChanged:
 			l.reconfigure(l.store.Load())
+			l.captureManaged(ctx)
 		case <-recount.C():
 			l.recount()
 			l.poke()

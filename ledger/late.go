@@ -1,0 +1,170 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/queues"
+)
+
+// Late capture: a Job in a managed namespace that runs without tally's
+// admission record (it was created while the webhook was not called, or
+// before its namespace was bound) must not hold quota unaccounted. The next
+// pass counts it as admitted if it fits, and suspends it if it does not;
+// either way it gets one write and a Warning Event, and from then on it is
+// an ordinary managed Job. A suspended or finished unrecorded Job holds no
+// quota and is left alone.
+
+// Reasons of the late-capture Events.
+const (
+	ReasonAdmittedLate  = "AdmittedLate"
+	ReasonSuspendedLate = "SuspendedLate"
+)
+
+// noteUnrecordedLocked looks at a Job without a tally.dev/state label and
+// queues it for capture if it runs in a managed namespace.
+func (l *Ledger) noteUnrecordedLocked(job *batchv1.Job) {
+	info := l.namespaces[job.Namespace]
+	if info == nil || !queues.Managed(job.Namespace, info.queue, l.opts.Namespace) || l.cfg == nil ||
+		isFinished(job) || isSuspended(job) || job.DeletionTimestamp != nil {
+		if e := l.late[job.UID]; e != nil {
+			delete(l.late, job.UID)
+			delete(l.jobs, job.UID)
+		}
+		return
+	}
+	e := l.jobs[job.UID]
+	if e == nil {
+		e = &entry{}
+		l.jobs[job.UID] = e
+	}
+	if e.assumed || e.captured {
+		return // its capture write is in flight, or made: a stale event
+	}
+	e.prio = priorityRef{
+		workloadClass: firstNonEmpty(job.Labels[queues.LabelPriorityClass], job.Labels[queues.LabelKueuePriorityClass]),
+		podClass:      job.Spec.Template.Spec.PriorityClassName,
+		pod:           job.Spec.Template.Spec.Priority,
+	}
+	e.w = queues.WorkloadFromJob(job, l.cfg.Queue(job.Namespace, job.Labels, info.queue), l.priorityOf(e.prio))
+	e.rv = job.ResourceVersion
+	l.late[job.UID] = e
+	l.poke()
+}
+
+// captureManaged looks for unrecorded running Jobs in every managed
+// namespace: after the informers sync, since a Job may be seen before its
+// namespace, and after a config change, which may bind or resolve anew.
+func (l *Ledger) captureManaged(ctx context.Context) {
+	l.mu.Lock()
+	var managed []string
+	for name, info := range l.namespaces {
+		if queues.Managed(name, info.queue, l.opts.Namespace) {
+			managed = append(managed, name)
+		}
+	}
+	l.mu.Unlock()
+	for _, ns := range managed {
+		l.captureNamespace(ctx, ns)
+	}
+}
+
+// captureNamespace looks for unrecorded running Jobs in a namespace that
+// has just become managed.
+func (l *Ledger) captureNamespace(ctx context.Context, ns string) {
+	var jobs batchv1.JobList
+	if err := l.cache.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+		l.log.Error(err, "listing Jobs of a newly bound namespace", "namespace", ns)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range jobs.Items {
+		if jobs.Items[i].Labels[queues.LabelState] == "" {
+			l.noteUnrecordedLocked(&jobs.Items[i])
+		}
+	}
+}
+
+// decideLateLocked decides every unrecorded Job before the pass proper:
+// its pods already run, so it comes first.
+func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
+	if len(l.late) == 0 {
+		return nil
+	}
+	late := make([]*entry, 0, len(l.late))
+	for _, e := range l.late {
+		late = append(late, e)
+	}
+	sort.Slice(late, func(i, j int) bool { return queues.Before(late[i].w, late[j].w) })
+	clear(l.late)
+	out := make([]write, 0, len(late))
+	for _, e := range late {
+		a, v := snap.Assign(e.w)
+		wr := write{e: e, w: e.w, late: true}
+		if v.Kind == queues.Fits {
+			snap.Charge(e.w.Queue, a.Usage, +1)
+			l.chargeLocked(e, e.w.Queue, a.Usage)
+			wr.a = a
+		} else {
+			wr.message = v.Message
+		}
+		e.assumed = true
+		out = append(out, wr)
+	}
+	return out
+}
+
+// capture makes the one write that records an unrecorded running Job:
+// admitted where it fits, else suspended and pending.
+func (l *Ledger) capture(ctx context.Context, w write) {
+	fits := w.message == ""
+	now := l.opts.Clock.Now()
+	meta := map[string]any{"labels": map[string]any{queues.LabelQueue: w.w.Queue, queues.LabelState: string(queues.StatePending)}}
+	patch := map[string]any{"metadata": meta}
+	if fits {
+		meta["labels"].(map[string]any)[queues.LabelState] = string(queues.StateAdmitted)
+		meta["annotations"] = map[string]any{
+			queues.AnnotationFlavors:    w.a.Annotation(w.w),
+			queues.AnnotationAdmittedAt: now.UTC().Format(time.RFC3339),
+		}
+	} else {
+		patch["spec"] = map[string]any{"suspend": true}
+	}
+	b, err := json.Marshal(patch)
+	if err == nil {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: w.w.Namespace, Name: w.w.Name}}
+		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, b))
+	}
+	l.mu.Lock()
+	w.e.assumed = false
+	if err != nil {
+		l.releaseLocked(w.e, false)
+		if l.jobs[w.w.UID] == w.e {
+			l.late[w.w.UID] = w.e
+		}
+		l.mu.Unlock()
+		l.log.Error(err, "recording an unrecorded running Job failed; will retry", "job", w.w.Key())
+		return
+	}
+	w.e.captured = true
+	l.mu.Unlock()
+	if fits {
+		l.event(w.w, corev1.EventTypeWarning, ReasonAdmittedLate,
+			"Was running without an admission from tally (created while its webhook was not called, or before namespace %s was bound); now counted in ClusterQueue %s in flavor %s (%s)",
+			w.w.Namespace, w.w.Queue, strings.Join(w.a.Flavors, "+"), w.w.Total().String())
+		return
+	}
+	l.event(w.w, corev1.EventTypeWarning, ReasonSuspendedLate,
+		"Was running without an admission from tally (created while its webhook was not called, or before namespace %s was bound) and does not fit: %s; suspended, it queues in ClusterQueue %s",
+		w.w.Namespace, w.message, w.w.Queue)
+}
