@@ -99,3 +99,55 @@ func TestIntegrationNamespaceNotSelected(t *testing.T) {
 		return s == "admitted", "state " + s
 	})
 }
+
+// Unbinding a namespace tells its waiting Jobs what becomes of them; they
+// stay queued in their ClusterQueue.
+func TestIntegrationUnbind(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	bindNamespace(t, "unbind", "tiny")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		ns := &corev1.Namespace{}
+		_ = k8s.Get(ctx, client.ObjectKey{Name: "unbind"}, ns)
+		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
+	})
+	for _, n := range []string{"running", "waiting"} {
+		if err := k8s.Create(ctx, newJob("unbind", n, "1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var running, waiting string
+	eventually(t, 10*time.Second, func() (bool, string) {
+		running, waiting = "", ""
+		for _, n := range []string{"running", "waiting"} {
+			switch getJob(t, "unbind", n).Labels[queues.LabelState] {
+			case "admitted":
+				running = n
+			case "pending":
+				waiting = n
+			}
+		}
+		return running != "" && waiting != "", "admitted " + running + ", pending " + waiting
+	})
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "unbind"}, ns); err != nil {
+		t.Fatal(err)
+	}
+	delete(ns.Annotations, queues.AnnotationNamespaceQueue)
+	if err := k8s.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, "unbind", waiting, "NamespaceUnbound", "Namespace unbind is no longer bound to ClusterQueue tiny: this Job stays queued in ClusterQueue tiny")
+	})
+	eventually(t, 10*time.Second, func() (bool, string) {
+		ns := &corev1.Namespace{}
+		_ = k8s.Get(ctx, client.ObjectKey{Name: "unbind"}, ns)
+		return ns.Labels[queues.LabelManaged] == "", "namespace still labelled managed"
+	})
+	complete(t, "unbind", running)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		s := getJob(t, "unbind", waiting).Labels[queues.LabelState]
+		return s == "admitted", "waiting Job " + s
+	})
+}

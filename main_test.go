@@ -101,6 +101,16 @@ spec:
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
+metadata: {name: tiny}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 1}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
 metadata: {name: selective}
 spec:
   namespaceSelector: {matchLabels: {team: ml}}

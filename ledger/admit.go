@@ -213,7 +213,7 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 	if err != nil {
 		l.mu.Lock()
 		w.e.evicting = false
-		l.victimFreedLocked(w.w.UID)
+		l.victimFreedLocked(w.w.UID, "", nil)
 		l.mu.Unlock()
 		l.log.Info("preemption write failed; the preemptor queues again", "job", w.w.Key(), "preemptor", w.preemptor.w.Key(), "err", err.Error())
 		return

@@ -36,6 +36,9 @@ type entry struct {
 	// waitingFor holds, for a preemptor, the victims whose quota it waits
 	// for; it rejoins its queue when the last one is free.
 	waitingFor map[types.UID]bool
+	// held is the quota of the victims already gone, kept for this
+	// preemptor until the last one is.
+	held []heldCharge
 	// captured: tally recorded this Job late, as it ran unrecorded.
 	captured bool
 	queued   bool   // the Queued event was written
@@ -131,9 +134,10 @@ func (l *Ledger) onJob(obj any) {
 				return
 			}
 			e.evicting = false
+			q, u := e.chargedQueue, e.charged
 			l.releaseLocked(e, false)
 			l.labelQueue.Add(job.UID)
-			l.victimFreedLocked(job.UID)
+			l.victimFreedLocked(job.UID, q, u)
 		}
 		if e.state == queues.StateInadmissible && e.w != nil && sameShape(e.w, w) {
 			e.w = w
@@ -159,13 +163,15 @@ func (l *Ledger) onJobDelete(obj any) {
 		return
 	}
 	l.untree(e)
+	q, u := e.chargedQueue, e.charged
 	l.releaseLocked(e, false)
 	delete(l.jobs, job.UID)
 	delete(l.late, job.UID)
-	l.victimFreedLocked(job.UID)
+	l.victimFreedLocked(job.UID, q, u)
 	for v := range e.waitingFor {
 		delete(l.waitingOn, v)
 	}
+	l.releaseHeldLocked(e)
 	l.poke()
 }
 
@@ -178,23 +184,46 @@ func activePods(job *batchv1.Job) int32 {
 	return n
 }
 
-// victimFreedLocked notes that a preemption victim's quota is free; its
-// preemptor rejoins its queue when it waits for no other victim.
-func (l *Ledger) victimFreedLocked(victim types.UID) {
+// victimFreedLocked notes that a preemption victim's quota, u in queue q,
+// is free. While its preemptor still waits for other victims, that quota
+// stays held for the preemptor, so that nothing else (the victim itself
+// included) can take it; when the last victim is gone, the preemptor
+// rejoins its queue, to be tried first with everything its victims held.
+func (l *Ledger) victimFreedLocked(victim types.UID, q string, u queues.Usage) {
 	p := l.waitingOn[victim]
 	if p == nil {
 		return
 	}
 	delete(l.waitingOn, victim)
 	delete(p.waitingFor, victim)
-	if len(p.waitingFor) == 0 {
-		p.waitingFor = nil
-		if l.jobs[p.w.UID] == p && p.state == queues.StatePending && !p.assumed {
-			l.entree(p)
-			l.reserved[p] = true
+	if len(p.waitingFor) > 0 {
+		if len(u) > 0 {
+			l.addUsageLocked(q, u)
+			p.held = append(p.held, heldCharge{queue: q, usage: u})
 		}
-		l.poke()
+		return
 	}
+	p.waitingFor = nil
+	l.releaseHeldLocked(p)
+	if l.jobs[p.w.UID] == p && p.state == queues.StatePending && !p.assumed {
+		l.entree(p)
+		l.reserved[p] = true
+	}
+	l.poke()
+}
+
+// heldCharge is quota freed by one victim and held for its preemptor.
+type heldCharge struct {
+	queue string
+	usage queues.Usage
+}
+
+// releaseHeldLocked gives back the quota held for a preemptor.
+func (l *Ledger) releaseHeldLocked(p *entry) {
+	for _, h := range p.held {
+		l.subUsageLocked(h.queue, h.usage)
+	}
+	p.held = nil
 }
 
 // entree puts a pending entry into its queue's tree.
@@ -225,14 +254,27 @@ func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
 	if len(u) == 0 {
 		return
 	}
+	l.addUsageLocked(queue, u)
+	e.charged, e.chargedQueue = u, queue
+	l.poke()
+}
+
+func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
 	cur := l.usage[queue]
 	if cur == nil {
 		cur = queues.Usage{}
 		l.usage[queue] = cur
 	}
 	cur.Add(u)
-	e.charged, e.chargedQueue = u, queue
-	l.poke()
+}
+
+func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
+	if cur := l.usage[queue]; cur != nil {
+		cur.Sub(u)
+		if len(cur) == 0 {
+			delete(l.usage, queue)
+		}
+	}
 }
 
 // releaseLocked returns e's quota. finished says the Job completed, which
@@ -241,12 +283,7 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 	if e.charged == nil {
 		return
 	}
-	if cur := l.usage[e.chargedQueue]; cur != nil {
-		cur.Sub(e.charged)
-		if len(cur) == 0 {
-			delete(l.usage, e.chargedQueue)
-		}
-	}
+	l.subUsageLocked(e.chargedQueue, e.charged)
 	if finished && e.w != nil {
 		l.event(e.w, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", describeUsage(e.charged))
 	}

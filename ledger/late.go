@@ -157,6 +157,14 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 		return
 	}
 	w.e.captured = true
+	if !fits && l.jobs[w.w.UID] == w.e && !w.e.inTree && w.e.charged == nil {
+		// The suspended Job queues now, whether or not the informer has
+		// shown it yet (an event seen while the write was in flight was
+		// set aside).
+		w.e.state = queues.StatePending
+		l.entree(w.e)
+		l.poke()
+	}
 	l.mu.Unlock()
 	if fits {
 		l.event(w.w, corev1.EventTypeWarning, ReasonAdmittedLate,

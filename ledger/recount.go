@@ -10,16 +10,21 @@ func (l *Ledger) recount() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fresh := map[string]queues.Usage{}
-	for _, e := range l.jobs {
-		if e.charged == nil {
-			continue
-		}
-		u := fresh[e.chargedQueue]
+	add := func(q string, c queues.Usage) {
+		u := fresh[q]
 		if u == nil {
 			u = queues.Usage{}
-			fresh[e.chargedQueue] = u
+			fresh[q] = u
 		}
-		u.Add(e.charged)
+		u.Add(c)
+	}
+	for _, e := range l.jobs {
+		if e.charged != nil {
+			add(e.chargedQueue, e.charged)
+		}
+		for _, h := range e.held {
+			add(h.queue, h.usage)
+		}
 	}
 	drift := 0
 	for _, q := range queues.SortedKeys(unionKeys(fresh, l.usage)) {
