@@ -67,12 +67,24 @@ func (l *Ledger) decide() []write {
 	snap := queues.NewSnapshot(l.cfg, usage, nsLabels)
 	late := l.decideLateLocked(snap)
 
+	// The lists reuse last pass's arrays: a pass allocates little.
 	lists := make(map[string][]*queues.Workload, len(l.pending))
 	for q, t := range l.pending {
-		list := make([]*queues.Workload, 0, t.Len())
+		list := l.lists[q][:0]
 		t.Ascend(func(e *entry) bool { list = append(list, e.w); return true })
 		lists[q] = list
 	}
+	for q := range l.lists {
+		if _, ok := lists[q]; !ok {
+			delete(l.lists, q)
+		}
+	}
+	defer func() {
+		for q, list := range lists {
+			clear(list)
+			l.lists[q] = list
+		}
+	}()
 	snap.Admitted = l.admittedLocked()
 	for e := range l.reserved {
 		if e.inTree {
@@ -81,15 +93,13 @@ func (l *Ledger) decide() []write {
 	}
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
 	clear(l.reserved)
-	position := map[string]int{}
 	var inadmissible []*entry
-	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict) {
-		e := l.jobs[w.UID]
-		position[w.Queue]++
+	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict, pos int) {
+		e := w.Tag.(*entry)
 		if !e.queued {
 			e.queued = true
 			if cq := l.cfg.ClusterQueues[w.Queue]; cq != nil {
-				l.event(w, corev1.EventTypeNormal, ReasonQueued, "%s", queues.Position(cq, position[w.Queue], l.pending[w.Queue].Len()))
+				l.event(w, corev1.EventTypeNormal, ReasonQueued, "%s", queues.Position(cq, pos, len(lists[w.Queue])))
 			}
 		}
 		if v.Kind == queues.Fits || v.Kind == queues.Preempting || v.Code == e.lastCode {
@@ -134,7 +144,7 @@ func (l *Ledger) decide() []write {
 // are not on their way out and whose admission is not in flight.
 func (l *Ledger) admittedLocked() map[string][]*queues.Admitted {
 	out := map[string][]*queues.Admitted{}
-	for _, e := range l.jobs {
+	for e := range l.holding {
 		if e.charged == nil || e.assumed || e.evicting || e.state != queues.StateAdmitted {
 			continue
 		}

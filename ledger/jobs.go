@@ -96,6 +96,7 @@ func (l *Ledger) onJob(obj any) {
 		pod:           job.Spec.Template.Spec.Priority,
 	}
 	w := queues.WorkloadFromJob(job, job.Labels[queues.LabelQueue], l.priorityOf(e.prio))
+	w.Tag = e
 
 	switch {
 	case isFinished(job):
@@ -256,6 +257,7 @@ func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
 	}
 	l.addUsageLocked(queue, u)
 	e.charged, e.chargedQueue = u, queue
+	l.holding[e] = struct{}{}
 	l.poke()
 }
 
@@ -288,6 +290,7 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 		l.event(e.w, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", describeUsage(e.charged))
 	}
 	e.charged, e.chargedQueue = nil, ""
+	delete(l.holding, e)
 	l.poke()
 }
 

@@ -56,6 +56,7 @@ func (l *Ledger) noteUnrecordedLocked(job *batchv1.Job) {
 		pod:           job.Spec.Template.Spec.Priority,
 	}
 	e.w = queues.WorkloadFromJob(job, l.cfg.Queue(job.Namespace, job.Labels, info.queue), l.priorityOf(e.prio))
+	e.w.Tag = e
 	e.rv = job.ResourceVersion
 	l.late[job.UID] = e
 	l.poke()

@@ -59,6 +59,10 @@ type Ledger struct {
 	// late holds running Jobs of managed namespaces that tally has no
 	// record of, for the next pass to capture (see late.go).
 	late map[types.UID]*entry
+	// holding holds the entries charged with quota.
+	holding map[*entry]struct{}
+	// lists are the pending lists of the last pass, kept for their arrays.
+	lists map[string][]*queues.Workload
 	// ctx is Start's, for work started from informer handlers.
 	ctx         context.Context
 	synced      bool
@@ -97,6 +101,8 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		waitingOn:  map[types.UID]*entry{},
 		reserved:   map[*entry]bool{},
 		late:       map[types.UID]*entry{},
+		holding:    map[*entry]struct{}{},
+		lists:      map[string][]*queues.Workload{},
 		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),

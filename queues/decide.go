@@ -23,7 +23,8 @@ type Decision struct {
 // heads are merged in that same order, so priority and age decide across
 // queues too. A Workload that fits is admitted and its quota charged to s
 // before the next one is tried. observe is called once for every Workload
-// examined, in order, with its Verdict (Fits for those admitted). A
+// examined, with its Verdict (Fits for those admitted) and its 1-based
+// position in its queue's list. A
 // StrictFIFO queue stops at its first Workload that must wait; a
 // BestEffortFIFO queue goes on to the ones behind it.
 //
@@ -48,7 +49,7 @@ type Decision struct {
 // preemption across queues follows the share strategies (see fairChoose).
 //
 // Decide touches nothing but s: the caller makes the writes.
-func Decide(s *Snapshot, pending map[string][]*Workload, observe func(*Workload, Verdict)) Decision {
+func Decide(s *Snapshot, pending map[string][]*Workload, observe Observer) Decision {
 	var d Decision
 	reserved := map[string][]*Workload{}
 	for _, w := range s.Reserved {
@@ -59,6 +60,10 @@ func Decide(s *Snapshot, pending map[string][]*Workload, observe func(*Workload,
 	}
 	return d
 }
+
+// Observer sees each Workload a pass examines: its Verdict and its
+// 1-based position in its queue's pending list.
+type Observer func(w *Workload, v Verdict, position int)
 
 // groups splits the queues with pending work into independent groups: a
 // cohort's members together, a queue without a cohort alone.
@@ -123,13 +128,13 @@ func (h *heads) Pop() any {
 	return c
 }
 
-func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, reserved map[string][]*Workload, observe func(*Workload, Verdict), d *Decision) {
+func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, reserved map[string][]*Workload, observe Observer, d *Decision) {
 	taken := map[*Workload]bool{}
-	admit := func(cq *ClusterQueue, w *Workload, a Assignment) {
+	admit := func(cq *ClusterQueue, w *Workload, a Assignment, pos int) {
 		s.Charge(cq.Name, a.Usage, +1)
 		d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
 		taken[w] = true
-		observe(w, Verdict{Kind: Fits})
+		observe(w, Verdict{Kind: Fits}, pos)
 	}
 	for _, name := range group {
 		cq := s.Config.ClusterQueues[name]
@@ -138,7 +143,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 				continue
 			}
 			if a, v := s.assignIn(cq, w, w.Total()); v.Kind == Fits {
-				admit(cq, w, a)
+				admit(cq, w, a, 1)
 			}
 		}
 	}
@@ -164,9 +169,39 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 			d.Preemptions = append(d.Preemptions, p)
 			v = Verdict{Kind: Preempting, Code: "preempting", Message: p.Message()}
 		}
-		observe(w, v)
+		observe(w, v, c.i+1)
+		// What waits behind a Workload that had to wait, for a reason
+		// that holds for it too, is decided here without the merge:
+		// usage only grows within a pass, so the order among waiting
+		// Workloads changes nothing.
+		for c.i+1 < len(c.list) {
+			next := c.list[c.i+1]
+			wv, ok := c.waitsToo(next)
+			if !ok || taken[next] {
+				break
+			}
+			c.i++
+			observe(next, wv, c.i+1)
+		}
 		h.advance()
 	}
+}
+
+// waitsToo reports whether w, next in c's queue, must wait for a reason
+// already found this pass: behind a StrictFIFO blocker, or because an
+// earlier plain request no larger than w's had to wait.
+func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
+	if c.cq == nil || w.Queue != c.cq.Name || c.lastNSKnown && c.lastNS != w.Namespace {
+		return Verdict{}, false
+	}
+	if c.blocker != nil {
+		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), c.cq.Name), true
+	}
+	plain := len(w.NodeSelector) == 0 && len(w.Tolerations) == 0 && w.vec != nil
+	if plain && c.failed != nil && covers(w, c.failed) {
+		return c.failedV, true
+	}
+	return Verdict{}, false
 }
 
 // cursors makes the heap of the group's queues with pending Workloads.
@@ -206,7 +241,7 @@ func (h *heads) advance() {
 // could fit only by borrowing: that one keeps its place ahead of the rest
 // of its queue for the second walk. A StrictFIFO queue also drops out at
 // its first Workload that must wait.
-func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Workload, taken map[*Workload]bool, admit func(*ClusterQueue, *Workload, Assignment)) {
+func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Workload, taken map[*Workload]bool, admit func(*ClusterQueue, *Workload, Assignment, int)) {
 	h := s.cursors(group, pending)
 	for h.Len() > 0 {
 		c := (*h)[0]
@@ -232,7 +267,7 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 		a, v := s.assignIn(cq, w, w.Total())
 		switch {
 		case v.Kind == Fits && !a.Borrowing:
-			admit(cq, w, a)
+			admit(cq, w, a, c.i+1)
 		case v.Kind == Fits, cq.Strategy == StrictFIFO:
 			heap.Pop(h)
 			continue

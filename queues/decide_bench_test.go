@@ -38,7 +38,7 @@ func BenchmarkDecideFull(b *testing.B) {
 			u[k] = v.Clone()
 		}
 		waits := 0
-		Decide(NewSnapshot(cfg, u, ns), pending, func(*Workload, Verdict) { waits++ })
+		Decide(NewSnapshot(cfg, u, ns), pending, func(*Workload, Verdict, int) { waits++ })
 		if waits != queues*perQueue {
 			b.Fatalf("examined %d", waits)
 		}

@@ -413,7 +413,7 @@ func TestDecide(t *testing.T) {
 			}
 			snap := NewSnapshot(cfg, usage, map[string]labels.Set{"team-x": {"team": "x"}, "ns": {}, "other": {}})
 			waits := map[string]string{}
-			got := admittedNames(Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict) {
+			got := admittedNames(Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict, _ int) {
 				if v.Kind != Fits {
 					waits[w.Name] = v.Code
 				}
@@ -503,7 +503,7 @@ func TestDecideReserved(t *testing.T) {
 			usage := usageOf("a:on-demand:cpu=10", "b:on-demand:cpu=10", "lender:on-demand:cpu=4")
 			snap := NewSnapshot(makeConfig(fls, cqs...), usage, map[string]labels.Set{"ns": {}})
 			snap.Reserved = tc.reserved
-			got := admittedNames(Decide(snap, seqs(older, preemptor), func(*Workload, Verdict) {}).Admissions)
+			got := admittedNames(Decide(snap, seqs(older, preemptor), func(*Workload, Verdict, int) {}).Admissions)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("admitted (-want +got):\n%s", diff)
 			}

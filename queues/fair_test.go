@@ -76,7 +76,7 @@ func TestFairAdmissionOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewSnapshot(makeConfig(fls, cqs(tc.fair)...), usage(), map[string]labels.Set{"ns": {}})
-			got := admittedNames(Decide(s, pending(), func(*Workload, Verdict) {}).Admissions)
+			got := admittedNames(Decide(s, pending(), func(*Workload, Verdict, int) {}).Admissions)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("admitted (-want +got):\n%s", diff)
 			}

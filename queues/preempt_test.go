@@ -274,7 +274,7 @@ func TestPreemption(t *testing.T) {
 				before[q] = u.Clone()
 			}
 			preempting := map[string]bool{}
-			d := Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict) {
+			d := Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict, _ int) {
 				if v.Kind == Preempting {
 					preempting[w.Name] = true
 				}

@@ -29,6 +29,9 @@ type Workload struct {
 	// tolerate, is skipped.
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
+	// Tag is the caller's own record of the Workload; the core never
+	// reads it.
+	Tag any
 
 	total   flavors.Resources // set by Seal
 	vec     []cell            // total as a slice sorted by name, set by Seal
