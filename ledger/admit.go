@@ -33,7 +33,10 @@ type write struct {
 	// preemptor is set for a preemption: the Job that waits for this one.
 	preemptor *entry
 	// late is set for the capture of an unrecorded running Job.
-	late    bool
+	late bool
+	// moved, for a preemption, is the victim's quota its preemptor's
+	// claim took over.
+	moved   queues.Usage
 	message string
 }
 
@@ -161,14 +164,23 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	l.untree(pe)
 	pe.lastCode = ""
 	pe.waitingFor = map[types.UID]bool{}
+	// The preemptor's claim on the room its victims leave counts until it
+	// is tried again, so nothing else is decided on that room. What the
+	// claim covers of the victims' quota moves to it, as in the pass.
+	l.addUsageLocked(pe.w.Queue, p.Assignment.Usage)
+	pe.claim = p.Assignment.Usage
 	l.event(p.Preemptor, corev1.EventTypeNormal, ReasonPreempting, "%s", p.Message())
 	writes := make([]write, 0, len(p.Victims))
-	for _, v := range p.Victims {
+	for i, v := range p.Victims {
 		ve := l.jobs[v.W.UID]
 		ve.evicting = true
+		moved := p.Moved[i]
+		ve.charged = ve.charged.Clone()
+		ve.charged.Sub(moved)
+		l.subUsageLocked(ve.chargedQueue, moved)
 		pe.waitingFor[v.W.UID] = true
 		l.waitingOn[v.W.UID] = pe
-		writes = append(writes, write{e: ve, w: ve.w, rv: ve.rv, preemptor: pe, message: p.VictimMessage(v)})
+		writes = append(writes, write{e: ve, w: ve.w, rv: ve.rv, preemptor: pe, moved: moved, message: p.VictimMessage(v)})
 	}
 	l.metrics.preempted.Add(float64(len(p.Victims)))
 	return writes
@@ -223,7 +235,12 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 	if err != nil {
 		l.mu.Lock()
 		w.e.evicting = false
-		l.victimFreedLocked(w.w.UID, "", nil)
+		if w.e.charged != nil {
+			// It runs on: its quota counts in full again.
+			w.e.charged.Add(w.moved)
+			l.addUsageLocked(w.e.chargedQueue, w.moved)
+		}
+		l.victimFreedLocked(w.w.UID)
 		l.mu.Unlock()
 		l.log.Info("preemption write failed; the preemptor queues again", "job", w.w.Key(), "preemptor", w.preemptor.w.Key(), "err", err.Error())
 		return

@@ -36,9 +36,9 @@ type entry struct {
 	// waitingFor holds, for a preemptor, the victims whose quota it waits
 	// for; it rejoins its queue when the last one is free.
 	waitingFor map[types.UID]bool
-	// held is the quota of the victims already gone, kept for this
-	// preemptor until the last one is.
-	held []heldCharge
+	// claim, for a preemptor, is the quota it preempts for, counted in
+	// its queue until its victims are gone.
+	claim queues.Usage
 	// captured: tally recorded this Job late, as it ran unrecorded.
 	captured bool
 	queued   bool   // the Queued event was written
@@ -109,6 +109,9 @@ func (l *Ledger) onJob(obj any) {
 		if e.labelState != string(queues.StateFinished) {
 			l.labelQueue.Add(job.UID)
 		}
+	case !isSuspended(job) && e.evicting:
+		// A view from before the preemption write: it changes nothing.
+		e.w = w
 	case !isSuspended(job):
 		l.untree(e)
 		e.w = w
@@ -135,10 +138,9 @@ func (l *Ledger) onJob(obj any) {
 				return
 			}
 			e.evicting = false
-			q, u := e.chargedQueue, e.charged
 			l.releaseLocked(e, false)
 			l.labelQueue.Add(job.UID)
-			l.victimFreedLocked(job.UID, q, u)
+			l.victimFreedLocked(job.UID)
 		}
 		if e.state == queues.StateInadmissible && e.w != nil && sameShape(e.w, w) {
 			e.w = w
@@ -164,15 +166,14 @@ func (l *Ledger) onJobDelete(obj any) {
 		return
 	}
 	l.untree(e)
-	q, u := e.chargedQueue, e.charged
 	l.releaseLocked(e, false)
 	delete(l.jobs, job.UID)
 	delete(l.late, job.UID)
-	l.victimFreedLocked(job.UID, q, u)
+	l.victimFreedLocked(job.UID)
 	for v := range e.waitingFor {
 		delete(l.waitingOn, v)
 	}
-	l.releaseHeldLocked(e)
+	l.releaseClaimLocked(e)
 	l.poke()
 }
 
@@ -185,12 +186,10 @@ func activePods(job *batchv1.Job) int32 {
 	return n
 }
 
-// victimFreedLocked notes that a preemption victim's quota, u in queue q,
-// is free. While its preemptor still waits for other victims, that quota
-// stays held for the preemptor, so that nothing else (the victim itself
-// included) can take it; when the last victim is gone, the preemptor
-// rejoins its queue, to be tried first with everything its victims held.
-func (l *Ledger) victimFreedLocked(victim types.UID, q string, u queues.Usage) {
+// victimFreedLocked notes that a preemption victim's quota is free. When
+// its preemptor waits for no other victim, the preemptor's claim is given
+// back and it rejoins its queue, to be tried first in the next pass.
+func (l *Ledger) victimFreedLocked(victim types.UID) {
 	p := l.waitingOn[victim]
 	if p == nil {
 		return
@@ -198,14 +197,10 @@ func (l *Ledger) victimFreedLocked(victim types.UID, q string, u queues.Usage) {
 	delete(l.waitingOn, victim)
 	delete(p.waitingFor, victim)
 	if len(p.waitingFor) > 0 {
-		if len(u) > 0 {
-			l.addUsageLocked(q, u)
-			p.held = append(p.held, heldCharge{queue: q, usage: u})
-		}
 		return
 	}
 	p.waitingFor = nil
-	l.releaseHeldLocked(p)
+	l.releaseClaimLocked(p)
 	if l.jobs[p.w.UID] == p && p.state == queues.StatePending && !p.assumed {
 		l.entree(p)
 		l.reserved[p] = true
@@ -213,18 +208,12 @@ func (l *Ledger) victimFreedLocked(victim types.UID, q string, u queues.Usage) {
 	l.poke()
 }
 
-// heldCharge is quota freed by one victim and held for its preemptor.
-type heldCharge struct {
-	queue string
-	usage queues.Usage
-}
-
-// releaseHeldLocked gives back the quota held for a preemptor.
-func (l *Ledger) releaseHeldLocked(p *entry) {
-	for _, h := range p.held {
-		l.subUsageLocked(h.queue, h.usage)
+// releaseClaimLocked gives back a preemptor's claim.
+func (l *Ledger) releaseClaimLocked(p *entry) {
+	if p.claim != nil {
+		l.subUsageLocked(p.w.Queue, p.claim)
+		p.claim = nil
 	}
-	p.held = nil
 }
 
 // entree puts a pending entry into its queue's tree.

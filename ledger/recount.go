@@ -22,8 +22,8 @@ func (l *Ledger) recount() {
 		if e.charged != nil {
 			add(e.chargedQueue, e.charged)
 		}
-		for _, h := range e.held {
-			add(h.queue, h.usage)
+		if e.claim != nil {
+			add(e.w.Queue, e.claim)
 		}
 	}
 	drift := 0

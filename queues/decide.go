@@ -29,11 +29,14 @@ type Decision struct {
 // BestEffortFIFO queue goes on to the ones behind it.
 //
 // A Workload that must wait may preempt, if its ClusterQueue's policy and
-// s.Admitted allow. Its victims stay charged, since their pods still run
-// until the preemption takes effect, so nothing else in the pass can spend
-// their quota; they are no longer candidates for other preemptors. The
-// preemptor is not charged: it is admitted by a later pass, once the
-// victims' quota is really free. observe sees it with a Preempting verdict.
+// s.Admitted allow. The preemptor's quota is charged at once, as a claim,
+// so that no other Workload is decided on the room its victims will leave;
+// the victims' quota is moved to that claim where it covers it (see
+// claim), and the rest of it stays charged, since their pods run until the
+// preemption takes effect. Victims are no longer candidates for other
+// preemptors. The preemptor is admitted by a later pass, once the victims'
+// quota is really free, and the caller keeps the claim until then. observe
+// sees it with a Preempting verdict.
 //
 // Within a cohort, quota goes first to Workloads that fit in their own
 // queue's nominal quota, as in Kueue: a first walk admits only those, and
@@ -166,6 +169,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 		case v.Kind == Fits:
 			s.removeAdmitted(victims)
 			p := Preemption{Preemptor: w, Assignment: a, Victims: victims}
+			p.Moved = s.claim(c.cq.Name, a.Usage, victims)
 			d.Preemptions = append(d.Preemptions, p)
 			v = Verdict{Kind: Preempting, Code: "preempting", Message: p.Message()}
 		}

@@ -33,6 +33,32 @@ type Preemption struct {
 	Preemptor  *Workload
 	Assignment Assignment
 	Victims    []Victim
+	// Moved is, for each victim, the part of its usage that now counts
+	// as the preemptor's claim instead.
+	Moved []Usage
+}
+
+// claim charges a preemptor's usage to queue q and moves to it, from the
+// victims, the usage the claim covers: what the victims hold and the claim
+// needs is counted once, in q, so that a claim never counts twice against
+// the cohort, and never counts against the victims' own queue. It returns
+// what was moved from each victim.
+func (s *Snapshot) claim(q string, u Usage, victims []Victim) []Usage {
+	left := u.Clone()
+	moved := make([]Usage, len(victims))
+	for i, v := range victims {
+		m := Usage{}
+		for fr, a := range v.Usage {
+			if t := flavors.Min(a, left[fr]); t > 0 {
+				m[fr] = t
+				left[fr] = left[fr].Sub(t)
+			}
+		}
+		moved[i] = m
+		s.Charge(v.W.Queue, m, -1)
+	}
+	s.Charge(q, u, +1)
+	return moved
 }
 
 // Message is the Preempting event's text.

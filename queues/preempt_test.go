@@ -204,6 +204,19 @@ func TestPreemption(t *testing.T) {
 			admit:    []string{"high@f1"},
 		},
 		{
+			name: "two preemptors of a pass never claim the same room",
+			cqs: []*ClusterQueue{
+				member("a", "Any", "Never", nil, "cpu=6"), member("b", "Any", "Never", nil, "cpu=4"),
+			},
+			admitted: []*Admitted{
+				adm("a1", "a", "f1", "1", 0, 1), adm("a2", "a", "f1", "1", 0, 2), adm("a3", "a", "f1", "1", 0, 3), adm("a4", "a", "f1", "1", 0, 4),
+				adm("a5", "a", "f1", "1", 0, 5), adm("a6", "a", "f1", "1", 0, 6), adm("a7", "a", "f1", "1", 0, 7), adm("a8", "a", "f1", "1", 0, 8),
+				adm("b1", "b", "f1", "2", 0, 1),
+			},
+			pending: []*Workload{makeWL("b2", "b", 9).Req(cpu, "2").Obj(), makeWL("b3", "b", 10).Req(cpu, "2").Obj()},
+			want:    map[string][]string{"b2": {"a8:reclaim", "a7:reclaim"}},
+		},
+		{
 			name: "fair sharing: reclaim from the queue with the highest share",
 			cqs: []*ClusterQueue{
 				fairMember("a", "cpu=10"), fairMember("b", "cpu=10"), fairMember("c", "cpu=10"),
@@ -297,10 +310,29 @@ func TestPreemption(t *testing.T) {
 			if diff := cmp.Diff(tc.admit, admittedNames(d.Admissions)); diff != "" {
 				t.Errorf("admitted (-want +got):\n%s", diff)
 			}
-			if len(d.Admissions) == 0 {
-				if diff := cmp.Diff(before, snap.Usage); diff != "" {
-					t.Errorf("a preemption changed usage (-before +after):\n%s", diff)
+			// Usage grows by exactly the admissions and the preemptors'
+			// claims, less what the claims took over from the victims.
+			want := map[string]Usage{}
+			for q, u := range before {
+				want[q] = u.Clone()
+			}
+			add := func(q string, u Usage) {
+				if want[q] == nil {
+					want[q] = Usage{}
 				}
+				want[q].Add(u)
+			}
+			for _, a := range d.Admissions {
+				add(a.Workload.Queue, a.Assignment.Usage)
+			}
+			for _, p := range d.Preemptions {
+				add(p.Preemptor.Queue, p.Assignment.Usage)
+				for i, v := range p.Victims {
+					want[v.W.Queue].Sub(p.Moved[i])
+				}
+			}
+			if diff := cmp.Diff(want, snap.Usage); diff != "" {
+				t.Errorf("usage after the pass (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -320,5 +352,58 @@ func TestPreemptionMessages(t *testing.T) {
 	}
 	if diff := cmp.Diff("Preempted by team-b/train-big (priority 1000 > 100) to reclaim quota lent to cohort ml", p.VictimMessage(p.Victims[0])); diff != "" {
 		t.Error(diff)
+	}
+}
+
+func TestClaimCountsOnce(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("f1", "tier", "1")}
+	a := withPolicy(makeCQ("a").Cohort("ml").Group(cpu).Flavor("f1", "cpu=6").Obj(), "LowerPriority", "Any", "Never", nil)
+	b := withPolicy(makeCQ("b").Cohort("ml").Group(cpu).Flavor("f1", "cpu=4").Obj(), "LowerPriority", "Any", "Never", nil)
+	cases := []struct {
+		name     string
+		admitted []*Admitted
+		pending  *Workload
+		want     map[string]Usage
+	}{
+		{
+			name:     "within a queue the claim replaces the victim",
+			admitted: []*Admitted{adm("low1", "a", "f1", "3", 0, 1), adm("low2", "a", "f1", "3", 0, 2), adm("b1", "b", "f1", "4", 0, 1)},
+			pending:  makeWL("high", "a", 3).Req(cpu, "3").Prio(10).Obj(),
+			want:     usageOf("a:f1:cpu=6", "b:f1:cpu=4"),
+		},
+		{
+			name:     "a reclaim moves the borrowed quota to the reclaiming queue",
+			admitted: []*Admitted{adm("a1", "a", "f1", "4", 0, 1), adm("a2", "a", "f1", "4", 0, 2), adm("b1", "b", "f1", "2", 0, 1)},
+			pending:  makeWL("b2", "b", 3).Req(cpu, "2").Obj(),
+			want:     usageOf("a:f1:cpu=6", "b:f1:cpu=4"),
+		},
+		{
+			name:     "what the victims hold beyond the claim stays theirs",
+			admitted: []*Admitted{adm("low1", "a", "f1", "2", 0, 1), adm("low2", "a", "f1", "4", 0, 2), adm("b1", "b", "f1", "4", 0, 1)},
+			pending:  makeWL("high", "a", 3).Req(cpu, "3").Prio(10).Obj(),
+			want:     usageOf("a:f1:cpu=6", "b:f1:cpu=4"),
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			usage := map[string]Usage{}
+			admitted := map[string][]*Admitted{}
+			for _, ad := range tc.admitted {
+				if usage[ad.W.Queue] == nil {
+					usage[ad.W.Queue] = Usage{}
+				}
+				usage[ad.W.Queue].Add(ad.Usage)
+				admitted[ad.W.Queue] = append(admitted[ad.W.Queue], ad)
+			}
+			snap := NewSnapshot(makeConfig(fls, a, b), usage, map[string]labels.Set{"ns": {}})
+			snap.Admitted = admitted
+			d := Decide(snap, seqs(tc.pending), func(*Workload, Verdict, int) {})
+			if len(d.Preemptions) != 1 {
+				t.Fatalf("want one preemption, got %d", len(d.Preemptions))
+			}
+			if diff := cmp.Diff(tc.want, snap.Usage); diff != "" {
+				t.Errorf("usage during the preemption (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
