@@ -139,6 +139,7 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.
 // (whenCanPreempt: Preempt).
 func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, res []corev1.ResourceName, total flavors.Resources, preempt bool) (string, bool, Verdict, []Victim) {
 	var wait, never *Verdict
+	neverCeil := flavors.Amount(-1)
 	borrowPick := ""
 	preemptPick, victims := "", []Victim(nil)
 	for _, fq := range g.Flavors {
@@ -161,7 +162,9 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 			need := total[r]
 			if ceil, nominal, borrow := s.Ceiling(cq, fr); need > ceil {
 				ever = false
-				if never == nil || never.Code == "no-matching-flavor" {
+				// Name the flavor that comes closest.
+				if never == nil || never.Code == "no-matching-flavor" || ceil > neverCeil {
+					neverCeil = ceil
 					v := neverf("exceeds-quota", "requests %s=%s, ClusterQueue %s allows at most %s in flavor %s (nominal %s + borrowing %s)",
 						r, need.Format(r), cq.Name, ceil.Format(r), fq.Name, nominal.Format(r), borrow.Format(r))
 					never = &v

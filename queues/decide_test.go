@@ -463,6 +463,14 @@ func TestMessages(t *testing.T) {
 			want:  "Waiting for quota: needs nvidia.com/gpu=1 in flavor nvidia-gpu-flavor; ClusterQueue q uses 4 of 4",
 		},
 		{
+			name: "can never fit names the flavor that comes closest",
+			cqs: []*ClusterQueue{makeCQ("q").Group(cpu, gpu).
+				Flavor("cpu-flavor", "cpu=8", "nvidia.com/gpu=0").
+				Flavor("nvidia-gpu-flavor", "cpu=16", "nvidia.com/gpu=4").Obj()},
+			w:    makeWL("j", "q", 1).Req(gpu, "16").Obj(),
+			want: "Can never fit: requests nvidia.com/gpu=16, ClusterQueue q allows at most 4 in flavor nvidia-gpu-flavor (nominal 4 + borrowing 0)",
+		},
+		{
 			name: "not covered names the resource",
 			cqs:  []*ClusterQueue{makeCQ("q").Group(gpu).Flavor("nvidia-gpu-flavor", "nvidia.com/gpu=10").Obj()},
 			w:    makeWL("j", "q", 1).Req(cpu, "500m").Obj(),
