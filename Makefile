@@ -23,6 +23,11 @@ TEST_PARALLEL ?= 1
 FUZZ_TARGETS ?= $(shell grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*[[:space:]]*.f \*testing[.]F' . 2>/dev/null \
 	| sed -E 's|^(.*)/[^/]*_test[.]go:func (Fuzz[A-Za-z0-9_]*).*|\1:\2|' | sort -u)
 FUZZTIME ?= 10m
+# How long the fuzzer may spend shrinking each new input; go's default (60s)
+# would take up a short run.
+FUZZ_MINIMIZE ?= 60s
+# How long `make test` runs each fuzz target, after the tests.
+FUZZ_SMOKE ?= 10s
 
 TEST_ENV := KUBEBUILDER_ASSETS=$(TOOLS) TALLY_TOOLS=$(TOOLS) TALLY_BIN=$(BIN)
 
@@ -50,8 +55,9 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: toolchain build fmt-check vet ## All tests: unit, envtest and e2e (builds missing tools first).
+test: toolchain build fmt-check vet ## All tests: unit, envtest and e2e, then each fuzz target for FUZZ_SMOKE (builds missing tools first).
 	$(TEST_ENV) $(GO) test ./... -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT)
+	@$(MAKE) --no-print-directory fuzz-smoke
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (the envtest and e2e suites skip themselves).
@@ -60,6 +66,19 @@ test-unit: ## Unit tests only (the envtest and e2e suites skip themselves).
 .PHONY: test-e2e
 test-e2e: toolchain build ## The e2e suite against a local kwok cluster.
 	$(TEST_ENV) $(GO) test ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
+
+# The benchmark scenario `make bench` runs: bench/$(BENCH_SCENARIO).yaml.
+BENCH_SCENARIO ?= baseline
+# Extra flags for the bench command, e.g. BENCH_FLAGS=-profile.
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: toolchain build ## Run a benchmark (BENCH_SCENARIO, default baseline): tally vs an ideal scheduler, summary in .bench/.
+	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench $(BENCH_FLAGS)
+
+.PHONY: bench-large
+bench-large: ## The 50,000-Job scenario, bench/large.yaml.
+	@$(MAKE) --no-print-directory bench BENCH_SCENARIO=large
 
 .PHONY: demo
 demo: toolchain build ## Start (or restart) the local demo cluster with tally and sample Jobs.
@@ -75,8 +94,12 @@ fuzz: ## Run every fuzz target (FUZZ_TARGETS) for FUZZTIME each.
 	for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
-		$(GO) test "$$pkg" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+		$(GO) test "$$pkg" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZ_MINIMIZE); \
 	done
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## Run every fuzz target for FUZZ_SMOKE each (make test does).
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE) FUZZ_MINIMIZE=1s
 
 .PHONY: clean
 clean: ## Remove build outputs (not the toolchain cache, not a running demo).

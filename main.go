@@ -101,6 +101,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 
 type serveFlags struct {
 	kubeconfig, configFile, namespace  string
+	tallyUser                          string
 	webhookHost, certDir, webhookURL   string
 	webhookPort                        int
 	register, certManager, leaderElect bool
@@ -116,6 +117,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then the in-cluster config.")
 	fs.StringVar(&f.configFile, "config", "", "Read config documents from this file instead of the ConfigMap <namespace>/tally-config (key queues.yaml).")
 	fs.StringVar(&f.namespace, "namespace", "tally-system", "tally's own namespace: holds the config ConfigMap, the leader lease and the certificate Secret, and is never managed.")
+	fs.StringVar(&f.tallyUser, "tally-user", "", "User name tally acts as, besides the service account tally in --namespace: the Job webhook lets only these un-suspend or re-pin managed Jobs. Empty: ask the API server (SelfSubjectReview).")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	fs.StringVar(&f.webhookHost, "webhook-host", "", "Address the webhook server listens on (all when empty).")
 	fs.StringVar(&f.certDir, "cert-dir", "", "Directory holding tls.crt and tls.key. Defaults to <tmp>/k8s-webhook-server/serving-certs.")
@@ -253,6 +255,14 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	decoder := admission.NewDecoder(scheme)
 	srv := mgr.GetWebhookServer()
 	srv.Register(webhook.JobPath, &ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), Namespace: f.namespace, Decoder: decoder}})
+	users := []string{webhook.ServiceAccountUser(f.namespace), f.tallyUser}
+	if f.tallyUser == "" {
+		if users[1], err = webhook.WhoAmI(ctx, direct); err != nil {
+			return fmt.Errorf("learning tally's own user name (or set --tally-user): %w", err)
+		}
+	}
+	log.Info("only these users may un-suspend or re-pin managed Jobs", "users", users)
+	srv.Register(webhook.JobGuardPath, &ctrlwebhook.Admission{Handler: &webhook.JobGuard{Users: users, Decoder: decoder}})
 	srv.Register(webhook.NamespaceMutatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceMutator{Namespace: f.namespace, Decoder: decoder}})
 	srv.Register(webhook.NamespaceValidatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceValidator{Store: store, Namespace: f.namespace, Decoder: decoder}})
 	srv.Register(webhook.ConfigMapValidatePath, &ctrlwebhook.Admission{Handler: &webhook.ConfigValidator{Namespace: f.namespace, Name: ledger.ConfigName, Decoder: decoder}})

@@ -87,8 +87,22 @@ func Max(a, b Amount) Amount {
 }
 
 // FromQuantity converts q to the canonical unit of the named resource,
-// rounding up. Quantities too large for an Amount become Unlimited.
+// rounding up. Quantities too large for an Amount become Unlimited; a
+// negative quantity (which neither a request nor a quota may be) is 0.
 func FromQuantity(name corev1.ResourceName, q resource.Quantity) Amount {
+	if q.Sign() <= 0 {
+		return 0
+	}
+	// Decide far-out magnitudes from the exponent alone: comparing them
+	// would expand 10^exponent, which a hostile quantity makes endless.
+	d := q.AsDec()
+	digits := int64(len(d.UnscaledBig().Text(10)))
+	switch exp := digits - int64(d.Scale()); {
+	case exp > 40:
+		return Unlimited
+	case exp < -40:
+		return 1 // the smallest positive amount, rounding up
+	}
 	if name == corev1.ResourceCPU {
 		if q.Cmp(*resource.NewMilliQuantity(int64(MaxFinite)/1000*1000, resource.DecimalSI)) > 0 {
 			return Unlimited

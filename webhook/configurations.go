@@ -40,7 +40,7 @@ func (e Endpoint) clientConfig(path string) admissionregistrationv1.WebhookClien
 }
 
 // Configurations returns the webhook configurations for tally running in
-// namespace own. The Job webhook fails closed but only ever sees managed
+// namespace own. The Job webhooks fail closed but only ever see managed
 // namespaces; the others fail open, so tally being down never blocks
 // namespace or ConfigMap writes.
 func Configurations(e Endpoint, own string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
@@ -85,6 +85,11 @@ func Configurations(e Endpoint, own string) (*admissionregistrationv1.MutatingWe
 	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "jobs.validate.tally.dev", ClientConfig: e.clientConfig(JobGuardPath),
+			Rules:         rule("batch", "v1", "jobs", update),
+			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+		}, {
 			Name: "namespaces.validate.tally.dev", ClientConfig: e.clientConfig(NamespaceValidatePath),
 			Rules:         rule("", "v1", "namespaces", create, update),
 			FailurePolicy: ignore, NamespaceSelector: notSystem, SideEffects: none,

@@ -1,0 +1,174 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"tally.dev/tally/queues"
+)
+
+// JobGuardPath is where the Job validating webhook is served.
+const JobGuardPath = "/validate-batch-v1-job"
+
+// maxGuardedObject bounds each Job the guard decodes. The API server
+// stores no object larger than about 1.5 MiB, so twice that leaves room
+// for JSON being larger than the stored form.
+const maxGuardedObject = 3 << 20
+
+// maxListed bounds how many violations a denial lists.
+const maxListed = 10
+
+// JobGuard keeps tally's decisions about a Job in tally's hands: on an
+// UPDATE by anyone but tally, it denies changes to the tally.dev/ labels and
+// annotations and, on a Job tally manages, un-suspending it, changing where
+// its pods may run, and raising the pod count of a running Job.
+type JobGuard struct {
+	// Users are the user names tally itself acts as; their updates pass.
+	Users   []string
+	Decoder admission.Decoder
+}
+
+// Handle implements admission.Handler.
+func (g *JobGuard) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	if u := req.UserInfo.Username; u != "" && slices.Contains(g.Users, u) {
+		return admission.Allowed("tally's own update")
+	}
+	for _, raw := range [][]byte{req.Object.Raw, req.OldObject.Raw} {
+		if len(raw) > maxGuardedObject {
+			return admission.Errored(http.StatusRequestEntityTooLarge,
+				fmt.Errorf("tally: a Job of %d bytes is larger than the %d-byte limit", len(raw), maxGuardedObject))
+		}
+	}
+	old, job := &batchv1.Job{}, &batchv1.Job{}
+	if err := g.Decoder.DecodeRaw(req.OldObject, old); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding the old Job: %w", err))
+	}
+	if err := g.Decoder.DecodeRaw(req.Object, job); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Job: %w", err))
+	}
+	if errs := GuardJob(old, job); len(errs) > 0 {
+		msgs := queues.FormatErrors(errs)
+		if len(msgs) > maxListed {
+			msgs = append(msgs[:maxListed], fmt.Sprintf("and %d more", len(msgs)-maxListed))
+		}
+		return admission.Denied("tally: " + strings.Join(msgs, "; "))
+	}
+	return admission.Allowed("")
+}
+
+// GuardJob returns what an update from old to job changes that only tally
+// may change. A Job is managed when it carries tally's queue or state label.
+//
+// Where its pods may run is not to be changed at all by others, not even
+// narrowed: telling a narrowing from a widening of arbitrary node affinity
+// is not worth the risk of getting it wrong.
+func GuardJob(old, job *batchv1.Job) field.ErrorList {
+	meta := field.NewPath("metadata")
+	errs := reservedKeys(meta.Child("labels"), "label", old.Labels, job.Labels)
+	errs = append(errs, reservedKeys(meta.Child("annotations"), "annotation", old.Annotations, job.Annotations)...)
+	if old.Labels[queues.LabelQueue] == "" && old.Labels[queues.LabelState] == "" {
+		return errs
+	}
+	wasSuspended := ptr.Deref(old.Spec.Suspend, false)
+	if wasSuspended && !ptr.Deref(job.Spec.Suspend, false) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec", "suspend"),
+			"only tally may un-suspend a Job in a managed namespace; it is admitted when its ClusterQueue has quota (see kubectl describe job)"))
+	}
+	if !wasSuspended && !ptr.Deref(job.Spec.Suspend, false) {
+		if before, after := podCount(old), podCount(job); after > before {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "parallelism"), fmt.Sprintf(
+				"only tally may raise the pod count of a running Job in a managed namespace; its quota was admitted for %d pods, not %d (delete and re-create the Job to run more)", before, after)))
+		}
+	}
+	o, n := &old.Spec.Template.Spec, &job.Spec.Template.Spec
+	pod := field.NewPath("spec", "template", "spec")
+	for _, c := range []struct {
+		name string
+		same bool
+	}{
+		{"affinity", equality.Semantic.DeepEqual(o.Affinity, n.Affinity)},
+		{"nodeSelector", equality.Semantic.DeepEqual(o.NodeSelector, n.NodeSelector)},
+		{"tolerations", equality.Semantic.DeepEqual(o.Tolerations, n.Tolerations)},
+	} {
+		if !c.same {
+			errs = append(errs, field.Forbidden(pod.Child(c.name), fmt.Sprintf(
+				"only tally may change the %s of a Job in a managed namespace; tally pins its pods to the nodes of its ClusterQueue's flavors, so no change is allowed, not even a narrowing (delete and re-create the Job instead)", c.name)))
+		}
+	}
+	return errs
+}
+
+// reservedKeys reports every tally.dev/ key added, changed or removed
+// between old and cur, except the priority class label, which users set.
+func reservedKeys(p *field.Path, kind string, old, cur map[string]string) field.ErrorList {
+	seen := map[string]bool{}
+	for _, m := range []map[string]string{old, cur} {
+		for k := range m {
+			if strings.HasPrefix(k, "tally.dev/") && !(kind == "label" && k == queues.LabelPriorityClass) {
+				seen[k] = true
+			}
+		}
+	}
+	var errs field.ErrorList
+	for _, k := range queues.SortedKeys(seen) {
+		was, had := old[k]
+		is, has := cur[k]
+		verb := "change"
+		switch {
+		case had == has && was == is:
+			continue
+		case !had:
+			verb = "add"
+		case !has:
+			verb = "remove"
+		}
+		why := fmt.Sprintf("tally records its decisions in the tally.dev/ %ss", kind)
+		if kind == "label" && k == queues.LabelQueue {
+			why = "the queue is fixed when the Job is created (delete and re-create the Job to use another ClusterQueue)"
+		}
+		errs = append(errs, field.Forbidden(p.Key(k), fmt.Sprintf("only tally may %s this %s of a Job in a managed namespace; %s", verb, kind, why)))
+	}
+	return errs
+}
+
+// podCount is how many pods run at once, as admission counts them.
+func podCount(job *batchv1.Job) int32 {
+	n := ptr.Deref(job.Spec.Parallelism, 1)
+	if c := job.Spec.Completions; c != nil && *c < n {
+		n = *c
+	}
+	return n
+}
+
+// ServiceAccountUser is the user name of the service account tally runs as
+// in namespace ns (deploy/base names it tally).
+func ServiceAccountUser(ns string) string { return "system:serviceaccount:" + ns + ":tally" }
+
+// WhoAmI asks the API server which user c acts as, with a
+// SelfSubjectReview, so that tally knows its own updates when it runs
+// with a kubeconfig rather than its service account.
+func WhoAmI(ctx context.Context, c client.Client) (string, error) {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		return "", fmt.Errorf("SelfSubjectReview: %w", err)
+	}
+	if review.Status.UserInfo.Username == "" {
+		return "", fmt.Errorf("SelfSubjectReview: the API server returned no user name")
+	}
+	return review.Status.UserInfo.Username, nil
+}
