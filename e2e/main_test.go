@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,7 +213,24 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: config:", err)
 		return 1
 	}
-	if s.tally, err = framework.NewTally(env.Bin, s.cluster.Kubeconfig, dir); err != nil {
+	// tally runs as its service account with exactly the RBAC of
+	// deploy/base/rbac.yaml, and its webhook configurations exist already,
+	// as after kubectl apply -k deploy/. A request the role does not allow
+	// fails the suite (see forbidden below).
+	if err := framework.InstallRBAC(ctx, s.client, filepath.Join(env.Root, "deploy", "base", "rbac.yaml")); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: rbac:", err)
+		return 1
+	}
+	if err := framework.PrepareWebhookConfigurations(ctx, s.client, "tally"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: webhook configurations:", err)
+		return 1
+	}
+	saKubeconfig, err := framework.ServiceAccountKubeconfig(ctx, s.client, s.cluster.Kubeconfig, tallyNamespace, framework.ServiceAccountName)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if s.tally, err = framework.NewTally(env.Bin, saKubeconfig, dir); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: tally:", err)
 		return 1
 	}
@@ -228,8 +246,27 @@ func run(m *testing.M) int {
 
 	shared = s
 	code := m.Run()
+	if code == 0 && forbidden(s.tally.LogPath()) {
+		code = 1
+	}
 	failed = code != 0
 	return code
+}
+
+// forbidden reports, and says, whether tally's log shows a request that
+// its role did not allow.
+func forbidden(logPath string) bool {
+	lines, err := framework.Forbidden(logPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: reading tally's log:", err)
+		return true
+	}
+	if len(lines) == 0 {
+		fmt.Println("e2e: tally made no request its role (deploy/base/rbac.yaml) forbids")
+		return false
+	}
+	fmt.Fprintf(os.Stderr, "e2e: FAIL: tally made %d request(s) its role forbids:\n%s\n", len(lines), strings.Join(lines, "\n"))
+	return true
 }
 
 // stopOnSignal tears down on Ctrl-C or SIGTERM, so no cluster is left
