@@ -41,7 +41,9 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if err := m.Decoder.DecodeRaw(req.Object, job); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Job: %w", err))
 	}
-	if job.Namespace == "" {
+	// The request's namespace is the API server's word; the object's own
+	// field is only the client's.
+	if req.Namespace != "" || job.Namespace == "" {
 		job.Namespace = req.Namespace
 	}
 	ns := &corev1.Namespace{}
