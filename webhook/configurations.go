@@ -89,6 +89,10 @@ func Configurations(e Endpoint, own string) (*admissionregistrationv1.MutatingWe
 			Rules:         rule("batch", "v1", "jobs", update),
 			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+			// tally's own writes (admissions, preemptions) skip the call.
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name: "not-tally", Expression: fmt.Sprintf("request.userInfo.username != %q", ServiceAccountUser(own)),
+			}},
 		}, {
 			Name: "namespaces.validate.tally.dev", ClientConfig: e.clientConfig(NamespaceValidatePath),
 			Rules:         rule("", "v1", "namespaces", create, update),
