@@ -105,7 +105,7 @@ type serveFlags struct {
 	webhookHost, certDir, webhookURL   string
 	webhookPort                        int
 	register, certManager, leaderElect bool
-	metricsAddr, probeAddr             string
+	metricsAddr, probeAddr, pprofAddr  string
 	shutdownDelay, recount             time.Duration
 	zap                                zap.Options
 }
@@ -127,6 +127,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader among replicas to run the ledger. Every replica serves the webhooks.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address to serve Go's /debug/pprof profiles on; empty disables it.")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 2*time.Second, "On SIGTERM, keep serving this long while not ready, so in-flight admissions finish.")
 	fs.DurationVar(&f.recount, "recount-interval", 5*time.Minute, "How often the ledger recounts usage from scratch and repairs drift.")
 	f.zap.Development = false
@@ -232,6 +233,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		Cache:                         cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:        f.probeAddr,
+		PprofBindAddress:              f.pprofAddr,
 		LeaderElection:                f.leaderElect,
 		LeaderElectionID:              "tally-ledger",
 		LeaderElectionNamespace:       f.namespace,

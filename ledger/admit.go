@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -194,15 +193,19 @@ func (l *Ledger) pendingLenLocked() int {
 	return n
 }
 
-// writeAll makes the writes, a few at a time.
+// writeAll starts the writes, at most Workers at a time, and returns
+// without waiting for them: the next pass need not wait, since every write
+// in flight has its Job set aside (assumed, evicting) until it is done.
 func (l *Ledger) writeAll(ctx context.Context, writes []write) {
-	sem := make(chan struct{}, l.opts.Workers)
-	var wg sync.WaitGroup
 	for _, w := range writes {
-		sem <- struct{}{}
-		wg.Add(1)
+		select {
+		case l.writeSlots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		l.inflight.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer func() { <-l.writeSlots; l.inflight.Done() }()
 			switch {
 			case w.late:
 				l.capture(ctx, w)
@@ -213,7 +216,6 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 			}
 		}()
 	}
-	wg.Wait()
 }
 
 // evict makes the one write that preempts a Job: it suspends it and sets

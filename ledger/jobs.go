@@ -106,6 +106,10 @@ func (l *Ledger) onJob(obj any) {
 			l.releaseLocked(e, true)
 			e.state = queues.StateFinished
 		}
+		// A victim may finish before its preemption takes effect: its
+		// preemptor waits no more.
+		e.evicting = false
+		l.victimFreedLocked(job.UID)
 		if e.labelState != string(queues.StateFinished) {
 			l.labelQueue.Add(job.UID)
 		}

@@ -64,7 +64,10 @@ type Ledger struct {
 	// lists are the pending lists of the last pass, kept for their arrays.
 	lists map[string][]*queues.Workload
 	// ctx is Start's, for work started from informer handlers.
-	ctx         context.Context
+	ctx context.Context
+	// writeSlots bounds the writes in flight; inflight counts them.
+	writeSlots  chan struct{}
+	inflight    sync.WaitGroup
 	synced      bool
 	wake        chan struct{}
 	labelQueue  workqueue.TypedRateLimitingInterface[types.UID]
@@ -93,6 +96,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	}
 	return &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
+		writeSlots: make(chan struct{}, opts.Workers),
 		jobs:       map[types.UID]*entry{},
 		pending:    map[string]*btree.BTreeG[*entry]{},
 		usage:      map[string]queues.Usage{},
@@ -149,6 +153,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 
 	recount := l.opts.Clock.NewTicker(l.opts.Recount)
 	defer recount.Stop()
+	// Writes in flight finish (or fail with the context) before Start
+	// returns.
+	defer l.inflight.Wait()
 	for {
 		select {
 		case <-ctx.Done():
