@@ -1,0 +1,24 @@
+// Package perf measures tally under load: it runs a benchmark scenario
+// against a real kube-apiserver and etcd (envtest) with tally as a real
+// process, and compares the outcome with what an ideal zero-latency
+// scheduler makes of the same scenario.
+//
+// The runner creates the scenario's Jobs open-loop, each at its nominal
+// time whatever the API latency, watches them, and plays the job
+// controller: when tally admits a Job it waits the Job's runtime and marks
+// it complete through the status subresource; when tally preempts it, the
+// run is cut short and counted. No pods ever exist, so what is measured is
+// tally alone. Besides the per-Job times it records tally's CPU time and
+// peak memory (from the process), and its API requests (from an audit log
+// of the user tally runs as).
+//
+// The summary puts the run next to the ideal scheduler's outcome, with
+// nominal and with the actually recorded creation times, and writes it as
+// .bench/<scenario>.summary.yaml.
+//
+// It speaks tally's user-facing contract only (its command line, the
+// ConfigMap, labels and annotations), so the names it uses are spelled out
+// here. It may import the scenario and ideal packages, the Kubernetes API
+// types and client-go, envtest, sigs.k8s.io/yaml and the standard library;
+// cmd/bench imports it.
+package perf

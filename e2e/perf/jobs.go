@@ -1,0 +1,384 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"tally.dev/tally/e2e/perf/scenario"
+)
+
+// Names from tally's contract.
+const (
+	labelState         = "tally.dev/state"
+	labelQueue         = "tally.dev/cluster-queue"
+	labelManaged       = "tally.dev/managed"
+	labelPriorityClass = "tally.dev/priority-class"
+	annotationQueue    = "tally.dev/cluster-queue"
+	stateAdmitted      = "admitted"
+	statePending       = "pending"
+	stateFinished      = "finished"
+	configMapName      = "tally-config"
+	configKey          = "queues.yaml"
+)
+
+type phase int
+
+const (
+	// notCreated: its time has not come.
+	notCreated phase = iota
+	// waiting: created (or preempted) and not admitted.
+	waiting
+	// running: admitted; its completion is due after its runtime.
+	running
+	// finishing: its completion write is on its way.
+	finishing
+	finished
+)
+
+func (p phase) String() string {
+	switch p {
+	case notCreated:
+		return "not created"
+	case waiting:
+		return "waiting"
+	case running:
+		return "running"
+	case finishing:
+		return "finishing"
+	case finished:
+		return "finished"
+	}
+	return fmt.Sprintf("phase(%d)", int(p))
+}
+
+// trackedJob is the runner's record of one Job.
+type trackedJob struct {
+	spec *scenario.Job
+	due  time.Time
+
+	mu      sync.Mutex
+	phase   phase
+	rv      string
+	created time.Time
+	// admittedAt is the start of the current run, first the first one.
+	admittedAt, first, done time.Time
+	held                    time.Duration
+	admissions, preempted   int
+	// run counts runs, so a completion due for a preempted run is dropped.
+	run   int
+	timer *time.Timer
+	// labelledFinished: tally's finished label was seen.
+	labelledFinished bool
+}
+
+// tracker creates the Jobs, follows them through the informer and
+// completes them.
+type tracker struct {
+	cs   kubernetes.Interface
+	jobs map[string]*trackedJob // by namespace/name
+	list []*trackedJob          // parallel to the plan's Jobs
+	// ctx ends the completions in flight.
+	ctx context.Context
+
+	created, admitted, finished, labelled atomic.Int64
+	admissions, preemptions               atomic.Int64
+	createRetries, finishRetries          atomic.Int64
+	allFinished, allLabelled              chan struct{}
+	closeFinished, closeLabelled          sync.Once
+
+	errMu sync.Mutex
+	err   error
+}
+
+func newTracker(ctx context.Context, cs kubernetes.Interface, p *scenario.Plan, start time.Time) *tracker {
+	t := &tracker{cs: cs, ctx: ctx, jobs: make(map[string]*trackedJob, len(p.Jobs)), allFinished: make(chan struct{}), allLabelled: make(chan struct{})}
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		tj := &trackedJob{spec: j, due: start.Add(j.Arrival)}
+		t.jobs[j.Namespace+"/"+j.Name] = tj
+		t.list = append(t.list, tj)
+	}
+	return t
+}
+
+func (t *tracker) fail(err error) {
+	t.errMu.Lock()
+	defer t.errMu.Unlock()
+	if t.err == nil {
+		t.err = err
+	}
+}
+
+func (t *tracker) firstErr() error {
+	t.errMu.Lock()
+	defer t.errMu.Unlock()
+	return t.err
+}
+
+// dispatch creates every Job at its due time, open-loop: a scheduler hands
+// due Jobs to a pool of workers, so that a slow create delays no other.
+func (t *tracker) dispatch(ctx context.Context, workers int, classes []scenario.Class) {
+	work := make(chan *trackedJob, len(t.list))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tj := range work {
+				t.create(ctx, tj, classes[tj.spec.Class])
+			}
+		}()
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for _, tj := range t.list {
+		if d := time.Until(tj.due); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		}
+		work <- tj
+	}
+}
+
+func (t *tracker) create(ctx context.Context, tj *trackedJob, class scenario.Class) {
+	job := newJob(tj.spec, class)
+	tj.mu.Lock()
+	tj.created = time.Now()
+	tj.phase = waiting
+	tj.mu.Unlock()
+	t.created.Add(1)
+	for attempt := 0; ; attempt++ {
+		_, err := t.cs.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) && attempt > 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if attempt == 20 {
+			t.fail(fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err))
+			return
+		}
+		t.createRetries.Add(1)
+		sleepCtx(ctx, backoff(attempt))
+	}
+}
+
+func newJob(j *scenario.Job, class scenario.Class) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: j.Namespace, Name: j.Name,
+			Labels: map[string]string{labelPriorityClass: scenario.PriorityClassName(class.Name)},
+		},
+		Spec: batchv1.JobSpec{
+			Parallelism:  ptr.To[int32](1),
+			Completions:  ptr.To[int32](1),
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{
+					Name: "main", Image: "registry.k8s.io/pause:3.10",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: *resource.NewMilliQuantity(j.CPUMilli, resource.DecimalSI),
+					}},
+				}},
+			}},
+		},
+	}
+}
+
+// observe folds one Job update from the informer into its record: an
+// admission starts its run, a suspension while it runs is a preemption.
+func (t *tracker) observe(job *batchv1.Job) {
+	tj := t.jobs[job.Namespace+"/"+job.Name]
+	if tj == nil {
+		return
+	}
+	now := time.Now()
+	suspended := job.Spec.Suspend != nil && *job.Spec.Suspend
+	tj.mu.Lock()
+	defer tj.mu.Unlock()
+	tj.rv = job.ResourceVersion
+	if !tj.labelledFinished && job.Labels[labelState] == stateFinished {
+		tj.labelledFinished = true
+		if t.labelled.Add(1) == int64(len(t.list)) {
+			t.closeLabelled.Do(func() { close(t.allLabelled) })
+		}
+	}
+	switch {
+	case tj.phase == waiting && !suspended && job.Labels[labelState] == stateAdmitted:
+		tj.phase = running
+		tj.admittedAt = now
+		if tj.admissions == 0 {
+			tj.first = now
+			t.admitted.Add(1)
+		}
+		tj.admissions++
+		t.admissions.Add(1)
+		tj.run++
+		run := tj.run
+		tj.timer = time.AfterFunc(tj.spec.Runtime, func() { t.complete(tj, run) })
+	case (tj.phase == running || tj.phase == finishing) && suspended:
+		tj.timer.Stop()
+		tj.held += now.Sub(tj.admittedAt)
+		tj.preempted++
+		t.preemptions.Add(1)
+		tj.phase = waiting
+		tj.run++
+	}
+}
+
+// complete marks a Job's run finished through the status subresource, as
+// the job controller would once its pod succeeded. The patch is guarded by
+// the resourceVersion of the admitted Job, so it loses against a
+// preemption that got there first.
+func (t *tracker) complete(tj *trackedJob, run int) {
+	tj.mu.Lock()
+	if tj.run != run || tj.phase != running {
+		tj.mu.Unlock()
+		return
+	}
+	tj.phase = finishing
+	rv, started := tj.rv, tj.admittedAt
+	tj.mu.Unlock()
+	jobs := t.cs.BatchV1().Jobs(tj.spec.Namespace)
+	for attempt := 0; ; attempt++ {
+		now := time.Now()
+		body, err := completionPatch(rv, started, now)
+		if err != nil {
+			t.fail(err)
+			return
+		}
+		_, err = jobs.Patch(t.ctx, tj.spec.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+		if err == nil {
+			done := time.Now()
+			tj.mu.Lock()
+			if tj.run == run {
+				tj.phase = finished
+				tj.done = done
+				tj.held += done.Sub(tj.admittedAt)
+			}
+			tj.mu.Unlock()
+			if t.finished.Add(1) == int64(len(t.list)) {
+				t.closeFinished.Do(func() { close(t.allFinished) })
+			}
+			return
+		}
+		if t.ctx.Err() != nil {
+			return
+		}
+		t.finishRetries.Add(1)
+		if apierrors.IsConflict(err) {
+			// Something wrote the Job since the update this run started
+			// from. Try again from the latest update the informer
+			// delivered, unless that showed a preemption (which ends this
+			// run), so that a run is never completed on behalf of another.
+			sleepCtx(t.ctx, backoff(0))
+			tj.mu.Lock()
+			stale := tj.run != run
+			rv = tj.rv
+			tj.mu.Unlock()
+			if stale {
+				return
+			}
+			if attempt < 100 {
+				continue
+			}
+		}
+		if attempt >= 20 {
+			t.fail(fmt.Errorf("completing Job %s/%s: %w", tj.spec.Namespace, tj.spec.Name, err))
+			return
+		}
+		sleepCtx(t.ctx, backoff(attempt))
+	}
+}
+
+// completionPatch is what the job controller writes when a one-pod Job
+// succeeds: the success criteria met, then Complete, with its start and
+// completion times.
+func completionPatch(rv string, started, now time.Time) ([]byte, error) {
+	start, end := metav1.NewTime(started), metav1.NewTime(now)
+	conditions := []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: end, LastProbeTime: end},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: end, LastProbeTime: end},
+	}
+	return json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": rv},
+		"status": map[string]any{
+			"startTime": start, "completionTime": end, "succeeded": 1, "ready": 0, "active": 0,
+			"conditions": conditions,
+		},
+	})
+}
+
+// outcomes returns what happened to each Job, in time since start.
+func (t *tracker) outcomes(start time.Time) ([]scenario.Outcome, []time.Duration) {
+	out := make([]scenario.Outcome, len(t.list))
+	late := make([]time.Duration, 0, len(t.list))
+	at := func(ts time.Time) time.Duration {
+		if ts.IsZero() {
+			return scenario.Never
+		}
+		return ts.Sub(start)
+	}
+	for i, tj := range t.list {
+		tj.mu.Lock()
+		out[i] = scenario.Outcome{
+			Created: at(tj.created), Admitted: at(tj.first), Finished: at(tj.done),
+			Held: tj.held, Admissions: tj.admissions, Preemptions: tj.preempted,
+		}
+		if tj.phase == running || tj.phase == finishing {
+			out[i].Held += time.Since(tj.admittedAt)
+		}
+		if !tj.created.IsZero() {
+			late = append(late, tj.created.Sub(tj.due))
+		}
+		tj.mu.Unlock()
+	}
+	return out, late
+}
+
+// stop cancels the completion timers of Jobs still running.
+func (t *tracker) stop() {
+	for _, tj := range t.list {
+		tj.mu.Lock()
+		if tj.timer != nil {
+			tj.timer.Stop()
+		}
+		tj.mu.Unlock()
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	return min(50*time.Millisecond<<min(attempt, 6), 2*time.Second)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

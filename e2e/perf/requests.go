@@ -1,0 +1,228 @@
+package perf
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// tallyUser is the user tally runs as: the audit log records its requests
+// and no one else's.
+const tallyUser = "tally"
+
+// auditPolicy records the metadata of each of tally's requests once, when
+// it completes.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Metadata
+  users: [` + tallyUser + `]
+- level: None
+`
+
+// Requests counts tally's API requests in the measured window.
+type Requests struct {
+	Total int `json:"total"`
+	// Writes are creates, updates, patches and deletes of anything but
+	// Events; EventWrites those of Events.
+	Writes      int `json:"writes"`
+	EventWrites int `json:"eventWrites"`
+	// Failed answered with a status of 400 or more (conflicts included).
+	Failed int `json:"failed"`
+	// ByKind counts "verb resource[/subresource]", e.g. "patch jobs".
+	ByKind map[string]int `json:"byKind"`
+}
+
+type auditEvent struct {
+	Verb string `json:"verb"`
+	User struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+}
+
+// countRequests reads an audit log and counts tally's requests received
+// within [from, to].
+func countRequests(path string, from, to time.Time) (Requests, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Requests{}, err
+	}
+	defer f.Close()
+	return countRequestsFrom(f, from, to)
+}
+
+func countRequestsFrom(r io.Reader, from, to time.Time) (Requests, error) {
+	out := Requests{ByKind: map[string]int{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return out, fmt.Errorf("audit log: %w", err)
+		}
+		if e.User.Username != tallyUser || e.RequestReceived.Before(from) || e.RequestReceived.After(to) {
+			continue
+		}
+		out.Total++
+		kind, resource := e.Verb, ""
+		if e.ObjectRef != nil {
+			resource = e.ObjectRef.Resource
+			kind += " " + resource
+			if e.ObjectRef.Subresource != "" {
+				kind += "/" + e.ObjectRef.Subresource
+			}
+		}
+		out.ByKind[kind]++
+		switch e.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			if resource == "events" {
+				out.EventWrites++
+			} else {
+				out.Writes++
+			}
+		}
+		if e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 {
+			out.Failed++
+		}
+	}
+	return out, sc.Err()
+}
+
+// metrics are Prometheus samples by series, "name{label="value",...}".
+type metrics map[string]float64
+
+// parseMetrics reads the Prometheus text format.
+func parseMetrics(r io.Reader) (metrics, error) {
+	m := metrics{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			return nil, fmt.Errorf("metrics: bad line %q", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: bad value in %q: %w", line, err)
+		}
+		m[line[:i]] = v
+	}
+	return m, sc.Err()
+}
+
+// sum adds the samples of metric name whose labels include match.
+func (m metrics) sum(name string, match map[string]string) float64 {
+	var total float64
+	for series, v := range m {
+		n, labels := splitSeries(series)
+		if n != name {
+			continue
+		}
+		ok := true
+		for k, want := range match {
+			if labels[k] != want {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// byLabel sums metric name's samples per value of label.
+func (m metrics) byLabel(name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range m {
+		if n, labels := splitSeries(series); n == name {
+			out[labels[label]] += v
+		}
+	}
+	return out
+}
+
+// minus returns m - before, series by series.
+func (m metrics) minus(before metrics) metrics {
+	out := make(metrics, len(m))
+	for k, v := range m {
+		out[k] = v - before[k]
+	}
+	return out
+}
+
+func splitSeries(series string) (string, map[string]string) {
+	name, rest, ok := strings.Cut(series, "{")
+	labels := map[string]string{}
+	if !ok {
+		return name, labels
+	}
+	rest = strings.TrimSuffix(rest, "}")
+	for rest != "" {
+		k, after, ok := strings.Cut(rest, "=")
+		if !ok || !strings.HasPrefix(after, `"`) {
+			break
+		}
+		var val strings.Builder
+		i := 1
+		for ; i < len(after); i++ {
+			c := after[i]
+			if c == '\\' && i+1 < len(after) {
+				i++
+				switch after[i] {
+				case 'n':
+					val.WriteByte('\n')
+				default:
+					val.WriteByte(after[i])
+				}
+				continue
+			}
+			if c == '"' {
+				break
+			}
+			val.WriteByte(c)
+		}
+		labels[strings.TrimSpace(k)] = val.String()
+		rest = strings.TrimPrefix(after[min(i+1, len(after)):], ",")
+	}
+	return name, labels
+}
+
+// sortedKinds lists ByKind as "kind=count", most frequent first.
+func (r Requests) sortedKinds() []string {
+	kinds := make([]string, 0, len(r.ByKind))
+	for k := range r.ByKind {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		if r.ByKind[kinds[i]] != r.ByKind[kinds[j]] {
+			return r.ByKind[kinds[i]] > r.ByKind[kinds[j]]
+		}
+		return kinds[i] < kinds[j]
+	})
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = fmt.Sprintf("%s=%d", k, r.ByKind[k])
+	}
+	return out
+}

@@ -1,0 +1,484 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"tally.dev/tally/e2e/perf/scenario"
+)
+
+// Options configure a measured run.
+type Options struct {
+	Plan *scenario.Plan
+	// Assets holds etcd and kube-apiserver (KUBEBUILDER_ASSETS).
+	Assets string
+	// TallyBin is the tally binary (TALLY_BIN).
+	TallyBin string
+	// Dir receives the kubeconfigs, certificates, tally's log and the
+	// audit log. It is created if needed.
+	Dir string
+	// TallyArgs are added to `tally serve`'s command line.
+	TallyArgs []string
+	// Timeout bounds the run from the first creation to the last
+	// completion.
+	Timeout time.Duration
+	// Workers is the size of the create pool; zero picks one from the
+	// largest burst of simultaneous arrivals.
+	Workers int
+	// Progress, when set, receives a line every few seconds.
+	Progress io.Writer
+	// During, when set, runs from the first creation on; its context
+	// ends with the measured window, and the run waits for it to return
+	// and returns its error.
+	During func(ctx context.Context) error
+}
+
+// Result is what a run measured. Times are from Start, the nominal
+// creation time of the first Jobs.
+type Result struct {
+	Start time.Time
+	// Outcomes are parallel to the plan's Jobs.
+	Outcomes []scenario.Outcome
+	// CreateLateness is, for each Job created, how long after its nominal
+	// time the create was sent.
+	CreateLateness []time.Duration
+	// Admissions and Preemptions count admissions and cut-short runs.
+	Admissions, Preemptions int
+	// CreateRetries and CompleteRetries count failed creates and status
+	// writes that were tried again.
+	CreateRetries, CompleteRetries int
+	// LabelledFinished counts Jobs that tally labelled finished by End,
+	// which is the last completion or labelGrace after it.
+	LabelledFinished int
+	// End closes the measured window: after the last completion, once
+	// tally has labelled every Job finished (or a grace period passed).
+	End time.Time
+	// TallyCPU is the CPU time tally used in the window, TallyCPUTotal
+	// over its whole life, including start-up.
+	TallyCPU, TallyCPUTotal time.Duration
+	// TallyPeakRSS is tally's peak resident set size, in bytes.
+	TallyPeakRSS int64
+	// Requests counts tally's API requests in the window.
+	Requests Requests
+	// TallyMetrics are tally's own metrics over the window (differences).
+	TallyMetrics metrics
+	// WebhookSeconds is the API server's view of the Job webhooks: calls
+	// and total seconds, by webhook name.
+	WebhookCalls, WebhookSeconds map[string]float64
+}
+
+// Run starts a control plane and tally, runs the plan's Jobs and measures.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	env, err := startControlPlane(o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = env.Stop() }()
+	s, err := setUp(ctx, env, o)
+	if s != nil {
+		defer func() { _ = s.stopTally() }()
+	}
+	if err != nil {
+		return nil, err
+	}
+	res, runErr := s.measure(ctx, o)
+	if res == nil {
+		return nil, runErr
+	}
+	if err := s.collect(ctx, o, res); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return res, fmt.Errorf("%w (tally's log: %s)", runErr, s.tally.logPath)
+	}
+	return res, nil
+}
+
+// session is a control plane with tally running and the namespaces bound.
+type session struct {
+	cs      kubernetes.Interface
+	tally   *tallyProcess
+	stopped bool
+	rusage  *syscall.Rusage
+	tr      *tracker
+	// Figures read at the start of the measured window.
+	cpuBefore     time.Duration
+	metricsBefore metrics
+}
+
+func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, error) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.UserAgent = "tally-bench"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := tallyKubeconfig(env, o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	const tallyNS = "tally-system"
+	if err := applyConfig(ctx, cs, tallyNS, o.Plan.Config()); err != nil {
+		return nil, err
+	}
+	tally, err := startTally(o.TallyBin, kubeconfig, tallyNS, o.Dir, o.TallyArgs)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{cs: cs, tally: tally}
+	if err := tally.waitReady(ctx, 2*time.Minute); err != nil {
+		return s, err
+	}
+	if err := bindNamespaces(ctx, cs, o.Plan); err != nil {
+		return s, fmt.Errorf("%w (tally's log: %s)", err, tally.logPath)
+	}
+	return s, nil
+}
+
+func (s *session) stopTally() error {
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	var err error
+	s.rusage, err = s.tally.stop(30 * time.Second)
+	return err
+}
+
+// measure creates the Jobs open-loop and plays the job controller until
+// every Job finished (or the run fails), then waits for tally's last
+// label writes. The Result it returns holds the window only.
+func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now().Add(500 * time.Millisecond)
+	s.tr = newTracker(runCtx, s.cs, o.Plan, start)
+	defer s.tr.stop()
+	if err := watchJobs(runCtx, s.cs, s.tr); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.cpuBefore, err = s.tally.cpu(); err != nil {
+		return nil, err
+	}
+	if s.metricsBefore, err = s.tally.scrape(ctx); err != nil {
+		return nil, err
+	}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = min(max(4*largestBurst(o.Plan), 256), 2048)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.tr.dispatch(runCtx, workers, o.Plan.Classes)
+	}()
+	duringCtx, stopDuring := context.WithCancel(runCtx)
+	defer stopDuring()
+	during := make(chan error, 1)
+	if o.During != nil {
+		go func() { during <- o.During(duringCtx) }()
+	} else {
+		during <- nil
+	}
+
+	res := &Result{Start: start}
+	runErr := s.tr.wait(runCtx, s.tally, o.Timeout, o.Progress, start)
+	if runErr == nil {
+		// tally labels each finished Job after the fact; those writes
+		// belong to the run. Wait for them, but not for ever.
+		select {
+		case <-s.tr.allLabelled:
+		case <-time.After(labelGrace):
+		case <-runCtx.Done():
+		}
+	}
+	res.End = time.Now()
+	stopDuring()
+	if err := <-during; err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		dumpUnfinished(ctx, s.cs, s.tr, filepath.Join(o.Dir, "unfinished.txt"))
+	}
+	cancel()
+	wg.Wait()
+	return res, runErr
+}
+
+// collect reads what tally used and did in the window, and stops it.
+func (s *session) collect(ctx context.Context, o Options, res *Result) error {
+	if cpu, err := s.tally.cpu(); err == nil {
+		res.TallyCPU = cpu - s.cpuBefore
+	}
+	res.TallyPeakRSS, _ = s.tally.peakRSS()
+	if m, err := s.tally.scrape(ctx); err == nil {
+		res.TallyMetrics = m.minus(s.metricsBefore)
+	}
+	res.WebhookCalls, res.WebhookSeconds = webhookLatency(ctx, s.cs)
+	stopErr := s.stopTally()
+	if ru := s.rusage; ru != nil {
+		res.TallyCPUTotal = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		res.TallyPeakRSS = max(res.TallyPeakRSS, ru.Maxrss*1024)
+	}
+	tr := s.tr
+	res.Outcomes, res.CreateLateness = tr.outcomes(res.Start)
+	res.Admissions, res.Preemptions = int(tr.admissions.Load()), int(tr.preemptions.Load())
+	res.CreateRetries, res.CompleteRetries = int(tr.createRetries.Load()), int(tr.finishRetries.Load())
+	res.LabelledFinished = int(tr.labelled.Load())
+	reqs, err := countRequests(filepath.Join(o.Dir, "audit.log"), res.Start, res.End)
+	res.Requests = reqs
+	return errors.Join(stopErr, err)
+}
+
+// labelGrace is how long a run waits, after the last completion, for
+// tally to label every Job finished.
+const labelGrace = time.Minute
+
+// startControlPlane starts etcd and a kube-apiserver that admits enough
+// requests in flight not to throttle the run, and audits tally's requests.
+func startControlPlane(o Options) (*envtest.Environment, error) {
+	policy := filepath.Join(o.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return nil, err
+	}
+	auditLog := filepath.Join(o.Dir, "audit.log")
+	_ = os.Remove(auditLog)
+	env := &envtest.Environment{BinaryAssetsDirectory: o.Assets}
+	env.ControlPlane.GetAPIServer().Configure().
+		Set("max-requests-inflight", "5000").
+		Set("max-mutating-requests-inflight", "2500").
+		Set("audit-policy-file", policy).
+		Set("audit-log-path", auditLog).
+		Set("audit-log-format", "json")
+	if _, err := env.Start(); err != nil {
+		return nil, fmt.Errorf("control plane: %w", err)
+	}
+	return env, nil
+}
+
+// tallyKubeconfig writes a kubeconfig for tally's own user, a cluster
+// admin whose requests the audit log records.
+func tallyKubeconfig(env *envtest.Environment, dir string) (string, error) {
+	u, err := env.AddUser(envtest.User{Name: tallyUser, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "tally.kubeconfig")
+	return path, os.WriteFile(path, b, 0o600)
+}
+
+func applyConfig(ctx context.Context, cs kubernetes.Interface, ns, docs string) error {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: configMapName}, Data: map[string]string{configKey: docs}}
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+	return err
+}
+
+// bindNamespaces creates one namespace per ClusterQueue, bound to it, and
+// waits until Jobs created there go through tally's webhook: a dry-run Job
+// comes back suspended and pending.
+func bindNamespaces(ctx context.Context, cs kubernetes.Interface, p *scenario.Plan) error {
+	sem := make(chan struct{}, 32)
+	errs := make([]error, len(p.Queues))
+	var wg sync.WaitGroup
+	for i, q := range p.Queues {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = bindNamespace(ctx, cs, q)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func bindNamespace(ctx context.Context, cs kubernetes.Interface, q scenario.ClusterQueue) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: q.Namespace, Annotations: map[string]string{annotationQueue: q.Name}}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	probe := newJob(&scenario.Job{Namespace: q.Namespace, Name: "webhook-probe", CPUMilli: 1}, scenario.Class{Name: "probe"})
+	last := ""
+	err := poll(ctx, 100*time.Millisecond, time.Minute, func() (bool, error) {
+		got, err := cs.BatchV1().Jobs(q.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if got.Spec.Suspend == nil || !*got.Spec.Suspend || got.Labels[labelState] != statePending || got.Labels[labelQueue] != q.Name {
+			last = fmt.Sprintf("suspend=%v labels=%v", got.Spec.Suspend, got.Labels)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s: Jobs do not reach tally's webhook (last: %s): %w", q.Namespace, last, err)
+	}
+	return nil
+}
+
+// watchJobs feeds every Job update to the tracker, through an informer that
+// keeps only what the tracker reads.
+func watchJobs(ctx context.Context, cs kubernetes.Interface, tr *tracker) error {
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripJob))
+	inf := f.Batch().V1().Jobs().Informer()
+	handle := func(obj any) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			tr.observe(j)
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    handle,
+		UpdateFunc: func(_, n any) { handle(n) },
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer for %v did not sync", typ)
+		}
+	}
+	return nil
+}
+
+func stripJob(obj any) (any, error) {
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return obj, nil
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, ResourceVersion: j.ResourceVersion, Labels: j.Labels},
+		Spec:       batchv1.JobSpec{Suspend: j.Spec.Suspend},
+	}, nil
+}
+
+// wait blocks until every Job finished, tally exits, the timeout passes or
+// an error stops the run, reporting progress meanwhile.
+func (t *tracker) wait(ctx context.Context, tally *tallyProcess, timeout time.Duration, progress io.Writer, start time.Time) error {
+	deadline := time.NewTimer(time.Until(start) + timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	report := func() {
+		if progress != nil {
+			fmt.Fprintf(progress, "  %5.0fs  created %d/%d  admitted %d  finished %d  preempted %d\n",
+				time.Since(start).Seconds(), t.created.Load(), len(t.list), t.admitted.Load(), t.finished.Load(), t.preemptions.Load())
+		}
+	}
+	for {
+		if err := t.firstErr(); err != nil {
+			return err
+		}
+		select {
+		case <-t.allFinished:
+			report()
+			return t.firstErr()
+		case <-tally.exited:
+			return errors.New("tally exited during the run")
+		case <-deadline.C:
+			report()
+			return fmt.Errorf("timed out after %s: %d of %d Jobs finished", timeout, t.finished.Load(), len(t.list))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			report()
+		}
+	}
+}
+
+// largestBurst is the most Jobs due at the same instant.
+func largestBurst(p *scenario.Plan) int {
+	most, run := 0, 0
+	for i, j := range p.Jobs {
+		if i > 0 && j.Arrival == p.Jobs[i-1].Arrival {
+			run++
+		} else {
+			run = 1
+		}
+		most = max(most, run)
+	}
+	return most
+}
+
+// webhookLatency reads the API server's webhook admission latency for
+// tally's webhooks.
+func webhookLatency(ctx context.Context, cs kubernetes.Interface) (calls, seconds map[string]float64) {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, nil
+	}
+	m, err := parseMetrics(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil
+	}
+	return m.byLabel("apiserver_admission_webhook_admission_duration_seconds_count", "name"),
+		m.byLabel("apiserver_admission_webhook_admission_duration_seconds_sum", "name")
+}
+
+// dumpUnfinished writes what the API server holds of the first Jobs that
+// did not finish, and their Events, for a look at what went wrong.
+func dumpUnfinished(ctx context.Context, cs kubernetes.Interface, tr *tracker, path string) {
+	var b bytes.Buffer
+	n := 0
+	for _, tj := range tr.list {
+		tj.mu.Lock()
+		ph, admissions, preempted := tj.phase, tj.admissions, tj.preempted
+		tj.mu.Unlock()
+		if ph == finished || n == 20 {
+			continue
+		}
+		n++
+		ns, name := tj.spec.Namespace, tj.spec.Name
+		fmt.Fprintf(&b, "=== %s/%s: %s, %d admissions, %d preemptions\n", ns, name, ph, admissions, preempted)
+		job, err := cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "get: %v\n", err)
+			continue
+		}
+		fmt.Fprintf(&b, "resourceVersion %s suspend %v labels %v annotations %v\nconditions %+v\n", job.ResourceVersion, job.Spec.Suspend, job.Labels, job.Annotations, job.Status.Conditions)
+		evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			fmt.Fprintf(&b, "events: %v\n", err)
+			continue
+		}
+		for _, e := range evs.Items {
+			fmt.Fprintf(&b, "  %s %s x%d: %s\n", e.LastTimestamp.Format(time.RFC3339), e.Reason, e.Count, e.Message)
+		}
+	}
+	_ = os.WriteFile(path, b.Bytes(), 0o644)
+}

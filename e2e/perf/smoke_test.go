@@ -1,0 +1,119 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"tally.dev/tally/e2e/perf/scenario"
+)
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestSmoke runs bench/smoke.yaml against a real API server and tally, to
+// show the benchmark harness works: every Job is created, admitted and
+// finished, and the summary holds sane values. It asserts no timings: a
+// benchmark is not a test.
+func TestSmoke(t *testing.T) {
+	assets, bin := os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("TALLY_BIN")
+	if assets == "" || bin == "" {
+		t.Skip("KUBEBUILDER_ASSETS and TALLY_BIN are not set: no control plane or tally to run (make test sets them)")
+	}
+	sc, err := scenario.Load(filepath.Join("..", "..", "bench", "smoke.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := sc.Expand()
+	dir := t.TempDir()
+	res, err := Run(context.Background(), Options{
+		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir,
+		Timeout: sc.Timeout.Duration, Progress: testWriter{t},
+	})
+	if err != nil {
+		if b, rerr := os.ReadFile(filepath.Join(dir, "unfinished.txt")); rerr == nil {
+			t.Logf("Jobs that did not finish:\n%s", b)
+		}
+		t.Fatalf("run: %v", err)
+	}
+	sum, err := Summarize(plan, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	if err := sum.Table(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+
+	var problems []string
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	check(sum.Admitted == sum.Jobs && sum.Finished == sum.Jobs, "admitted %d and finished %d of %d Jobs", sum.Admitted, sum.Finished, sum.Jobs)
+	check(sum.Admissions >= sum.Jobs, "%d admissions for %d Jobs", sum.Admissions, sum.Jobs)
+	check(sum.Preemptions == sum.Admissions-sum.Jobs, "%d preemptions but %d re-admissions", sum.Preemptions, sum.Admissions-sum.Jobs)
+	check(sum.WallSeconds > 0 && sum.IdealMakespanSeconds >= sum.WorkSeconds && sum.IdealActualMakespanSeconds > 0,
+		"wall %.2fs, ideal makespan %.2fs (work %.2fs), ideal with actual creations %.2fs", sum.WallSeconds, sum.IdealMakespanSeconds, sum.WorkSeconds, sum.IdealActualMakespanSeconds)
+	// The runner holds a Job's quota from seeing it admitted to completing
+	// it, within the time tally holds it, so usage cannot pass 100%.
+	check(sum.UsagePercent > 0 && sum.UsagePercent <= 100, "usage %.1f%%", sum.UsagePercent)
+	check(sum.IdealUsagePercent > 0 && sum.IdealUsagePercent <= 100, "ideal usage %.1f%%", sum.IdealUsagePercent)
+	// The contract allows one write per admission and per preemption, and
+	// the finished label on each Job.
+	check(sum.WritesPerAdmission >= 1 && sum.Requests.Writes <= sum.Admissions+max(sum.Preemptions, sum.TallyPreemptions)+sum.Jobs+len(plan.Queues),
+		"%d writes (%.2f per admission) for %d admissions, %d preemptions and %d Jobs: %v",
+		sum.Requests.Writes, sum.WritesPerAdmission, sum.Admissions, sum.Preemptions, sum.Jobs, sum.Requests.ByKind)
+	check(sum.APIRequestsPerJob > 0, "API requests per Job %.2f", sum.APIRequestsPerJob)
+	check(sum.TallyCPUSeconds > 0 && sum.TallyCPUSecondsTotal >= sum.TallyCPUSeconds, "tally CPU %.2fs in the run, %.2fs in all", sum.TallyCPUSeconds, sum.TallyCPUSecondsTotal)
+	check(sum.TallyPeakRSSBytes > 1<<20, "tally peak RSS %d bytes", sum.TallyPeakRSSBytes)
+	check(len(sum.Classes) == len(sc.Classes), "%d classes in the summary, want %d", len(sum.Classes), len(sc.Classes))
+	for _, c := range sc.Classes {
+		cs := sum.Classes[c.Name]
+		check(cs.Jobs > 0 && cs.Admitted == cs.Jobs && cs.AvgTimeToAdmissionSeconds >= 0 && cs.P99TimeToAdmissionSeconds >= 0,
+			"class %s: %+v", c.Name, cs)
+	}
+	if len(problems) > 0 {
+		t.Errorf("the summary is not sane:\n  %s", strings.Join(problems, "\n  "))
+	}
+
+	path, err := sum.Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := yaml.Unmarshal(b, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"wallSeconds", "idealMakespanSeconds", "usagePercent", "idealUsagePercent", "writesPerAdmission",
+		"preemptions", "tallyCPUSeconds", "tallyPeakRSSBytes", "apiRequestsPerJob", "classes"} {
+		if _, ok := fields[k]; !ok {
+			t.Errorf("%s has no %s", path, k)
+		}
+	}
+	classes, _ := fields["classes"].(map[string]any)
+	for _, c := range sc.Classes {
+		cls, _ := classes[c.Name].(map[string]any)
+		for _, k := range []string{"avgTimeToAdmissionSeconds", "p99TimeToAdmissionSeconds", "idealAvgTimeToAdmissionSeconds"} {
+			if _, ok := cls[k]; !ok {
+				t.Errorf("%s: class %s has no %s", path, c.Name, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package perf
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"tally.dev/tally/e2e/perf/ideal"
+	"tally.dev/tally/e2e/perf/scenario"
+)
+
+// Summary is a measured run next to the ideal scheduler's outcomes:
+//   - ideal: the scenario's policies, Jobs created at their nominal times;
+//   - idealActual: the same, Jobs created when the runner created them;
+//   - idealNoPreemption: nominal times, no preemption at all, which bounds
+//     what any scheduler can do on this work.
+type Summary struct {
+	Scenario      string `json:"scenario"`
+	Jobs          int    `json:"jobs"`
+	ClusterQueues int    `json:"clusterQueues"`
+	Admitted      int    `json:"admitted"`
+	Finished      int    `json:"finished"`
+
+	WallSeconds                      float64 `json:"wallSeconds"`
+	IdealMakespanSeconds             float64 `json:"idealMakespanSeconds"`
+	IdealActualMakespanSeconds       float64 `json:"idealActualMakespanSeconds"`
+	IdealNoPreemptionMakespanSeconds float64 `json:"idealNoPreemptionMakespanSeconds"`
+	// WorkSeconds is the Jobs' cpu-time divided by the total nominal
+	// quota: no schedule can be shorter.
+	WorkSeconds float64 `json:"workSeconds"`
+
+	UsagePercent                  float64 `json:"usagePercent"`
+	IdealUsagePercent             float64 `json:"idealUsagePercent"`
+	IdealActualUsagePercent       float64 `json:"idealActualUsagePercent"`
+	IdealNoPreemptionUsagePercent float64 `json:"idealNoPreemptionUsagePercent"`
+
+	Admissions  int `json:"admissions"`
+	Preemptions int `json:"preemptions"`
+	// TallyPreemptions is tally's own count of the Jobs it preempted: it
+	// includes preemptions that lost the race against a completion.
+	TallyPreemptions       int `json:"tallyPreemptions"`
+	IdealPreemptions       int `json:"idealPreemptions"`
+	IdealActualPreemptions int `json:"idealActualPreemptions"`
+
+	// WritesPerAdmission is tally's writes other than Events per
+	// admission; APIRequestsPerJob all its requests per Job.
+	WritesPerAdmission float64  `json:"writesPerAdmission"`
+	APIRequestsPerJob  float64  `json:"apiRequestsPerJob"`
+	Requests           Requests `json:"requests"`
+
+	TallyCPUSeconds      float64 `json:"tallyCPUSeconds"`
+	TallyCPUSecondsTotal float64 `json:"tallyCPUSecondsTotal"`
+	TallyPeakRSSBytes    int64   `json:"tallyPeakRSSBytes"`
+	// TallyLabelledFinished counts the Jobs tally labelled finished
+	// within the window.
+	TallyLabelledFinished int `json:"tallyLabelledFinished"`
+	// AdmissionPasses and AvgAdmissionPassSeconds come from tally's
+	// tally_admission_pass_seconds metric.
+	AdmissionPasses         float64 `json:"admissionPasses"`
+	AvgAdmissionPassSeconds float64 `json:"avgAdmissionPassSeconds"`
+	// WebhookAvgSeconds is the API server's average call time per tally
+	// webhook.
+	WebhookAvgSeconds map[string]float64 `json:"webhookAvgSeconds,omitempty"`
+
+	CreateLatenessP99Seconds float64 `json:"createLatenessP99Seconds"`
+	CreateLatenessMaxSeconds float64 `json:"createLatenessMaxSeconds"`
+	CreateRetries            int     `json:"createRetries"`
+	CompleteRetries          int     `json:"completeRetries"`
+
+	Classes map[string]ClassSummary  `json:"classes"`
+	Cohorts map[string]CohortSummary `json:"cohorts,omitempty"`
+	Targets []Target                 `json:"targets"`
+
+	// order keeps the scenario's class order for the table.
+	order []string
+}
+
+// ClassSummary are one class's times to first admission.
+type ClassSummary struct {
+	Jobs                                       int     `json:"jobs"`
+	Admitted                                   int     `json:"admitted"`
+	AvgTimeToAdmissionSeconds                  float64 `json:"avgTimeToAdmissionSeconds"`
+	P99TimeToAdmissionSeconds                  float64 `json:"p99TimeToAdmissionSeconds"`
+	IdealAvgTimeToAdmissionSeconds             float64 `json:"idealAvgTimeToAdmissionSeconds"`
+	IdealP99TimeToAdmissionSeconds             float64 `json:"idealP99TimeToAdmissionSeconds"`
+	IdealActualAvgTimeToAdmissionSeconds       float64 `json:"idealActualAvgTimeToAdmissionSeconds"`
+	IdealActualP99TimeToAdmissionSeconds       float64 `json:"idealActualP99TimeToAdmissionSeconds"`
+	IdealNoPreemptionAvgTimeToAdmissionSeconds float64 `json:"idealNoPreemptionAvgTimeToAdmissionSeconds"`
+}
+
+// CohortSummary is one cohort's usage.
+type CohortSummary struct {
+	UsagePercent      float64 `json:"usagePercent"`
+	IdealUsagePercent float64 `json:"idealUsagePercent"`
+}
+
+// Target is one goal for tally against the ideal scheduler with the
+// actual creation times.
+type Target struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Bound is the limit: at most (or, for usage, at least) this.
+	Bound float64 `json:"bound"`
+	Met   bool    `json:"met"`
+}
+
+// Summarize simulates the ideal scheduler on the plan and sets the
+// measured run beside it.
+func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
+	nominal, err := simulate(p, p.Arrivals())
+	if err != nil {
+		return nil, err
+	}
+	actualArrivals := p.Arrivals()
+	for i, o := range r.Outcomes {
+		if o.Created != scenario.Never {
+			actualArrivals[i] = o.Created
+		}
+	}
+	actual, err := simulate(p, actualArrivals)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := simulate(p.WithoutPreemption(), p.Arrivals())
+	if err != nil {
+		return nil, err
+	}
+	got := scenario.Compute(p, r.Outcomes)
+
+	s := &Summary{
+		Scenario: p.Name, Jobs: len(p.Jobs), ClusterQueues: len(p.Queues),
+		Admitted: got.Admitted, Finished: got.Finished,
+		WallSeconds:                      got.Wall.Seconds(),
+		IdealMakespanSeconds:             nominal.Wall.Seconds(),
+		IdealActualMakespanSeconds:       actual.Wall.Seconds(),
+		IdealNoPreemptionMakespanSeconds: plain.Wall.Seconds(),
+		WorkSeconds:                      p.WorkSeconds() / (float64(p.NominalMilli()) / 1000),
+		UsagePercent:                     got.UsagePercent,
+		IdealUsagePercent:                nominal.UsagePercent,
+		IdealActualUsagePercent:          actual.UsagePercent,
+		IdealNoPreemptionUsagePercent:    plain.UsagePercent,
+		Admissions:                       r.Admissions,
+		Preemptions:                      r.Preemptions,
+		IdealPreemptions:                 nominal.Preemptions,
+		IdealActualPreemptions:           actual.Preemptions,
+		Requests:                         r.Requests,
+		TallyCPUSeconds:                  r.TallyCPU.Seconds(),
+		TallyCPUSecondsTotal:             r.TallyCPUTotal.Seconds(),
+		TallyPeakRSSBytes:                r.TallyPeakRSS,
+		TallyLabelledFinished:            r.LabelledFinished,
+		CreateLatenessP99Seconds:         scenario.Percentile(r.CreateLateness, 99).Seconds(),
+		CreateLatenessMaxSeconds:         scenario.Percentile(r.CreateLateness, 100).Seconds(),
+		CreateRetries:                    r.CreateRetries,
+		CompleteRetries:                  r.CompleteRetries,
+		Classes:                          map[string]ClassSummary{},
+		Cohorts:                          map[string]CohortSummary{},
+	}
+	if r.Admissions > 0 {
+		s.WritesPerAdmission = float64(r.Requests.Writes) / float64(r.Admissions)
+	}
+	if len(p.Jobs) > 0 {
+		s.APIRequestsPerJob = float64(r.Requests.Total) / float64(len(p.Jobs))
+	}
+	if r.TallyMetrics != nil {
+		s.TallyPreemptions = int(r.TallyMetrics.sum("tally_preemptions_total", nil))
+		s.AdmissionPasses = r.TallyMetrics.sum("tally_admission_pass_seconds_count", nil)
+		if s.AdmissionPasses > 0 {
+			s.AvgAdmissionPassSeconds = r.TallyMetrics.sum("tally_admission_pass_seconds_sum", nil) / s.AdmissionPasses
+		}
+	}
+	for name, n := range r.WebhookCalls {
+		if n > 0 && strings.HasSuffix(name, "tally.dev") {
+			if s.WebhookAvgSeconds == nil {
+				s.WebhookAvgSeconds = map[string]float64{}
+			}
+			s.WebhookAvgSeconds[name] = r.WebhookSeconds[name] / n
+		}
+	}
+	for i, c := range got.Classes {
+		s.order = append(s.order, c.Name)
+		s.Classes[c.Name] = ClassSummary{
+			Jobs: c.Jobs, Admitted: c.Admitted,
+			AvgTimeToAdmissionSeconds:                  c.AvgTimeToAdmission.Seconds(),
+			P99TimeToAdmissionSeconds:                  c.P99TimeToAdmission.Seconds(),
+			IdealAvgTimeToAdmissionSeconds:             nominal.Classes[i].AvgTimeToAdmission.Seconds(),
+			IdealP99TimeToAdmissionSeconds:             nominal.Classes[i].P99TimeToAdmission.Seconds(),
+			IdealActualAvgTimeToAdmissionSeconds:       actual.Classes[i].AvgTimeToAdmission.Seconds(),
+			IdealActualP99TimeToAdmissionSeconds:       actual.Classes[i].P99TimeToAdmission.Seconds(),
+			IdealNoPreemptionAvgTimeToAdmissionSeconds: plain.Classes[i].AvgTimeToAdmission.Seconds(),
+		}
+	}
+	for c, u := range got.CohortUsagePercent {
+		s.Cohorts[c] = CohortSummary{UsagePercent: u, IdealUsagePercent: nominal.CohortUsagePercent[c]}
+	}
+	s.Targets = targets(s, actual)
+	return s, nil
+}
+
+func simulate(p *scenario.Plan, arrivals []time.Duration) (scenario.Stats, error) {
+	out, err := ideal.Simulate(p, arrivals)
+	if err != nil {
+		return scenario.Stats{}, err
+	}
+	return scenario.Compute(p, out), nil
+}
+
+// targets are the goals for tally, against the ideal scheduler given the
+// same creation times.
+func targets(s *Summary, actual scenario.Stats) []Target {
+	t := []Target{
+		{Name: "wall time ≤ 1.3 × ideal makespan (s)", Value: s.WallSeconds, Bound: 1.3 * actual.Wall.Seconds()},
+		{Name: "usage ≥ 90% of ideal (%)", Value: s.UsagePercent, Bound: 0.9 * actual.UsagePercent},
+		{Name: "writes per admission ≤ 1", Value: s.WritesPerAdmission, Bound: 1},
+	}
+	for _, name := range s.order {
+		c := s.Classes[name]
+		t = append(t, Target{Name: name + " avg time to admission ≤ ideal + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.IdealActualAvgTimeToAdmissionSeconds + 2})
+	}
+	for i := range t {
+		if strings.HasPrefix(t[i].Name, "usage") {
+			t[i].Met = t[i].Value >= t[i].Bound
+		} else {
+			t[i].Met = t[i].Value <= t[i].Bound
+		}
+	}
+	return t
+}
+
+// Table writes the summary as a table for people.
+func (s *Summary) Table(w io.Writer) error {
+	fmt.Fprintf(w, "scenario %s: %d Jobs in %d ClusterQueues, %.1fs of work for the nominal quota\n", s.Scenario, s.Jobs, s.ClusterQueues, s.WorkSeconds)
+	fmt.Fprintf(w, "admitted %d, finished %d; ideal = zero-latency scheduler with the same policies; actual = with the runner's creation times\n\n", s.Admitted, s.Finished)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
+	row("", "tally", "ideal", "ideal(actual)", "ideal(no preemption)", "tally vs ideal(actual)")
+	secs := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("×%.2f", a/b)
+	}
+	diff := func(a, b float64) string { return fmt.Sprintf("%+.2fs", a-b) }
+	row("wall / makespan (s)", secs(s.WallSeconds), secs(s.IdealMakespanSeconds), secs(s.IdealActualMakespanSeconds), secs(s.IdealNoPreemptionMakespanSeconds), ratio(s.WallSeconds, s.IdealActualMakespanSeconds))
+	row("usage (%)", fmt.Sprintf("%.1f", s.UsagePercent), fmt.Sprintf("%.1f", s.IdealUsagePercent), fmt.Sprintf("%.1f", s.IdealActualUsagePercent), fmt.Sprintf("%.1f", s.IdealNoPreemptionUsagePercent), ratio(s.UsagePercent, s.IdealActualUsagePercent))
+	row("preemptions", fmt.Sprintf("%d (tally: %d)", s.Preemptions, s.TallyPreemptions), fmt.Sprint(s.IdealPreemptions), fmt.Sprint(s.IdealActualPreemptions), "0", "")
+	for _, name := range s.order {
+		c := s.Classes[name]
+		row(name+" avg time to admission (s)", secs(c.AvgTimeToAdmissionSeconds), secs(c.IdealAvgTimeToAdmissionSeconds), secs(c.IdealActualAvgTimeToAdmissionSeconds), secs(c.IdealNoPreemptionAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.IdealActualAvgTimeToAdmissionSeconds))
+		row(name+" p99 time to admission (s)", secs(c.P99TimeToAdmissionSeconds), secs(c.IdealP99TimeToAdmissionSeconds), secs(c.IdealActualP99TimeToAdmissionSeconds), "", diff(c.P99TimeToAdmissionSeconds, c.IdealActualP99TimeToAdmissionSeconds))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row("writes per admission", fmt.Sprintf("%.2f (%d writes, %d Event writes, %d admissions)", s.WritesPerAdmission, s.Requests.Writes, s.Requests.EventWrites, s.Admissions))
+	row("Jobs labelled finished", fmt.Sprintf("%d of %d by the end of the window", s.TallyLabelledFinished, s.Finished))
+	row("API requests per Job", fmt.Sprintf("%.2f (%s)", s.APIRequestsPerJob, strings.Join(s.Requests.sortedKinds(), ", ")))
+	row("tally CPU (s)", fmt.Sprintf("%.1f in the run, %.1f in all", s.TallyCPUSeconds, s.TallyCPUSecondsTotal))
+	row("tally peak RSS (MiB)", fmt.Sprintf("%.0f", float64(s.TallyPeakRSSBytes)/(1<<20)))
+	if s.AdmissionPasses > 0 {
+		row("admission passes", fmt.Sprintf("%.0f, %.2f ms on average", s.AdmissionPasses, 1000*s.AvgAdmissionPassSeconds))
+	}
+	for _, name := range sortedKeys(s.WebhookAvgSeconds) {
+		row("webhook "+name, fmt.Sprintf("%.2f ms on average", 1000*s.WebhookAvgSeconds[name]))
+	}
+	row("create lateness p99 / max (ms)", fmt.Sprintf("%.0f / %.0f (%d retries; %d status retries)", 1000*s.CreateLatenessP99Seconds, 1000*s.CreateLatenessMaxSeconds, s.CreateRetries, s.CompleteRetries))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\ntargets (against ideal(actual)):")
+	for _, t := range s.Targets {
+		mark := "met"
+		if !t.Met {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(w, "  %-6s %s: %.2f (bound %.2f)\n", mark, t.Name, t.Value, t.Bound)
+	}
+	return nil
+}
+
+// Write writes the summary as dir/<scenario>.summary.yaml and returns the
+// path.
+func (s *Summary) Write(dir string) (string, error) {
+	b, err := yaml.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, s.Scenario+".summary.yaml")
+	return path, os.WriteFile(path, b, 0o644)
+}
+
+// WriteJobs writes one line per Job (times in seconds from the start) as
+// CSV, for a closer look.
+func WriteJobs(path string, p *scenario.Plan, r *Result) error {
+	var b strings.Builder
+	b.WriteString("namespace,name,class,nominal,created,admitted,finished,held,admissions,preemptions\n")
+	at := func(d time.Duration) string {
+		if d == scenario.Never {
+			return ""
+		}
+		return fmt.Sprintf("%.3f", d.Seconds())
+	}
+	for i, j := range p.Jobs {
+		o := r.Outcomes[i]
+		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%d,%d\n", j.Namespace, j.Name, p.Classes[j.Class].Name, at(j.Arrival),
+			at(o.Created), at(o.Admitted), at(o.Finished), at(o.Held), o.Admissions, o.Preemptions)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,149 @@
+package perf
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"tally.dev/tally/e2e/perf/ideal"
+	"tally.dev/tally/e2e/perf/scenario"
+)
+
+const tinyScenario = `
+name: tiny
+cohorts: 1
+clusterQueuesPerCohort: 2
+quota: {nominal: "2"}
+classes:
+- {name: short, count: 3, interval: 0s, cpu: "1", runtime: 1s, priority: 1}
+- {name: long, count: 1, interval: 0s, cpu: "2", runtime: 2s}
+`
+
+// A run that matches the ideal scheduler exactly meets every target but
+// the write count it was given, and says so in the table and the file.
+func TestSummarize(t *testing.T) {
+	sc, err := scenario.Parse([]byte(tinyScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sc.Expand()
+	outcomes, err := ideal.Simulate(p, p.Arrivals())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &Result{
+		Outcomes:       outcomes,
+		CreateLateness: []time.Duration{time.Millisecond, 3 * time.Millisecond},
+		Admissions:     len(p.Jobs),
+		TallyCPU:       2 * time.Second, TallyCPUTotal: 3 * time.Second, TallyPeakRSS: 64 << 20,
+		Requests:     Requests{Total: 40, Writes: 16, EventWrites: 20, ByKind: map[string]int{"patch jobs": 16, "create events": 20, "watch jobs": 4}},
+		TallyMetrics: metrics{`tally_admission_pass_seconds_count`: 10, `tally_admission_pass_seconds_sum`: 0.01, `tally_preemptions_total`: 0},
+	}
+	s, err := Summarize(p, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two 2-cpu queues in one cohort: 6 short Jobs and 2 long ones, 14
+	// cpu-seconds of work for 4 cpus.
+	if s.Jobs != 8 || s.Finished != 8 || s.WallSeconds != s.IdealMakespanSeconds || s.WallSeconds != s.IdealActualMakespanSeconds || s.WorkSeconds != 3.5 {
+		t.Errorf("jobs %d finished %d wall %.2f ideal %.2f actual %.2f work %.2f", s.Jobs, s.Finished, s.WallSeconds, s.IdealMakespanSeconds, s.IdealActualMakespanSeconds, s.WorkSeconds)
+	}
+	if s.WritesPerAdmission != 2 || s.APIRequestsPerJob != 5 || s.TallyCPUSeconds != 2 || s.AvgAdmissionPassSeconds != 0.001 || s.CreateLatenessMaxSeconds != 0.003 {
+		t.Errorf("writes/admission %.2f requests/job %.2f cpu %.2f pass %.4f lateness %.3f", s.WritesPerAdmission, s.APIRequestsPerJob, s.TallyCPUSeconds, s.AvgAdmissionPassSeconds, s.CreateLatenessMaxSeconds)
+	}
+	var missed []string
+	for _, tg := range s.Targets {
+		if !tg.Met {
+			missed = append(missed, tg.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"writes per admission ≤ 1"}, missed); diff != "" {
+		t.Errorf("missed targets (-want +got):\n%s", diff)
+	}
+	short := s.Classes["short"]
+	if short.Jobs != 6 || short.AvgTimeToAdmissionSeconds != short.IdealAvgTimeToAdmissionSeconds {
+		t.Errorf("short: %+v", short)
+	}
+
+	var table strings.Builder
+	if err := s.Table(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"wall / makespan (s)", "short avg time to admission (s)", "long p99 time to admission (s)", "×1.00",
+		"2.00 (16 writes, 20 Event writes, 8 admissions)", "create events=20, patch jobs=16, watch jobs=4", "MISSED writes per admission"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+
+	dir := t.TempDir()
+	path, err := s.Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"wallSeconds:", "idealMakespanSeconds:", "usagePercent:", "idealUsagePercent:", "writesPerAdmission: 2",
+		"preemptions: 0", "tallyCPUSeconds: 2", "tallyPeakRSSBytes: 67108864", "apiRequestsPerJob: 5", "  short:\n", "avgTimeToAdmissionSeconds:",
+		"p99TimeToAdmissionSeconds:", "idealAvgTimeToAdmissionSeconds:"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %q:\n%s", path, want, b)
+		}
+	}
+}
+
+func TestCountRequests(t *testing.T) {
+	log := `{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:01.000000Z"}
+{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":409},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
+{"verb":"create","user":{"username":"tally"},"objectRef":{"resource":"events"},"responseStatus":{"code":201},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
+{"verb":"watch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
+{"verb":"update","user":{"username":"tally"},"objectRef":{"resource":"jobs","subresource":"status"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
+{"verb":"patch","user":{"username":"someone"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
+{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:09.000000Z"}
+`
+	from := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	got, err := countRequestsFrom(strings.NewReader(log), from, from.Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Requests{Total: 5, Writes: 3, EventWrites: 1, Failed: 1, ByKind: map[string]int{"patch jobs": 2, "create events": 1, "watch jobs": 1, "update jobs/status": 1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP rest_client_requests_total Number of HTTP requests.
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="127.0.0.1:1",method="PATCH"} 7
+rest_client_requests_total{code="409",host="127.0.0.1:1",method="PATCH"} 2
+rest_client_requests_total{code="200",host="127.0.0.1:1",method="GET"} 3
+odd_labels{a="x,y=\"z\"",b="2"} 1.5
+tally_pending_jobs 4
+`
+	m, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.sum("rest_client_requests_total", map[string]string{"method": "PATCH"}); got != 9 {
+		t.Errorf("PATCH requests = %v, want 9", got)
+	}
+	if got := m.byLabel("rest_client_requests_total", "method"); !cmp.Equal(got, map[string]float64{"PATCH": 9, "GET": 3}) {
+		t.Errorf("by method = %v", got)
+	}
+	if got := m.sum("odd_labels", map[string]string{"a": `x,y="z"`, "b": "2"}); got != 1.5 {
+		t.Errorf("escaped label value not matched: %v", got)
+	}
+	before := metrics{"tally_pending_jobs": 1}
+	if got := m.minus(before)["tally_pending_jobs"]; got != 3 {
+		t.Errorf("difference = %v, want 3", got)
+	}
+	if _, err := parseMetrics(strings.NewReader("novalue\n")); err == nil {
+		t.Error("want an error for a line without a value")
+	}
+}

@@ -1,0 +1,220 @@
+package perf
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// tallyProcess is `tally serve` running as a child process.
+type tallyProcess struct {
+	cmd                                 *exec.Cmd
+	exited                              chan struct{}
+	log                                 *os.File
+	logPath                             string
+	webhookPort, metricsPort, probePort int
+}
+
+// startTally launches bin serve against kubeconfig, with its webhooks at
+// https://127.0.0.1:<port>, certificates and log in dir.
+func startTally(bin, kubeconfig, namespace, dir string, extra []string) (*tallyProcess, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	t := &tallyProcess{webhookPort: ports[0], metricsPort: ports[1], probePort: ports[2], logPath: filepath.Join(dir, "tally.log"), exited: make(chan struct{})}
+	args := append([]string{
+		"serve",
+		"--kubeconfig", kubeconfig,
+		"--namespace", namespace,
+		"--webhook-host", "127.0.0.1",
+		"--webhook-port", strconv.Itoa(t.webhookPort),
+		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", t.webhookPort),
+		"--cert-dir", filepath.Join(dir, "certs"),
+		"--register-webhooks",
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", t.metricsPort),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", t.probePort),
+	}, extra...)
+	t.log, err = os.Create(t.logPath)
+	if err != nil {
+		return nil, err
+	}
+	t.cmd = exec.Command(bin, args...)
+	t.cmd.Stdout, t.cmd.Stderr = t.log, t.log
+	// Take tally down with the runner, even when it dies by a signal.
+	t.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := t.cmd.Start(); err != nil {
+		t.log.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go func() {
+		_ = t.cmd.Wait()
+		close(t.exited)
+	}()
+	return t, nil
+}
+
+func (t *tallyProcess) running() bool {
+	select {
+	case <-t.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// waitReady polls /readyz until it answers 200, failing at once if tally
+// exits.
+func (t *tallyProcess) waitReady(ctx context.Context, timeout time.Duration) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", t.probePort)
+	hc := &http.Client{Timeout: time.Second}
+	last := "no answer"
+	err := poll(ctx, 100*time.Millisecond, timeout, func() (bool, error) {
+		if !t.running() {
+			return false, fmt.Errorf("tally exited before it was ready; see %s", t.logPath)
+		}
+		resp, err := hc.Get(url)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		last = resp.Status + ": " + strings.TrimSpace(string(body))
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("tally /readyz (last: %s): %w", last, err)
+	}
+	return nil
+}
+
+// cpu returns the CPU time tally has used so far (user + system), from
+// /proc/PID/stat.
+func (t *tallyProcess) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", t.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces; the fields after it are fixed.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc/PID/stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, errors.New("short /proc/PID/stat")
+	}
+	// Fields 14 and 15 of stat (utime, stime) are 11 and 12 here.
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
+const clockTicks = 100
+
+// peakRSS returns the process's peak resident set size (VmHWM) in bytes.
+func (t *tallyProcess) peakRSS() (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", t.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/PID/status")
+}
+
+// stop sends SIGTERM, waits for tally to exit (SIGKILL after timeout) and
+// returns its resource usage over its whole life.
+func (t *tallyProcess) stop(timeout time.Duration) (*syscall.Rusage, error) {
+	defer t.log.Close()
+	_ = t.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case <-t.exited:
+	case <-time.After(timeout):
+		_ = t.cmd.Process.Kill()
+		<-t.exited
+		err = fmt.Errorf("tally did not exit within %s of SIGTERM; killed", timeout)
+	}
+	ru, _ := t.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return ru, err
+}
+
+// scrape reads tally's metrics endpoint.
+func (t *tallyProcess) scrape(ctx context.Context) (metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", t.metricsPort), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// poll checks cond every interval until it holds, errors, ctx ends or
+// timeout passes.
+func poll(ctx context.Context, interval, timeout time.Duration, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not done after %s: %w", timeout, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
