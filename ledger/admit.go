@@ -173,6 +173,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	for i, v := range p.Victims {
 		ve := l.jobs[v.W.UID]
 		ve.evicting = true
+		ve.evictedAt = l.opts.Clock.Now()
 		moved := p.Moved[i]
 		ve.charged = ve.charged.Clone()
 		ve.charged.Sub(moved)

@@ -33,6 +33,8 @@ type entry struct {
 	// evicting: preempted (or suspended by its owner) while its pods still
 	// run; it keeps its quota until they are gone.
 	evicting bool
+	// evictedAt is when tally decided to preempt it.
+	evictedAt time.Time
 	// waitingFor holds, for a preemptor, the victims whose quota it waits
 	// for; it rejoins its queue when the last one is free.
 	waitingFor map[types.UID]bool
@@ -137,11 +139,20 @@ func (l *Ledger) onJob(obj any) {
 			// Suspended again (preempted, or by its owner): the quota
 			// comes back once the pods are gone, and the Job queues again.
 			e.w = w
-			if activePods(job) > 0 {
+			if activePods(job) > 0 || job.Status.StartTime != nil {
 				e.evicting = true
 				return
 			}
+			if wait := l.suspensionUnseen(job, e); wait > 0 {
+				// The job controller may not have seen the admission
+				// yet, and may still start pods: look again later.
+				e.evicting = true
+				uid := job.UID
+				time.AfterFunc(wait, func() { l.recheckVictim(uid, w) })
+				return
+			}
 			e.evicting = false
+			e.evictedAt = time.Time{}
 			l.releaseLocked(e, false)
 			l.labelQueue.Add(job.UID)
 			l.victimFreedLocked(job.UID)
@@ -178,6 +189,47 @@ func (l *Ledger) onJobDelete(obj any) {
 		delete(l.waitingOn, v)
 	}
 	l.releaseClaimLocked(e)
+	l.poke()
+}
+
+// suspendGrace is how long after an eviction a Job that the job
+// controller has shown no sign of stopping still counts: it may not have
+// seen the admission before the eviction, and then still start pods.
+const suspendGrace = 3 * time.Second
+
+// suspensionUnseen says how much longer to wait before trusting that an
+// evicted Job without pods stays without them: none once the job
+// controller has marked it Suspended since the eviction (conditions have
+// one-second resolution), or once suspendGrace has passed.
+func (l *Ledger) suspensionUnseen(job *batchv1.Job, e *entry) time.Duration {
+	if e.evictedAt.IsZero() {
+		return 0
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.Time.Before(e.evictedAt.Truncate(time.Second)) {
+			return 0
+		}
+	}
+	return suspendGrace - l.opts.Clock.Since(e.evictedAt)
+}
+
+// recheckVictim frees an evicted Job held back by suspensionUnseen, if
+// nothing has changed since.
+func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.jobs[uid]
+	if e == nil || e.w != w || !e.evicting || e.charged == nil {
+		return
+	}
+	e.evicting = false
+	e.evictedAt = time.Time{}
+	l.releaseLocked(e, false)
+	l.labelQueue.Add(uid)
+	l.victimFreedLocked(uid)
+	l.untree(e)
+	e.state = queues.StatePending
+	l.entree(e)
 	l.poke()
 }
 

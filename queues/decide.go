@@ -142,7 +142,9 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 	for _, name := range group {
 		cq := s.Config.ClusterQueues[name]
 		for _, w := range reserved[name] {
-			if cq == nil || w.Queue != name || !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) {
+			// A Workload that came ahead of it in its own queue since
+			// (a higher priority) goes first: it would preempt it anyway.
+			if cq == nil || w.Queue != name || !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) || !headOf(pending[name], w, taken) {
 				continue
 			}
 			if a, v := s.assignIn(cq, w, w.Total()); v.Kind == Fits {
@@ -150,8 +152,18 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 			}
 		}
 	}
+	preempt := func(cq *ClusterQueue, w *Workload, a Assignment, victims []Victim) Verdict {
+		s.removeAdmitted(victims)
+		p := Preemption{Preemptor: w, Assignment: a, Victims: victims}
+		p.Moved = s.claim(cq.Name, a.Usage, victims)
+		d.Preemptions = append(d.Preemptions, p)
+		taken[w] = true
+		return Verdict{Kind: Preempting, Code: "preempting", Message: p.Message()}
+	}
 	if cq := s.Config.ClusterQueues[group[0]]; cq != nil && cq.Cohort != "" {
-		s.admitWithinNominal(group, pending, taken, admit)
+		s.admitWithinNominal(group, pending, taken, admit, func(cq *ClusterQueue, w *Workload, a Assignment, victims []Victim, pos int) {
+			observe(w, preempt(cq, w, a, victims), pos)
+		})
 	}
 	h := s.cursors(group, pending)
 	for h.Len() > 0 {
@@ -167,11 +179,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 			s.Charge(c.cq.Name, a.Usage, +1)
 			d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
 		case v.Kind == Fits:
-			s.removeAdmitted(victims)
-			p := Preemption{Preemptor: w, Assignment: a, Victims: victims}
-			p.Moved = s.claim(c.cq.Name, a.Usage, victims)
-			d.Preemptions = append(d.Preemptions, p)
-			v = Verdict{Kind: Preempting, Code: "preempting", Message: p.Message()}
+			v = preempt(c.cq, w, a, victims)
 		}
 		observe(w, v, c.i+1)
 		// What waits behind a Workload that had to wait, for a reason
@@ -208,6 +216,16 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 	return Verdict{}, false
 }
 
+// headOf reports whether w is the first Workload of list not yet taken.
+func headOf(list []*Workload, w *Workload, taken map[*Workload]bool) bool {
+	for _, x := range list {
+		if !taken[x] {
+			return x == w
+		}
+	}
+	return false
+}
+
 // cursors makes the heap of the group's queues with pending Workloads.
 func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *heads {
 	h := make(heads, 0, len(group))
@@ -240,12 +258,14 @@ func (h *heads) advance() {
 }
 
 // admitWithinNominal is a pass's first walk over a cohort: it admits the
-// Workloads that fit without borrowing, in order. A queue drops out of the
+// Workloads that fit without borrowing, in order, and lets those that
+// would fit within their nominal quota after preempting do so. A queue drops out of the
 // walk when it has no nominal quota left, and at its first Workload that
 // could fit only by borrowing: that one keeps its place ahead of the rest
 // of its queue for the second walk. A StrictFIFO queue also drops out at
 // its first Workload that must wait.
-func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Workload, taken map[*Workload]bool, admit func(*ClusterQueue, *Workload, Assignment, int)) {
+func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Workload, taken map[*Workload]bool, admit func(*ClusterQueue, *Workload, Assignment, int),
+	preempt func(*ClusterQueue, *Workload, Assignment, []Victim, int)) {
 	h := s.cursors(group, pending)
 	for h.Len() > 0 {
 		c := (*h)[0]
@@ -269,6 +289,15 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 			continue
 		}
 		a, v := s.assignIn(cq, w, w.Total())
+		if v.Kind == Wait && s.Admitted != nil && preemptsAtAll(cq) {
+			// Reclaiming or preempting to fit within its own nominal
+			// quota also goes before what borrows.
+			if pa, pv, vs := s.assignOrPreempt(cq, w, w.Total(), true); pv.Kind == Fits && len(vs) > 0 && !pa.Borrowing {
+				preempt(cq, w, pa, vs, c.i+1)
+				h.advance()
+				continue
+			}
+		}
 		switch {
 		case v.Kind == Fits && !a.Borrowing:
 			admit(cq, w, a, c.i+1)

@@ -204,6 +204,18 @@ func TestPreemption(t *testing.T) {
 			admit:    []string{"high@f1"},
 		},
 		{
+			name: "a reclaim within nominal quota goes before an older borrower",
+			cqs: []*ClusterQueue{
+				member("a", "Any", "Never", nil, "cpu=4"), member("b", "Any", "Never", nil, "cpu=4"),
+			},
+			admitted: []*Admitted{
+				adm("a1", "a", "f1", "2", 0, 1),
+				adm("b1", "b", "f1", "2", 0, 1), adm("b2", "b", "f1", "2", 0, 2), adm("b3", "b", "f1", "1", 0, 3),
+			},
+			pending: []*Workload{makeWL("bx", "b", 4).Req(cpu, "1").Obj(), makeWL("ap", "a", 5).Req(cpu, "2").Obj()},
+			want:    map[string][]string{"ap": {"b3:reclaim"}},
+		},
+		{
 			name: "two preemptors of a pass never claim the same room",
 			cqs: []*ClusterQueue{
 				member("a", "Any", "Never", nil, "cpu=6"), member("b", "Any", "Never", nil, "cpu=4"),
