@@ -142,9 +142,9 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 	for _, name := range group {
 		cq := s.Config.ClusterQueues[name]
 		for _, w := range reserved[name] {
-			// A Workload that came ahead of it in its own queue since
-			// (a higher priority) goes first: it would preempt it anyway.
-			if cq == nil || w.Queue != name || !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) || !headOf(pending[name], w, taken) {
+			// A Workload of higher priority waiting in its own queue
+			// goes first: it would preempt it anyway.
+			if cq == nil || w.Queue != name || !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) || outranked(pending[name], w, taken) {
 				continue
 			}
 			if a, v := s.assignIn(cq, w, w.Total()); v.Kind == Fits {
@@ -216,11 +216,15 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 	return Verdict{}, false
 }
 
-// headOf reports whether w is the first Workload of list not yet taken.
-func headOf(list []*Workload, w *Workload, taken map[*Workload]bool) bool {
+// outranked reports whether a Workload of higher priority than w waits
+// ahead of it in list.
+func outranked(list []*Workload, w *Workload, taken map[*Workload]bool) bool {
 	for _, x := range list {
+		if x == w || x.Priority <= w.Priority {
+			return false
+		}
 		if !taken[x] {
-			return x == w
+			return true
 		}
 	}
 	return false
