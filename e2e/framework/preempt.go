@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -210,8 +209,7 @@ type UsageWatch struct {
 	resource corev1.ResourceName
 	nsQueue  map[string]string
 	limits   []UsageLimit
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	sources  []*usageSource
 
 	mu  sync.Mutex
 	rep UsageReport
@@ -226,32 +224,36 @@ const maxViolations = 20
 func WatchUsage(ctx context.Context, c client.WithWatch, resource corev1.ResourceName, nsQueue map[string]string, limits []UsageLimit) (*UsageWatch, error) {
 	u := &UsageWatch{c: c, resource: resource, nsQueue: nsQueue, limits: limits,
 		rep: UsageReport{MaxJobs: map[string]int64{}, MaxPods: map[string]int64{}}}
-	ctx, u.cancel = context.WithCancel(ctx)
-	sources := []*usageSource{
+	u.sources = []*usageSource{
 		{kind: "jobs", newList: func() client.ObjectList { return &batchv1.JobList{} }, charge: u.jobCharge, max: u.rep.MaxJobs, states: &u.rep.JobStates},
 		{kind: "pods", newList: func() client.ObjectList { return &corev1.PodList{} }, charge: u.podCharge, max: u.rep.MaxPods, states: &u.rep.PodStates},
 	}
-	for _, s := range sources {
+	for i, s := range u.sources {
 		s.u, s.objs, s.totals = u, map[types.UID]charge{}, map[string]int64{}
-		rv, err := s.list(ctx)
-		if err != nil {
-			u.cancel()
-			u.wg.Wait()
+		s.f = follower{c: c, newList: s.newList, onList: s.reset, onChange: s.change}
+		if err := s.f.start(ctx); err != nil {
+			for _, started := range u.sources[:i] {
+				_ = started.f.stop()
+			}
 			return nil, fmt.Errorf("listing %s: %w", s.kind, err)
 		}
-		u.wg.Add(1)
-		go func() {
-			defer u.wg.Done()
-			s.run(ctx, rv)
-		}()
 	}
 	return u, nil
 }
 
 // Stop ends the watches and returns the report.
 func (u *UsageWatch) Stop() UsageReport {
-	u.cancel()
-	u.wg.Wait()
+	var errs []error
+	for _, s := range u.sources {
+		if err := s.f.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("%s watch: %w", s.kind, err))
+		}
+	}
+	u.mu.Lock()
+	if len(errs) > 0 && u.rep.Err == nil {
+		u.rep.Err = errs[0]
+	}
+	u.mu.Unlock()
 	return u.Report()
 }
 
@@ -260,6 +262,9 @@ func (u *UsageWatch) Report() UsageReport {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	r := u.rep
+	for _, s := range u.sources {
+		r.Gaps += s.f.Gaps()
+	}
 	r.Violations = slices.Clone(u.rep.Violations)
 	r.MaxJobs, r.MaxPods = maps.Clone(u.rep.MaxJobs), maps.Clone(u.rep.MaxPods)
 	return r
@@ -306,31 +311,36 @@ type usageSource struct {
 	max     map[string]int64
 	states  *int
 	u       *UsageWatch
+	f       follower
 
 	objs   map[types.UID]charge
 	totals map[string]int64
 }
 
-func (s *usageSource) list(ctx context.Context) (string, error) {
-	l := s.newList()
-	if err := s.u.c.List(ctx, l); err != nil {
-		return "", err
-	}
-	items, err := meta.ExtractList(l)
-	if err != nil {
-		return "", err
-	}
+// reset starts over from a full list.
+func (s *usageSource) reset(items []runtime.Object) {
 	clear(s.objs)
 	clear(s.totals)
 	for _, o := range items {
-		m, err := meta.Accessor(o)
-		if err != nil {
-			continue
+		if m, err := meta.Accessor(o); err == nil {
+			s.set(m.GetUID(), s.charge(o))
 		}
-		s.set(m.GetUID(), s.charge(o))
 	}
 	s.check()
-	return l.GetResourceVersion(), nil
+}
+
+// change takes one change from the watch.
+func (s *usageSource) change(o runtime.Object, deleted bool) {
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return
+	}
+	ch := charge{}
+	if !deleted {
+		ch = s.charge(o)
+	}
+	s.set(m.GetUID(), ch)
+	s.check()
 }
 
 func (s *usageSource) set(uid types.UID, ch charge) {
@@ -379,88 +389,6 @@ func (s *usageSource) check() {
 	}
 }
 
-func (s *usageSource) run(ctx context.Context, rv string) {
-	for ctx.Err() == nil {
-		w, err := s.u.c.Watch(ctx, s.newList(), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				rv = s.relist(ctx, rv)
-				continue
-			}
-			s.setErr(err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
-		}
-		rv = s.drain(ctx, w, rv)
-		w.Stop()
-	}
-}
-
-func (s *usageSource) relist(ctx context.Context, rv string) string {
-	s.u.mu.Lock()
-	s.u.rep.Gaps++
-	s.u.mu.Unlock()
-	nrv, err := s.list(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.setErr(err)
-		}
-		return rv
-	}
-	return nrv
-}
-
-func (s *usageSource) drain(ctx context.Context, w watch.Interface, rv string) string {
-	for {
-		select {
-		case <-ctx.Done():
-			return rv
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return rv
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified, watch.Deleted:
-				m, err := meta.Accessor(ev.Object)
-				if err != nil {
-					continue
-				}
-				rv = m.GetResourceVersion()
-				ch := charge{}
-				if ev.Type != watch.Deleted {
-					ch = s.charge(ev.Object)
-				}
-				s.set(m.GetUID(), ch)
-				s.check()
-			case watch.Bookmark:
-				if m, err := meta.Accessor(ev.Object); err == nil {
-					rv = m.GetResourceVersion()
-				}
-			case watch.Error:
-				if status, ok := ev.Object.(*metav1.Status); ok && (status.Code == 410 || status.Reason == metav1.StatusReasonExpired) {
-					return s.relist(ctx, rv)
-				}
-				s.setErr(fmt.Errorf("%s watch error: %v", s.kind, ev.Object))
-				return rv
-			}
-		}
-	}
-}
-
-func (s *usageSource) setErr(err error) {
-	s.u.mu.Lock()
-	defer s.u.mu.Unlock()
-	if s.u.rep.Err == nil {
-		s.u.rep.Err = err
-	}
-}
-
 // EventRecord is one emission of an Event, as a watch delivered it.
 type EventRecord struct {
 	At      time.Time
@@ -475,41 +403,39 @@ type EventRecord struct {
 // the order the watch delivered them: a new Event, or a repeat that the
 // event recorder folded into an existing one (its count went up).
 type EventLog struct {
-	c      client.WithWatch
-	ns     string
-	cancel context.CancelFunc
-	done   chan struct{}
+	f follower
 
 	mu     sync.Mutex
 	counts map[types.UID]int
 	recs   []EventRecord
-	err    error
-	gaps   int
 }
 
 // WatchEvents starts an EventLog of namespace ns. Events that exist
 // already are recorded first. Call Stop when done.
 func WatchEvents(ctx context.Context, c client.WithWatch, ns string) (*EventLog, error) {
-	l := &EventLog{c: c, ns: ns, counts: map[types.UID]int{}, done: make(chan struct{})}
-	rv, err := l.list(ctx)
-	if err != nil {
+	l := &EventLog{counts: map[types.UID]int{}}
+	l.f = follower{c: c, newList: func() client.ObjectList { return &corev1.EventList{} }, opts: []client.ListOption{client.InNamespace(ns)},
+		onList: func(items []runtime.Object) {
+			var evs []*corev1.Event
+			for _, o := range items {
+				if e, ok := o.(*corev1.Event); ok {
+					evs = append(evs, e)
+				}
+			}
+			sort.SliceStable(evs, func(i, j int) bool { return eventTime(evs[i]).Before(eventTime(evs[j])) })
+			for _, e := range evs {
+				l.observe(e)
+			}
+		},
+		onChange: func(o runtime.Object, deleted bool) {
+			if e, ok := o.(*corev1.Event); ok && !deleted {
+				l.observe(e)
+			}
+		}}
+	if err := l.f.start(ctx); err != nil {
 		return nil, err
 	}
-	ctx, l.cancel = context.WithCancel(ctx)
-	go l.run(ctx, rv)
 	return l, nil
-}
-
-func (l *EventLog) list(ctx context.Context) (string, error) {
-	var el corev1.EventList
-	if err := l.c.List(ctx, &el, client.InNamespace(l.ns)); err != nil {
-		return "", err
-	}
-	sort.SliceStable(el.Items, func(i, j int) bool { return eventTime(&el.Items[i]).Before(eventTime(&el.Items[j])) })
-	for i := range el.Items {
-		l.observe(&el.Items[i])
-	}
-	return el.ResourceVersion, nil
 }
 
 func (l *EventLog) observe(e *corev1.Event) {
@@ -523,87 +449,6 @@ func (l *EventLog) observe(e *corev1.Event) {
 	l.counts[e.UID] = max(l.counts[e.UID], n)
 }
 
-func (l *EventLog) run(ctx context.Context, rv string) {
-	defer close(l.done)
-	for ctx.Err() == nil {
-		w, err := l.c.Watch(ctx, &corev1.EventList{}, client.InNamespace(l.ns),
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				rv = l.relist(ctx, rv)
-				continue
-			}
-			l.setErr(err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
-		}
-		rv = l.drain(ctx, w, rv)
-		w.Stop()
-	}
-}
-
-func (l *EventLog) relist(ctx context.Context, rv string) string {
-	l.mu.Lock()
-	l.gaps++
-	l.mu.Unlock()
-	nrv, err := l.list(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			l.setErr(err)
-		}
-		return rv
-	}
-	return nrv
-}
-
-func (l *EventLog) drain(ctx context.Context, w watch.Interface, rv string) string {
-	for {
-		select {
-		case <-ctx.Done():
-			return rv
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return rv
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				if e, ok := ev.Object.(*corev1.Event); ok {
-					rv = e.ResourceVersion
-					l.observe(e)
-				}
-			case watch.Deleted:
-				if e, ok := ev.Object.(*corev1.Event); ok {
-					rv = e.ResourceVersion
-				}
-			case watch.Bookmark:
-				if m, err := meta.Accessor(ev.Object); err == nil {
-					rv = m.GetResourceVersion()
-				}
-			case watch.Error:
-				if status, ok := ev.Object.(*metav1.Status); ok && (status.Code == 410 || status.Reason == metav1.StatusReasonExpired) {
-					return l.relist(ctx, rv)
-				}
-				l.setErr(fmt.Errorf("event watch error: %v", ev.Object))
-				return rv
-			}
-		}
-	}
-}
-
-func (l *EventLog) setErr(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err == nil {
-		l.err = err
-	}
-}
-
 // Records returns the emissions seen so far, in order.
 func (l *EventLog) Records() []EventRecord {
 	l.mu.Lock()
@@ -612,20 +457,10 @@ func (l *EventLog) Records() []EventRecord {
 }
 
 // Gaps says how many times the watch had to re-list.
-func (l *EventLog) Gaps() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.gaps
-}
+func (l *EventLog) Gaps() int { return l.f.Gaps() }
 
 // Stop ends the watch and returns its first error, if any.
-func (l *EventLog) Stop() error {
-	l.cancel()
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+func (l *EventLog) Stop() error { return l.f.stop() }
 
 // Transition is a change of a Job's spec.suspend, as one watch of all
 // namespaces delivered it. Seq orders transitions across namespaces as the
@@ -642,43 +477,41 @@ type Transition struct {
 // whole cluster, so that the order of its transitions is the order in
 // which the API server made the changes, whatever their namespaces.
 type TransitionLog struct {
-	c      client.WithWatch
-	ns     map[string]bool
-	cancel context.CancelFunc
-	done   chan struct{}
+	f  follower
+	ns map[string]bool
 
 	mu        sync.Mutex
 	suspended map[types.UID]bool
 	log       []Transition
-	err       error
-	gaps      int
 }
 
 // WatchTransitions starts a TransitionLog of the Jobs in namespaces. Call
 // Stop when done.
 func WatchTransitions(ctx context.Context, c client.WithWatch, namespaces ...string) (*TransitionLog, error) {
-	l := &TransitionLog{c: c, ns: map[string]bool{}, suspended: map[types.UID]bool{}, done: make(chan struct{})}
+	l := &TransitionLog{ns: map[string]bool{}, suspended: map[types.UID]bool{}}
 	for _, n := range namespaces {
 		l.ns[n] = true
 	}
-	rv, err := l.list(ctx)
-	if err != nil {
+	observe := func(o runtime.Object) {
+		if j, ok := o.(*batchv1.Job); ok {
+			l.observe(j)
+		}
+	}
+	l.f = follower{c: c, newList: func() client.ObjectList { return &batchv1.JobList{} },
+		onList: func(items []runtime.Object) {
+			for _, o := range items {
+				observe(o)
+			}
+		},
+		onChange: func(o runtime.Object, deleted bool) {
+			if !deleted {
+				observe(o)
+			}
+		}}
+	if err := l.f.start(ctx); err != nil {
 		return nil, err
 	}
-	ctx, l.cancel = context.WithCancel(ctx)
-	go l.run(ctx, rv)
 	return l, nil
-}
-
-func (l *TransitionLog) list(ctx context.Context) (string, error) {
-	var jl batchv1.JobList
-	if err := l.c.List(ctx, &jl); err != nil {
-		return "", err
-	}
-	for i := range jl.Items {
-		l.observe(&jl.Items[i])
-	}
-	return jl.ResourceVersion, nil
 }
 
 func (l *TransitionLog) observe(j *batchv1.Job) {
@@ -700,86 +533,6 @@ func (l *TransitionLog) observe(j *batchv1.Job) {
 	l.log = append(l.log, Transition{Seq: len(l.log), At: time.Now(), Job: j.Namespace + "/" + j.Name, Kind: kind})
 }
 
-func (l *TransitionLog) run(ctx context.Context, rv string) {
-	defer close(l.done)
-	for ctx.Err() == nil {
-		w, err := l.c.Watch(ctx, &batchv1.JobList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				rv = l.relist(ctx, rv)
-				continue
-			}
-			l.setErr(err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
-		}
-		rv = l.drain(ctx, w, rv)
-		w.Stop()
-	}
-}
-
-func (l *TransitionLog) relist(ctx context.Context, rv string) string {
-	l.mu.Lock()
-	l.gaps++
-	l.mu.Unlock()
-	nrv, err := l.list(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			l.setErr(err)
-		}
-		return rv
-	}
-	return nrv
-}
-
-func (l *TransitionLog) drain(ctx context.Context, w watch.Interface, rv string) string {
-	for {
-		select {
-		case <-ctx.Done():
-			return rv
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return rv
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				if j, ok := ev.Object.(*batchv1.Job); ok {
-					rv = j.ResourceVersion
-					l.observe(j)
-				}
-			case watch.Deleted:
-				if j, ok := ev.Object.(*batchv1.Job); ok {
-					rv = j.ResourceVersion
-				}
-			case watch.Bookmark:
-				if m, err := meta.Accessor(ev.Object); err == nil {
-					rv = m.GetResourceVersion()
-				}
-			case watch.Error:
-				if status, ok := ev.Object.(*metav1.Status); ok && (status.Code == 410 || status.Reason == metav1.StatusReasonExpired) {
-					return l.relist(ctx, rv)
-				}
-				l.setErr(fmt.Errorf("job watch error: %v", ev.Object))
-				return rv
-			}
-		}
-	}
-}
-
-func (l *TransitionLog) setErr(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err == nil {
-		l.err = err
-	}
-}
-
 // Transitions returns the transitions seen so far, in order.
 func (l *TransitionLog) Transitions() []Transition {
 	l.mu.Lock()
@@ -788,17 +541,7 @@ func (l *TransitionLog) Transitions() []Transition {
 }
 
 // Gaps says how many times the watch had to re-list.
-func (l *TransitionLog) Gaps() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.gaps
-}
+func (l *TransitionLog) Gaps() int { return l.f.Gaps() }
 
 // Stop ends the watch and returns its first error, if any.
-func (l *TransitionLog) Stop() error {
-	l.cancel()
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+func (l *TransitionLog) Stop() error { return l.f.stop() }

@@ -2,14 +2,11 @@ package framework
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -49,119 +46,36 @@ type JobHistory struct {
 // so that short-lived states (an admitted Job that finishes within a poll
 // interval) are not missed.
 type Recorder struct {
-	c      client.WithWatch
-	ns     string
-	cancel context.CancelFunc
-	done   chan struct{}
+	f follower
 
 	mu   sync.Mutex
 	jobs map[string]*JobHistory
 	obs  []Observation
-	err  error
-	// gaps counts re-lists after the watch fell too far behind; transitions
-	// in a gap may be missing.
-	gaps int
 }
 
 // Record starts watching the Jobs of namespace ns. Call Stop when done.
 func Record(ctx context.Context, c client.WithWatch, ns string) (*Recorder, error) {
-	r := &Recorder{c: c, ns: ns, jobs: map[string]*JobHistory{}, done: make(chan struct{})}
-	rv, err := r.list(ctx)
-	if err != nil {
+	r := &Recorder{jobs: map[string]*JobHistory{}}
+	observe := func(o runtime.Object) {
+		if j, ok := o.(*batchv1.Job); ok {
+			r.observe(j, time.Now())
+		}
+	}
+	r.f = follower{c: c, newList: func() client.ObjectList { return &batchv1.JobList{} }, opts: []client.ListOption{client.InNamespace(ns)},
+		onList: func(items []runtime.Object) {
+			for _, o := range items {
+				observe(o)
+			}
+		},
+		onChange: func(o runtime.Object, deleted bool) {
+			if !deleted {
+				observe(o)
+			}
+		}}
+	if err := r.f.start(ctx); err != nil {
 		return nil, err
 	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	go r.run(ctx, rv)
 	return r, nil
-}
-
-func (r *Recorder) list(ctx context.Context) (string, error) {
-	var l batchv1.JobList
-	if err := r.c.List(ctx, &l, client.InNamespace(r.ns)); err != nil {
-		return "", err
-	}
-	for i := range l.Items {
-		r.observe(&l.Items[i], time.Now())
-	}
-	return l.ResourceVersion, nil
-}
-
-func (r *Recorder) run(ctx context.Context, rv string) {
-	defer close(r.done)
-	for ctx.Err() == nil {
-		w, err := r.c.Watch(ctx, &batchv1.JobList{}, client.InNamespace(r.ns),
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				rv = r.relist(ctx)
-				continue
-			}
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		rv = r.drain(ctx, w, rv)
-		w.Stop()
-	}
-}
-
-func (r *Recorder) relist(ctx context.Context) string {
-	r.mu.Lock()
-	r.gaps++
-	r.mu.Unlock()
-	rv, err := r.list(ctx)
-	if err != nil {
-		r.setErr(err)
-		time.Sleep(200 * time.Millisecond)
-	}
-	return rv
-}
-
-// drain handles events until the watch closes, and returns the resource
-// version to resume from.
-func (r *Recorder) drain(ctx context.Context, w watch.Interface, rv string) string {
-	for {
-		select {
-		case <-ctx.Done():
-			return rv
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return rv
-			}
-			now := time.Now()
-			switch ev.Type {
-			case watch.Added, watch.Modified, watch.Deleted:
-				j, ok := ev.Object.(*batchv1.Job)
-				if !ok {
-					continue
-				}
-				rv = j.ResourceVersion
-				if ev.Type != watch.Deleted {
-					r.observe(j, now)
-				}
-			case watch.Bookmark:
-				if o, ok := ev.Object.(client.Object); ok {
-					rv = o.GetResourceVersion()
-				}
-			case watch.Error:
-				if status, ok := ev.Object.(*metav1.Status); ok && status.Code == 410 {
-					return r.relist(ctx)
-				}
-				r.setErr(fmt.Errorf("watch error: %v", ev.Object))
-				return rv
-			}
-		}
-	}
-}
-
-func (r *Recorder) setErr(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err == nil {
-		r.err = err
-	}
 }
 
 func (r *Recorder) observe(j *batchv1.Job, now time.Time) {
@@ -196,13 +110,7 @@ func (r *Recorder) observe(j *batchv1.Job, now time.Time) {
 }
 
 // Stop ends the watch and returns its first error, if any.
-func (r *Recorder) Stop() error {
-	r.cancel()
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.err
-}
+func (r *Recorder) Stop() error { return r.f.stop() }
 
 // History returns a copy of what was seen of Job name (nil if nothing).
 func (r *Recorder) History(name string) *JobHistory {
@@ -240,8 +148,4 @@ func (r *Recorder) Observations() []Observation {
 }
 
 // Gaps says how many times the watch had to re-list.
-func (r *Recorder) Gaps() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.gaps
-}
+func (r *Recorder) Gaps() int { return r.f.Gaps() }
