@@ -180,7 +180,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 		l.subUsageLocked(ve.chargedQueue, moved)
 		pe.waitingFor[v.W.UID] = true
 		l.waitingOn[v.W.UID] = pe
-		writes = append(writes, write{e: ve, w: ve.w, rv: ve.rv, preemptor: pe, moved: moved, message: p.VictimMessage(v)})
+		writes = append(writes, write{e: ve, w: ve.w, preemptor: pe, moved: moved, message: p.VictimMessage(v)})
 	}
 	l.metrics.preempted.Add(float64(len(p.Victims)))
 	return writes

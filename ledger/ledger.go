@@ -66,14 +66,13 @@ type Ledger struct {
 	// ctx is Start's, for work started from informer handlers.
 	ctx context.Context
 	// writeSlots bounds the writes in flight; inflight counts them.
-	writeSlots  chan struct{}
-	inflight    sync.WaitGroup
-	synced      bool
-	wake        chan struct{}
-	labelQueue  workqueue.TypedRateLimitingInterface[types.UID]
-	nsQueue     workqueue.TypedRateLimitingInterface[string]
-	metrics     *metrics
-	lastPassDur time.Duration
+	writeSlots chan struct{}
+	inflight   sync.WaitGroup
+	synced     bool
+	wake       chan struct{}
+	labelQueue workqueue.TypedRateLimitingInterface[types.UID]
+	nsQueue    workqueue.TypedRateLimitingInterface[string]
+	metrics    *metrics
 }
 
 type nsInfo struct {

@@ -34,7 +34,7 @@ type Tally struct {
 
 // NewTally picks free ports for a tally that will run against kubeconfig.
 func NewTally(bin, kubeconfig, dir string) (*Tally, error) {
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,8 @@ func (t *Tally) signal(sig syscall.Signal, timeout time.Duration) error {
 	}
 }
 
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct ports free on 127.0.0.1 right now.
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
 	defer func() {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"tally.dev/tally/e2e/framework"
 )
 
 // tallyProcess is `tally serve` running as a child process.
@@ -29,7 +30,7 @@ type tallyProcess struct {
 // startTally launches bin serve against kubeconfig, with its webhooks at
 // https://127.0.0.1:<port>, certificates and log in dir.
 func startTally(bin, kubeconfig, namespace, dir string, extra []string) (*tallyProcess, error) {
-	ports, err := freePorts(3)
+	ports, err := framework.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -178,25 +179,6 @@ func (t *tallyProcess) scrape(ctx context.Context) (metrics, error) {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
 	return parseMetrics(resp.Body)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // poll checks cond every interval until it holds, errors, ctx ends or
