@@ -95,6 +95,7 @@ func (l *Ledger) decide() []write {
 	}
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
 	clear(l.reserved)
+	snap.Yield = l.yieldLocked()
 	var inadmissible []*entry
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict, pos int) {
 		e := w.Tag.(*entry)
@@ -155,6 +156,22 @@ func (l *Ledger) admittedLocked() map[string][]*queues.Admitted {
 	return out
 }
 
+// yieldLocked lists the victims back in their queues whose preemptors
+// still wait, and forgets the victims whose preemptors do not.
+func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
+	out := map[*queues.Workload]*queues.Workload{}
+	for v, p := range l.yielding {
+		if l.jobs[v.w.UID] != v || l.jobs[p.w.UID] != p || p.state != queues.StatePending || v.state == queues.StateFinished {
+			delete(l.yielding, v)
+			continue
+		}
+		if v.inTree {
+			out[v.w] = p.w
+		}
+	}
+	return out
+}
+
 // preemptLocked takes a preemption decision: the preemptor leaves its
 // queue until the victims' quota is free, and each victim gets its
 // suspending write.
@@ -180,6 +197,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 		l.subUsageLocked(ve.chargedQueue, moved)
 		pe.waitingFor[v.W.UID] = true
 		l.waitingOn[v.W.UID] = pe
+		l.yielding[ve] = pe
 		writes = append(writes, write{e: ve, w: ve.w, preemptor: pe, moved: moved, message: p.VictimMessage(v)})
 	}
 	l.metrics.preempted.Add(float64(len(p.Victims)))
@@ -233,7 +251,7 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 	})
 	if err == nil {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: w.w.Namespace, Name: w.w.Name}}
-		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch))
+		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
 	}
 	if err != nil {
 		l.mu.Lock()
@@ -258,7 +276,7 @@ func (l *Ledger) admit(ctx context.Context, adm write) {
 	patch, err := l.admissionPatch(adm, now)
 	if err == nil {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: adm.w.Namespace, Name: adm.w.Name}}
-		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch))
+		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerAdmission))
 	}
 	if err != nil {
 		l.rollback(adm, err)

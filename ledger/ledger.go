@@ -56,6 +56,9 @@ type Ledger struct {
 	// reserved holds preemptors whose victims are gone, until the next
 	// pass tries them first.
 	reserved map[*entry]bool
+	// yielding maps a preemption victim to its preemptor until the
+	// preemptor is admitted: until then the victim is not (Snapshot.Yield).
+	yielding map[*entry]*entry
 	// late holds running Jobs of managed namespaces that tally has no
 	// record of, for the next pass to capture (see late.go).
 	late map[types.UID]*entry
@@ -103,6 +106,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		priorities: map[string]int32{},
 		waitingOn:  map[types.UID]*entry{},
 		reserved:   map[*entry]bool{},
+		yielding:   map[*entry]*entry{},
 		late:       map[types.UID]*entry{},
 		holding:    map[*entry]struct{}{},
 		lists:      map[string][]*queues.Workload{},

@@ -279,7 +279,11 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 			heap.Pop(h)
 			continue
 		}
-		if taken[w] || w.Queue != cq.Name {
+		if s.Yield[w] != nil && cq.Strategy == StrictFIFO {
+			heap.Pop(h)
+			continue
+		}
+		if taken[w] || w.Queue != cq.Name || s.Yield[w] != nil {
 			h.advance()
 			continue
 		}
@@ -350,6 +354,12 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 	}
 	if c.blocker != nil {
 		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), cq.Name), Assignment{}, nil
+	}
+	if p := s.Yield[w]; p != nil {
+		if cq.Strategy == StrictFIFO {
+			c.blocker = w
+		}
+		return waitf("yield", "Waiting for %s, which preempted this Job, to be admitted first", p.Key()), Assignment{}, nil
 	}
 	// Within a queue, later Workloads have no higher priority and are no
 	// older, so they have no more preemption candidates either: a plain

@@ -1,6 +1,7 @@
 package queues
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -514,6 +515,56 @@ func TestDecideReserved(t *testing.T) {
 			got := admittedNames(Decide(snap, seqs(older, preemptor), func(*Workload, Verdict, int) {}).Admissions)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("admitted (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideYield(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("on-demand", "tier", "on-demand")}
+	lender := makeCQ("lender").Cohort("ml").Group(cpu).Flavor("on-demand", "cpu=4").Obj()
+	a := makeCQ("a").Cohort("ml").Group(cpu).Flavor("on-demand", "cpu=4").Obj()
+	// The lender has 3 to lend; a is full. The victim, back in c, is
+	// older than the preemptor and of the same priority: without the
+	// yield it would borrow first and leave the preemptor to preempt it
+	// again.
+	preemptor := makeWL("preemptor", "a", 5).Req(cpu, "2").Obj()
+	victim := makeWL("victim", "c", 1).Req(cpu, "2").Obj()
+	behind := makeWL("behind", "c", 2).Req(cpu, "1").Obj()
+	for _, tc := range []struct {
+		name   string
+		c      *ClusterQueue
+		yield  bool
+		want   []string
+		reason map[string]string
+	}{
+		{name: "no yield, the older victim borrows first", c: makeCQ("c").Cohort("ml").Group(cpu).Flavor("on-demand", "cpu=0").Obj(),
+			want: []string{"victim@on-demand", "behind@on-demand"}, reason: map[string]string{"preemptor": "quota/on-demand/cpu"}},
+		{name: "the victim waits for its preemptor", c: makeCQ("c").Cohort("ml").Group(cpu).Flavor("on-demand", "cpu=0").Obj(), yield: true,
+			want: []string{"behind@on-demand", "preemptor@on-demand"}, reason: map[string]string{"victim": "yield"}},
+		{name: "in a StrictFIFO queue what is behind the victim waits too", c: makeCQ("c").Cohort("ml").Group(cpu).Flavor("on-demand", "cpu=0").Strict().Obj(), yield: true,
+			want: []string{"preemptor@on-demand"}, reason: map[string]string{"victim": "yield", "behind": "strict-fifo"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			usage := usageOf("a:on-demand:cpu=4", "lender:on-demand:cpu=1")
+			snap := NewSnapshot(makeConfig(fls, lender, a, tc.c), usage, map[string]labels.Set{"ns": {}})
+			if tc.yield {
+				snap.Yield = map[*Workload]*Workload{victim: preemptor}
+			}
+			reasons := map[string]string{}
+			got := admittedNames(Decide(snap, seqs(preemptor, victim, behind), func(w *Workload, v Verdict, _ int) {
+				if v.Kind == Wait {
+					reasons[w.Name] = v.Code
+					if v.Code == "yield" && !strings.Contains(v.Message, "ns/preemptor, which preempted this Job") {
+						t.Errorf("yield message %q does not name the preemptor", v.Message)
+					}
+				}
+			}).Admissions)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("admitted (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.reason, reasons); diff != "" {
+				t.Errorf("reasons to wait (-want +got):\n%s", diff)
 			}
 		})
 	}

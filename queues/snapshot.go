@@ -52,6 +52,11 @@ type Snapshot struct {
 	// Reserved lists preemptors whose victims are gone: they are tried
 	// first, since the quota just freed was freed for them.
 	Reserved []*Workload
+	// Yield maps a preemption victim back in its queue to the preemptor
+	// it waits for: it is not admitted, and preempts nothing, until that
+	// preemptor is admitted (or gives up). Otherwise it could take back the
+	// room it was preempted for, and be preempted again.
+	Yield map[*Workload]*Workload
 
 	// borrowed is, per cohort, the usage its members take above their
 	// guaranteed quota: what they hold of the cohort's shared pool.
