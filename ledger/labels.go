@@ -166,5 +166,5 @@ func (l *Ledger) patchLabels(ctx context.Context, obj client.Object, lbls map[st
 	if err != nil {
 		return err
 	}
-	return l.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, b))
+	return l.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, b), client.FieldOwner(queues.FieldManagerState))
 }

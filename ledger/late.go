@@ -144,7 +144,7 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 	b, err := json.Marshal(patch)
 	if err == nil {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: w.w.Namespace, Name: w.w.Name}}
-		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, b))
+		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, b), client.FieldOwner(queues.FieldManagerAdmission))
 	}
 	l.mu.Lock()
 	w.e.assumed = false

@@ -28,6 +28,14 @@ const (
 	// affinity around them. Absent when the Job had none.
 	AnnotationUserAffinity = "tally.dev/user-affinity"
 
+	// FieldManagerAdmission, FieldManagerPreemption and FieldManagerState
+	// name tally's writes to the API (the fieldManager of each request):
+	// admissions (and captures of Jobs that run unrecorded), preemptions,
+	// and the state and managed labels.
+	FieldManagerAdmission  = "tally-admission"
+	FieldManagerPreemption = "tally-preemption"
+	FieldManagerState      = "tally-state"
+
 	// ConfigKey is the ConfigMap key that holds the config documents.
 	ConfigKey = "queues.yaml"
 )

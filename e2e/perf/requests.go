@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -38,6 +39,9 @@ type Requests struct {
 	Failed int `json:"failed"`
 	// ByKind counts "verb resource[/subresource]", e.g. "patch jobs".
 	ByKind map[string]int `json:"byKind"`
+	// WritesByManager counts the Writes by the fieldManager they name
+	// (tally names admissions, preemptions and label writes apart).
+	WritesByManager map[string]int `json:"writesByManager"`
 }
 
 type auditEvent struct {
@@ -53,6 +57,7 @@ type auditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+	RequestURI      string    `json:"requestURI"`
 }
 
 // countRequests reads an audit log and counts tally's requests received
@@ -67,7 +72,7 @@ func countRequests(path string, from, to time.Time) (Requests, error) {
 }
 
 func countRequestsFrom(r io.Reader, from, to time.Time) (Requests, error) {
-	out := Requests{ByKind: map[string]int{}}
+	out := Requests{ByKind: map[string]int{}, WritesByManager: map[string]int{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -94,6 +99,7 @@ func countRequestsFrom(r io.Reader, from, to time.Time) (Requests, error) {
 				out.EventWrites++
 			} else {
 				out.Writes++
+				out.WritesByManager[fieldManager(e.RequestURI)]++
 			}
 		}
 		if e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 {
@@ -101,6 +107,15 @@ func countRequestsFrom(r io.Reader, from, to time.Time) (Requests, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// fieldManager returns the fieldManager parameter of a request URI, or "".
+func fieldManager(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("fieldManager")
 }
 
 // metrics are Prometheus samples by series, "name{label="value",...}".

@@ -10,6 +10,7 @@ import (
 
 	"tally.dev/tally/e2e/perf/ideal"
 	"tally.dev/tally/e2e/perf/scenario"
+	"tally.dev/tally/queues"
 )
 
 const tinyScenario = `
@@ -39,8 +40,9 @@ func TestSummarize(t *testing.T) {
 		CreateLateness: []time.Duration{time.Millisecond, 3 * time.Millisecond},
 		Admissions:     len(p.Jobs),
 		TallyCPU:       2 * time.Second, TallyCPUTotal: 3 * time.Second, TallyPeakRSS: 64 << 20,
-		Requests:     Requests{Total: 40, Writes: 16, EventWrites: 20, ByKind: map[string]int{"patch jobs": 16, "create events": 20, "watch jobs": 4}},
-		TallyMetrics: metrics{`tally_admission_pass_seconds_count`: 10, `tally_admission_pass_seconds_sum`: 0.01, `tally_preemptions_total`: 0},
+		Requests: Requests{Total: 40, Writes: 16, EventWrites: 20, ByKind: map[string]int{"patch jobs": 16, "create events": 20, "watch jobs": 4},
+			WritesByManager: map[string]int{queues.FieldManagerAdmission: 12, queues.FieldManagerPreemption: 2, queues.FieldManagerState: 2}},
+		TallyMetrics: metrics{`tally_admission_pass_seconds_count`: 10, `tally_admission_pass_seconds_sum`: 0.01, `tally_preemptions_total`: 1},
 	}
 	s, err := Summarize(p, res)
 	if err != nil {
@@ -51,8 +53,8 @@ func TestSummarize(t *testing.T) {
 	if s.Jobs != 8 || s.Finished != 8 || s.WallSeconds != s.IdealMakespanSeconds || s.WallSeconds != s.IdealActualMakespanSeconds || s.WorkSeconds != 3.5 {
 		t.Errorf("jobs %d finished %d wall %.2f ideal %.2f actual %.2f work %.2f", s.Jobs, s.Finished, s.WallSeconds, s.IdealMakespanSeconds, s.IdealActualMakespanSeconds, s.WorkSeconds)
 	}
-	if s.WritesPerAdmission != 2 || s.APIRequestsPerJob != 5 || s.TallyCPUSeconds != 2 || s.AvgAdmissionPassSeconds != 0.001 || s.CreateLatenessMaxSeconds != 0.003 {
-		t.Errorf("writes/admission %.2f requests/job %.2f cpu %.2f pass %.4f lateness %.3f", s.WritesPerAdmission, s.APIRequestsPerJob, s.TallyCPUSeconds, s.AvgAdmissionPassSeconds, s.CreateLatenessMaxSeconds)
+	if s.WritesPerAdmission != 1.5 || s.WritesPerPreemption != 2 || s.APIRequestsPerJob != 5 || s.TallyCPUSeconds != 2 || s.AvgAdmissionPassSeconds != 0.001 || s.CreateLatenessMaxSeconds != 0.003 {
+		t.Errorf("writes/admission %.2f writes/preemption %.2f requests/job %.2f cpu %.2f pass %.4f lateness %.3f", s.WritesPerAdmission, s.WritesPerPreemption, s.APIRequestsPerJob, s.TallyCPUSeconds, s.AvgAdmissionPassSeconds, s.CreateLatenessMaxSeconds)
 	}
 	var missed []string
 	for _, tg := range s.Targets {
@@ -60,7 +62,7 @@ func TestSummarize(t *testing.T) {
 			missed = append(missed, tg.Name)
 		}
 	}
-	if diff := cmp.Diff([]string{"writes per admission ≤ 1"}, missed); diff != "" {
+	if diff := cmp.Diff([]string{"writes per admission ≤ 1", "writes per preemption ≤ 1"}, missed); diff != "" {
 		t.Errorf("missed targets (-want +got):\n%s", diff)
 	}
 	short := s.Classes["short"]
@@ -73,7 +75,7 @@ func TestSummarize(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"wall / makespan (s)", "short avg time to admission (s)", "long p99 time to admission (s)", "×1.00",
-		"2.00 (16 writes, 20 Event writes, 8 admissions)", "create events=20, patch jobs=16, watch jobs=4", "MISSED writes per admission"} {
+		"1.50 (12 admission writes, 8 admissions)", "2.00 (2 preemption writes, 1 Jobs preempted)", "2 state-label writes, 20 Event writes, 0 others", "create events=20, patch jobs=16, watch jobs=4", "MISSED writes per admission"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -88,7 +90,7 @@ func TestSummarize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"wallSeconds:", "idealMakespanSeconds:", "usagePercent:", "idealUsagePercent:", "writesPerAdmission: 2",
+	for _, want := range []string{"wallSeconds:", "idealMakespanSeconds:", "usagePercent:", "idealUsagePercent:", "writesPerAdmission: 1.5", "writesPerPreemption: 2",
 		"preemptions: 0", "tallyCPUSeconds: 2", "tallyPeakRSSBytes: 67108864", "apiRequestsPerJob: 5", "  short:\n", "avgTimeToAdmissionSeconds:",
 		"p99TimeToAdmissionSeconds:", "idealAvgTimeToAdmissionSeconds:"} {
 		if !strings.Contains(string(b), want) {
@@ -98,7 +100,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestCountRequests(t *testing.T) {
-	log := `{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:01.000000Z"}
+	log := `{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:01.000000Z","requestURI":"/apis/batch/v1/namespaces/a/jobs/j?fieldManager=tally-admission"}
 {"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":409},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
 {"verb":"create","user":{"username":"tally"},"objectRef":{"resource":"events"},"responseStatus":{"code":201},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
 {"verb":"watch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
@@ -111,7 +113,8 @@ func TestCountRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Requests{Total: 5, Writes: 3, EventWrites: 1, Failed: 1, ByKind: map[string]int{"patch jobs": 2, "create events": 1, "watch jobs": 1, "update jobs/status": 1}}
+	want := Requests{Total: 5, Writes: 3, EventWrites: 1, Failed: 1, ByKind: map[string]int{"patch jobs": 2, "create events": 1, "watch jobs": 1, "update jobs/status": 1},
+		WritesByManager: map[string]int{"tally-admission": 1, "": 2}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
