@@ -246,6 +246,51 @@ func (t *tracker) observe(job *batchv1.Job) {
 		t.preemptions.Add(1)
 		tj.phase = waiting
 		tj.run++
+		go t.stopped(tj, tj.run, job.ResourceVersion)
+	}
+}
+
+// stopped answers a preemption as the job controller does once the pods
+// are gone: status.startTime cleared and the Suspended condition set.
+// Without it tally would have to wait out its grace for a Job that shows
+// no sign of stopping (see the ledger's suspendGrace). It is guarded by
+// the resourceVersion of the suspension, and gives up once the Job moved
+// on (admitted again, or completed by a run that got there first).
+func (t *tracker) stopped(tj *trackedJob, run int, rv string) {
+	jobs := t.cs.BatchV1().Jobs(tj.spec.Namespace)
+	for attempt := 0; attempt < 20; attempt++ {
+		now := metav1.Now()
+		body, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": rv},
+			"status": map[string]any{"startTime": nil, "active": 0, "conditions": []batchv1.JobCondition{{
+				Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: "JobSuspended", Message: "Job suspended",
+				LastTransitionTime: now, LastProbeTime: now,
+			}}},
+		})
+		if err != nil {
+			t.fail(err)
+			return
+		}
+		_, err = jobs.Patch(t.ctx, tj.spec.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+		if err == nil || t.ctx.Err() != nil {
+			return
+		}
+		t.finishRetries.Add(1)
+		if !apierrors.IsConflict(err) {
+			sleepCtx(t.ctx, backoff(attempt))
+			continue
+		}
+		job, err := jobs.Get(t.ctx, tj.spec.Name, metav1.GetOptions{})
+		if err != nil || job.Spec.Suspend == nil || !*job.Spec.Suspend || job.Status.CompletionTime != nil {
+			return
+		}
+		tj.mu.Lock()
+		moved := tj.run != run
+		tj.mu.Unlock()
+		if moved {
+			return
+		}
+		rv = job.ResourceVersion
 	}
 }
 
