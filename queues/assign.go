@@ -56,7 +56,7 @@ type Verdict struct {
 }
 
 func waitf(code, format string, args ...any) Verdict {
-	return Verdict{Kind: Wait, Code: code, Message: fmt.Sprintf(format, args...)}
+	return Verdict{Kind: Wait, Code: intern(code), Message: fmt.Sprintf(format, args...)}
 }
 
 func neverf(code, format string, args ...any) Verdict {
@@ -233,5 +233,5 @@ func (s *Snapshot) waitVerdict(cq *ClusterQueue, fr FlavorResource, need flavors
 		lend := flavors.Max(0, s.Available(cq, fr).Sub(flavors.Max(0, q.Nominal.Sub(used))))
 		msg += fmt.Sprintf(", cohort %s can lend %s", cq.Cohort, lend.Format(r))
 	}
-	return Verdict{Kind: Wait, Code: "quota/" + fr.Flavor + "/" + string(r), Message: msg}
+	return Verdict{Kind: Wait, Code: intern("quota/" + fr.Flavor + "/" + string(r)), Message: msg}
 }

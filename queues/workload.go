@@ -2,6 +2,7 @@ package queues
 
 import (
 	"time"
+	"unique"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,11 +60,17 @@ func (w *Workload) Seal() *Workload {
 	w.total = w.sum()
 	w.vec = make([]cell, 0, len(w.total))
 	for _, n := range w.total.Names() {
-		w.vec = append(w.vec, cell{n, w.total[n]})
+		w.vec = append(w.vec, cell{intern(n), w.total[n]})
 	}
 	w.created = w.Created.UnixNano()
+	w.Queue, w.Namespace = intern(w.Queue), intern(w.Namespace)
 	return w
 }
+
+// intern returns the one shared copy of s. A pass compares the queue,
+// namespace and resource names of thousands of Workloads; equal strings
+// that share their bytes compare without reading them.
+func intern[S ~string](s S) S { return unique.Make(s).Value() }
 
 // Total returns the Workload's requests summed over its pod sets. The
 // result must not be modified.
