@@ -22,7 +22,10 @@ import (
 //   - ideal: the scenario's policies, Jobs created at their nominal times;
 //   - idealActual: the same, Jobs created when the runner created them;
 //   - idealNoPreemption: nominal times, no preemption at all, which bounds
-//     what any scheduler can do on this work.
+//     what any scheduler can do on this work;
+//   - core: tally's own admission core (queues.Decide) with the actual
+//     creation times, a pass every CorePassInterval and no latency at all,
+//     which tells the cost of tally's decisions from that of its plumbing.
 type Summary struct {
 	Scenario      string `json:"scenario"`
 	Jobs          int    `json:"jobs"`
@@ -37,6 +40,8 @@ type Summary struct {
 	// WorkSeconds is the Jobs' cpu-time divided by the total nominal
 	// quota: no schedule can be shorter.
 	WorkSeconds float64 `json:"workSeconds"`
+	// CoreMakespanSeconds is the core's (see above).
+	CoreMakespanSeconds float64 `json:"coreMakespanSeconds"`
 
 	UsagePercent                  float64 `json:"usagePercent"`
 	IdealUsagePercent             float64 `json:"idealUsagePercent"`
@@ -98,6 +103,7 @@ type ClassSummary struct {
 	IdealActualAvgTimeToAdmissionSeconds       float64 `json:"idealActualAvgTimeToAdmissionSeconds"`
 	IdealActualP99TimeToAdmissionSeconds       float64 `json:"idealActualP99TimeToAdmissionSeconds"`
 	IdealNoPreemptionAvgTimeToAdmissionSeconds float64 `json:"idealNoPreemptionAvgTimeToAdmissionSeconds"`
+	CoreAvgTimeToAdmissionSeconds              float64 `json:"coreAvgTimeToAdmissionSeconds"`
 }
 
 // CohortSummary is one cohort's usage.
@@ -137,6 +143,11 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	coreOut, err := ideal.SimulateCore(p, actualArrivals, CorePassInterval)
+	if err != nil {
+		return nil, err
+	}
+	core := scenario.Compute(p, coreOut)
 	got := scenario.Compute(p, r.Outcomes)
 
 	s := &Summary{
@@ -147,6 +158,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		IdealActualMakespanSeconds:       actual.Wall.Seconds(),
 		IdealNoPreemptionMakespanSeconds: plain.Wall.Seconds(),
 		WorkSeconds:                      p.WorkSeconds() / (float64(p.NominalMilli()) / 1000),
+		CoreMakespanSeconds:              core.Wall.Seconds(),
 		UsagePercent:                     got.UsagePercent,
 		IdealUsagePercent:                nominal.UsagePercent,
 		IdealActualUsagePercent:          actual.UsagePercent,
@@ -202,6 +214,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 			IdealActualAvgTimeToAdmissionSeconds:       actual.Classes[i].AvgTimeToAdmission.Seconds(),
 			IdealActualP99TimeToAdmissionSeconds:       actual.Classes[i].P99TimeToAdmission.Seconds(),
 			IdealNoPreemptionAvgTimeToAdmissionSeconds: plain.Classes[i].AvgTimeToAdmission.Seconds(),
+			CoreAvgTimeToAdmissionSeconds:              core.Classes[i].AvgTimeToAdmission.Seconds(),
 		}
 	}
 	for c, u := range got.CohortUsagePercent {
@@ -210,6 +223,9 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 	s.Targets = targets(s, actual)
 	return s, nil
 }
+
+// CorePassInterval is how often the core simulation runs a pass.
+const CorePassInterval = 10 * time.Millisecond
 
 func simulate(p *scenario.Plan, arrivals []time.Duration) (scenario.Stats, error) {
 	out, err := ideal.Simulate(p, arrivals)
@@ -245,10 +261,10 @@ func targets(s *Summary, actual scenario.Stats) []Target {
 // Table writes the summary as a table for people.
 func (s *Summary) Table(w io.Writer) error {
 	fmt.Fprintf(w, "scenario %s: %d Jobs in %d ClusterQueues, %.1fs of work for the nominal quota\n", s.Scenario, s.Jobs, s.ClusterQueues, s.WorkSeconds)
-	fmt.Fprintf(w, "admitted %d, finished %d; ideal = zero-latency scheduler with the same policies; actual = with the runner's creation times\n\n", s.Admitted, s.Finished)
+	fmt.Fprintf(w, "admitted %d, finished %d; ideal = zero-latency scheduler with the same policies; actual = with the runner's creation times;\ntally core = tally's own decisions, a pass every %s, no API latency\n\n", s.Admitted, s.Finished, CorePassInterval)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
-	row("", "tally", "ideal", "ideal(actual)", "ideal(no preemption)", "tally vs ideal(actual)")
+	row("", "tally", "ideal", "ideal(actual)", "ideal(no preemption)", "tally vs ideal(actual)", "tally core(actual)")
 	secs := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	ratio := func(a, b float64) string {
 		if b == 0 {
@@ -257,12 +273,12 @@ func (s *Summary) Table(w io.Writer) error {
 		return fmt.Sprintf("×%.2f", a/b)
 	}
 	diff := func(a, b float64) string { return fmt.Sprintf("%+.2fs", a-b) }
-	row("wall / makespan (s)", secs(s.WallSeconds), secs(s.IdealMakespanSeconds), secs(s.IdealActualMakespanSeconds), secs(s.IdealNoPreemptionMakespanSeconds), ratio(s.WallSeconds, s.IdealActualMakespanSeconds))
+	row("wall / makespan (s)", secs(s.WallSeconds), secs(s.IdealMakespanSeconds), secs(s.IdealActualMakespanSeconds), secs(s.IdealNoPreemptionMakespanSeconds), ratio(s.WallSeconds, s.IdealActualMakespanSeconds), secs(s.CoreMakespanSeconds))
 	row("usage (%)", fmt.Sprintf("%.1f", s.UsagePercent), fmt.Sprintf("%.1f", s.IdealUsagePercent), fmt.Sprintf("%.1f", s.IdealActualUsagePercent), fmt.Sprintf("%.1f", s.IdealNoPreemptionUsagePercent), ratio(s.UsagePercent, s.IdealActualUsagePercent))
 	row("preemptions", fmt.Sprintf("%d (tally: %d)", s.Preemptions, s.TallyPreemptions), fmt.Sprint(s.IdealPreemptions), fmt.Sprint(s.IdealActualPreemptions), "0", "")
 	for _, name := range s.order {
 		c := s.Classes[name]
-		row(name+" avg time to admission (s)", secs(c.AvgTimeToAdmissionSeconds), secs(c.IdealAvgTimeToAdmissionSeconds), secs(c.IdealActualAvgTimeToAdmissionSeconds), secs(c.IdealNoPreemptionAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.IdealActualAvgTimeToAdmissionSeconds))
+		row(name+" avg time to admission (s)", secs(c.AvgTimeToAdmissionSeconds), secs(c.IdealAvgTimeToAdmissionSeconds), secs(c.IdealActualAvgTimeToAdmissionSeconds), secs(c.IdealNoPreemptionAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.IdealActualAvgTimeToAdmissionSeconds), secs(c.CoreAvgTimeToAdmissionSeconds))
 		row(name+" p99 time to admission (s)", secs(c.P99TimeToAdmissionSeconds), secs(c.IdealP99TimeToAdmissionSeconds), secs(c.IdealActualP99TimeToAdmissionSeconds), "", diff(c.P99TimeToAdmissionSeconds, c.IdealActualP99TimeToAdmissionSeconds))
 	}
 	if err := tw.Flush(); err != nil {
