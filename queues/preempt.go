@@ -46,16 +46,24 @@ type Preemption struct {
 func (s *Snapshot) claim(q string, u Usage, victims []Victim) []Usage {
 	left := u.Clone()
 	moved := make([]Usage, len(victims))
-	for i, v := range victims {
-		m := Usage{}
-		for fr, a := range v.Usage {
-			if t := flavors.Min(a, left[fr]); t > 0 {
-				m[fr] = t
-				left[fr] = left[fr].Sub(t)
+	// The victims of q first: the claim lands in q, so what it takes over
+	// there keeps q's usage what it will be once they are gone, and q
+	// never looks like a borrower meanwhile.
+	for _, own := range []bool{true, false} {
+		for i, v := range victims {
+			if (v.W.Queue == q) != own {
+				continue
 			}
+			m := Usage{}
+			for fr, a := range v.Usage {
+				if t := flavors.Min(a, left[fr]); t > 0 {
+					m[fr] = t
+					left[fr] = left[fr].Sub(t)
+				}
+			}
+			moved[i] = m
+			s.Charge(v.W.Queue, m, -1)
 		}
-		moved[i] = m
-		s.Charge(v.W.Queue, m, -1)
 	}
 	s.Charge(q, u, +1)
 	return moved

@@ -216,6 +216,18 @@ func TestPreemption(t *testing.T) {
 			want:    map[string][]string{"ap": {"b3:reclaim"}},
 		},
 		{
+			name: "a claim takes over its own queue's victims first, so its queue stays within nominal",
+			cqs: []*ClusterQueue{
+				member("a", "Any", "Never", nil, "cpu=4/0"), member("c", "Any", "Never", nil, "cpu=1"),
+			},
+			admitted: []*Admitted{
+				adm("a1", "a", "f1", "1", 5, 1), adm("a2", "a", "f1", "1", 5, 2), adm("a3", "a", "f1", "1", 0, 3),
+				adm("c1", "c", "f1", "2", 0, 4),
+			},
+			pending: []*Workload{makeWL("ah", "a", 9).Req(cpu, "2").Prio(10).Obj()},
+			want:    map[string][]string{"ah": {"c1:reclaim", "a3:within"}},
+		},
+		{
 			name: "two preemptors of a pass never claim the same room",
 			cqs: []*ClusterQueue{
 				member("a", "Any", "Never", nil, "cpu=6"), member("b", "Any", "Never", nil, "cpu=4"),
@@ -345,6 +357,23 @@ func TestPreemption(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, snap.Usage); diff != "" {
 				t.Errorf("usage after the pass (-want +got):\n%s", diff)
+			}
+			// A preemptor that does not borrow leaves its queue within
+			// nominal quota, its claim included: otherwise its queue
+			// would look like a borrower, open to reclaim.
+			for _, p := range d.Preemptions {
+				borrows := p.Assignment.Borrowing || cfg.FairSharing(cfg.ClusterQueues[p.Preemptor.Queue].Cohort)
+				for _, v := range p.Victims {
+					borrows = borrows || strings.HasPrefix(v.Reason, "to borrow")
+				}
+				if borrows {
+					continue
+				}
+				for fr, used := range snap.Usage[p.Preemptor.Queue] {
+					if q, _ := cfg.QuotaOf(p.Preemptor.Queue, fr); used > q.Nominal {
+						t.Errorf("%s's claim leaves %s at %v of %v in %v", p.Preemptor.Name, p.Preemptor.Queue, used, q.Nominal, fr)
+					}
+				}
 			}
 		})
 	}
