@@ -1,7 +1,6 @@
 package ideal
 
 import (
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -11,26 +10,8 @@ import (
 // TestSimulateCoreInvariants runs random plans through tally's core: the
 // schedule it makes has the properties any schedule must have.
 func TestSimulateCoreInvariants(t *testing.T) {
-	policies := []string{scenario.PolicyNever, scenario.PolicyLowerPriority, scenario.PolicyAny}
 	for seed := range uint64(200) {
-		r := rand.New(rand.NewPCG(seed, 2))
-		b := plan()
-		nq := 1 + r.IntN(4)
-		for i := range nq {
-			cohort := ""
-			if r.IntN(3) > 0 {
-				cohort = "c"
-			}
-			borrow := int64(-1)
-			if cohort != "" && r.IntN(2) == 0 {
-				borrow = r.Int64N(4)
-			}
-			b.queue(string(rune('a'+i)), cohort, 1+r.Int64N(4), borrow, policies[r.IntN(2)], policies[r.IntN(3)])
-		}
-		for i := range 5 + r.IntN(30) {
-			b.job(string(rune('A'+i)), r.IntN(nq), 1+r.Int64N(3), time.Duration(1+r.IntN(4))*s/2, int32(r.IntN(3)), time.Duration(r.IntN(8))*s/4)
-		}
-		p := b.obj()
+		p := randomPlan(seed, 2)
 		out, err := SimulateCore(p, p.Arrivals(), 0)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)

@@ -175,32 +175,38 @@ func TestSimulateArrivals(t *testing.T) {
 // cohort usage never pass their caps, the makespan is at least the work
 // divided by the capacity, and every Job that can fit finishes.
 func TestSimulateInvariants(t *testing.T) {
-	policies := []string{scenario.PolicyNever, scenario.PolicyLowerPriority, scenario.PolicyAny}
 	for seed := range uint64(200) {
-		r := rand.New(rand.NewPCG(seed, 1))
-		b := plan()
-		nq := 1 + r.IntN(4)
-		for i := range nq {
-			cohort := ""
-			if r.IntN(3) > 0 {
-				cohort = "c"
-			}
-			borrow := int64(-1)
-			if cohort != "" && r.IntN(2) == 0 {
-				borrow = r.Int64N(4)
-			}
-			b.queue(string(rune('a'+i)), cohort, 1+r.Int64N(4), borrow, policies[r.IntN(2)], policies[r.IntN(3)])
-		}
-		for i := range 5 + r.IntN(30) {
-			b.job(string(rune('A'+i)), r.IntN(nq), 1+r.Int64N(3), time.Duration(1+r.IntN(4))*s/2, int32(r.IntN(3)), time.Duration(r.IntN(8))*s/4)
-		}
-		p := b.obj()
+		p := randomPlan(seed, 1)
 		out, err := Simulate(p, p.Arrivals())
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkSchedule(t, seed, p, out)
 	}
+}
+
+// randomPlan makes a small random plan: one to four ClusterQueues, most in
+// one cohort, with random policies, and five to 34 Jobs.
+func randomPlan(seed, stream uint64) *scenario.Plan {
+	policies := []string{scenario.PolicyNever, scenario.PolicyLowerPriority, scenario.PolicyAny}
+	r := rand.New(rand.NewPCG(seed, stream))
+	b := plan()
+	nq := 1 + r.IntN(4)
+	for i := range nq {
+		cohort := ""
+		if r.IntN(3) > 0 {
+			cohort = "c"
+		}
+		borrow := int64(-1)
+		if cohort != "" && r.IntN(2) == 0 {
+			borrow = r.Int64N(4)
+		}
+		b.queue(string(rune('a'+i)), cohort, 1+r.Int64N(4), borrow, policies[r.IntN(2)], policies[r.IntN(3)])
+	}
+	for i := range 5 + r.IntN(30) {
+		b.job(string(rune('A'+i)), r.IntN(nq), 1+r.Int64N(3), time.Duration(1+r.IntN(4))*s/2, int32(r.IntN(3)), time.Duration(r.IntN(8))*s/4)
+	}
+	return b.obj()
 }
 
 func checkSchedule(t *testing.T, seed uint64, p *scenario.Plan, out []scenario.Outcome) {
