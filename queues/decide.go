@@ -44,7 +44,9 @@ type Decision struct {
 // Workload never borrows quota that its lender's own pending Workloads
 // could use at once, which would only be reclaimed by preemption. Before
 // both walks, the Workloads in s.Reserved (preemptors whose victims have
-// gone) are tried: the quota their preemption freed is theirs.
+// gone) are tried: the quota their preemption freed is theirs. A victim
+// in s.Yield waits until its preemptor is admitted (a StrictFIFO queue
+// waits behind it): it neither takes that room back nor preempts.
 //
 // In a cohort with fair sharing (see Config.FairSharing), the queues take
 // turns by share instead: the next Workload comes from the queue with the
