@@ -250,13 +250,6 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	if err := setUpCerts(ctx, mgr, direct, f, log); err != nil {
-		return err
-	}
-
-	decoder := admission.NewDecoder(scheme)
-	srv := mgr.GetWebhookServer()
-	srv.Register(webhook.JobPath, &ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), Namespace: f.namespace, Decoder: decoder}})
 	users := []string{webhook.ServiceAccountUser(f.namespace), f.tallyUser}
 	if f.tallyUser == "" {
 		if users[1], err = webhook.WhoAmI(ctx, direct); err != nil {
@@ -264,6 +257,13 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		}
 	}
 	log.Info("only these users may un-suspend or re-pin managed Jobs", "users", users)
+	if err := setUpCerts(ctx, mgr, direct, f, log, users); err != nil {
+		return err
+	}
+
+	decoder := admission.NewDecoder(scheme)
+	srv := mgr.GetWebhookServer()
+	srv.Register(webhook.JobPath, &ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), Namespace: f.namespace, Decoder: decoder}})
 	srv.Register(webhook.JobGuardPath, &ctrlwebhook.Admission{Handler: &webhook.JobGuard{Users: users, Decoder: decoder}})
 	srv.Register(webhook.NamespaceMutatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceMutator{Namespace: f.namespace, Decoder: decoder}})
 	srv.Register(webhook.NamespaceValidatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceValidator{Store: store, Namespace: f.namespace, Decoder: decoder}})
@@ -311,8 +311,9 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 }
 
 // setUpCerts makes (or, with cert-manager, finds) the serving certificate
-// and registers the webhook configurations with its CA bundle.
-func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, f *serveFlags, log logr.Logger) error {
+// and registers the webhook configurations with its CA bundle; users are
+// tally's own user names, whose writes skip the Job guard.
+func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, f *serveFlags, log logr.Logger, users []string) error {
 	endpoint := webhook.Endpoint{URL: strings.TrimSuffix(f.webhookURL, "/"), ServiceNamespace: f.namespace, ServiceName: "tally-webhook", ServicePort: 443}
 	var hosts []string
 	var secret *client.ObjectKey
@@ -330,7 +331,7 @@ func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, f *se
 	if f.certManager {
 		if f.register {
 			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-				return webhook.Register(ctx, c, endpoint, f.namespace)
+				return webhook.Register(ctx, c, endpoint, f.namespace, users...)
 			}))
 		}
 		return nil
@@ -342,7 +343,7 @@ func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, f *se
 	}
 	if f.register {
 		endpoint.CABundle = bundle.CACert
-		if err := webhook.Register(ctx, c, endpoint, f.namespace); err != nil {
+		if err := webhook.Register(ctx, c, endpoint, f.namespace, users...); err != nil {
 			return err
 		}
 		log.Info("webhook configurations registered", "name", webhook.ConfigurationName, "url", endpoint.URL)

@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +45,10 @@ func (e Endpoint) clientConfig(path string) admissionregistrationv1.WebhookClien
 // namespace own. The Job webhooks fail closed but only ever see managed
 // namespaces; the others fail open, so tally being down never blocks
 // namespace or ConfigMap writes.
-func Configurations(e Endpoint, own string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+//
+// users are the names tally acts as besides its service account in own
+// (see JobGuard.Users): the guard is not called for their writes either.
+func Configurations(e Endpoint, own string, users ...string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
 	fail, ignore := ptr.To(admissionregistrationv1.Fail), ptr.To(admissionregistrationv1.Ignore)
 	versions := []string{"v1"}
@@ -91,7 +96,7 @@ func Configurations(e Endpoint, own string) (*admissionregistrationv1.MutatingWe
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			// tally's own writes (admissions, preemptions) skip the call.
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name: "not-tally", Expression: fmt.Sprintf("request.userInfo.username != %q", ServiceAccountUser(own)),
+				Name: "not-tally", Expression: notTally(own, users),
 			}},
 		}, {
 			Name: "namespaces.validate.tally.dev", ClientConfig: e.clientConfig(NamespaceValidatePath),
@@ -108,9 +113,25 @@ func Configurations(e Endpoint, own string) (*admissionregistrationv1.MutatingWe
 	return mutating, validating
 }
 
-// Register creates or updates tally's webhook configurations.
-func Register(ctx context.Context, c client.Client, e Endpoint, own string) error {
-	wantM, wantV := Configurations(e, own)
+// notTally is the CEL condition that skips the Job guard for tally's own
+// writes: its service account in own, and users.
+func notTally(own string, users []string) string {
+	names := []string{fmt.Sprintf("%q", ServiceAccountUser(own))}
+	for _, u := range users {
+		if q := fmt.Sprintf("%q", u); u != "" && !slices.Contains(names, q) {
+			names = append(names, q)
+		}
+	}
+	if len(names) == 1 {
+		return "request.userInfo.username != " + names[0]
+	}
+	return "!(request.userInfo.username in [" + strings.Join(names, ", ") + "])"
+}
+
+// Register creates or updates tally's webhook configurations (see
+// Configurations).
+func Register(ctx context.Context, c client.Client, e Endpoint, own string, users ...string) error {
+	wantM, wantV := Configurations(e, own, users...)
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, c, m, func() error { m.Webhooks = wantM.Webhooks; return nil }); err != nil {
 		return fmt.Errorf("registering MutatingWebhookConfiguration %s: %w", ConfigurationName, err)

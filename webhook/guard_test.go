@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,5 +250,30 @@ func TestJobGuardDeployed(t *testing.T) {
 	// The manifest names the scope (Namespaced); the code registers "*".
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(admissionregistrationv1.Rule{}, "Scope")); diff != "" {
 		t.Errorf("deploy/base/webhooks.yaml differs from Configurations (-code +manifest):\n%s", diff)
+	}
+}
+
+// TestGuardSkipsTally checks the condition that spares tally's own writes
+// the guard's call: its service account, and the other names it acts as.
+func TestGuardSkipsTally(t *testing.T) {
+	e := Endpoint{ServiceNamespace: "tally-system", ServiceName: "tally-webhook", ServicePort: 443}
+	for _, tc := range []struct {
+		users []string
+		want  string
+	}{
+		{nil, `request.userInfo.username != "system:serviceaccount:tally-system:tally"`},
+		{[]string{"system:serviceaccount:tally-system:tally", ""}, `request.userInfo.username != "system:serviceaccount:tally-system:tally"`},
+		{[]string{"system:serviceaccount:tally-system:tally", "tally"}, `!(request.userInfo.username in ["system:serviceaccount:tally-system:tally", "tally"])`},
+	} {
+		_, v := Configurations(e, "tally-system", tc.users...)
+		var got []string
+		for _, w := range v.Webhooks {
+			for _, c := range w.MatchConditions {
+				got = append(got, w.Name+": "+c.Expression)
+			}
+		}
+		if want := []string{"jobs.validate.tally.dev: " + tc.want}; !slices.Equal(got, want) {
+			t.Errorf("users %q: match conditions %q, want %q", tc.users, got, want)
+		}
 	}
 }
