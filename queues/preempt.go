@@ -153,8 +153,15 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		}
 		return false
 	}
+	fair := s.Config.FairSharing(cq.Cohort)
 	var cands []candidate
 	for _, q := range s.Config.Members(cq) {
+		// Reclaim only takes back what a queue borrows, and removing
+		// victims never makes a queue borrow: a queue that does not
+		// borrow now offers no candidates.
+		if q != cq.Name && !fair && !s.borrowingIn(q, cells) {
+			continue
+		}
 		for _, a := range s.Admitted[q] {
 			if a.W.UID == w.UID || !uses(a) {
 				continue
@@ -167,6 +174,20 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 	}
 	if len(cands) == 0 {
 		return nil
+	}
+	sim := s.cloneFor(cq)
+	if !fair {
+		// Without room even with every candidate gone, no choice helps:
+		// say so before sorting them.
+		for _, c := range cands {
+			sim.Charge(c.queue, c.Usage, -1)
+		}
+		for _, fr := range cells {
+			if total[fr.Resource] > sim.Available(cq, fr) {
+				return nil
+			}
+		}
+		sim = s.cloneFor(cq)
 	}
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
@@ -182,7 +203,6 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		return a.W.UID < b.W.UID
 	})
 
-	sim := s.cloneFor(cq)
 	fits := func(chosen []candidate) bool {
 		borrowing := false
 		for _, fr := range cells {
@@ -205,7 +225,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		return true
 	}
 	var chosen []candidate
-	if s.Config.FairSharing(cq.Cohort) {
+	if fair {
 		wUsage := Usage{}
 		for _, fr := range cells {
 			wUsage[fr] = total[fr.Resource]
@@ -268,14 +288,22 @@ func (s *Snapshot) borrowingIn(q string, cells []FlavorResource) bool {
 	return false
 }
 
-// cloneFor copies the usage of cq's cohort (or of cq alone), enough to
-// simulate removals there.
+// cloneFor returns a Snapshot of cq's cohort (or of cq alone) to simulate
+// removals in. It shares s's usage of each queue until it charges that
+// queue (see Charge): a pass tries this for many Workloads, and copying a
+// large cohort's usage each time would cost more than the search.
 func (s *Snapshot) cloneFor(cq *ClusterQueue) *Snapshot {
-	usage := map[string]Usage{}
-	for _, q := range s.Config.Members(cq) {
-		usage[q] = s.Usage[q].Clone()
+	members := s.Config.Members(cq)
+	sim := &Snapshot{Config: s.Config, Usage: make(map[string]Usage, len(members)), Namespaces: s.Namespaces,
+		borrowed: map[string]Usage{}, shared: make(map[string]bool, len(members))}
+	for _, q := range members {
+		sim.Usage[q] = s.Usage[q]
+		sim.shared[q] = true
 	}
-	return NewSnapshot(s.Config, usage, s.Namespaces)
+	if cq.Cohort != "" {
+		sim.borrowed[cq.Cohort] = s.borrowed[cq.Cohort].Clone()
+	}
+	return sim
 }
 
 // removeAdmitted forgets victims as preemption candidates for the rest of

@@ -61,6 +61,9 @@ type Snapshot struct {
 	// borrowed is, per cohort, the usage its members take above their
 	// guaranteed quota: what they hold of the cohort's shared pool.
 	borrowed map[string]Usage
+	// shared marks the queues whose usage a simulation (see cloneFor)
+	// still shares with the Snapshot it was made from.
+	shared map[string]bool
 }
 
 // NewSnapshot builds a Snapshot. It takes ownership of usage.
@@ -102,6 +105,11 @@ func (s *Snapshot) addBorrowed(cq *ClusterQueue, fr FlavorResource, before, afte
 func (s *Snapshot) Charge(cqName string, u Usage, sign int) {
 	cq := s.Config.ClusterQueues[cqName]
 	cur := s.Usage[cqName]
+	if s.shared[cqName] {
+		cur = cur.Clone()
+		s.Usage[cqName] = cur
+		delete(s.shared, cqName)
+	}
 	if cur == nil {
 		cur = Usage{}
 		s.Usage[cqName] = cur
