@@ -41,14 +41,29 @@ type write struct {
 
 // pass runs one admission pass: decide under the lock on a snapshot of
 // usage, assume the admitted Jobs' quota, then write outside the lock.
-func (l *Ledger) pass(ctx context.Context) {
+// It returns how long the locked part took.
+func (l *Ledger) pass(ctx context.Context) time.Duration {
 	start := l.opts.Clock.Now()
 	adms := l.decide()
-	l.metrics.passSeconds.Observe(l.opts.Clock.Since(start).Seconds())
-	if len(adms) == 0 {
-		return
+	took := l.opts.Clock.Since(start)
+	l.metrics.passSeconds.Observe(took.Seconds())
+	if len(adms) > 0 {
+		l.writeAll(ctx, adms)
 	}
-	l.writeAll(ctx, adms)
+	return took
+}
+
+// restAfter is how long the pass loop leaves the lock to the informers
+// after a pass that held it for took: as long again (capped at maxRest),
+// once a pass takes more than minRest. Otherwise, with Jobs changing all
+// the time, a long pass would follow a long pass with only one Job event
+// folded in between, and tally would fall behind the API server.
+func restAfter(took time.Duration) time.Duration {
+	const minRest, maxRest = 2 * time.Millisecond, time.Second
+	if took < minRest {
+		return 0
+	}
+	return min(took, maxRest)
 }
 
 // decide is the locked part of a pass.

@@ -171,7 +171,15 @@ func (l *Ledger) Start(ctx context.Context) error {
 			l.poke()
 		case <-l.wake:
 		}
-		l.pass(ctx)
+		if rest := restAfter(l.pass(ctx)); rest > 0 {
+			t := l.opts.Clock.NewTimer(rest)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C():
+			}
+		}
 	}
 }
 
