@@ -73,10 +73,7 @@ func (l *Ledger) decide() []write {
 	if !l.synced || l.cfg == nil || len(l.pending) == 0 && len(l.late) == 0 {
 		return nil
 	}
-	usage := make(map[string]queues.Usage, len(l.usage))
-	for q, u := range l.usage {
-		usage[q] = u.Clone()
-	}
+	usage := queues.CloneUsages(l.usage)
 	nsLabels := make(map[string]labels.Set, len(l.namespaces))
 	for n, info := range l.namespaces {
 		nsLabels[n] = info.labels

@@ -36,11 +36,7 @@ func (l *Ledger) recount() {
 	l.usage = fresh
 	l.metrics.observeUsage(fresh)
 	if l.cfg != nil {
-		usage := make(map[string]queues.Usage, len(fresh))
-		for q, u := range fresh {
-			usage[q] = u.Clone()
-		}
-		if shares := l.metrics.observeShares(queues.NewSnapshot(l.cfg, usage, nil)); len(shares) > 0 {
+		if shares := l.metrics.observeShares(queues.NewSnapshot(l.cfg, queues.CloneUsages(fresh), nil)); len(shares) > 0 {
 			l.log.Info("fair shares", "shares", shares)
 		}
 	}

@@ -33,10 +33,7 @@ func BenchmarkDecideFull(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		u := make(map[string]Usage, len(usage))
-		for k, v := range usage {
-			u[k] = v.Clone()
-		}
+		u := CloneUsages(usage)
 		waits := 0
 		Decide(NewSnapshot(cfg, u, ns), pending, func(*Workload, Verdict, int) { waits++ })
 		if waits != queues*perQueue {
@@ -75,10 +72,7 @@ func BenchmarkDecidePreemptFails(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		u := make(map[string]Usage, len(usage))
-		for k, v := range usage {
-			u[k] = v.Clone()
-		}
+		u := CloneUsages(usage)
 		s := NewSnapshot(cfg, u, ns)
 		s.Admitted = admitted
 		d := Decide(s, pending, func(*Workload, Verdict, int) {})

@@ -408,11 +408,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := makeConfig(fls, tc.cqs...)
-			usage := map[string]Usage{}
-			for q, u := range tc.usage {
-				usage[q] = u.Clone()
-			}
-			snap := NewSnapshot(cfg, usage, map[string]labels.Set{"team-x": {"team": "x"}, "ns": {}, "other": {}})
+			snap := NewSnapshot(cfg, CloneUsages(tc.usage), map[string]labels.Set{"team-x": {"team": "x"}, "ns": {}, "other": {}})
 			waits := map[string]string{}
 			got := admittedNames(Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict, _ int) {
 				if v.Kind != Fits {

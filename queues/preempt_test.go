@@ -306,10 +306,7 @@ func TestPreemption(t *testing.T) {
 			}
 			snap := NewSnapshot(cfg, usage, map[string]labels.Set{"ns": {}})
 			snap.Admitted = admitted
-			before := map[string]Usage{}
-			for q, u := range snap.Usage {
-				before[q] = u.Clone()
-			}
+			before := CloneUsages(snap.Usage)
 			preempting := map[string]bool{}
 			d := Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict, _ int) {
 				if v.Kind == Preempting {
@@ -336,10 +333,7 @@ func TestPreemption(t *testing.T) {
 			}
 			// Usage grows by exactly the admissions and the preemptors'
 			// claims, less what the claims took over from the victims.
-			want := map[string]Usage{}
-			for q, u := range before {
-				want[q] = u.Clone()
-			}
+			want := CloneUsages(before)
 			add := func(q string, u Usage) {
 				if want[q] == nil {
 					want[q] = Usage{}

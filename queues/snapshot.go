@@ -36,6 +36,15 @@ func (u Usage) Clone() Usage {
 	return out
 }
 
+// CloneUsages copies every ClusterQueue's usage, for a Snapshot to own.
+func CloneUsages(m map[string]Usage) map[string]Usage {
+	out := make(map[string]Usage, len(m))
+	for q, u := range m {
+		out[q] = u.Clone()
+	}
+	return out
+}
+
 // Snapshot is the state one admission pass decides on: the config, the
 // usage of every ClusterQueue, and the labels of every bound namespace.
 // Decide updates its usage as it admits, so later decisions in the same

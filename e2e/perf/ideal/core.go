@@ -146,11 +146,7 @@ func (c *coreSim) stop(w *queues.Workload, r *coreRun, t time.Duration) {
 // pass runs one admission pass at now and applies it; it reports whether
 // anything was decided.
 func (c *coreSim) pass(now time.Duration) bool {
-	usage := make(map[string]queues.Usage, len(c.usage))
-	for q, u := range c.usage {
-		usage[q] = u.Clone()
-	}
-	snap := queues.NewSnapshot(c.cfg, usage, c.ns)
+	snap := queues.NewSnapshot(c.cfg, queues.CloneUsages(c.usage), c.ns)
 	snap.Admitted = map[string][]*queues.Admitted{}
 	for _, r := range c.running {
 		snap.Admitted[r.queue] = append(snap.Admitted[r.queue], r.admitted)
