@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"tally.dev/tally/e2e/framework"
+	"tally.dev/tally/e2e/perf/scenario"
 )
 
 // handoffJobs is how many Jobs go through the one-slot queue.
@@ -53,6 +54,6 @@ func TestHandoffLatency(t *testing.T) {
 	}
 	t.Logf("%d Jobs through a 1-GPU queue in %s (%.2f s per Job)", handoffJobs, wall.Round(time.Millisecond), wall.Seconds()/handoffJobs)
 	t.Logf("completion -> next admission over %d hand-offs: p50 %s, p90 %s, p99 %s, max %s",
-		len(lat), framework.Percentile(lat, 50).Round(time.Millisecond), framework.Percentile(lat, 90).Round(time.Millisecond),
-		framework.Percentile(lat, 99).Round(time.Millisecond), framework.Percentile(lat, 100).Round(time.Millisecond))
+		len(lat), scenario.Percentile(lat, 50).Round(time.Millisecond), scenario.Percentile(lat, 90).Round(time.Millisecond),
+		scenario.Percentile(lat, 99).Round(time.Millisecond), scenario.Percentile(lat, 100).Round(time.Millisecond))
 }

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	batchv1 "k8s.io/api/batch/v1"
 	"sync"
 	"time"
 
@@ -31,6 +32,27 @@ type follower struct {
 	mu     sync.Mutex
 	gaps   int
 	err    error
+}
+
+// jobFollower follows Jobs (opts narrow the list and watch), calling
+// observe with every Job listed or changed, and not with deleted ones.
+func jobFollower(c client.WithWatch, observe func(*batchv1.Job), opts ...client.ListOption) follower {
+	one := func(o runtime.Object) {
+		if j, ok := o.(*batchv1.Job); ok {
+			observe(j)
+		}
+	}
+	return follower{c: c, newList: func() client.ObjectList { return &batchv1.JobList{} }, opts: opts,
+		onList: func(items []runtime.Object) {
+			for _, o := range items {
+				one(o)
+			}
+		},
+		onChange: func(o runtime.Object, deleted bool) {
+			if !deleted {
+				one(o)
+			}
+		}}
 }
 
 // start lists once, then watches in the background.

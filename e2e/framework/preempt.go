@@ -492,22 +492,7 @@ func WatchTransitions(ctx context.Context, c client.WithWatch, namespaces ...str
 	for _, n := range namespaces {
 		l.ns[n] = true
 	}
-	observe := func(o runtime.Object) {
-		if j, ok := o.(*batchv1.Job); ok {
-			l.observe(j)
-		}
-	}
-	l.f = follower{c: c, newList: func() client.ObjectList { return &batchv1.JobList{} },
-		onList: func(items []runtime.Object) {
-			for _, o := range items {
-				observe(o)
-			}
-		},
-		onChange: func(o runtime.Object, deleted bool) {
-			if !deleted {
-				observe(o)
-			}
-		}}
+	l.f = jobFollower(c, l.observe)
 	if err := l.f.start(ctx); err != nil {
 		return nil, err
 	}

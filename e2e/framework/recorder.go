@@ -6,7 +6,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -56,22 +55,7 @@ type Recorder struct {
 // Record starts watching the Jobs of namespace ns. Call Stop when done.
 func Record(ctx context.Context, c client.WithWatch, ns string) (*Recorder, error) {
 	r := &Recorder{jobs: map[string]*JobHistory{}}
-	observe := func(o runtime.Object) {
-		if j, ok := o.(*batchv1.Job); ok {
-			r.observe(j, time.Now())
-		}
-	}
-	r.f = follower{c: c, newList: func() client.ObjectList { return &batchv1.JobList{} }, opts: []client.ListOption{client.InNamespace(ns)},
-		onList: func(items []runtime.Object) {
-			for _, o := range items {
-				observe(o)
-			}
-		},
-		onChange: func(o runtime.Object, deleted bool) {
-			if !deleted {
-				observe(o)
-			}
-		}}
+	r.f = jobFollower(c, func(j *batchv1.Job) { r.observe(j, time.Now()) }, client.InNamespace(ns))
 	if err := r.f.start(ctx); err != nil {
 		return nil, err
 	}

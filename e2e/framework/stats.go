@@ -1,8 +1,6 @@
 package framework
 
 import (
-	"math"
-	"slices"
 	"time"
 )
 
@@ -28,16 +26,4 @@ func HandoffLatencies(obs []Observation) []time.Duration {
 		}
 	}
 	return out
-}
-
-// Percentile returns the p-th percentile (0 < p <= 100) of ds by the
-// nearest-rank method; 0 for none.
-func Percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[min(max(rank, 1), len(s))-1]
 }
