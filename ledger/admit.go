@@ -171,6 +171,9 @@ func (l *Ledger) admittedLocked() map[string][]*queues.Admitted {
 // yieldLocked lists the victims back in their queues whose preemptors
 // still wait, and forgets the victims whose preemptors do not.
 func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
+	if len(l.yielding) == 0 {
+		return nil
+	}
 	out := map[*queues.Workload]*queues.Workload{}
 	for v, p := range l.yielding {
 		if l.jobs[v.w.UID] != v || l.jobs[p.w.UID] != p || p.state != queues.StatePending || v.state == queues.StateFinished {
