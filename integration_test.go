@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -309,9 +310,34 @@ func TestIntegrationPreemption(t *testing.T) {
 	eventually(t, 5*time.Second, func() (bool, string) {
 		return hasEvent(t, "pre", "high", "Preempting", "Preempting 2 jobs to fit: pre/low-")
 	})
+	// Admitted, a Job's affinity names its flavor only; once stopped, a
+	// victim gets back the candidate affinity of both flavors.
+	if got := tiers(getJob(t, "pre", "high")); got != "on-demand" {
+		t.Errorf("admitted Job's affinity allows tiers %q, want on-demand", got)
+	}
+	for _, n := range []string{"low-1", "low-2"} {
+		eventually(t, 10*time.Second, func() (bool, string) {
+			got := tiers(getJob(t, "pre", n))
+			return got == "on-demand|spot", n + " allows tiers " + got
+		})
+	}
 	complete(t, "pre", "high")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		s := state("low-1") + "," + state("low-2")
 		return s == "admitted,admitted", "the victims were not re-admitted: " + s
 	})
+}
+
+// tiers lists the tier values a Job's required node affinity allows, one
+// per term, in order, joined by "|".
+func tiers(j *batchv1.Job) string {
+	var out []string
+	for _, t := range queues.RequiredTerms(&j.Spec.Template.Spec) {
+		for _, r := range t.MatchExpressions {
+			if r.Key == "tier" {
+				out = append(out, strings.Join(r.Values, ","))
+			}
+		}
+	}
+	return strings.Join(out, "|")
 }

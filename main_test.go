@@ -50,6 +50,12 @@ spec:
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
+metadata: {name: spot}
+spec:
+  nodeLabels: {tier: spot}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
 metadata: {name: gpu}
 spec:
   nodeLabels: {accel: gpu}
@@ -88,6 +94,8 @@ spec:
     flavors:
     - name: on-demand
       resources: [{name: cpu, nominalQuota: 2}]
+    - name: spot
+      resources: [{name: cpu, nominalQuota: 0}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue

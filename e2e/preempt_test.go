@@ -45,6 +45,8 @@ value: 1000
 `
 
 // A ClusterQueue of 5 GPUs that preempts lower priorities within itself.
+// Its second flavor has no quota: it only makes the candidate affinity
+// (two terms) differ from an admitted Job's (one).
 const preemptQueueDoc = `
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
@@ -62,6 +64,11 @@ spec:
       - {name: cpu, nominalQuota: 64}
       - {name: memory, nominalQuota: 256Gi}
       - {name: nvidia.com/gpu, nominalQuota: 5}
+    - name: cpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 0}
+      - {name: memory, nominalQuota: 0}
+      - {name: nvidia.com/gpu, nominalQuota: 0}
 `
 
 // Two ClusterQueues of a cohort, 4 and 2 GPUs, that take back what they
@@ -150,6 +157,7 @@ func TestPreemptWithinQueue(t *testing.T) {
 		t.Fatalf("Jobs suspended again when high was admitted: %v; want exactly two of low-0, low-1, low-2 (the fewest that make room, and not mid)", got)
 	}
 	for _, name := range slices.Sorted(maps.Keys(victims)) {
+		waitCandidateAffinity(ctx, t, s.client, ns, name, 2, 30*time.Second)
 		j := getJob(ctx, t, s.client, ns, name)
 		if !framework.Suspended(j) || j.Labels[framework.LabelState] != framework.StatePending {
 			t.Errorf("victim %s: suspend=%s %s=%q, want suspended and pending", name, ptrString(j.Spec.Suspend), framework.LabelState, j.Labels[framework.LabelState])
@@ -439,6 +447,29 @@ func waitRunning(ctx context.Context, t *testing.T, c client.Reader, ns string, 
 	})
 	if err != nil {
 		t.Fatalf("waiting for Jobs of %s to run: %v", ns, err)
+	}
+}
+
+// waitCandidateAffinity waits until the stopped victim ns/name has its
+// candidate affinity back (terms required terms) while it still waits.
+func waitCandidateAffinity(ctx context.Context, t *testing.T, c client.Reader, ns, name string, terms int, timeout time.Duration) {
+	t.Helper()
+	err := framework.Poll(ctx, 100*time.Millisecond, timeout, func(ctx context.Context) (bool, string, error) {
+		j := &batchv1.Job{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, j); err != nil {
+			return false, err.Error(), nil
+		}
+		var got int
+		if a := j.Spec.Template.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			got = len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms)
+		}
+		if !framework.Suspended(j) {
+			return false, "", fmt.Errorf("victim %s was admitted again with %d affinity terms before its candidate affinity (%d terms) was restored", name, got, terms)
+		}
+		return got == terms, fmt.Sprintf("%d required terms, startTime=%v", got, j.Status.StartTime), nil
+	})
+	if err != nil {
+		t.Fatalf("victim %s/%s: %v", ns, name, err)
 	}
 }
 

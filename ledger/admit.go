@@ -256,9 +256,8 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 // its state back to pending. It is not guarded by a resourceVersion: a
 // running Job's status changes all the time, and suspending it is right
 // whatever changed. The job controller then deletes the pods; the quota is
-// released when they are gone. Its node affinity is left for its next
-// admission to rewrite, since the API allows that only once the Job has
-// stopped.
+// released when they are gone. Its node affinity can change only once the
+// Job has stopped: the label worker restores it then (restorePatchLocked).
 func (l *Ledger) evict(ctx context.Context, w write) {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}},
@@ -336,20 +335,24 @@ func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
 	}, queues.StateAdmitted)
 }
 
-// affinityPatch builds a merge patch that sets the Job's required node
-// affinity to the user's terms ANDed with the flavor combinations, its
-// suspend flag, annotations and state label.
+// affinityPatch builds a merge patch, guarded by resourceVersion rv, that
+// sets the Job's required node affinity to the user's terms ANDed with the
+// flavor combinations, its suspend flag, annotations (unless nil) and
+// state label.
 func affinityPatch(rv string, user []corev1.NodeSelectorTerm, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any, state queues.State) ([]byte, error) {
 	var required any
 	if ns := queues.NodeSelector(user, combos); ns != nil {
 		required = ns
 	}
+	meta := map[string]any{
+		"resourceVersion": rv,
+		"labels":          map[string]any{queues.LabelState: string(state)},
+	}
+	if annotations != nil {
+		meta["annotations"] = annotations
+	}
 	p := map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": rv,
-			"labels":          map[string]any{queues.LabelState: string(state)},
-			"annotations":     annotations,
-		},
+		"metadata": meta,
 		"spec": map[string]any{
 			"suspend": suspend,
 			"template": map[string]any{"spec": map[string]any{"affinity": map[string]any{"nodeAffinity": map[string]any{
@@ -359,7 +362,7 @@ func affinityPatch(rv string, user []corev1.NodeSelectorTerm, combos [][]*flavor
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
-		return nil, fmt.Errorf("admission patch: %w", err)
+		return nil, fmt.Errorf("affinity patch: %w", err)
 	}
 	return b, nil
 }

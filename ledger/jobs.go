@@ -7,8 +7,10 @@ import (
 	"github.com/google/btree"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
+	"tally.dev/tally/flavors"
 	"tally.dev/tally/queues"
 )
 
@@ -43,6 +45,9 @@ type entry struct {
 	claim queues.Usage
 	// captured: tally recorded this Job late, as it ran unrecorded.
 	captured bool
+	// restore: a stopped victim still carries the node affinity of the
+	// flavor it ran in; it gets its candidate affinity back.
+	restore  bool
 	queued   bool   // the Queued event was written
 	lastCode string // the reason of the last Pending/Inadmissible event
 }
@@ -57,12 +62,7 @@ type priorityRef struct {
 func lessEntry(a, b *entry) bool { return queues.Before(a.w, b.w) }
 
 func isFinished(job *batchv1.Job) bool {
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return hasCondition(job, batchv1.JobComplete) || hasCondition(job, batchv1.JobFailed)
 }
 
 func isSuspended(job *batchv1.Job) bool { return job.Spec.Suspend != nil && *job.Spec.Suspend }
@@ -135,6 +135,9 @@ func (l *Ledger) onJob(obj any) {
 		// A preemptor waits out of its queue for its victims.
 		e.w = w
 	default:
+		// Known now, written once the quota is free (the label worker
+		// is woken then).
+		e.restore = l.restoreDueLocked(job, w)
 		if e.charged != nil {
 			// Suspended again (preempted, or by its owner): the quota
 			// comes back once the pods are gone, and the Job queues again.
@@ -156,6 +159,9 @@ func (l *Ledger) onJob(obj any) {
 			l.releaseLocked(e, false)
 			l.labelQueue.Add(job.UID)
 			l.victimFreedLocked(job.UID)
+		}
+		if e.restore {
+			l.labelQueue.Add(job.UID)
 		}
 		if e.state == queues.StateInadmissible && e.w != nil && sameShape(e.w, w) {
 			e.w = w
@@ -231,6 +237,53 @@ func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
 	e.state = queues.StatePending
 	l.entree(e)
 	l.poke()
+}
+
+// restoreDueLocked says whether a suspended Job that was admitted before
+// still has a node affinity other than its candidate flavors', and the API
+// now allows changing it: the job controller has stopped it (no pods, and
+// startTime cleared or the Suspended condition set).
+func (l *Ledger) restoreDueLocked(job *batchv1.Job, w *queues.Workload) bool {
+	if job.Annotations[queues.AnnotationFlavors] == "" || activePods(job) > 0 {
+		return false
+	}
+	if job.Status.StartTime != nil && !hasCondition(job, batchv1.JobSuspended) {
+		return false
+	}
+	user, combos, ok := l.candidatesLocked(w, job.Annotations[queues.AnnotationUserAffinity])
+	if !ok {
+		return false
+	}
+	want := queues.NodeSelector(user, combos)
+	have := job.Spec.Template.Spec.Affinity
+	var haveSel *corev1.NodeSelector
+	if have != nil && have.NodeAffinity != nil {
+		haveSel = have.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	return !equality.Semantic.DeepEqual(want, haveSel)
+}
+
+// candidatesLocked returns what the webhook built a Job's required node
+// affinity from: the user's own terms and the candidate flavor
+// combinations of its queue.
+func (l *Ledger) candidatesLocked(w *queues.Workload, userAnn string) ([]corev1.NodeSelectorTerm, [][]*flavors.Flavor, bool) {
+	if l.cfg == nil || l.cfg.ClusterQueues[w.Queue] == nil {
+		return nil, nil, false
+	}
+	user, err := queues.DecodeUserTerms(userAnn)
+	if err != nil {
+		return nil, nil, false
+	}
+	return user, l.cfg.Candidates(l.cfg.ClusterQueues[w.Queue], w), true
+}
+
+func hasCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
+	for _, c := range job.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // activePods counts a Job's pods that still run or terminate.

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -128,7 +129,8 @@ func (l *Ledger) syncNamespace(ctx context.Context, name string) error {
 
 // runLabelWorker brings each Job's tally.dev/state label in line with the
 // ledger's view of it, for the transitions that are not part of an
-// admission write: finished, inadmissible and back to pending.
+// admission write: finished, inadmissible and back to pending. It also
+// gives a stopped preemption victim its candidate affinity back.
 func (l *Ledger) runLabelWorker(ctx context.Context) {
 	for {
 		uid, shutdown := l.labelQueue.Get()
@@ -154,11 +156,36 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
 	}
 	want := string(e.state)
 	ns, name := e.w.Namespace, e.w.Name
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if e.restore && e.state == queues.StatePending {
+		patch, err := l.restorePatchLocked(e)
+		l.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
+		if apierrors.IsConflict(err) {
+			// The Job changed since: its new version decides again.
+			return nil
+		}
+		return err
+	}
 	l.mu.Unlock()
 	if want == e.labelState || want == string(queues.StateAdmitted) {
 		return nil
 	}
-	return l.patchLabels(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, map[string]any{queues.LabelState: want})
+	return l.patchLabels(ctx, job, map[string]any{queues.LabelState: want})
+}
+
+// restorePatchLocked is the write that gives a stopped victim the
+// candidate affinity the webhook gave it at creation. It is guarded by the
+// resourceVersion it was decided on, so it cannot undo an admission.
+func (l *Ledger) restorePatchLocked(e *entry) ([]byte, error) {
+	user, combos, ok := l.candidatesLocked(e.w, e.userAffinity)
+	if !ok {
+		return nil, fmt.Errorf("no candidate flavors for ClusterQueue %q", e.w.Queue)
+	}
+	return affinityPatch(e.rv, user, combos, true, nil, queues.StatePending)
 }
 
 func (l *Ledger) patchLabels(ctx context.Context, obj client.Object, lbls map[string]any) error {
