@@ -50,7 +50,7 @@ func TestIntegrationNamespaceLabel(t *testing.T) {
 	t.Run("an unknown ClusterQueue is denied with the known ones", func(t *testing.T) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-bad", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "nope"}}}
 		err := k8s.Create(ctx, ns)
-		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, late, prio, selective, small, tiny`) {
+		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, late, prio, selective, small, stat, tiny`) {
 			t.Fatalf("want denial naming the known queues, got %v", err)
 		}
 	})
@@ -340,4 +340,46 @@ func tiers(j *batchv1.Job) string {
 		}
 	}
 	return strings.Join(out, "|")
+}
+
+// tally status rebuilds the books from the API server: two Jobs admitted
+// in queue stat (nominal 2 cpu), one waiting, one finished (not counted).
+func TestIntegrationStatus(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	bindNamespace(t, "stat", "stat")
+	eventually(t, 10*time.Second, func() (bool, string) {
+		ns := &corev1.Namespace{}
+		_ = k8s.Get(ctx, client.ObjectKey{Name: "stat"}, ns)
+		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
+	})
+	for _, n := range []string{"s-0", "s-1", "s-2", "s-3"} {
+		if err := k8s.Create(ctx, newJob("stat", n, "1")); err != nil {
+			t.Fatal(err)
+		}
+		if n == "s-0" {
+			eventually(t, 10*time.Second, func() (bool, string) {
+				s := getJob(t, "stat", n).Labels[queues.LabelState]
+				return s == "admitted", s
+			})
+			complete(t, "stat", n)
+		}
+	}
+	want := "stat  -  1  2  0  on-demand  cpu  2  2  0"
+	eventually(t, 10*time.Second, func() (bool, string) {
+		var out strings.Builder
+		if err := statusWith(ctx, k8s, tallyNS, "", &out); err != nil {
+			return false, err.Error()
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Join(strings.Fields(line), "  ") == want {
+				return true, ""
+			}
+		}
+		return false, "no line " + want + " in:\n" + out.String()
+	})
+	var out strings.Builder
+	if err := statusWith(ctx, k8s, "no-such-namespace", "", &out); err == nil || !strings.Contains(err.Error(), "reading the config") {
+		t.Errorf("status without a config ConfigMap: err %v, want one about reading the config", err)
+	}
 }

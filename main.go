@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,10 +46,11 @@ const usage = `tally gives Kubernetes batch Jobs fair, quota-based queueing, wit
 
 Usage:
   tally [serve] [flags]          run the webhooks and the ledger (the default)
+  tally status [flags]           show each ClusterQueue's usage, quota and Jobs
   tally check-config FILE...     validate config documents offline
   tally help                     show this help
 
-Run "tally serve --help" for the server's flags.
+Run "tally serve --help" or "tally status --help" for their flags.
 `
 
 func main() {
@@ -63,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		return serve(args, stderr)
+	case "status":
+		return status(args, stdout, stderr)
 	case "check-config":
 		return checkConfig(args, stdout, stderr)
 	case "help":
@@ -97,6 +101,83 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "ok: %d ResourceFlavor(s), %d ClusterQueue(s), %d LocalQueue(s), %d WorkloadPriorityClass(es)\n",
 		len(cfg.Flavors), len(cfg.ClusterQueues), len(cfg.LocalQueues), len(cfg.PriorityClasses))
 	return 0
+}
+
+// status prints every ClusterQueue's books, rebuilt from the API server
+// as the ledger builds them.
+func status(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tally status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then the in-cluster config.")
+	namespace := fs.String("namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+ledger.ConfigName+".")
+	configFile := fs.String("config", "", "Read the config from this file instead of the ConfigMap.")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: tally status [flags]\n\nShows each ClusterQueue's pending, admitted and inadmissible Jobs and, per flavor and\nresource, its usage, nominal quota and borrowing (and its fair-sharing share), rebuilt from\nthe Jobs on the API server as tally's ledger counts them.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tally status: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	restCfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "tally status: kubeconfig: %v\n", err)
+		return 1
+	}
+	c, err := client.New(restCfg, client.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "tally status: %v\n", err)
+		return 1
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := statusWith(ctx, c, *namespace, *configFile, stdout); err != nil {
+		fmt.Fprintf(stderr, "tally status: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func statusWith(ctx context.Context, c client.Reader, namespace, configFile string, out io.Writer) error {
+	var (
+		cfg  *queues.Config
+		errs field.ErrorList
+	)
+	if configFile != "" {
+		cfg, _, errs = queues.ParseFiles(configFile)
+	} else {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ledger.ConfigName}, cm); err != nil {
+			return fmt.Errorf("reading the config: %w", err)
+		}
+		cfg, _, errs = queues.Parse([]byte(cm.Data[queues.ConfigKey]))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
+			strings.Join(queues.FormatErrors(errs), "; "))
+	}
+	var jobs []batchv1.Job
+	list := &batchv1.JobList{}
+	for {
+		if err := c.List(ctx, list, client.HasLabels{queues.LabelQueue}, client.Limit(1000), client.Continue(list.Continue)); err != nil {
+			return fmt.Errorf("listing Jobs: %w", err)
+		}
+		for i := range list.Items {
+			// Only what the books need is kept: a cluster may hold 100k Jobs.
+			_, _ = ledger.StripJob(&list.Items[i])
+			jobs = append(jobs, list.Items[i])
+		}
+		if list.Continue == "" {
+			break
+		}
+	}
+	return ledger.WriteStatus(out, cfg, ledger.Status(cfg, jobs))
 }
 
 type serveFlags struct {

@@ -99,6 +99,16 @@ spec:
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
+metadata: {name: stat}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
 metadata: {name: late}
 spec:
   resourceGroups:

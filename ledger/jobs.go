@@ -124,7 +124,7 @@ func (l *Ledger) onJob(obj any) {
 		e.assumed = false
 		e.evicting = false
 		e.state = queues.StateAdmitted
-		if u := l.usageFromAnnotation(w, e.flavors); e.charged == nil || !sameUsage(u, e.charged) || e.chargedQueue != w.Queue {
+		if u := UsageOf(l.cfg, w, e.flavors); e.charged == nil || !sameUsage(u, e.charged) || e.chargedQueue != w.Queue {
 			l.releaseLocked(e, false)
 			l.chargeLocked(e, w.Queue, u)
 		}
@@ -392,21 +392,22 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 	l.poke()
 }
 
-// usageFromAnnotation derives what an admitted Job holds from its
-// tally.dev/flavors annotation: each resource is charged to the listed
-// flavor that has quota for it in the Job's ClusterQueue (the first listed
-// flavor when none has).
-func (l *Ledger) usageFromAnnotation(w *queues.Workload, ann string) queues.Usage {
+// UsageOf derives what an admitted Job holds from its tally.dev/flavors
+// annotation: each resource is charged to the listed flavor that has quota
+// for it in the Job's ClusterQueue (the first listed flavor when none has).
+// A Job without the annotation (it ran before tally recorded it) is charged
+// to its queue's first candidate flavors. cfg may be nil.
+func UsageOf(cfg *queues.Config, w *queues.Workload, ann string) queues.Usage {
 	var names []string
 	if _, v, ok := strings.Cut(strings.Split(ann, ",")[0], "="); ok {
 		names = strings.Split(v, "+")
 	}
-	if len(names) == 0 || names[0] == "" {
-		names = l.fallbackFlavors(w)
-	}
 	var cq *queues.ClusterQueue
-	if l.cfg != nil {
-		cq = l.cfg.ClusterQueues[w.Queue]
+	if cfg != nil {
+		cq = cfg.ClusterQueues[w.Queue]
+	}
+	if len(names) == 0 || names[0] == "" {
+		names = fallbackFlavors(cfg, cq, w)
 	}
 	u := queues.Usage{}
 	for r, a := range w.Total() {
@@ -426,16 +427,14 @@ func (l *Ledger) usageFromAnnotation(w *queues.Workload, ann string) queues.Usag
 
 // fallbackFlavors names the flavors of a Job that runs without an admission
 // record: the first candidate combination of its queue.
-func (l *Ledger) fallbackFlavors(w *queues.Workload) []string {
-	if l.cfg != nil {
-		if cq := l.cfg.ClusterQueues[w.Queue]; cq != nil {
-			if combos := l.cfg.Candidates(cq, w); len(combos) > 0 {
-				names := make([]string, len(combos[0]))
-				for i, f := range combos[0] {
-					names[i] = f.Name
-				}
-				return names
+func fallbackFlavors(cfg *queues.Config, cq *queues.ClusterQueue, w *queues.Workload) []string {
+	if cq != nil {
+		if combos := cfg.Candidates(cq, w); len(combos) > 0 {
+			names := make([]string, len(combos[0]))
+			for i, f := range combos[0] {
+				names[i] = f.Name
 			}
+			return names
 		}
 	}
 	return []string{""}

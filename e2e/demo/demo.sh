@@ -166,6 +166,8 @@ say "Submitting team B's three 2-GPU training Jobs: team B takes back what team 
 k apply -f "$JOBS_DIR/30-team-b-training.yaml"
 wait_until 60 "tally admitting team B's Jobs" admitted_at_least team-b 1
 show
+say "tally status: each ClusterQueue's Jobs, usage, quota and borrowing"
+"$TALLY_BIN" status --kubeconfig "$KUBECONFIG_FILE" --namespace "$NAMESPACE"
 
 say "Submitting an urgent 2-GPU Job for team A (tally.dev/priority-class: high)"
 k apply -f "$JOBS_DIR/40-team-a-urgent.yaml"
@@ -217,6 +219,7 @@ $(printf '\033[1m')The demo cluster is up and tally keeps running.$(printf '\033
   alias kubectl=$TOOLS/kubectl          # a kubectl matching the v1.37 API server
   kubectl get jobs -A -L tally.dev/state,tally.dev/cluster-queue
   kubectl describe job -n team-a $waited
+  bin/tally status
   kubectl get events -n team-a --sort-by=.lastTimestamp
   tail -f .demo/tally.log
 

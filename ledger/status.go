@@ -1,0 +1,190 @@
+package ledger
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+
+	batchv1 "k8s.io/api/batch/v1"
+
+	"tally.dev/tally/flavors"
+	"tally.dev/tally/queues"
+)
+
+// QueueStatus is one ClusterQueue's books, as `tally status` shows them.
+type QueueStatus struct {
+	Name   string
+	Cohort string
+	// Known is false for a queue that Jobs name but the config lacks.
+	Known                           bool
+	Pending, Admitted, Inadmissible int
+	// Usage is what the queue's running Jobs hold: admitted ones, and
+	// suspended ones whose pods are still going away.
+	Usage queues.Usage
+	// Share is the weighted dominant-resource share (see
+	// queues.Snapshot.Share); FairSharing says whether its cohort shares
+	// by it.
+	Share       int64
+	FairSharing bool
+}
+
+// Status rebuilds every ClusterQueue's books from a list of Jobs, the way
+// the ledger folds them in: a finished Job counts nowhere, an un-suspended
+// one is admitted and holds what its tally.dev/flavors annotation says,
+// and a suspended one waits (or can never fit, by its state label). Queues
+// come in config order, then queues the config does not know.
+func Status(cfg *queues.Config, jobs []batchv1.Job) []QueueStatus {
+	byName := map[string]*QueueStatus{}
+	var out []*QueueStatus
+	get := func(name string) *QueueStatus {
+		if s := byName[name]; s != nil {
+			return s
+		}
+		s := &QueueStatus{Name: name, Usage: queues.Usage{}}
+		if cq := cfg.ClusterQueues[name]; cq != nil {
+			s.Known, s.Cohort, s.FairSharing = true, cq.Cohort, cfg.FairSharing(cq.Cohort)
+		}
+		byName[name] = s
+		out = append(out, s)
+		return s
+	}
+	for _, name := range cfg.QueueNames {
+		get(name)
+	}
+	for i := range jobs {
+		job := &jobs[i]
+		name := job.Labels[queues.LabelQueue]
+		if name == "" || job.Labels[queues.LabelState] == "" || isFinished(job) {
+			continue
+		}
+		s := get(name)
+		w := queues.WorkloadFromJob(job, name, 0)
+		switch {
+		case !isSuspended(job):
+			s.Admitted++
+			s.Usage.Add(UsageOf(cfg, w, job.Annotations[queues.AnnotationFlavors]))
+		case job.Labels[queues.LabelState] == string(queues.StateInadmissible):
+			s.Inadmissible++
+		default:
+			s.Pending++
+			if activePods(job) > 0 {
+				s.Usage.Add(UsageOf(cfg, w, job.Annotations[queues.AnnotationFlavors]))
+			}
+		}
+	}
+	usage := make(map[string]queues.Usage, len(out))
+	for _, s := range out {
+		if s.Known {
+			usage[s.Name] = s.Usage
+		}
+	}
+	snap := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
+	res := make([]QueueStatus, 0, len(out))
+	for _, s := range out {
+		if s.FairSharing {
+			s.Share = snap.Share(cfg.ClusterQueues[s.Name])
+		}
+		res = append(res, *s)
+	}
+	return res
+}
+
+// WriteStatus prints the books as a table: one line per flavor and
+// resource of each queue, with the queue's counts on its first line.
+// Borrowing is usage above nominal quota; the share column appears when
+// some cohort shares fairly.
+func WriteStatus(w io.Writer, cfg *queues.Config, st []QueueStatus) error {
+	fair := slices.ContainsFunc(st, func(s QueueStatus) bool { return s.FairSharing })
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	header := "CLUSTERQUEUE\tCOHORT\tPENDING\tADMITTED\tINADMISSIBLE\tFLAVOR\tRESOURCE\tUSAGE\tNOMINAL\tBORROWING"
+	if fair {
+		header += "\tSHARE"
+	}
+	fmt.Fprintln(tw, header)
+	for _, s := range st {
+		cells := statusCells(cfg, s)
+		if len(cells) == 0 {
+			cells = [][3]string{{"-", "-", "-"}}
+		}
+		for i, c := range cells {
+			queue := []string{s.Name, orDash(s.Cohort), strconv.Itoa(s.Pending), strconv.Itoa(s.Admitted), strconv.Itoa(s.Inadmissible)}
+			if !s.Known {
+				queue[1] = "(not in config)"
+			}
+			if i > 0 {
+				queue = []string{"", "", "", "", ""}
+			}
+			line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", queue[0], queue[1], queue[2], queue[3], queue[4], c[0], c[1], c[2])
+			if fair {
+				share := ""
+				if i == 0 && s.FairSharing {
+					share = formatShare(s.Share)
+				}
+				line += "\t" + share
+			}
+			fmt.Fprintln(tw, line)
+		}
+	}
+	return tw.Flush()
+}
+
+// statusCells lists a queue's flavor, resource and "usage, nominal,
+// borrowing" cells, in the config's order; resources a queue uses outside
+// its quota (a flavor it no longer has) come last.
+func statusCells(cfg *queues.Config, s QueueStatus) [][3]string {
+	var cells [][3]string
+	seen := map[queues.FlavorResource]bool{}
+	cell := func(fr queues.FlavorResource, nominal flavors.Amount, known bool) {
+		seen[fr] = true
+		used := s.Usage[fr]
+		nom, borrow := "-", "-"
+		if known {
+			nom = nominal.Format(fr.Resource)
+			borrow = flavors.Max(0, used.Sub(nominal)).Format(fr.Resource)
+		}
+		cells = append(cells, [3]string{fr.Flavor, string(fr.Resource), used.Format(fr.Resource) + "\t" + nom + "\t" + borrow})
+	}
+	if cq := cfg.ClusterQueues[s.Name]; cq != nil {
+		for _, g := range cq.ResourceGroups {
+			for _, f := range g.Flavors {
+				for _, r := range g.Covered {
+					fr := queues.FlavorResource{Flavor: f.Name, Resource: r}
+					q, ok := cq.Quota(fr)
+					cell(fr, q.Nominal, ok)
+				}
+			}
+		}
+	}
+	var rest []queues.FlavorResource
+	for fr := range s.Usage {
+		if !seen[fr] {
+			rest = append(rest, fr)
+		}
+	}
+	slices.SortFunc(rest, func(a, b queues.FlavorResource) int {
+		return cmp.Or(cmp.Compare(a.Flavor, b.Flavor), cmp.Compare(a.Resource, b.Resource))
+	})
+	for _, fr := range rest {
+		cell(fr, 0, false)
+	}
+	return cells
+}
+
+// formatShare renders a share in Kueue's units (per thousand), "max" for a
+// queue with weight 0 that borrows.
+func formatShare(v int64) string {
+	if v == queues.MaxShare {
+		return "max"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
