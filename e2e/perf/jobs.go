@@ -87,9 +87,10 @@ type trackedJob struct {
 // tracker creates the Jobs, follows them through the informer and
 // completes them.
 type tracker struct {
-	cs   kubernetes.Interface
-	jobs map[string]*trackedJob // by namespace/name
-	list []*trackedJob          // parallel to the plan's Jobs
+	// cs creates Jobs; ctl completes and stops them (see session).
+	cs, ctl kubernetes.Interface
+	jobs    map[string]*trackedJob // by namespace/name
+	list    []*trackedJob          // parallel to the plan's Jobs
 	// ctx ends the completions in flight.
 	ctx context.Context
 
@@ -103,8 +104,8 @@ type tracker struct {
 	err   error
 }
 
-func newTracker(ctx context.Context, cs kubernetes.Interface, p *scenario.Plan, start time.Time) *tracker {
-	t := &tracker{cs: cs, ctx: ctx, jobs: make(map[string]*trackedJob, len(p.Jobs)), allFinished: make(chan struct{}), allLabelled: make(chan struct{})}
+func newTracker(ctx context.Context, cs, ctl kubernetes.Interface, p *scenario.Plan, start time.Time) *tracker {
+	t := &tracker{cs: cs, ctl: ctl, ctx: ctx, jobs: make(map[string]*trackedJob, len(p.Jobs)), allFinished: make(chan struct{}), allLabelled: make(chan struct{})}
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
 		tj := &trackedJob{spec: j, due: start.Add(j.Arrival)}
@@ -257,7 +258,7 @@ func (t *tracker) observe(job *batchv1.Job) {
 // the resourceVersion of the suspension, and gives up once the Job moved
 // on (admitted again, or completed by a run that got there first).
 func (t *tracker) stopped(tj *trackedJob, run int, rv string) {
-	jobs := t.cs.BatchV1().Jobs(tj.spec.Namespace)
+	jobs := t.ctl.BatchV1().Jobs(tj.spec.Namespace)
 	for attempt := 0; attempt < 20; attempt++ {
 		now := metav1.Now()
 		body, err := json.Marshal(map[string]any{
@@ -307,7 +308,7 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 	tj.phase = finishing
 	rv, started := tj.rv, tj.admittedAt
 	tj.mu.Unlock()
-	jobs := t.cs.BatchV1().Jobs(tj.spec.Namespace)
+	jobs := t.ctl.BatchV1().Jobs(tj.spec.Namespace)
 	for attempt := 0; ; attempt++ {
 		now := time.Now()
 		body, err := completionPatch(rv, started, now)

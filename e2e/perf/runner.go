@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -120,7 +122,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // session is a control plane with tally running and the namespaces bound.
 type session struct {
+	// cs creates the Jobs, as their users would; ctl follows and
+	// completes them, as the job controller would, over its own
+	// connection: a storm of creates (each waiting on tally's webhook)
+	// must not hold up the watch that sees admissions.
 	cs      kubernetes.Interface
+	ctl     kubernetes.Interface
 	tally   *tallyProcess
 	stopped bool
 	rusage  *syscall.Rusage
@@ -138,6 +145,15 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 	if err != nil {
 		return nil, err
 	}
+	ctlCfg := rest.CopyConfig(cfg)
+	ctlCfg.UserAgent = "tally-bench-controller"
+	// A Proxy function makes client-go give this config a transport of its
+	// own rather than share cs's cached one (and its HTTP/2 connection).
+	ctlCfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	ctl, err := kubernetes.NewForConfig(ctlCfg)
+	if err != nil {
+		return nil, err
+	}
 	kubeconfig, err := tallyKubeconfig(env, o.Dir)
 	if err != nil {
 		return nil, err
@@ -150,7 +166,7 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 	if err != nil {
 		return nil, err
 	}
-	s := &session{cs: cs, tally: tally}
+	s := &session{cs: cs, ctl: ctl, tally: tally}
 	if err := tally.waitReady(ctx, 2*time.Minute); err != nil {
 		return s, err
 	}
@@ -177,9 +193,9 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now().Add(500 * time.Millisecond)
-	s.tr = newTracker(runCtx, s.cs, o.Plan, start)
+	s.tr = newTracker(runCtx, s.cs, s.ctl, o.Plan, start)
 	defer s.tr.stop()
-	if err := watchJobs(runCtx, s.cs, s.tr); err != nil {
+	if err := watchJobs(runCtx, s.ctl, s.tr); err != nil {
 		return nil, err
 	}
 	var err error
