@@ -41,8 +41,9 @@ type write struct {
 
 // pass runs one admission pass: decide under the lock on a snapshot of
 // usage, assume the admitted Jobs' quota, then write outside the lock.
-// It returns how long the locked part took.
-func (l *Ledger) pass(ctx context.Context) time.Duration {
+// It returns how long the locked part took and whether it decided
+// anything (an admission, preemption or capture).
+func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 	start := l.opts.Clock.Now()
 	adms := l.decide()
 	took := l.opts.Clock.Since(start)
@@ -50,7 +51,7 @@ func (l *Ledger) pass(ctx context.Context) time.Duration {
 	if len(adms) > 0 {
 		l.writeAll(ctx, adms)
 	}
-	return took
+	return took, len(adms) > 0
 }
 
 // restAfter is how long the pass loop leaves the lock to the informers

@@ -171,7 +171,7 @@ func (l *Ledger) onJob(obj any) {
 		e.w = w
 		e.state = queues.StatePending
 		l.entree(e)
-		l.poke()
+		l.pokeArrival()
 	}
 }
 

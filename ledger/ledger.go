@@ -73,6 +73,9 @@ type Ledger struct {
 	inflight   sync.WaitGroup
 	synced     bool
 	wake       chan struct{}
+	// arrive is poked by a Job that starts waiting: after a pass that
+	// decided nothing, arrivals alone are coalesced (see arrivalDelay).
+	arrive     chan struct{}
 	labelQueue workqueue.TypedRateLimitingInterface[types.UID]
 	nsQueue    workqueue.TypedRateLimitingInterface[string]
 	metrics    *metrics
@@ -112,6 +115,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		lists:      map[string][]*queues.Workload{},
 		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
+		arrive:     make(chan struct{}, 1),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
 		nsQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -159,6 +163,16 @@ func (l *Ledger) Start(ctx context.Context) error {
 	// Writes in flight finish (or fail with the context) before Start
 	// returns.
 	defer l.inflight.Wait()
+	// After a pass that decided nothing, a Job that starts waiting is
+	// decided by the next pass that something else wakes (quota freed,
+	// a victim gone, a config change), or arrivalDelay later: it may fit
+	// where the waiting heads did not, but a storm of creates into full
+	// queues then costs a pass per arrivalDelay, not one per Job, and
+	// leaves the CPU to the API server that serves the creates.
+	var (
+		idle     bool
+		arrivals <-chan time.Time
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -170,8 +184,19 @@ func (l *Ledger) Start(ctx context.Context) error {
 			l.recount()
 			l.poke()
 		case <-l.wake:
+		case <-arrivals:
+		case <-l.arrive:
+			if idle {
+				if arrivals == nil {
+					arrivals = l.opts.Clock.After(arrivalDelay)
+				}
+				continue
+			}
 		}
-		if rest := restAfter(l.pass(ctx)); rest > 0 {
+		arrivals = nil
+		took, decided := l.pass(ctx)
+		idle = !decided
+		if rest := restAfter(took); rest > 0 {
 			t := l.opts.Clock.NewTimer(rest)
 			select {
 			case <-ctx.Done():
@@ -190,6 +215,18 @@ func (l *Ledger) poke() {
 	default:
 	}
 }
+
+// pokeArrival asks for a pass for a Job that starts waiting.
+func (l *Ledger) pokeArrival() {
+	select {
+	case l.arrive <- struct{}{}:
+	default:
+	}
+}
+
+// arrivalDelay is the longest a Job that starts waiting after a pass that
+// decided nothing waits for the next pass.
+const arrivalDelay = 100 * time.Millisecond
 
 func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any), del func(any)) error {
 	inf, err := l.cache.GetInformer(ctx, obj)
