@@ -95,12 +95,7 @@ func mapKV(m map[string]string) []string {
 func TestIntegrationMutation(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	bindNamespace(t, "mut", "accel")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		ns := &corev1.Namespace{}
-		_ = k8s.Get(ctx, client.ObjectKey{Name: "mut"}, ns)
-		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
-	})
+	bindManaged(t, "mut", "accel")
 
 	job := newJob("mut", "train", "1")
 	job.Spec.Template.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
@@ -175,12 +170,7 @@ func TestIntegrationMutation(t *testing.T) {
 func TestIntegrationAdmission(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	bindNamespace(t, "adm", "small")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		ns := &corev1.Namespace{}
-		_ = k8s.Get(ctx, client.ObjectKey{Name: "adm"}, ns)
-		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
-	})
+	bindManaged(t, "adm", "small")
 	for _, n := range []string{"j1", "j2", "j3"} {
 		if err := k8s.Create(ctx, newJob("adm", n, "1")); err != nil {
 			t.Fatalf("create %s: %v", n, err)
@@ -270,12 +260,7 @@ func ptr32(v int32) *int32 { return &v }
 func TestIntegrationPreemption(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	bindNamespace(t, "pre", "prio")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		ns := &corev1.Namespace{}
-		_ = k8s.Get(ctx, client.ObjectKey{Name: "pre"}, ns)
-		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
-	})
+	bindManaged(t, "pre", "prio")
 	state := func(n string) string { return getJob(t, "pre", n).Labels[queues.LabelState] }
 	for _, n := range []string{"low-1", "low-2"} {
 		j := newJob("pre", n, "1")
@@ -347,12 +332,7 @@ func tiers(j *batchv1.Job) string {
 func TestIntegrationStatus(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	bindNamespace(t, "stat", "stat")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		ns := &corev1.Namespace{}
-		_ = k8s.Get(ctx, client.ObjectKey{Name: "stat"}, ns)
-		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
-	})
+	bindManaged(t, "stat", "stat")
 	for _, n := range []string{"s-0", "s-1", "s-2", "s-3"} {
 		if err := k8s.Create(ctx, newJob("stat", n, "1")); err != nil {
 			t.Fatal(err)

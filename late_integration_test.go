@@ -69,12 +69,7 @@ func TestIntegrationLateCapture(t *testing.T) {
 func TestIntegrationNamespaceNotSelected(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	bindNamespace(t, "unselected", "selective")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		ns := &corev1.Namespace{}
-		_ = k8s.Get(ctx, client.ObjectKey{Name: "unselected"}, ns)
-		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
-	})
+	bindManaged(t, "unselected", "selective")
 	if err := k8s.Create(ctx, newJob("unselected", "j", "1")); err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +100,7 @@ func TestIntegrationNamespaceNotSelected(t *testing.T) {
 func TestIntegrationUnbind(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	bindNamespace(t, "unbind", "tiny")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		ns := &corev1.Namespace{}
-		_ = k8s.Get(ctx, client.ObjectKey{Name: "unbind"}, ns)
-		return ns.Labels[queues.LabelManaged] == "true", "namespace not labelled"
-	})
+	bindManaged(t, "unbind", "tiny")
 	for _, n := range []string{"running", "waiting"} {
 		if err := k8s.Create(ctx, newJob("unbind", n, "1")); err != nil {
 			t.Fatal(err)

@@ -288,6 +288,18 @@ func bindNamespace(t *testing.T, name, queue string) {
 	}
 }
 
+// bindManaged binds namespace name to queue and waits until tally has
+// labelled it managed, so that its Jobs go through the webhook.
+func bindManaged(t *testing.T, name, queue string) {
+	t.Helper()
+	bindNamespace(t, name, queue)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		ns := &corev1.Namespace{}
+		_ = k8s.Get(context.Background(), client.ObjectKey{Name: name}, ns)
+		return ns.Labels[queues.LabelManaged] == "true", "namespace " + name + " not labelled managed"
+	})
+}
+
 func newJob(ns, name string, cpu string) *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
