@@ -77,11 +77,9 @@ func Status(cfg *queues.Config, jobs []batchv1.Job) []QueueStatus {
 	}
 	usage := make(map[string]queues.Usage, len(out))
 	for _, s := range out {
-		if s.Known {
-			usage[s.Name] = s.Usage
-		}
+		usage[s.Name] = s.Usage
 	}
-	snap := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
+	snap := queues.NewSnapshot(cfg, usage, nil)
 	res := make([]QueueStatus, 0, len(out))
 	for _, s := range out {
 		if s.FairSharing {
