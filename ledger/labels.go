@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -138,7 +137,7 @@ func (l *Ledger) runLabelWorker(ctx context.Context) {
 			return
 		}
 		if err := l.syncJobLabel(ctx, uid); err != nil && !apierrors.IsNotFound(err) {
-			l.log.Error(err, "updating job state label", "uid", uid)
+			l.log.Error(err, "updating job state label or affinity", "uid", uid)
 			l.labelQueue.AddRateLimited(uid)
 		} else {
 			l.labelQueue.Forget(uid)
@@ -154,38 +153,41 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
 		l.mu.Unlock()
 		return nil
 	}
-	want := string(e.state)
-	ns, name := e.w.Namespace, e.w.Name
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	want, have := string(e.state), e.labelState
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: e.w.Namespace, Name: e.w.Name}}
+	var restore []byte
 	if e.restore && e.state == queues.StatePending {
-		patch, err := l.restorePatchLocked(e)
-		l.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
+		restore = l.restorePatchLocked(e)
+	}
+	l.mu.Unlock()
+	if restore != nil {
+		err := l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, restore), client.FieldOwner(queues.FieldManagerPreemption))
 		if apierrors.IsConflict(err) {
 			// The Job changed since: its new version decides again.
 			return nil
 		}
 		return err
 	}
-	l.mu.Unlock()
-	if want == e.labelState || want == string(queues.StateAdmitted) {
+	if want == have || want == string(queues.StateAdmitted) {
 		return nil
 	}
 	return l.patchLabels(ctx, job, map[string]any{queues.LabelState: want})
 }
 
 // restorePatchLocked is the write that gives a stopped victim the
-// candidate affinity the webhook gave it at creation. It is guarded by the
-// resourceVersion it was decided on, so it cannot undo an admission.
-func (l *Ledger) restorePatchLocked(e *entry) ([]byte, error) {
+// candidate affinity the webhook gave it at creation, or nil if its queue
+// is no longer configured. It is guarded by the resourceVersion it was
+// decided on, so it cannot undo an admission.
+func (l *Ledger) restorePatchLocked(e *entry) []byte {
 	user, combos, ok := l.candidatesLocked(e.w, e.userAffinity)
 	if !ok {
-		return nil, fmt.Errorf("no candidate flavors for ClusterQueue %q", e.w.Queue)
+		return nil
 	}
-	return affinityPatch(e.rv, user, combos, true, nil, queues.StatePending)
+	patch, err := affinityPatch(e.rv, user, combos, true, nil, queues.StatePending)
+	if err != nil {
+		return nil
+	}
+	return patch
 }
 
 func (l *Ledger) patchLabels(ctx context.Context, obj client.Object, lbls map[string]any) error {
