@@ -49,7 +49,7 @@ func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 	took := l.opts.Clock.Since(start)
 	l.metrics.passSeconds.Observe(took.Seconds())
 	if len(adms) > 0 {
-		l.writeAll(ctx, adms)
+		l.writeAll(adms)
 	}
 	return took, len(adms) > 0
 }
@@ -228,28 +228,42 @@ func (l *Ledger) pendingLenLocked() int {
 	return n
 }
 
-// writeAll starts the writes, at most Workers at a time, and returns
-// without waiting for them: the next pass need not wait, since every write
-// in flight has its Job set aside (assumed, evicting) until it is done.
-func (l *Ledger) writeAll(ctx context.Context, writes []write) {
-	for _, w := range writes {
-		select {
-		case l.writeSlots <- struct{}{}:
-		case <-ctx.Done():
+// writeAll queues the writes for the write workers and returns at once:
+// the next pass need not wait for them, since every queued write has its
+// Job set aside (assumed, evicting) until it is done. A pass that waited
+// would leave the quota that Jobs free meanwhile unused until the last of
+// its writes had started.
+func (l *Ledger) writeAll(writes []write) {
+	l.writesMu.Lock()
+	l.writes = append(l.writes, writes...)
+	l.writesMu.Unlock()
+	l.writesReady.Broadcast()
+}
+
+// runWriter makes the queued writes, oldest first, until ctx ends; Start
+// runs Workers of them.
+func (l *Ledger) runWriter(ctx context.Context) {
+	for {
+		l.writesMu.Lock()
+		for len(l.writes) == 0 && ctx.Err() == nil {
+			l.writesReady.Wait()
+		}
+		if ctx.Err() != nil {
+			l.writesMu.Unlock()
 			return
 		}
-		l.inflight.Add(1)
-		go func() {
-			defer func() { <-l.writeSlots; l.inflight.Done() }()
-			switch {
-			case w.late:
-				l.capture(ctx, w)
-			case w.preemptor != nil:
-				l.evict(ctx, w)
-			default:
-				l.admit(ctx, w)
-			}
-		}()
+		w := l.writes[0]
+		l.writes[0] = write{}
+		l.writes = l.writes[1:]
+		l.writesMu.Unlock()
+		switch {
+		case w.late:
+			l.capture(ctx, w)
+		case w.preemptor != nil:
+			l.evict(ctx, w)
+		default:
+			l.admit(ctx, w)
+		}
 	}
 }
 
