@@ -2,13 +2,17 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+
+	"gomodules.xyz/jsonpatch/v2"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,17 +58,53 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if !queues.Managed(ns.Name, nsQueue, m.Namespace) {
 		return admission.Allowed("namespace not bound to a ClusterQueue")
 	}
+	before := mutable(job)
 	warnings, err := MutateJob(m.Store.Load(), job, nsQueue, ns.Labels)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	out, err := json.Marshal(job)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+	resp := admission.Allowed("")
+	if resp.Patches = before.patch(mutable(job)); len(resp.Patches) > 0 {
+		resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
 	}
-	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
 	resp.Warnings = warnings
 	return resp
+}
+
+// jobFields are the parts of a Job that MutateJob may change.
+type jobFields struct {
+	labels, annotations map[string]string
+	suspend             *bool
+	affinity            *corev1.Affinity
+	tolerations         []corev1.Toleration
+}
+
+// mutable copies out the parts of job that MutateJob may change.
+func mutable(job *batchv1.Job) jobFields {
+	spec := &job.Spec.Template.Spec
+	return jobFields{
+		labels: maps.Clone(job.Labels), annotations: maps.Clone(job.Annotations),
+		suspend: ptr.To(ptr.Deref(job.Spec.Suspend, false)), affinity: spec.Affinity.DeepCopy(),
+		tolerations: slices.Clone(spec.Tolerations),
+	}
+}
+
+// patch is the JSON patch from f to after: each changed field is replaced
+// whole, and nothing else is touched (so fields of the API server's newer
+// than tally's client types are kept).
+func (f jobFields) patch(after jobFields) []jsonpatch.Operation {
+	var ops []jsonpatch.Operation
+	set := func(path string, changed bool, value any) {
+		if changed {
+			ops = append(ops, jsonpatch.NewOperation("add", path, value))
+		}
+	}
+	set("/metadata/labels", !maps.Equal(f.labels, after.labels), after.labels)
+	set("/metadata/annotations", !maps.Equal(f.annotations, after.annotations), after.annotations)
+	set("/spec/suspend", *f.suspend != *after.suspend, *after.suspend)
+	set("/spec/template/spec/affinity", !equality.Semantic.DeepEqual(f.affinity, after.affinity), after.affinity)
+	set("/spec/template/spec/tolerations", !equality.Semantic.DeepEqual(f.tolerations, after.tolerations), after.tolerations)
+	return ops
 }
 
 // MutateJob applies tally's creation-time changes to job, in a namespace

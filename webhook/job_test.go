@@ -186,6 +186,56 @@ func TestJobMutation(t *testing.T) {
 	}
 }
 
+// TestJobPatchTouchesOnlyItsFields: the patch replaces the fields tally
+// sets and leaves the rest of the object as the API server sent it, fields
+// that tally's client types do not know included.
+func TestJobPatchTouchesOnlyItsFields(t *testing.T) {
+	m := newMutator(t, testConfig(t))
+	req := jobRequest(t, makeJob("team", "1"))
+	var doc map[string]any
+	if err := json.Unmarshal(req.Object.Raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["spec"].(map[string]any)["futureKnob"] = "on"
+	podSpec := doc["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	podSpec["futurePodField"] = map[string]any{"a": 1.0}
+	req.Object.Raw, _ = json.Marshal(doc)
+
+	resp := m.Handle(context.Background(), req)
+	if !resp.Allowed || resp.PatchType == nil || *resp.PatchType != admissionv1.PatchTypeJSONPatch {
+		t.Fatalf("response %+v, want an allowed JSON patch", resp.AdmissionResponse)
+	}
+	var paths []string
+	for _, op := range resp.Patches {
+		paths = append(paths, op.Operation+" "+op.Path)
+	}
+	want := []string{"add /metadata/labels", "add /metadata/annotations", "add /spec/suspend",
+		"add /spec/template/spec/affinity", "add /spec/template/spec/tolerations"}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("patch operations (-want +got):\n%s", diff)
+	}
+	patch, _ := json.Marshal(resp.Patches)
+	raw, err := applyJSONPatch(req.Object.Raw, patch)
+	if err != nil {
+		t.Fatalf("applying patch: %v", err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	spec := out["spec"].(map[string]any)
+	if spec["futureKnob"] != "on" || spec["suspend"] != true {
+		t.Errorf("spec after the patch: futureKnob %v, suspend %v", spec["futureKnob"], spec["suspend"])
+	}
+	podOut := spec["template"].(map[string]any)["spec"].(map[string]any)
+	if diff := cmp.Diff(map[string]any{"a": 1.0}, podOut["futurePodField"]); diff != "" {
+		t.Errorf("unknown pod spec field (-want +got):\n%s", diff)
+	}
+	if podOut["affinity"] == nil || podOut["tolerations"] == nil {
+		t.Errorf("affinity or tolerations missing after the patch: %v", podOut)
+	}
+}
+
 func TestJobMutationCases(t *testing.T) {
 	cfg := testConfig(t)
 	cases := []struct {
