@@ -308,10 +308,22 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	if f.certDir == "" {
 		f.certDir = ctrlwebhook.Options{}.CertDir
 	}
+	// The informers watch over a connection of their own. On the one
+	// HTTP/2 connection that carries hundreds of admission writes a second,
+	// watch events wait behind the write responses, and the ledger would
+	// see finished Jobs, and so free quota, late. A Proxy function (the
+	// default one) makes client-go build this config a transport of its own.
+	watchCfg := rest.CopyConfig(restCfg)
+	watchCfg.Proxy = http.ProxyFromEnvironment
+	watchHTTP, err := rest.HTTPClientFor(watchCfg)
+	if err != nil {
+		return fmt.Errorf("watch client: %w", err)
+	}
 	grace := 30 * time.Second
 	mgr, err := ctrl.NewManager(restCfg, manager.Options{
-		Scheme:                        scheme,
-		Cache:                         cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
+		Scheme: scheme,
+		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: byObject,
+			DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:        f.probeAddr,
 		PprofBindAddress:              f.pprofAddr,
