@@ -325,7 +325,11 @@ func (l *Ledger) rollback(adm write, err error) {
 	}
 	e.assumed = false
 	l.releaseLocked(e, false)
-	if l.jobs[adm.w.UID] == e && e.state == queues.StatePending {
+	// After a conflict the Job waits out of its queue until the informer
+	// brings its newer version (onJob queues it again): decided on the
+	// version the write saw, it would only conflict again, one wasted
+	// write per pass.
+	if l.jobs[adm.w.UID] == e && e.state == queues.StatePending && (!apierrors.IsConflict(err) || e.rv != adm.rv) {
 		l.entree(e)
 	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

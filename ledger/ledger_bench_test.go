@@ -23,7 +23,7 @@ import (
 // handling and the locked part of an admission pass) with no API server:
 // the writes they would trigger are not made.
 
-func benchConfig(b *testing.B, nQueues int) *queues.Config {
+func benchConfig(b testing.TB, nQueues int) *queues.Config {
 	var sb strings.Builder
 	sb.WriteString("apiVersion: tally.dev/v1\nkind: ResourceFlavor\nmetadata: {name: default}\n")
 	for i := range nQueues {
