@@ -55,16 +55,19 @@ func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 }
 
 // restAfter is how long the pass loop leaves the lock to the informers
-// after a pass that held it for took: as long again (capped at maxRest),
-// once a pass takes more than minRest. Otherwise, with Jobs changing all
-// the time, a long pass would follow a long pass with only one Job event
-// folded in between, and tally would fall behind the API server.
+// after a pass that held it for took: three times as long (capped at
+// maxRest), once a pass takes more than minRest. Otherwise, with Jobs
+// finishing all the time, each finish would wake a pass of its own: passes
+// would take most of a core from the API server, and a long pass would
+// follow a long pass with only one Job event folded in between. As it is,
+// passes take at most a quarter of a core, and each one decides on all that
+// changed during the rest before it.
 func restAfter(took time.Duration) time.Duration {
 	const minRest, maxRest = 2 * time.Millisecond, time.Second
 	if took < minRest {
 		return 0
 	}
-	return min(took, maxRest)
+	return min(3*took, maxRest)
 }
 
 // decide is the locked part of a pass.
