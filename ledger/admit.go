@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -335,8 +336,8 @@ func (l *Ledger) rollback(adm write, err error) {
 	if l.jobs[adm.w.UID] == e && e.state == queues.StatePending && (!apierrors.IsConflict(err) || e.rv != adm.rv) {
 		l.entree(e)
 	}
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		l.log.V(1).Info("admission write lost a race; will retry", "job", adm.w.Key(), "err", err.Error())
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || errors.Is(err, context.Canceled) {
+		l.log.V(1).Info("admission write lost a race or was cut short; will retry", "job", adm.w.Key(), "err", err.Error())
 		return
 	}
 	l.log.Error(err, "admission write failed; quota rolled back", "job", adm.w.Key())

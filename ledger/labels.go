@@ -136,7 +136,13 @@ func (l *Ledger) runLabelWorker(ctx context.Context) {
 		if shutdown {
 			return
 		}
-		if err := l.syncJobLabel(ctx, uid); err != nil && !apierrors.IsNotFound(err) {
+		err := l.syncJobLabel(ctx, uid)
+		if ctx.Err() != nil {
+			// Shutting down: the next leader labels what is left.
+			l.labelQueue.Done(uid)
+			return
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
 			l.log.Error(err, "updating job state label or affinity", "uid", uid)
 			l.labelQueue.AddRateLimited(uid)
 		} else {
