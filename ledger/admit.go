@@ -50,25 +50,22 @@ func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 	took := l.opts.Clock.Since(start)
 	l.metrics.passSeconds.Observe(took.Seconds())
 	if len(adms) > 0 {
-		l.writeAll(adms)
+		l.writeAll(ctx, adms)
 	}
 	return took, len(adms) > 0
 }
 
 // restAfter is how long the pass loop leaves the lock to the informers
-// after a pass that held it for took: three times as long (capped at
-// maxRest), once a pass takes more than minRest. Otherwise, with Jobs
-// finishing all the time, each finish would wake a pass of its own: passes
-// would take most of a core from the API server, and a long pass would
-// follow a long pass with only one Job event folded in between. As it is,
-// passes take at most a quarter of a core, and each one decides on all that
-// changed during the rest before it.
+// after a pass that held it for took: as long again (capped at maxRest),
+// once a pass takes more than minRest. Otherwise, with Jobs changing all
+// the time, a long pass would follow a long pass with only one Job event
+// folded in between, and tally would fall behind the API server.
 func restAfter(took time.Duration) time.Duration {
 	const minRest, maxRest = 2 * time.Millisecond, time.Second
 	if took < minRest {
 		return 0
 	}
-	return min(3*took, maxRest)
+	return min(took, maxRest)
 }
 
 // decide is the locked part of a pass.
@@ -232,42 +229,28 @@ func (l *Ledger) pendingLenLocked() int {
 	return n
 }
 
-// writeAll queues the writes for the write workers and returns at once:
-// the next pass need not wait for them, since every queued write has its
-// Job set aside (assumed, evicting) until it is done. A pass that waited
-// would leave the quota that Jobs free meanwhile unused until the last of
-// its writes had started.
-func (l *Ledger) writeAll(writes []write) {
-	l.writesMu.Lock()
-	l.writes = append(l.writes, writes...)
-	l.writesMu.Unlock()
-	l.writesReady.Broadcast()
-}
-
-// runWriter makes the queued writes, oldest first, until ctx ends; Start
-// runs Workers of them.
-func (l *Ledger) runWriter(ctx context.Context) {
-	for {
-		l.writesMu.Lock()
-		for len(l.writes) == 0 && ctx.Err() == nil {
-			l.writesReady.Wait()
-		}
-		if ctx.Err() != nil {
-			l.writesMu.Unlock()
+// writeAll starts the writes, at most Workers at a time, and returns
+// without waiting for them: the next pass need not wait, since every write
+// in flight has its Job set aside (assumed, evicting) until it is done.
+func (l *Ledger) writeAll(ctx context.Context, writes []write) {
+	for _, w := range writes {
+		select {
+		case l.writeSlots <- struct{}{}:
+		case <-ctx.Done():
 			return
 		}
-		w := l.writes[0]
-		l.writes[0] = write{}
-		l.writes = l.writes[1:]
-		l.writesMu.Unlock()
-		switch {
-		case w.late:
-			l.capture(ctx, w)
-		case w.preemptor != nil:
-			l.evict(ctx, w)
-		default:
-			l.admit(ctx, w)
-		}
+		l.inflight.Add(1)
+		go func() {
+			defer func() { <-l.writeSlots; l.inflight.Done() }()
+			switch {
+			case w.late:
+				l.capture(ctx, w)
+			case w.preemptor != nil:
+				l.evict(ctx, w)
+			default:
+				l.admit(ctx, w)
+			}
+		}()
 	}
 }
 

@@ -68,13 +68,11 @@ type Ledger struct {
 	lists map[string][]*queues.Workload
 	// ctx is Start's, for work started from informer handlers.
 	ctx context.Context
-	// writes are the decided writes not yet started, oldest first; Workers
-	// goroutines make them (runWriter).
-	writesMu    sync.Mutex
-	writesReady *sync.Cond
-	writes      []write
-	synced      bool
-	wake        chan struct{}
+	// writeSlots bounds the writes in flight; inflight counts them.
+	writeSlots chan struct{}
+	inflight   sync.WaitGroup
+	synced     bool
+	wake       chan struct{}
 	// arrive is poked by a Job that starts waiting: after a pass that
 	// decided nothing, arrivals alone are coalesced (see arrivalDelay).
 	arrive     chan struct{}
@@ -101,8 +99,9 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	l := &Ledger{
+	return &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
+		writeSlots: make(chan struct{}, opts.Workers),
 		jobs:       map[types.UID]*entry{},
 		pending:    map[string]*btree.BTreeG[*entry]{},
 		usage:      map[string]queues.Usage{},
@@ -123,8 +122,6 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
 		metrics: newMetrics(),
 	}
-	l.writesReady = sync.NewCond(&l.writesMu)
-	return l
 }
 
 // NeedLeaderElection: only the leader admits.
@@ -159,23 +156,13 @@ func (l *Ledger) Start(ctx context.Context) error {
 
 	go l.runLabelWorker(ctx)
 	go l.runNamespaceWorker(ctx)
-	// Writes in progress finish (or fail with the context) before Start
-	// returns; writes not yet started are dropped.
-	var writers sync.WaitGroup
-	defer writers.Wait()
-	defer func() {
-		l.writesMu.Lock()
-		l.writes = nil
-		l.writesMu.Unlock()
-		l.writesReady.Broadcast()
-	}()
-	for range l.opts.Workers {
-		writers.Go(func() { l.runWriter(ctx) })
-	}
 	l.poke()
 
 	recount := l.opts.Clock.NewTicker(l.opts.Recount)
 	defer recount.Stop()
+	// Writes in flight finish (or fail with the context) before Start
+	// returns.
+	defer l.inflight.Wait()
 	// After a pass that decided nothing, a Job that starts waiting is
 	// decided by the next pass that something else wakes (quota freed,
 	// a victim gone, a config change), or arrivalDelay later: it may fit
