@@ -74,7 +74,7 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 // jobFields are the parts of a Job that MutateJob may change.
 type jobFields struct {
 	labels, annotations map[string]string
-	suspend             *bool
+	suspend             bool
 	affinity            *corev1.Affinity
 	tolerations         []corev1.Toleration
 }
@@ -84,14 +84,14 @@ func mutable(job *batchv1.Job) jobFields {
 	spec := &job.Spec.Template.Spec
 	return jobFields{
 		labels: maps.Clone(job.Labels), annotations: maps.Clone(job.Annotations),
-		suspend: ptr.To(ptr.Deref(job.Spec.Suspend, false)), affinity: spec.Affinity.DeepCopy(),
+		suspend: ptr.Deref(job.Spec.Suspend, false), affinity: spec.Affinity.DeepCopy(),
 		tolerations: slices.Clone(spec.Tolerations),
 	}
 }
 
 // patch is the JSON patch from f to after: each changed field is replaced
-// whole, and nothing else is touched (so fields of the API server's newer
-// than tally's client types are kept).
+// whole, and nothing else is touched, so fields that the API server knows
+// and tally's client types do not are kept.
 func (f jobFields) patch(after jobFields) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
 	set := func(path string, changed bool, value any) {
@@ -101,7 +101,7 @@ func (f jobFields) patch(after jobFields) []jsonpatch.Operation {
 	}
 	set("/metadata/labels", !maps.Equal(f.labels, after.labels), after.labels)
 	set("/metadata/annotations", !maps.Equal(f.annotations, after.annotations), after.annotations)
-	set("/spec/suspend", *f.suspend != *after.suspend, *after.suspend)
+	set("/spec/suspend", f.suspend != after.suspend, after.suspend)
 	set("/spec/template/spec/affinity", !equality.Semantic.DeepEqual(f.affinity, after.affinity), after.affinity)
 	set("/spec/template/spec/tolerations", !equality.Semantic.DeepEqual(f.tolerations, after.tolerations), after.tolerations)
 	return ops
