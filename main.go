@@ -356,9 +356,9 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 
 	decoder := admission.NewDecoder(scheme)
 	srv := mgr.GetWebhookServer()
-	srv.Register(webhook.JobPath, &ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), Namespace: f.namespace, Decoder: decoder}})
+	srv.Register(webhook.JobPath, &ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: f.namespace, Decoder: decoder}})
 	srv.Register(webhook.JobGuardPath, &ctrlwebhook.Admission{Handler: &webhook.JobGuard{Users: users, Decoder: decoder}})
-	srv.Register(webhook.NamespaceMutatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceMutator{Namespace: f.namespace, Decoder: decoder}})
+	srv.Register(webhook.NamespaceMutatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceMutator{Store: store, Namespace: f.namespace, Decoder: decoder}})
 	srv.Register(webhook.NamespaceValidatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceValidator{Store: store, Namespace: f.namespace, Decoder: decoder}})
 	srv.Register(webhook.ConfigMapValidatePath, &ctrlwebhook.Admission{Handler: &webhook.ConfigValidator{Namespace: f.namespace, Name: ledger.ConfigName, Decoder: decoder}})
 

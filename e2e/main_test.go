@@ -29,22 +29,16 @@ import (
 // tallyNamespace is tally's own namespace, holding its ConfigMap.
 const tallyNamespace = "tally-system"
 
-// testConfig holds one ClusterQueue per test, none in a cohort, so the
-// tests cannot lend each other quota. The nodes are those of
-// e2e/cluster/nodes.yaml: two GPU nodes (8 GPUs each) and two CPU nodes.
+// seedFiles are Kueue manifests of a user's setup guide, loaded into the
+// config unchanged: the ResourceFlavor nvidia-gpu-flavor, the ClusterQueue
+// cluster-queue-a (10 GPUs) and the LocalQueue team-a/team-a-queue.
+var seedFiles = []string{"resource-flavor.yaml", "cluster-queue.yaml", "local-queue.yaml"}
+
+// testConfig holds, besides the seed's manifests, one ClusterQueue per
+// test, none in a cohort, so the tests cannot lend each other quota. The
+// nodes are those of e2e/cluster/nodes.yaml: two GPU nodes (8 GPUs each)
+// and two CPU nodes.
 const testConfig = `
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata:
-  name: nvidia-gpu-flavor
-spec:
-  nodeLabels:
-    kueue.x-k8s.io/default-flavor: "true"
-  nodeTaints:
-  - {key: kueue.x-k8s.io/gpu, value: "true", effect: NoSchedule}
-  tolerations:
-  - {key: kueue.x-k8s.io/gpu, operator: Exists, effect: NoSchedule}
----
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata:
@@ -209,7 +203,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: client:", err)
 		return 1
 	}
-	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, testConfig); err != nil {
+	config, err := suiteConfig(env.Root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: config:", err)
+		return 1
+	}
+	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, config); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: config:", err)
 		return 1
 	}
@@ -251,6 +250,20 @@ func run(m *testing.M) int {
 	}
 	failed = code != 0
 	return code
+}
+
+// suiteConfig is the seed's manifests, read from examples/seed-gpu/ as
+// they are, followed by testConfig.
+func suiteConfig(root string) (string, error) {
+	var docs []string
+	for _, f := range seedFiles {
+		b, err := os.ReadFile(filepath.Join(root, "examples", "seed-gpu", f))
+		if err != nil {
+			return "", err
+		}
+		docs = append(docs, string(b))
+	}
+	return strings.Join(append(docs, testConfig), "\n---\n"), nil
 }
 
 // forbidden reports, and says, whether tally's log shows a request that

@@ -1,7 +1,7 @@
 // Package ledger is tally's background controller. It keeps, from informer
 // events, which Jobs hold quota in which ClusterQueue and flavor, admits
-// pending Jobs when quota frees, keeps the tally.dev/managed label on bound
-// namespaces, and loads the config ConfigMap. Status rebuilds the same
+// pending Jobs when quota frees, keeps the tally.dev/managed label on
+// managed namespaces (annotated, or named by a LocalQueue of the config), and loads the config ConfigMap. Status rebuilds the same
 // books from a list of Jobs, for `tally status`.
 //
 // # State machine of a Job

@@ -26,11 +26,11 @@ func (l *Ledger) onNamespace(obj any) {
 	old := l.namespaces[ns.Name]
 	info := &nsInfo{labels: labels.Set(ns.Labels), queue: ns.Annotations[queues.AnnotationNamespaceQueue], hasLabel: ns.Labels[queues.LabelManaged] == "true"}
 	l.namespaces[ns.Name] = info
-	managed := queues.Managed(ns.Name, info.queue, l.opts.Namespace)
+	managed := l.managedLocked(ns.Name, info)
 	if managed != info.hasLabel {
 		l.nsQueue.Add(ns.Name)
 	}
-	wasManaged := old != nil && queues.Managed(ns.Name, old.queue, l.opts.Namespace)
+	wasManaged := old != nil && l.managedLocked(ns.Name, old)
 	switch {
 	case managed && !wasManaged && l.synced:
 		go l.captureNamespace(l.ctx, ns.Name)
@@ -40,6 +40,23 @@ func (l *Ledger) onNamespace(obj any) {
 	if old != nil && !labels.Equals(old.labels, info.labels) {
 		// A namespaceSelector may now answer differently.
 		l.rebuildPendingLocked()
+	}
+}
+
+// managedLocked says whether a namespace is managed under the config in
+// force: bound by its annotation, or named by a LocalQueue.
+func (l *Ledger) managedLocked(name string, info *nsInfo) bool {
+	return queues.Managed(l.cfg, name, info.queue, l.opts.Namespace)
+}
+
+// relabelLocked queues every namespace whose tally.dev/managed label the
+// config in force would change, after a reload (LocalQueues bind
+// namespaces too).
+func (l *Ledger) relabelLocked() {
+	for name, info := range l.namespaces {
+		if l.managedLocked(name, info) != info.hasLabel {
+			l.nsQueue.Add(name)
+		}
 	}
 }
 
@@ -110,12 +127,12 @@ func (l *Ledger) runNamespaceWorker(ctx context.Context) {
 func (l *Ledger) syncNamespace(ctx context.Context, name string) error {
 	l.mu.Lock()
 	info := l.namespaces[name]
+	want := info != nil && l.managedLocked(name, info)
+	// Before any config has loaded, LocalQueues that name the namespace
+	// are unknown: a label is added for an annotation, never removed.
+	keep := l.cfg == nil && !want
 	l.mu.Unlock()
-	if info == nil {
-		return nil
-	}
-	want := queues.Managed(name, info.queue, l.opts.Namespace)
-	if want == info.hasLabel {
+	if info == nil || want == info.hasLabel || keep {
 		return nil
 	}
 	var value any

@@ -34,8 +34,13 @@ const (
 // queues it for capture if it runs in a managed namespace.
 func (l *Ledger) noteUnrecordedLocked(job *batchv1.Job) {
 	info := l.namespaces[job.Namespace]
-	if info == nil || !queues.Managed(job.Namespace, info.queue, l.opts.Namespace) || l.cfg == nil ||
-		isFinished(job) || isSuspended(job) || job.DeletionTimestamp != nil {
+	queue := ""
+	if info != nil && l.managedLocked(job.Namespace, info) {
+		// A Job that names an unknown LocalQueue, or no queue where none
+		// applies, would not have been queued by the webhook either.
+		queue, _ = l.cfg.Route(job.Namespace, info.queue, job.Labels)
+	}
+	if queue == "" || l.cfg == nil || isFinished(job) || isSuspended(job) || job.DeletionTimestamp != nil {
 		if e := l.late[job.UID]; e != nil {
 			delete(l.late, job.UID)
 			delete(l.jobs, job.UID)
@@ -55,7 +60,7 @@ func (l *Ledger) noteUnrecordedLocked(job *batchv1.Job) {
 		podClass:      job.Spec.Template.Spec.PriorityClassName,
 		pod:           job.Spec.Template.Spec.Priority,
 	}
-	e.w = queues.WorkloadFromJob(job, l.cfg.Queue(job.Namespace, job.Labels, info.queue), l.priorityOf(e.prio))
+	e.w = queues.WorkloadFromJob(job, queue, l.priorityOf(e.prio))
 	e.w.Tag = e
 	e.rv = job.ResourceVersion
 	l.late[job.UID] = e
@@ -69,7 +74,7 @@ func (l *Ledger) captureManaged(ctx context.Context) {
 	l.mu.Lock()
 	var managed []string
 	for name, info := range l.namespaces {
-		if queues.Managed(name, info.queue, l.opts.Namespace) {
+		if l.managedLocked(name, info) {
 			managed = append(managed, name)
 		}
 	}

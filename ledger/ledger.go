@@ -259,5 +259,6 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	defer l.mu.Unlock()
 	l.cfg = cfg
 	l.rebuildPendingLocked()
+	l.relabelLocked()
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))
 }

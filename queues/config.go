@@ -1,7 +1,9 @@
 package queues
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,13 +40,23 @@ type configIndex struct {
 	quotas map[string]map[FlavorResource]Quota
 	// fair holds the cohorts with fair sharing.
 	fair map[string]bool
+	// local maps a namespace to the names of its LocalQueues, sorted.
+	local map[string][]string
 }
 
 func (c *Config) index() *configIndex {
 	if ix := c.idx.Load(); ix != nil {
 		return ix
 	}
-	ix := &configIndex{lendable: map[string]Usage{}, quotas: map[string]map[FlavorResource]Quota{}, fair: map[string]bool{}}
+	ix := &configIndex{lendable: map[string]Usage{}, quotas: map[string]map[FlavorResource]Quota{}, fair: map[string]bool{}, local: map[string][]string{}}
+	for key := range c.LocalQueues {
+		if ns, name, ok := strings.Cut(key, "/"); ok {
+			ix.local[ns] = append(ix.local[ns], name)
+		}
+	}
+	for _, names := range ix.local {
+		sort.Strings(names)
+	}
 	for name, cq := range c.ClusterQueues {
 		if cq.FairSharing && cq.Cohort != "" {
 			ix.fair[cq.Cohort] = true
@@ -223,19 +235,53 @@ func (c *Config) Members(cq *ClusterQueue) []string {
 	return c.Cohorts[cq.Cohort]
 }
 
-// Queue resolves the ClusterQueue of a Job from its labels and its
-// namespace's binding: the tally.dev/cluster-queue label, then Kueue's
-// queue-name label through a LocalQueue, then the namespace annotation.
-func (c *Config) Queue(namespace string, jobLabels map[string]string, nsQueue string) string {
-	if q := jobLabels[LabelQueue]; q != "" {
-		return q
+// LocalQueuesIn returns the names of the LocalQueues the config defines in
+// namespace ns, sorted. cfg may be nil.
+func (c *Config) LocalQueuesIn(ns string) []string {
+	if c == nil {
+		return nil
 	}
-	if lq := jobLabels[LabelKueueQueueName]; lq != "" {
-		if q, ok := c.LocalQueues[namespace+"/"+lq]; ok {
-			return q
+	return c.index().local[ns]
+}
+
+// Route resolves the ClusterQueue a new workload of namespace ns goes to,
+// from its labels, the namespace's tally.dev/cluster-queue annotation and
+// the LocalQueues of the config, in this order:
+//
+//  1. kueue.x-k8s.io/queue-name names a LocalQueue of the namespace; an
+//     unknown name is an error, never a fall-back;
+//  2. the tally.dev/cluster-queue label names the ClusterQueue directly;
+//  3. the namespace's annotation;
+//  4. the namespace's LocalQueue named default.
+//
+// It returns "" with no error when none applies: the workload is not
+// queued. cfg may be nil before any config has loaded; only the labels and
+// the annotation can be read then.
+func (c *Config) Route(ns, annotation string, labels map[string]string) (string, error) {
+	if lq := labels[LabelKueueQueueName]; lq != "" {
+		path := "metadata.labels[" + LabelKueueQueueName + "]"
+		if c == nil {
+			return "", fmt.Errorf("%s: tally has not loaded a valid config yet, so LocalQueue %q cannot be looked up", path, lq)
 		}
+		if q, ok := c.LocalQueues[ns+"/"+lq]; ok {
+			return q, nil
+		}
+		known := "it has none"
+		if names := c.LocalQueuesIn(ns); len(names) > 0 {
+			known = "its LocalQueues: " + strings.Join(names, ", ")
+		}
+		return "", fmt.Errorf("%s: LocalQueue %q does not exist in namespace %s; %s", path, lq, ns, known)
 	}
-	return nsQueue
+	if q := labels[LabelQueue]; q != "" {
+		return q, nil
+	}
+	if annotation != "" {
+		return annotation, nil
+	}
+	if c != nil {
+		return c.LocalQueues[ns+"/"+DefaultLocalQueue], nil
+	}
+	return "", nil
 }
 
 // SortedKeys returns the keys of m, sorted.

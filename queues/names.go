@@ -51,9 +51,17 @@ const (
 	StateFinished     State = "finished"
 )
 
-// Managed says whether a namespace with this name and binding annotation
-// is managed, and so carries LabelManaged. kube-system and tally's own
-// namespace never are.
-func Managed(name, queue, own string) bool {
-	return queue != "" && name != "kube-system" && name != own
+// DefaultLocalQueue is the LocalQueue a workload that names none goes to,
+// in a namespace bound by LocalQueues alone, as in Kueue.
+const DefaultLocalQueue = "default"
+
+// Managed says whether a namespace is managed, and so carries LabelManaged:
+// when it has the binding annotation (annotation is its value), or when a
+// LocalQueue of the config names it. kube-system and tally's own namespace
+// (own) never are. cfg may be nil before any config has loaded.
+func Managed(cfg *Config, name, annotation, own string) bool {
+	if name == "kube-system" || name == own {
+		return false
+	}
+	return annotation != "" || len(cfg.LocalQueuesIn(name)) > 0
 }

@@ -470,8 +470,8 @@ func TestParseFilesSeedGPU(t *testing.T) {
 	if q.Nominal != 100<<30 {
 		t.Errorf("memory quota = %d bytes, want 100Gi", q.Nominal)
 	}
-	if cq := got.Queue("team-a", map[string]string{queues.LabelKueueQueueName: "team-a-queue"}, ""); cq != "cluster-queue-a" {
-		t.Errorf("Queue(team-a, team-a-queue) = %q, want cluster-queue-a", cq)
+	if cq, err := got.Route("team-a", "", map[string]string{queues.LabelKueueQueueName: "team-a-queue"}); cq != "cluster-queue-a" || err != nil {
+		t.Errorf("Route(team-a, team-a-queue) = %q, %v; want cluster-queue-a", cq, err)
 	}
 }
 

@@ -23,8 +23,14 @@ func NewStore(cfg *Config) *Store {
 	return s
 }
 
-// Load returns the Config in force, or nil if none has loaded yet.
-func (s *Store) Load() *Config { return s.cfg.Load() }
+// Load returns the Config in force, or nil if none has loaded yet (or s
+// is nil).
+func (s *Store) Load() *Config {
+	if s == nil {
+		return nil
+	}
+	return s.cfg.Load()
+}
 
 // Set puts cfg in force.
 func (s *Store) Set(cfg *Config) {

@@ -1,20 +1,27 @@
 // Package webhook serves tally's admission webhooks and describes their
 // configurations.
 //
-//   - Jobs (mutating, CREATE, managed namespaces only): suspend the Job,
-//     label its state and queue, and pin it to its candidate flavors.
+//   - Jobs (mutating, CREATE, managed namespaces only): route the Job to
+//     its ClusterQueue (queues.Config.Route: Kueue's queue-name through a
+//     LocalQueue, the tally.dev/cluster-queue label, the namespace's
+//     annotation, its LocalQueue named default), then suspend it, label its
+//     state and queue, and pin it to its candidate flavors. An unknown
+//     LocalQueue is denied; a Job no rule routes is let through unqueued,
+//     with a warning.
 //   - Jobs (validating, UPDATE, managed namespaces only): only tally may
 //     un-suspend a managed Job, touch its tally.dev/ labels and
 //     annotations (tally.dev/priority-class aside), change where its pods may run, or raise the pod count of
 //     a running one. tally is known by its user name (JobGuard.Users).
 //   - Namespaces (mutating): keep the tally.dev/managed label in step with
-//     the tally.dev/cluster-queue annotation.
+//     the tally.dev/cluster-queue annotation and the config's LocalQueues.
 //   - Namespaces (validating): deny an annotation that names an unknown
 //     ClusterQueue.
 //   - ConfigMaps (validating): deny a config that does not validate.
 //
-// Handlers read only in-memory state: the config Store and the manager's
-// cache. They never call the API server; WhoAmI runs once, at start-up.
+// Handlers read in-memory state: the config Store and the manager's cache.
+// The one call to the API server is the Job webhook's read of a Namespace
+// its cache does not hold yet; if that fails too, the create is denied
+// (retryable), never let through unqueued. WhoAmI runs once, at start-up.
 //
 // It may import tally's queues and flavors packages, the Kubernetes API
 // machinery and controller-runtime; never ledger or main.

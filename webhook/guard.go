@@ -32,7 +32,7 @@ const maxListed = 10
 
 // JobGuard keeps tally's decisions about a Job in tally's hands: on an
 // UPDATE by anyone but tally, it denies changes to the tally.dev/ labels and
-// annotations and, on a Job tally manages, un-suspending it, changing where
+// annotations and to Kueue's kueue.x-k8s.io/queue-name label and, on a Job tally manages, un-suspending it, changing where
 // its pods may run, and raising the pod count of a running Job.
 type JobGuard struct {
 	// Users are the user names tally itself acts as; their updates pass.
@@ -114,12 +114,14 @@ func GuardJob(old, job *batchv1.Job) field.ErrorList {
 }
 
 // reservedKeys reports every tally.dev/ key added, changed or removed
-// between old and cur, except the priority class label, which users set.
+// between old and cur, except the priority class label, which users set,
+// and of the labels also Kueue's queue-name, which chose the queue.
 func reservedKeys(p *field.Path, kind string, old, cur map[string]string) field.ErrorList {
 	seen := map[string]bool{}
 	for _, m := range []map[string]string{old, cur} {
 		for k := range m {
-			if strings.HasPrefix(k, "tally.dev/") && !(kind == "label" && k == queues.LabelPriorityClass) {
+			if strings.HasPrefix(k, "tally.dev/") && !(kind == "label" && k == queues.LabelPriorityClass) ||
+				kind == "label" && k == queues.LabelKueueQueueName {
 				seen[k] = true
 			}
 		}
@@ -138,7 +140,7 @@ func reservedKeys(p *field.Path, kind string, old, cur map[string]string) field.
 			verb = "remove"
 		}
 		why := fmt.Sprintf("tally records its decisions in the tally.dev/ %ss", kind)
-		if kind == "label" && k == queues.LabelQueue {
+		if kind == "label" && (k == queues.LabelQueue || k == queues.LabelKueueQueueName) {
 			why = "the queue is fixed when the Job is created (delete and re-create the Job to use another ClusterQueue)"
 		}
 		errs = append(errs, field.Forbidden(p.Key(k), fmt.Sprintf("only tally may %s this %s of a Job in a managed namespace; %s", verb, kind, why)))

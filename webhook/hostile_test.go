@@ -254,8 +254,8 @@ func TestHostileJobMutator(t *testing.T) {
 			want: patchedTo(`"suspend":true`, "")},
 		hostile{name: "unknown fields are ignored", req: create(rawJob(`,"evil":{"x":1}`, `,"evil":[1]`, "", `{"cpu":"1"}`)), want: patchedTo(pending, "")},
 		hostile{name: "an UPDATE is not mutated", req: hostileReq{op: "UPDATE", ns: "team", obj: `"garbage"`}, want: allowed("")},
-		hostile{name: "a namespace tally does not know", req: hostileReq{op: "CREATE", ns: "ghost", obj: `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"}}`},
-			want: allowed("namespace not known to tally")},
+		hostile{name: "a namespace tally cannot read is denied, not let through unqueued", req: hostileReq{op: "CREATE", ns: "ghost", obj: `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"}}`},
+			want: answer{code: http.StatusServiceUnavailable, msg: "tally: cannot read namespace ghost to queue this Job"}},
 	)
 	runHostile(t, newMutator(t, testConfig(t)), cases)
 }
@@ -370,7 +370,8 @@ func TestHostileNamespaceMutator(t *testing.T) {
 			want: patchedTo(`"tally.dev/managed":"true"`, "")},
 		hostile{name: "a namespace of a future version", req: op(`{"apiVersion":"v2","kind":"Namespace"}`), want: badRequest(`no kind "Namespace" is registered for version "v2"`)},
 	)
-	runHostile(t, &NamespaceMutator{Namespace: "tally-system", Decoder: hostileDecoder()}, cases)
+	// A config in force that names no namespace in a LocalQueue.
+	runHostile(t, &NamespaceMutator{Store: queues.NewStore(&queues.Config{}), Namespace: "tally-system", Decoder: hostileDecoder()}, cases)
 }
 
 func TestHostileNamespaceValidator(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 
@@ -25,12 +26,16 @@ import (
 // JobPath is where the Job mutating webhook is served.
 const JobPath = "/mutate-batch-v1-job"
 
-// JobMutator queues new Jobs of bound namespaces: it suspends them, labels
-// their state and queue, and requires their candidate flavors' nodes.
+// JobMutator queues new Jobs of managed namespaces: it suspends them,
+// labels their state and queue, and requires their candidate flavors'
+// nodes.
 type JobMutator struct {
 	Store *queues.Store
 	// Namespaces reads Namespaces from an in-memory cache.
 	Namespaces client.Reader
+	// APIReader reads a Namespace from the API server when the cache does
+	// not hold it yet (a namespace bound and used at once).
+	APIReader client.Reader
 	// Namespace is tally's own namespace.
 	Namespace string
 	Decoder   admission.Decoder
@@ -50,16 +55,34 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if req.Namespace != "" || job.Namespace == "" {
 		job.Namespace = req.Namespace
 	}
-	ns := &corev1.Namespace{}
-	if err := m.Namespaces.Get(ctx, client.ObjectKey{Name: job.Namespace}, ns); err != nil {
-		return admission.Allowed("namespace not known to tally")
+	ns, err := m.namespace(ctx, job.Namespace)
+	if err != nil {
+		// The webhook is called only for namespaces labelled managed, so
+		// letting the Job through would let it run unqueued.
+		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+			"tally: cannot read namespace %s to queue this Job (%v); this is temporary, retry the request", job.Namespace, err))
 	}
-	nsQueue := ns.Annotations[queues.AnnotationNamespaceQueue]
-	if !queues.Managed(ns.Name, nsQueue, m.Namespace) {
-		return admission.Allowed("namespace not bound to a ClusterQueue")
+	cfg := m.Store.Load()
+	annotation := ns.Annotations[queues.AnnotationNamespaceQueue]
+	if !queues.Managed(cfg, ns.Name, annotation, m.Namespace) {
+		if cfg == nil && ns.Labels[queues.LabelManaged] == "true" {
+			// Bound by LocalQueues this replica cannot see yet.
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+				"tally: namespace %s is managed, but this tally replica has not loaded a valid config yet; retry the request", ns.Name))
+		}
+		return admission.Allowed("namespace not managed by tally")
+	}
+	queue, err := cfg.Route(ns.Name, annotation, job.Labels)
+	if err != nil {
+		return admission.Denied("tally: " + err.Error())
+	}
+	if queue == "" {
+		resp := admission.Allowed("no queue")
+		resp.Warnings = []string{unqueuedWarning(cfg, ns.Name)}
+		return resp
 	}
 	before := mutable(job)
-	warnings, err := MutateJob(m.Store.Load(), job, nsQueue, ns.Labels)
+	warnings, err := MutateJob(cfg, job, queue, ns.Labels)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
@@ -69,6 +92,27 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	resp.Warnings = warnings
 	return resp
+}
+
+// namespace reads a Namespace from the cache, and from the API server when
+// the cache does not hold it.
+func (m *JobMutator) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	err := m.Namespaces.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if err == nil || m.APIReader == nil {
+		return ns, err
+	}
+	if err := m.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, err
+	}
+	return ns, nil
+}
+
+// unqueuedWarning tells the user of a managed namespace that their Job
+// named no queue and none applies, so it runs outside any quota.
+func unqueuedWarning(cfg *queues.Config, ns string) string {
+	return fmt.Sprintf("tally: this Job is not queued and runs outside any quota: it has no %s label, and namespace %s has no %s annotation and no LocalQueue named %s (its LocalQueues: %s)",
+		queues.LabelKueueQueueName, ns, queues.AnnotationNamespaceQueue, queues.DefaultLocalQueue, strings.Join(cfg.LocalQueuesIn(ns), ", "))
 }
 
 // jobFields are the parts of a Job that MutateJob may change.
@@ -107,12 +151,13 @@ func (f jobFields) patch(after jobFields) []jsonpatch.Operation {
 	return ops
 }
 
-// MutateJob applies tally's creation-time changes to job, in a namespace
-// bound to nsQueue with labels nsLabels. It is idempotent: the Job's own
-// affinity terms are kept in an annotation the first time, and read back
-// from it after. cfg may be nil before any config has loaded; the Job is
-// then queued as pending and sorted out by the ledger.
-func MutateJob(cfg *queues.Config, job *batchv1.Job, nsQueue string, nsLabels map[string]string) ([]string, error) {
+// MutateJob applies tally's creation-time changes to job, queued in
+// ClusterQueue queue (see queues.Config.Route) in a namespace with labels
+// nsLabels. It is idempotent: the Job's own affinity terms are kept in an
+// annotation the first time, and read back from it after. cfg may be nil
+// before any config has loaded; the Job is then queued as pending and
+// sorted out by the ledger.
+func MutateJob(cfg *queues.Config, job *batchv1.Job, queue string, nsLabels map[string]string) ([]string, error) {
 	if job.Labels == nil {
 		job.Labels = map[string]string{}
 	}
@@ -130,10 +175,6 @@ func MutateJob(cfg *queues.Config, job *batchv1.Job, nsQueue string, nsLabels ma
 	job.Annotations[queues.AnnotationUserAffinity] = queues.EncodeUserTerms(user)
 	job.Spec.Suspend = ptr.To(true)
 
-	queue := nsQueue
-	if cfg != nil {
-		queue = cfg.Queue(job.Namespace, job.Labels, nsQueue)
-	}
 	job.Labels[queues.LabelQueue] = queue
 	job.Labels[queues.LabelState] = string(queues.StatePending)
 	if cfg == nil {

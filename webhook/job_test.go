@@ -67,6 +67,16 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
 metadata: {name: lq, namespace: team}
 spec: {clusterQueue: other}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: x, namespace: lq-only}
+spec: {clusterQueue: other}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: default, namespace: lq-default}
+spec: {clusterQueue: q}
 `
 
 func testConfig(t testing.TB) *queues.Config {
@@ -103,6 +113,12 @@ func newMutator(t testing.TB, cfg *queues.Config) *JobMutator {
 			"team":         {ObjectMeta: metav1.ObjectMeta{Name: "team", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "q"}}},
 			"unbound":      {ObjectMeta: metav1.ObjectMeta{Name: "unbound"}},
 			"tally-system": {ObjectMeta: metav1.ObjectMeta{Name: "tally-system", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "q"}}},
+			"lq-only":      {ObjectMeta: metav1.ObjectMeta{Name: "lq-only", Labels: map[string]string{queues.LabelManaged: "true"}}},
+			"lq-default":   {ObjectMeta: metav1.ObjectMeta{Name: "lq-default", Labels: map[string]string{queues.LabelManaged: "true"}}},
+		},
+		// The API server knows a namespace the cache has not seen yet.
+		APIReader: nsReader{
+			"fresh": {ObjectMeta: metav1.ObjectMeta{Name: "fresh", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "q"}}},
 		},
 		Namespace: "tally-system",
 		Decoder:   admission.NewDecoder(scheme),
@@ -241,7 +257,7 @@ func TestJobMutationCases(t *testing.T) {
 	cases := []struct {
 		name      string
 		job       func() *batchv1.Job
-		cfg       *queues.Config
+		noConfig  bool // none has loaded yet
 		allowed   bool
 		mutated   bool
 		state     string
@@ -249,9 +265,27 @@ func TestJobMutationCases(t *testing.T) {
 		terms     int
 		warning   string
 		errSubstr string
+		code      int32 // of a denial
 	}{
 		{name: "unbound namespace passes untouched", job: func() *batchv1.Job { return makeJob("unbound", "1") }, allowed: true},
-		{name: "unknown namespace passes untouched", job: func() *batchv1.Job { return makeJob("ghost", "1") }, allowed: true},
+		{name: "a namespace neither the cache nor the API server can read is denied, retryably", job: func() *batchv1.Job { return makeJob("ghost", "1") },
+			code: http.StatusServiceUnavailable, errSubstr: `tally: cannot read namespace ghost to queue this Job (namespace "ghost" not found); this is temporary, retry the request`},
+		{name: "a namespace the cache misses is read from the API server", job: func() *batchv1.Job { return makeJob("fresh", "1") },
+			allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
+		{name: "an unknown queue-name is denied with the namespace's LocalQueues", job: func() *batchv1.Job {
+			j := makeJob("team", "1")
+			j.Labels = map[string]string{queues.LabelKueueQueueName: "nope"}
+			return j
+		}, code: http.StatusForbidden, errSubstr: `tally: metadata.labels[kueue.x-k8s.io/queue-name]: LocalQueue "nope" does not exist in namespace team; its LocalQueues: lq`},
+		{name: "a namespace with LocalQueues only is managed through them", job: func() *batchv1.Job {
+			j := makeJob("lq-only", "1")
+			j.Labels = map[string]string{queues.LabelKueueQueueName: "x"}
+			return j
+		}, allowed: true, mutated: true, state: "pending", queue: "other", terms: 1},
+		{name: "no queue-name and no default LocalQueue: created unqueued, with a warning", job: func() *batchv1.Job { return makeJob("lq-only", "1") },
+			allowed: true, warning: "tally: this Job is not queued and runs outside any quota: it has no kueue.x-k8s.io/queue-name label, and namespace lq-only has no tally.dev/cluster-queue annotation and no LocalQueue named default (its LocalQueues: x)"},
+		{name: "no queue-name goes to the LocalQueue named default", job: func() *batchv1.Job { return makeJob("lq-default", "1") },
+			allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
 		{name: "tally's own namespace is never managed", job: func() *batchv1.Job { return makeJob("tally-system", "1") }, allowed: true},
 		{name: "a Job that fits is pending with both candidates", job: func() *batchv1.Job { return makeJob("team", "1") }, allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
 		{name: "a nodeSelector narrows the candidates", job: func() *batchv1.Job {
@@ -292,8 +326,12 @@ func TestJobMutationCases(t *testing.T) {
 			j.Spec.Suspend = &f
 			return j
 		}, allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
-		{name: "before any config the Job waits as pending", cfg: nil, job: func() *batchv1.Job { return makeJob("team", "1") },
+		{name: "before any config the Job waits as pending", noConfig: true, job: func() *batchv1.Job { return makeJob("team", "1") },
 			allowed: true, mutated: true, state: "pending", queue: "q", warning: "has not loaded a valid config"},
+		{name: "before any config a namespace labelled managed by its LocalQueues is denied, retryably", noConfig: true,
+			job: func() *batchv1.Job { return makeJob("lq-only", "1") }, code: http.StatusServiceUnavailable,
+			errSubstr: "tally: namespace lq-only is managed, but this tally replica has not loaded a valid config yet; retry the request"},
+		{name: "before any config an unbound namespace passes untouched", noConfig: true, job: func() *batchv1.Job { return makeJob("unbound", "1") }, allowed: true},
 		{name: "a malformed user-affinity annotation is rejected", job: func() *batchv1.Job {
 			j := makeJob("team", "1")
 			j.Annotations = map[string]string{queues.AnnotationUserAffinity: "{not json"}
@@ -303,7 +341,7 @@ func TestJobMutationCases(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cfg
-			if tc.name == "before any config the Job waits as pending" {
+			if tc.noConfig {
 				c = nil
 			}
 			m := newMutator(t, c)
@@ -315,10 +353,17 @@ func TestJobMutationCases(t *testing.T) {
 				if !strings.Contains(resp.Result.Message, tc.errSubstr) {
 					t.Fatalf("message %q does not contain %q", resp.Result.Message, tc.errSubstr)
 				}
+				if tc.code != 0 && resp.Result.Code != tc.code {
+					t.Fatalf("code %d, want %d", resp.Result.Code, tc.code)
+				}
 				return
 			}
 			if tc.mutated != (len(resp.Patches) > 0) {
 				t.Fatalf("mutated = %v, want %v", len(resp.Patches) > 0, tc.mutated)
+			}
+			w := strings.Join(resp.Warnings, "\n")
+			if (tc.warning == "") != (w == "") || !strings.Contains(w, tc.warning) {
+				t.Errorf("warnings %q, want one containing %q", w, tc.warning)
 			}
 			if !tc.mutated {
 				return
@@ -331,10 +376,6 @@ func TestJobMutationCases(t *testing.T) {
 			}
 			if !*got.Spec.Suspend {
 				t.Errorf("not suspended")
-			}
-			w := strings.Join(resp.Warnings, "\n")
-			if (tc.warning == "") != (w == "") || !strings.Contains(w, tc.warning) {
-				t.Errorf("warnings %q, want one containing %q", w, tc.warning)
 			}
 		})
 	}

@@ -20,9 +20,11 @@ const (
 	NamespaceValidatePath = "/validate-v1-namespace"
 )
 
-// NamespaceMutator keeps the tally.dev/managed label on exactly the bound
-// namespaces.
+// NamespaceMutator keeps the tally.dev/managed label on exactly the managed
+// namespaces: those with the tally.dev/cluster-queue annotation or named by
+// a LocalQueue of the config in force.
 type NamespaceMutator struct {
+	Store     *queues.Store
 	Namespace string
 	Decoder   admission.Decoder
 }
@@ -36,8 +38,14 @@ func (m *NamespaceMutator) Handle(_ context.Context, req admission.Request) admi
 	if err := m.Decoder.DecodeRaw(req.Object, ns); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Namespace: %w", err))
 	}
-	want := queues.Managed(ns.Name, ns.Annotations[queues.AnnotationNamespaceQueue], m.Namespace)
+	cfg := m.Store.Load()
+	want := queues.Managed(cfg, ns.Name, ns.Annotations[queues.AnnotationNamespaceQueue], m.Namespace)
 	if want == (ns.Labels[queues.LabelManaged] == "true") {
+		return admission.Allowed("")
+	}
+	if cfg == nil && !want {
+		// LocalQueues may name it in a config this replica has not
+		// loaded yet: the ledger settles the label.
 		return admission.Allowed("")
 	}
 	if want {

@@ -3,7 +3,8 @@
 #
 # Starts (or reuses) a local kwok cluster "tally-demo", runs tally against it
 # in the background with self-signed certificates and registered webhooks,
-# loads examples/demo/queues.yaml, binds namespaces team-a and team-b, and
+# loads examples/demo/queues.yaml with the seed's ClusterQueue and LocalQueue,
+# binds namespace team-a by its LocalQueues and team-b by annotation, and
 # submits the plain Jobs of e2e/demo/jobs/. It then shows them queue, borrow,
 # get preempted and finish, and leaves everything running:
 #   .demo/kubeconfig   the cluster's kubeconfig
@@ -103,9 +104,19 @@ k get nodes -L kueue.x-k8s.io/default-flavor,node-type
 
 # --- config ------------------------------------------------------------------
 stop_tally
-say "Loading examples/demo/queues.yaml into ConfigMap $NAMESPACE/tally-config"
+# The demo's queues, then the seed's ClusterQueue and LocalQueue unchanged
+# (its ResourceFlavor is the demo's nvidia-gpu-flavor, with the same labels).
+CONFIG=$DEMO/queues.yaml
+{
+  cat examples/demo/queues.yaml
+  for f in cluster-queue local-queue; do
+    printf '%s\n' '---'
+    cat "examples/seed-gpu/$f.yaml"
+  done
+} >"$CONFIG"
+say "Loading examples/demo/queues.yaml and the seed's cluster-queue.yaml and local-queue.yaml into ConfigMap $NAMESPACE/tally-config"
 k create namespace "$NAMESPACE" --dry-run=client -o yaml | k apply -f - >/dev/null
-k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml=examples/demo/queues.yaml \
+k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml="$CONFIG" \
   --dry-run=client -o yaml | k apply -f -
 
 # --- tally -------------------------------------------------------------------
@@ -123,15 +134,17 @@ until http_ok "$PROBE_ADDR" /readyz 2>/dev/null; do
 done
 echo "tally is ready (pid $(cat "$DEMO/tally.pid"))"
 # Re-apply now that the validating webhook is up, so it checks the config too.
-k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml=examples/demo/queues.yaml \
+k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml="$CONFIG" \
   --dry-run=client -o yaml | k apply -f - >/dev/null
 
 # --- namespaces --------------------------------------------------------------
-say "Binding namespaces: team-a -> team-a-cq, team-b -> team-b-cq"
+say "Binding namespaces: team-a by its LocalQueues (default -> team-a-cq, team-a-queue -> cluster-queue-a), team-b by annotation (-> team-b-cq)"
 for t in a b; do
   k create namespace "team-$t" --dry-run=client -o yaml | k apply -f - >/dev/null
-  k annotate namespace "team-$t" --overwrite "tally.dev/cluster-queue=team-$t-cq"
 done
+# team-a has no annotation: the LocalQueue documents of the config name it.
+k annotate namespace team-a tally.dev/cluster-queue- >/dev/null 2>&1 || true
+k annotate namespace team-b --overwrite tally.dev/cluster-queue=team-b-cq
 ns_managed() { [ "$(k get namespace "$1" -o jsonpath='{.metadata.labels.tally\.dev/managed}')" = true ]; }
 for t in a b; do
   # The Job webhook only sees namespaces with this label.
@@ -157,8 +170,10 @@ show() {
   k get jobs -A -l "$SELECTOR" -L tally.dev/state,tally.dev/cluster-queue
 }
 
-say "Submitting team A's eight 1-GPU training Jobs and the CPU Jobs (plain batch/v1, no tally labels)"
+say "Submitting team A's eight 1-GPU training Jobs and the CPU Jobs (plain batch/v1, no labels: team A's go to its LocalQueue default)"
 k apply -f "$JOBS_DIR/10-team-a-training.yaml" -f "$JOBS_DIR/20-cpu.yaml"
+say "Submitting a Job labelled kueue.x-k8s.io/queue-name: team-a-queue, as in the seed's setup guide (-> cluster-queue-a)"
+k apply -f "$JOBS_DIR/50-team-a-seed-queue.yaml"
 wait_until 60 "tally admitting team A's Jobs" admitted_at_least team-a 6
 show
 
@@ -223,9 +238,11 @@ $(printf '\033[1m')The demo cluster is up and tally keeps running.$(printf '\033
   kubectl get events -n team-a --sort-by=.lastTimestamp
   tail -f .demo/tally.log
 
-Queues: examples/demo/queues.yaml, in ConfigMap $NAMESPACE/tally-config
+Queues: examples/demo/queues.yaml and the seed's ClusterQueue and LocalQueue
+(examples/seed-gpu/), in ConfigMap $NAMESPACE/tally-config
 (edit it with kubectl edit configmap -n $NAMESPACE tally-config).
-Bind another namespace: kubectl annotate ns NAME tally.dev/cluster-queue=team-a-cq
+Bind another namespace: kubectl annotate ns NAME tally.dev/cluster-queue=team-a-cq,
+or add a LocalQueue document that names it to the config.
 
 Run make demo again to restart tally and re-submit the Jobs; make demo-down removes it all.
 EOF

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,15 +12,54 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // NewClient returns an uncached client (with Watch) for the kubeconfig.
 func NewClient(kubeconfig string) (client.WithWatch, error) {
+	return newClient(kubeconfig, nil)
+}
+
+// Warnings collects the warnings the API server returns, such as those of
+// admission webhooks.
+type Warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+// HandleWarningHeaderWithContext implements rest.WarningHandlerWithContext.
+func (w *Warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+// Take returns the warnings collected since the last Take.
+func (w *Warnings) Take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.list
+	w.list = nil
+	return out
+}
+
+// NewClientWithWarnings returns a client like NewClient whose requests'
+// warnings are collected in the Warnings returned.
+func NewClientWithWarnings(kubeconfig string) (client.WithWatch, *Warnings, error) {
+	w := &Warnings{}
+	c, err := newClient(kubeconfig, w)
+	return c, w, err
+}
+
+func newClient(kubeconfig string, warnings rest.WarningHandlerWithContext) (client.WithWatch, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, err
+	}
+	if warnings != nil {
+		cfg.WarningHandlerWithContext = warnings
 	}
 	cfg.QPS, cfg.Burst = 200, 400
 	scheme := runtime.NewScheme()
@@ -59,14 +99,20 @@ func CreateNamespace(ctx context.Context, c client.Client, name, clusterQueue st
 }
 
 // BindNamespace creates a namespace bound to clusterQueue and waits until
-// Jobs created in it go through tally's webhook: the namespace carries
-// tally.dev/managed=true and a server-side dry-run of a Job comes back
-// suspended and labelled. Without the second check, a Job created just
-// after the label appears may still miss the webhook.
+// Jobs created in it go through tally's webhook (see WaitManaged).
 func BindNamespace(ctx context.Context, c client.Client, name, clusterQueue string) error {
 	if err := CreateNamespace(ctx, c, name, clusterQueue); err != nil {
 		return err
 	}
+	return WaitManaged(ctx, c, name, nil)
+}
+
+// WaitManaged waits until Jobs with probeLabels created in namespace name
+// go through tally's webhook: the namespace carries tally.dev/managed=true
+// and a server-side dry-run of such a Job comes back suspended and
+// labelled. Without the second check, a Job created just after the label
+// appears may still miss the webhook.
+func WaitManaged(ctx context.Context, c client.Client, name string, probeLabels map[string]string) error {
 	return Poll(ctx, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
 		ns := &corev1.Namespace{}
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
@@ -75,7 +121,11 @@ func BindNamespace(ctx context.Context, c client.Client, name, clusterQueue stri
 		if ns.Labels[LabelManaged] != "true" {
 			return false, fmt.Sprintf("namespace %s labels %v", name, ns.Labels), nil
 		}
-		probe := NewJob(name, "webhook-probe").Obj()
+		b := NewJob(name, "webhook-probe")
+		for k, v := range probeLabels {
+			b.Label(k, v)
+		}
+		probe := b.Obj()
 		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
 			return false, "dry-run Job: " + err.Error(), nil
 		}

@@ -20,6 +20,7 @@ const (
 	LabelQueue           = "tally.dev/cluster-queue"
 	LabelManaged         = "tally.dev/managed"
 	LabelPriorityClass   = "tally.dev/priority-class"
+	LabelKueueQueueName  = "kueue.x-k8s.io/queue-name"
 	AnnotationQueue      = "tally.dev/cluster-queue"
 	AnnotationFlavors    = "tally.dev/flavors"
 	AnnotationAdmittedAt = "tally.dev/admitted-at"

@@ -1,0 +1,135 @@
+package queues_test
+
+import (
+	"strings"
+	"testing"
+
+	"tally.dev/tally/queues"
+)
+
+// routeConfig has two ClusterQueues and LocalQueues in two namespaces:
+// team-a has no LocalQueue named default, team-b has one.
+const routeConfig = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: f}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq-a}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cq-b}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: team-a-queue, namespace: team-a}
+spec: {clusterQueue: cq-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: other, namespace: team-a}
+spec: {clusterQueue: cq-b}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: default, namespace: team-b}
+spec: {clusterQueue: cq-b}
+`
+
+func parseRouteConfig(t *testing.T) *queues.Config {
+	t.Helper()
+	cfg, _, errs := queues.Parse([]byte(routeConfig))
+	if len(errs) > 0 {
+		t.Fatalf("config: %v", errs)
+	}
+	return cfg
+}
+
+func TestRoute(t *testing.T) {
+	cfg := parseRouteConfig(t)
+	qn := func(name string) map[string]string { return map[string]string{queues.LabelKueueQueueName: name} }
+	for _, tc := range []struct {
+		name        string
+		cfg         *queues.Config
+		ns, ann     string
+		labels      map[string]string
+		want, error string
+	}{
+		{name: "queue-name picks the LocalQueue", cfg: cfg, ns: "team-a", labels: qn("team-a-queue"), want: "cq-a"},
+		{name: "queue-name wins over the annotation", cfg: cfg, ns: "team-a", ann: "cq-b", labels: qn("team-a-queue"), want: "cq-a"},
+		{name: "queue-name wins over the cluster-queue label", cfg: cfg, ns: "team-a",
+			labels: map[string]string{queues.LabelKueueQueueName: "other", queues.LabelQueue: "cq-a"}, want: "cq-b"},
+		{name: "unknown queue-name lists the namespace's LocalQueues", cfg: cfg, ns: "team-a", labels: qn("nope"),
+			error: `metadata.labels[kueue.x-k8s.io/queue-name]: LocalQueue "nope" does not exist in namespace team-a; its LocalQueues: other, team-a-queue`},
+		{name: "unknown queue-name never falls back to the annotation", cfg: cfg, ns: "team-c", ann: "cq-a", labels: qn("nope"),
+			error: `metadata.labels[kueue.x-k8s.io/queue-name]: LocalQueue "nope" does not exist in namespace team-c; it has none`},
+		{name: "a LocalQueue of another namespace is unknown", cfg: cfg, ns: "team-b", labels: qn("team-a-queue"),
+			error: `LocalQueue "team-a-queue" does not exist in namespace team-b; its LocalQueues: default`},
+		{name: "queue-name before any config", ns: "team-a", ann: "cq-a", labels: qn("team-a-queue"),
+			error: `tally has not loaded a valid config yet`},
+		{name: "cluster-queue label names the ClusterQueue", cfg: cfg, ns: "team-a", ann: "cq-a",
+			labels: map[string]string{queues.LabelQueue: "cq-b"}, want: "cq-b"},
+		{name: "the annotation", cfg: cfg, ns: "team-a", ann: "cq-b", want: "cq-b"},
+		{name: "the annotation wins over the default LocalQueue", cfg: cfg, ns: "team-b", ann: "cq-a", want: "cq-a"},
+		{name: "the default LocalQueue", cfg: cfg, ns: "team-b", want: "cq-b"},
+		{name: "LocalQueues but no default: not queued", cfg: cfg, ns: "team-a", want: ""},
+		{name: "neither annotation nor LocalQueue: not queued", cfg: cfg, ns: "team-c", want: ""},
+		{name: "annotation before any config", ns: "team-a", ann: "cq-a", want: "cq-a"},
+		{name: "nothing before any config", ns: "team-a", want: ""},
+		{name: "an empty queue-name is no queue-name", cfg: cfg, ns: "team-b", labels: qn(""), want: "cq-b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.cfg.Route(tc.ns, tc.ann, tc.labels)
+			if tc.error != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.error) {
+					t.Fatalf("Route = %q, %v; want error containing %q", got, err, tc.error)
+				}
+				if got != "" {
+					t.Errorf("Route returned queue %q with its error", got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Route = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestManaged(t *testing.T) {
+	cfg := parseRouteConfig(t)
+	for _, tc := range []struct {
+		cfg       *queues.Config
+		ns, ann   string
+		want      bool
+		condition string
+	}{
+		{cfg, "team-a", "", true, "named by a LocalQueue"},
+		{cfg, "team-b", "", true, "named by a default LocalQueue"},
+		{cfg, "team-c", "", false, "neither annotated nor named"},
+		{cfg, "team-c", "cq-a", true, "annotated"},
+		{nil, "team-a", "", false, "no config: LocalQueues unknown"},
+		{nil, "team-a", "cq-a", true, "no config, annotated"},
+		{cfg, "kube-system", "cq-a", false, "kube-system"},
+		{cfg, "tally-system", "cq-a", false, "tally's own namespace"},
+	} {
+		if got := queues.Managed(tc.cfg, tc.ns, tc.ann, "tally-system"); got != tc.want {
+			t.Errorf("%s: Managed(%s, %q) = %v, want %v", tc.condition, tc.ns, tc.ann, got, tc.want)
+		}
+	}
+	if got := cfg.LocalQueuesIn("team-a"); len(got) != 2 || got[0] != "other" || got[1] != "team-a-queue" {
+		t.Errorf("LocalQueuesIn(team-a) = %v, want [other team-a-queue]", got)
+	}
+}
