@@ -24,8 +24,10 @@
 //   - The API server is the only source of truth. Everything here is rebuilt
 //     from the informers on start, and no pass runs before they have synced,
 //     so a restart never admits twice.
-//   - Events can be missed or reordered: a periodic full recount of usage
-//     from the known Jobs repairs drift and logs it.
+//   - Events can be missed or reordered: a periodic recount compares the
+//     ledger with the informer's Jobs, replays what it missed (once the
+//     difference has lasted recountSettle), and rebuilds usage, logging and
+//     counting what it repaired.
 //   - Event handling is O(change): a handler touches one Job's entry, one
 //     pending tree and one usage cell set.
 //

@@ -366,6 +366,7 @@ func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
 		l.usage[queue] = cur
 	}
 	cur.Add(u)
+	l.metrics.setUsage(queue, cur, u)
 }
 
 func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
@@ -374,6 +375,7 @@ func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
 		if len(cur) == 0 {
 			delete(l.usage, queue)
 		}
+		l.metrics.setUsage(queue, cur, u)
 	}
 }
 

@@ -79,6 +79,8 @@ type Ledger struct {
 	labelQueue workqueue.TypedRateLimitingInterface[types.UID]
 	nsQueue    workqueue.TypedRateLimitingInterface[string]
 	metrics    *metrics
+	// listJobs lists the informer's Jobs, for the recount.
+	listJobs func(context.Context) ([]batchv1.Job, error)
 }
 
 type nsInfo struct {
@@ -120,7 +122,8 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
 		nsQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
-		metrics: newMetrics(),
+		metrics:  newMetrics(),
+		listJobs: cachedJobs(c),
 	}
 }
 
@@ -181,7 +184,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 			l.reconfigure(l.store.Load())
 			l.captureManaged(ctx)
 		case <-recount.C():
-			l.recount()
+			l.recount(ctx)
 			l.poke()
 		case <-l.wake:
 		case <-arrivals:

@@ -16,6 +16,7 @@ type metrics struct {
 	admitted    prometheus.Counter
 	preempted   prometheus.Counter
 	drift       prometheus.Counter
+	repairs     *prometheus.CounterVec
 	passSeconds prometheus.Histogram
 }
 
@@ -39,6 +40,9 @@ func newMetrics() *metrics {
 		drift: register(prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_usage_drift_repairs_total", Help: "ClusterQueues whose usage a recount had to repair.",
 		})),
+		repairs: register(prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_recount_repairs_total", Help: "Job events the ledger missed and a recount replayed, by kind: missed-admission, missed-finish, missed-delete, missed-update.",
+		}, []string{"kind"})),
 		passSeconds: register(prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tally_admission_pass_seconds", Help: "Time one admission pass holds the ledger.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
@@ -60,12 +64,20 @@ func register[C prometheus.Collector](c C) C {
 	return c
 }
 
-func (m *metrics) observeUsage(usage map[string]queues.Usage) {
-	m.usage.Reset()
-	for q, u := range usage {
-		for fr, a := range u {
-			m.usage.WithLabelValues(q, fr.Flavor, string(fr.Resource)).Set(float64(a))
-		}
+// setUsage sets the usage gauge of the cells of queue named in changed to
+// their value in cur: 0 for a cell cur no longer holds.
+func (m *metrics) setUsage(queue string, cur, changed queues.Usage) {
+	for fr := range changed {
+		m.usage.WithLabelValues(queue, fr.Flavor, string(fr.Resource)).Set(float64(cur[fr]))
+	}
+}
+
+// observeUsage sets the usage gauge to a recount's totals, fresh, where
+// the gauge showed old: a cell in old only reads 0.
+func (m *metrics) observeUsage(old, fresh map[string]queues.Usage) {
+	for q := range unionKeys(old, fresh) {
+		m.setUsage(q, fresh[q], old[q])
+		m.setUsage(q, fresh[q], fresh[q])
 	}
 }
 

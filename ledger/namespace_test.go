@@ -111,10 +111,12 @@ func TestNamespacesManagedByLocalQueues(t *testing.T) {
 func TestLateCaptureRoutesLikeTheWebhook(t *testing.T) {
 	l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{Namespace: "tally-system"})
 	l.cfg = parseLQConfig(t)
-	l.synced = true
+	// Seen before the ledger synced: no capture of the namespaces' Jobs
+	// from the (absent) cache is started.
 	l.onNamespace(namespace("lq-ns", nil, nil))
 	l.onNamespace(namespace("lq-only", nil, nil))
 	l.onNamespace(namespace("plain", nil, nil))
+	l.synced = true
 	running := func(ns, name string, labels map[string]string) *batchv1.Job {
 		j := benchJob(0, 1, false)
 		j.Namespace, j.Name, j.UID, j.Labels = ns, name, types.UID(ns+"/"+name), labels
