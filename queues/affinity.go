@@ -3,6 +3,12 @@ package queues
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -14,8 +20,9 @@ import (
 const maxCombos = 32
 
 // Candidates returns the flavor combinations a Workload could be admitted
-// to: for each resource group it uses, the flavors that its nodeSelector and
-// tolerations do not rule out, combined across groups, in preference order.
+// to: for each resource group it uses, the flavors that its nodeSelector,
+// required node affinity and tolerations do not rule out, combined across
+// groups, in preference order.
 func (c *Config) Candidates(cq *ClusterQueue, w *Workload) [][]*flavors.Flavor {
 	combos := [][]*flavors.Flavor{nil}
 	used := map[int]bool{}
@@ -30,7 +37,7 @@ func (c *Config) Candidates(cq *ClusterQueue, w *Workload) [][]*flavors.Flavor {
 		}
 		var fls []*flavors.Flavor
 		for _, fq := range cq.ResourceGroups[gi].Flavors {
-			if f := c.Flavors[fq.Name]; f != nil && f.Mismatch(w.NodeSelector, w.Tolerations) == "" {
+			if f := c.Flavors[fq.Name]; f != nil && w.canRunOn(f) {
 				fls = append(fls, f)
 			}
 		}
@@ -132,4 +139,155 @@ func RequiredTerms(spec *corev1.PodSpec) []corev1.NodeSelectorTerm {
 		return nil
 	}
 	return spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+}
+
+// canRunOn reports whether w's pods could run on f's nodes: its
+// nodeSelector and required node affinity allow f's node labels (see
+// flavors.Flavor.Allows), and it tolerates f's taints.
+func (w *Workload) canRunOn(f *flavors.Flavor) bool {
+	if p := w.placement(); p != nil && !p.allows(f) {
+		return false
+	}
+	return f.Tolerates(w.Tolerations)
+}
+
+// whyNot says why w's pods can never run on f's nodes, or "" if they can.
+func (w *Workload) whyNot(f *flavors.Flavor) string {
+	return f.Mismatch(flavors.Affinity{NodeSelector: w.NodeSelector, Terms: w.NodeAffinity}, w.Tolerations)
+}
+
+// placement returns what w's nodeSelector and required node affinity
+// allow, or nil when they ask nothing.
+func (w *Workload) placement() *placement {
+	if w.place != nil || w.total != nil {
+		return w.place
+	}
+	// Not sealed: worked out afresh, and not kept.
+	if a := (flavors.Affinity{NodeSelector: w.NodeSelector, Terms: w.NodeAffinity}); !a.IsZero() {
+		return &placement{aff: a}
+	}
+	return nil
+}
+
+// maxChecked bounds the flavors a placement remembers. The memo is keyed
+// by flavor object, and each config load makes new ones, so a long-lived
+// placement sheds the old ones by starting over.
+const maxChecked = 64
+
+// placement is what a nodeSelector and required node affinity allow, and
+// which flavors it has been checked against. Every pass asks it about each
+// flavor of each pending Workload's queue; matching against a flavor's
+// labels parses the affinity anew, so the answers are kept. Workloads that
+// ask the same (Jobs made from one template) share one placement.
+type placement struct {
+	aff flavors.Affinity
+
+	mu      sync.Mutex
+	checked []checkedFlavor
+}
+
+type checkedFlavor struct {
+	flavor *flavors.Flavor
+	allows bool
+}
+
+// allows reports whether p allows f's node labels.
+func (p *placement) allows(f *flavors.Flavor) bool {
+	p.mu.Lock()
+	for _, c := range p.checked {
+		if c.flavor == f {
+			p.mu.Unlock()
+			return c.allows
+		}
+	}
+	p.mu.Unlock()
+	ok := f.Allows(p.aff)
+	p.mu.Lock()
+	if len(p.checked) >= maxChecked {
+		p.checked = p.checked[:0]
+	}
+	p.checked = append(p.checked, checkedFlavor{f, ok})
+	p.mu.Unlock()
+	return ok
+}
+
+// placements holds every live placement by what it asks, so Workloads that
+// ask the same share one; an entry goes when its placement is collected.
+var placements = struct {
+	sync.Mutex
+	m map[placementKey]weak.Pointer[placement]
+}{m: map[placementKey]weak.Pointer[placement]{}}
+
+// placementKey is a nodeSelector in a canonical form and required terms in
+// JSON.
+type placementKey struct{ selector, terms string }
+
+// placementOf returns the placement of a nodeSelector and the required
+// terms that enc encodes (as EncodeUserTerms does, or as the
+// AnnotationUserAffinity annotation holds them), or nil when they ask
+// nothing. terms, if not nil, are enc decoded; otherwise enc is decoded
+// unless a Workload that asks the same already holds the placement. A new
+// placement keeps copies: it outlives the Job they came from.
+func placementOf(sel map[string]string, enc string, terms []corev1.NodeSelectorTerm) (*placement, error) {
+	if len(sel) == 0 && enc == "" {
+		return nil, nil
+	}
+	key := placementKey{selectorKey(sel), enc}
+	placements.Lock()
+	p := placements.m[key].Value()
+	placements.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	var own []corev1.NodeSelectorTerm
+	if terms == nil {
+		var err error
+		if own, err = DecodeUserTerms(enc); err != nil {
+			return nil, err
+		}
+	} else if len(terms) > 0 {
+		own = make([]corev1.NodeSelectorTerm, len(terms))
+		for i := range terms {
+			terms[i].DeepCopyInto(&own[i])
+		}
+	}
+	aff := flavors.Affinity{NodeSelector: maps.Clone(sel), Terms: own}
+	if aff.IsZero() {
+		return nil, nil
+	}
+	placements.Lock()
+	defer placements.Unlock()
+	if p := placements.m[key].Value(); p != nil {
+		return p, nil
+	}
+	p = &placement{aff: aff}
+	placements.m[key] = weak.Make(p)
+	runtime.AddCleanup(p, forgetPlacement, key)
+	return p, nil
+}
+
+// forgetPlacement drops the entry of a collected placement, unless a new
+// placement has taken its key since.
+func forgetPlacement(key placementKey) {
+	placements.Lock()
+	defer placements.Unlock()
+	if placements.m[key].Value() == nil {
+		delete(placements.m, key)
+	}
+}
+
+// selectorKey renders a nodeSelector canonically: its entries sorted by
+// key, each as key NUL value NUL (neither may hold a NUL).
+func selectorKey(sel map[string]string) string {
+	if len(sel) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(sel[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }

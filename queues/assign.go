@@ -81,7 +81,7 @@ func (s *Snapshot) Eligible(w *Workload) (*ClusterQueue, Verdict) {
 // Assign finds flavors for w in its ClusterQueue, all or nothing: every
 // resource of every pod set must fit, or nothing is assigned. Flavors are
 // tried in the order the ClusterQueue lists them, skipping those w's
-// nodeSelector or tolerations rule out.
+// nodeSelector, required node affinity or tolerations rule out.
 func (s *Snapshot) Assign(w *Workload) (Assignment, Verdict) {
 	cq, v := s.Eligible(w)
 	if cq == nil {
@@ -140,6 +140,9 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.
 func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, res []corev1.ResourceName, total flavors.Resources, preempt bool) (string, bool, Verdict, []Victim) {
 	var wait, never *Verdict
 	neverCeil := flavors.Amount(-1)
+	// mismatch is the first flavor w's pods cannot run on; it is
+	// explained only if no flavor is better reason to wait or give up.
+	var mismatch *flavors.Flavor
 	borrowPick := ""
 	preemptPick, victims := "", []Victim(nil)
 	for _, fq := range g.Flavors {
@@ -147,10 +150,9 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 		if fl == nil {
 			continue
 		}
-		if why := fl.Mismatch(w.NodeSelector, w.Tolerations); why != "" {
-			if never == nil {
-				v := neverf("no-matching-flavor", "no flavor of ClusterQueue %s can run the Job: %s", cq.Name, why)
-				never = &v
+		if !w.canRunOn(fl) {
+			if mismatch == nil {
+				mismatch = fl
 			}
 			continue
 		}
@@ -163,7 +165,7 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 			if ceil, nominal, borrow := s.Ceiling(cq, fr); need > ceil {
 				ever = false
 				// Name the flavor that comes closest.
-				if never == nil || never.Code == "no-matching-flavor" || ceil > neverCeil {
+				if never == nil || ceil > neverCeil {
 					neverCeil = ceil
 					v := neverf("exceeds-quota", "requests %s=%s, ClusterQueue %s allows at most %s in flavor %s (nominal %s + borrowing %s)",
 						r, need.Format(r), cq.Name, ceil.Format(r), fq.Name, nominal.Format(r), borrow.Format(r))
@@ -219,6 +221,8 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 		return "", false, *wait, nil
 	case never != nil:
 		return "", false, *never, nil
+	case mismatch != nil:
+		return "", false, neverf("no-matching-flavor", "no flavor of ClusterQueue %s can run the Job: %s", cq.Name, w.whyNot(mismatch)), nil
 	}
 	return "", false, neverf("no-flavor", "ClusterQueue %s lists no defined flavor for %v", cq.Name, res), nil
 }

@@ -211,7 +211,7 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 	if c.blocker != nil {
 		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), c.cq.Name), true
 	}
-	plain := len(w.NodeSelector) == 0 && len(w.Tolerations) == 0 && w.vec != nil
+	plain := w.plain()
 	if plain && c.failed != nil && covers(w, c.failed) {
 		return c.failedV, true
 	}
@@ -289,7 +289,7 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 			h.advance()
 			continue
 		}
-		plain := len(w.NodeSelector) == 0 && len(w.Tolerations) == 0 && w.vec != nil
+		plain := w.plain()
 		if plain && c.failed != nil && covers(w, c.failed) {
 			h.advance()
 			continue
@@ -366,7 +366,7 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 	// Within a queue, later Workloads have no higher priority and are no
 	// older, so they have no more preemption candidates either: a plain
 	// request at least as large as one that waited waits too.
-	plain := len(w.NodeSelector) == 0 && len(w.Tolerations) == 0 && w.vec != nil
+	plain := w.plain()
 	if plain && c.failed != nil && covers(w, c.failed) {
 		return c.failedV, Assignment{}, nil
 	}

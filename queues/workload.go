@@ -25,10 +25,14 @@ type Workload struct {
 	Priority  int32
 	Created   time.Time
 	PodSets   []PodSet
-	// NodeSelector and Tolerations are the pod template's own; a flavor
-	// whose labels conflict with them, or whose taints they do not
-	// tolerate, is skipped.
+	// NodeSelector, NodeAffinity and Tolerations say where the pods may
+	// run: the pod template's nodeSelector and tolerations, and the terms
+	// of the Job's own required node affinity (ORed). A flavor whose
+	// node labels they rule out, or whose taints they do not tolerate,
+	// is skipped. They are shared with the Job, or with other Workloads,
+	// and must not be modified.
 	NodeSelector map[string]string
+	NodeAffinity []corev1.NodeSelectorTerm
 	Tolerations  []corev1.Toleration
 	// Tag is the caller's own record of the Workload; the core never
 	// reads it.
@@ -37,6 +41,9 @@ type Workload struct {
 	total   flavors.Resources // set by Seal
 	vec     []cell            // total as a slice sorted by name, set by Seal
 	created int64             // Created in Unix nanoseconds, set by Seal
+	// place is what NodeSelector and NodeAffinity allow, shared by the
+	// Workloads that ask the same; set by Seal, nil when they ask nothing.
+	place *placement
 }
 
 type cell struct {
@@ -49,6 +56,14 @@ type PodSet struct {
 	Name     string
 	Count    int64
 	Requests flavors.Resources // per pod
+}
+
+// plain reports whether w may run on every flavor its taints allow: no
+// nodeSelector, required node affinity or tolerations of its own narrow
+// them. Decide compares the requests of sealed plain Workloads only, as
+// only they compete for the same flavors.
+func (w *Workload) plain() bool {
+	return len(w.NodeSelector) == 0 && len(w.NodeAffinity) == 0 && len(w.Tolerations) == 0 && w.vec != nil
 }
 
 // Key returns "namespace/name".
@@ -64,6 +79,9 @@ func (w *Workload) Seal() *Workload {
 	}
 	w.created = w.Created.UnixNano()
 	w.Queue, w.Namespace = intern(w.Queue), intern(w.Namespace)
+	if w.place == nil && (len(w.NodeSelector) > 0 || len(w.NodeAffinity) > 0) {
+		w.place, _ = placementOf(w.NodeSelector, EncodeUserTerms(w.NodeAffinity), w.NodeAffinity)
+	}
 	return w
 }
 
@@ -117,7 +135,15 @@ func PodSetsFromJob(job *batchv1.Job) []PodSet {
 
 // WorkloadFromJob builds the Workload of a Job that queues in queue with the
 // given priority.
+//
+// Its NodeAffinity is the Job's own required terms. Once the webhook has
+// queued the Job, the pod template requires the candidate flavors' nodes
+// instead, and the Job's own terms are in the AnnotationUserAffinity
+// annotation ("" for none); before that (or for a Job tally never
+// mutated), they are the pod template's. An annotation that does not parse
+// leaves the pod template's terms, which the pods obey in any case.
 func WorkloadFromJob(job *batchv1.Job, queue string, priority int32) *Workload {
+	spec := &job.Spec.Template.Spec
 	w := &Workload{
 		Namespace:    job.Namespace,
 		Name:         job.Name,
@@ -126,8 +152,20 @@ func WorkloadFromJob(job *batchv1.Job, queue string, priority int32) *Workload {
 		Priority:     priority,
 		Created:      job.CreationTimestamp.Time,
 		PodSets:      PodSetsFromJob(job),
-		NodeSelector: job.Spec.Template.Spec.NodeSelector,
-		Tolerations:  job.Spec.Template.Spec.Tolerations,
+		NodeSelector: spec.NodeSelector,
+		Tolerations:  spec.Tolerations,
+	}
+	decoded := false
+	if enc, ok := job.Annotations[AnnotationUserAffinity]; ok {
+		if p, err := placementOf(spec.NodeSelector, enc, nil); err == nil {
+			w.place, decoded = p, true
+			if p != nil {
+				w.NodeAffinity = p.aff.Terms
+			}
+		}
+	}
+	if !decoded {
+		w.NodeAffinity = RequiredTerms(spec)
 	}
 	return w.Seal()
 }
