@@ -356,11 +356,12 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 
 	decoder := admission.NewDecoder(scheme)
 	srv := mgr.GetWebhookServer()
-	srv.Register(webhook.JobPath, &ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: f.namespace, Decoder: decoder}})
-	srv.Register(webhook.JobGuardPath, &ctrlwebhook.Admission{Handler: &webhook.JobGuard{Users: users, Decoder: decoder}})
-	srv.Register(webhook.NamespaceMutatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceMutator{Store: store, Namespace: f.namespace, Decoder: decoder}})
-	srv.Register(webhook.NamespaceValidatePath, &ctrlwebhook.Admission{Handler: &webhook.NamespaceValidator{Store: store, Namespace: f.namespace, Decoder: decoder}})
-	srv.Register(webhook.ConfigMapValidatePath, &ctrlwebhook.Admission{Handler: &webhook.ConfigValidator{Namespace: f.namespace, Name: ledger.ConfigName, Decoder: decoder}})
+	// Every webhook request is bounded in body size and time.
+	srv.Register(webhook.JobPath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: f.namespace, Decoder: decoder}}))
+	srv.Register(webhook.JobGuardPath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.JobGuard{Users: users, Decoder: decoder}}))
+	srv.Register(webhook.NamespaceMutatePath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.NamespaceMutator{Store: store, Namespace: f.namespace, Decoder: decoder}}))
+	srv.Register(webhook.NamespaceValidatePath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.NamespaceValidator{Store: store, Namespace: f.namespace, Decoder: decoder}}))
+	srv.Register(webhook.ConfigMapValidatePath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.ConfigValidator{Namespace: f.namespace, Name: ledger.ConfigName, Decoder: decoder}}))
 
 	recorder := mgr.GetEventRecorderFor("tally")
 	if f.configFile == "" {

@@ -534,18 +534,23 @@ func shorten(s string) string {
 // Bounds on a quantity's text and decimal exponent. Arithmetic on a
 // quantity such as 1e999999999 scales a big decimal and never ends.
 const (
-	maxQuantityLen      = 64
-	maxQuantityExponent = 30
+	maxQuantityLen      = flavors.MaxQuantityText
+	maxQuantityExponent = flavors.MaxQuantityExponent
 )
 
 // errQuantityRange reports a quantity beyond maxQuantityExponent.
 var errQuantityRange = errors.New("quantity out of range")
 
-// parseQuantity parses a quantity written as a YAML number or string.
+// parseQuantity parses a quantity written as a YAML number or string. Its
+// text is checked first: resource.ParseQuantity itself can take minutes
+// over an exponent such as 1e-999999999.
 func parseQuantity(raw json.RawMessage) (resource.Quantity, error) {
 	text := rawText(raw)
 	if len(text) > maxQuantityLen {
 		return resource.Quantity{}, resource.ErrFormatWrong
+	}
+	if err := flavors.CheckQuantityText(text); err != nil {
+		return resource.Quantity{}, fmt.Errorf("%w: %w", errQuantityRange, err)
 	}
 	q, err := resource.ParseQuantity(text)
 	if err != nil {

@@ -569,7 +569,7 @@ func checkQuantity(raw []byte, p *field.Path, isRequired bool) (q resource.Quant
 	q, err := parseQuantity(raw)
 	switch {
 	case errors.Is(err, errQuantityRange):
-		return q, false, field.ErrorList{invalidf(p, text, "%q is out of range", text)}
+		return q, false, field.ErrorList{invalidf(p, text, "%q is out of range: at most %d characters, with a decimal exponent within ±%d", text, maxQuantityLen, maxQuantityExponent)}
 	case err != nil:
 		return q, false, field.ErrorList{invalidf(p, text, "%q is not a valid quantity such as 10, 500m or 100Gi", text)}
 	}

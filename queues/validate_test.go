@@ -208,9 +208,9 @@ spec: {}
 			in: stream(base, cqYAML("a", "  cohort: ml\n  fairSharing: {weight: 1e40}\n"+
 				groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 1e999999999, lendingLimit: 1e31}]")))),
 			want: []string{
-				`ClusterQueue "a".spec.fairSharing.weight: "1e+40" is out of range`,
-				`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "1e999999999" is out of range`,
-				`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: "1e+31" is out of range`,
+				`ClusterQueue "a".spec.fairSharing.weight: "1e+40" is out of range: at most 64 characters, with a decimal exponent within ±30`,
+				`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "1e999999999" is out of range: at most 64 characters, with a decimal exponent within ±30`,
+				`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: "1e+31" is out of range: at most 64 characters, with a decimal exponent within ±30`,
 			},
 		},
 		"a borrowingLimit without a cohort": {

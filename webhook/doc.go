@@ -18,6 +18,10 @@
 //     ClusterQueue.
 //   - ConfigMaps (validating): deny a config that does not validate.
 //
+// Every request is bounded in body size and time (Limit), and the Job
+// webhooks refuse a quantity whose text resource.ParseQuantity could spend
+// minutes on before they decode the Job (checkQuantities).
+//
 // Handlers read in-memory state: the config Store and the manager's cache.
 // The one call to the API server is the Job webhook's read of a Namespace
 // its cache does not hold yet; if that fails too, the create is denied

@@ -37,6 +37,8 @@ func FuzzJobAdmission(f *testing.F) {
 		hostileReq{op: "CREATE", ns: "team", name: "j", user: alice, obj: rawJob(`,"labels":{"tally.dev/cluster-queue":"other"}`, `,"parallelism":3`, `,"nodeSelector":{"tier":"spot"}`, `{"cpu":"1e30","memory":"1Gi"}`)}.body(),
 		hostileReq{op: "UPDATE", ns: "team", name: "j", user: alice, old: guardJob("", ""), obj: guardJob(`,"tally.dev/flavors":"main=spot"`, `,"suspend":false`)}.body(),
 		hostileReq{op: "UPDATE", ns: "team", name: "j", user: tallySA, old: guardJob("", ""), obj: guardJob("", "")}.body(),
+		hostileReq{op: "CREATE", ns: "team", name: "j", user: alice, obj: rawJob("", "", "", `{"cpu":"9223E7203685477580927","memory":1e-30000000}`)}.body(),
+		hostileReq{op: "UPDATE", ns: "team", name: "j", user: alice, old: guardJob("", ""), obj: withResources(guardJob("", ""), `{"limits":{"cpu":"1E-2147483648"}}`)}.body(),
 		string(mustJSON(f, admissionv1.AdmissionReview{Request: &update.AdmissionRequest})),
 		`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"b","operation":"CREATE","object":{"kind":"Job","apiVersion":"batch/v1"}}}`,
 		"apiVersion: admission.k8s.io/v1\nkind: AdmissionReview\nrequest: {uid: y, operation: UPDATE, object: {}, oldObject: {}}\n",
@@ -48,6 +50,7 @@ func FuzzJobAdmission(f *testing.F) {
 	_ = admissionv1.AddToScheme(scheme)
 	_ = admissionv1beta1.AddToScheme(scheme)
 	reviews := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	decoder := hostileDecoder()
 	handlers := map[string]*admission.Webhook{
 		JobPath:      testWebhook(newMutator(f, testConfig(f))),
 		JobGuardPath: testWebhook(newGuard()),
@@ -81,21 +84,25 @@ func FuzzJobAdmission(f *testing.F) {
 				t.Fatalf("%s: a refusal that does not say it is tally's: %+v", path, resp.Result)
 			}
 			if len(resp.Patch) > 0 {
-				checkQueued(t, req.Object.Raw, resp.Patch)
+				checkQueued(t, decoder, req.Object.Raw, resp.Patch)
 			}
 		}
 	})
 }
 
-// checkQueued applies a Job mutator patch and checks the Job it makes.
-func checkQueued(t *testing.T, obj, patch []byte) {
+// checkQueued applies a Job mutator patch and checks the Job it makes,
+// read by decoder.
+func checkQueued(t *testing.T, decoder admission.Decoder, obj, patch []byte) {
 	t.Helper()
 	raw, err := applyJSONPatch(obj, patch)
 	if err != nil {
 		t.Fatalf("patch %s does not apply: %v", patch, err)
 	}
+	// Decode as the webhook does: encoding/json would also read fields
+	// whose names differ in case, which the decoder ignores, and parse
+	// hostile quantities there.
 	job := &batchv1.Job{}
-	if err := json.Unmarshal(raw, job); err != nil {
+	if err := decoder.DecodeRaw(runtime.RawExtension{Raw: raw}, job); err != nil {
 		t.Fatalf("patched Job does not decode: %v", err)
 	}
 	state := queues.State(job.Labels[queues.LabelState])

@@ -55,6 +55,9 @@ func (g *JobGuard) Handle(_ context.Context, req admission.Request) admission.Re
 		}
 	}
 	old, job := &batchv1.Job{}, &batchv1.Job{}
+	if resp := checkQuantities(req); resp != nil {
+		return *resp
+	}
 	if err := g.Decoder.DecodeRaw(req.OldObject, old); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding the old Job: %w", err))
 	}

@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -24,6 +26,10 @@ import (
 // so one fails the test.
 
 const hostileUID = "hostile-1"
+
+// hostileDeadline bounds each answer; the slowest case takes a fraction
+// of a second.
+const hostileDeadline = 5 * time.Second
 
 // hostileReq renders an AdmissionReview around raw object JSON, which is
 // pasted in as is.
@@ -129,7 +135,20 @@ func runHostile(t *testing.T, h admission.Handler, cases []hostile) {
 				r.Header.Set("Content-Type", tc.ctype)
 			}
 			w := httptest.NewRecorder()
-			wh.ServeHTTP(w, r)
+			// A handler stuck parsing a hostile input fails the case
+			// rather than hanging the test.
+			ctx, cancel := context.WithTimeout(context.Background(), hostileDeadline)
+			defer cancel()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				wh.ServeHTTP(w, r)
+			}()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				t.Fatalf("no answer within %s", hostileDeadline)
+			}
 			checkAnswer(t, w.Body.Bytes(), uid, tc.req.obj, tc.want)
 		})
 	}
@@ -254,6 +273,29 @@ func TestHostileJobMutator(t *testing.T) {
 			want: patchedTo(`"suspend":true`, "")},
 		hostile{name: "unknown fields are ignored", req: create(rawJob(`,"evil":{"x":1}`, `,"evil":[1]`, "", `{"cpu":"1"}`)), want: patchedTo(pending, "")},
 		hostile{name: "an UPDATE is not mutated", req: hostileReq{op: "UPDATE", ns: "team", obj: `"garbage"`}, want: allowed("")},
+		// Quantities ParseQuantity takes minutes over are refused unparsed.
+		hostile{name: "a cpu request with an exponent beyond int32", req: cpu(`"9223E7203685477580927"`),
+			want: badRequest(`tally: decoding Job: spec.template.spec.containers[0].resources.requests[cpu]: quantity "9223E7203685477580927" has a decimal exponent beyond ±30`)},
+		hostile{name: "a memory limit of 1e-30000000", req: create(rawJob("", "", "", `{"cpu":"1"},"limits":{"memory":"1e-30000000"}`)),
+			want: badRequest(`tally: decoding Job: spec.template.spec.containers[0].resources.limits[memory]: quantity "1e-30000000" has a decimal exponent beyond ±30`)},
+		hostile{name: "a cpu request of the lowest int32 exponent, as a JSON number", req: cpu(`1E-2147483648`),
+			want: badRequest(`tally: decoding Job: spec.template.spec.containers[0].resources.requests[cpu]: quantity "1E-2147483648" has a decimal exponent beyond ±30`)},
+		hostile{name: "a hostile quantity padded with spaces, which the decoder trims", req: cpu(`"  1e-999999999 "`),
+			want: badRequest(`tally: decoding Job: spec.template.spec.containers[0].resources.requests[cpu]: quantity "1e-999999999" has a decimal exponent beyond ±30`)},
+		hostile{name: "an init container limit of 9223e-3000000", req: create(rawJob("", "", `,"initContainers":[{"name":"i","image":"x"},{"name":"j","image":"x","resources":{"limits":{"cpu":"9223e-3000000"}}}]`, `{"cpu":"1"}`)),
+			want: badRequest(`tally: decoding Job: spec.template.spec.initContainers[1].resources.limits[cpu]: quantity "9223e-3000000" has a decimal exponent beyond ±30`)},
+		hostile{name: "an overhead of 1e-999999999", req: create(rawJob("", "", `,"overhead":{"cpu":"1e-999999999"}`, `{"cpu":"1"}`)),
+			want: badRequest(`tally: decoding Job: spec.template.spec.overhead[cpu]: quantity "1e-999999999" has a decimal exponent beyond ±30`)},
+		hostile{name: "an emptyDir size limit of 1E-2147483648", req: create(rawJob("", "", `,"volumes":[{"name":"v","emptyDir":{"sizeLimit":"1E-2147483648"}}]`, `{"cpu":"1"}`)),
+			want: badRequest(`tally: decoding Job: spec.template.spec.volumes[0].emptyDir.sizeLimit: quantity "1E-2147483648" has a decimal exponent beyond ±30`)},
+		hostile{name: "an ephemeral volume claim of 1e-30000000", req: create(rawJob("", "", `,"volumes":[{"name":"v","ephemeral":{"volumeClaimTemplate":{"spec":{"resources":{"requests":{"storage":"1e-30000000"}}}}}}]`, `{"cpu":"1"}`)),
+			want: badRequest(`tally: decoding Job: spec.template.spec.volumes[0].ephemeral.volumeClaimTemplate.spec.resources.requests[storage]: quantity "1e-30000000" has a decimal exponent beyond ±30`)},
+		hostile{name: "a quantity of 65 digits", req: cpu(`"` + strings.Repeat("9", 65) + `"`),
+			want: badRequest(`tally: decoding Job: spec.template.spec.containers[0].resources.requests[cpu]: quantity of 65 bytes is longer than the 64-byte limit`)},
+		hostile{name: "a Pod with a hostile quantity is not a Job", req: create(`{"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"1e-30000000"}}}]}}`),
+			want: badRequest(`tally: decoding Job: apiVersion "v1" and kind "Pod" are not batch/v1 Job`)},
+		hostile{name: "hostile texts outside quantities pass", req: create(rawJob(`,"annotations":{"x":"1e-30000000"}`, "", `,"initContainers":[{"name":"i","image":"x","args":["9223E7203685477580927","1E-2147483648"]}]`, `{"cpu":"1"}`)),
+			want: patchedTo(pending, "")},
 		hostile{name: "a namespace tally cannot read is denied, not let through unqueued", req: hostileReq{op: "CREATE", ns: "ghost", obj: `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"}}`},
 			want: answer{code: http.StatusServiceUnavailable, msg: "tally: cannot read namespace ghost to queue this Job"}},
 	)
@@ -265,6 +307,11 @@ func TestHostileJobMutator(t *testing.T) {
 func guardJob(labels, spec string) string {
 	return `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j","namespace":"team","labels":{"tally.dev/cluster-queue":"q","tally.dev/state":"pending"` + labels +
 		`}},"spec":{"suspend":true` + spec + `,"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}}`
+}
+
+// withResources sets the resources of job's first container.
+func withResources(job, resources string) string {
+	return strings.Replace(job, `"image":"x"`, `"image":"x","resources":`+resources, 1)
 }
 
 func TestHostileJobGuard(t *testing.T) {
@@ -318,6 +365,11 @@ func TestHostileJobGuard(t *testing.T) {
 		hostile{name: "an affinity of garbage operators is still a change", req: update(alice, base, strings.Replace(base, `"containers"`, `"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"","operator":"Evil"}]}]}}},"containers"`, 1)),
 			want: denied("tally: spec.template.spec.affinity: only tally may change the affinity")},
 		hostile{name: "a CREATE is not guarded", req: hostileReq{op: "CREATE", ns: "team", user: alice, obj: `"garbage"`}, want: allowed("")},
+		hostile{name: "a hostile quantity in the object", req: update(alice, base, withResources(base, `{"limits":{"cpu":"9223E7203685477580927"}}`)),
+			want: badRequest(`tally: decoding Job: spec.template.spec.containers[0].resources.limits[cpu]: quantity "9223E7203685477580927" has a decimal exponent beyond ±30`)},
+		hostile{name: "a hostile quantity in the old object", req: update(alice, withResources(base, `{"requests":{"memory":"1e-30000000"}}`), base),
+			want: badRequest(`tally: decoding the old Job: spec.template.spec.containers[0].resources.requests[memory]: quantity "1e-30000000" has a decimal exponent beyond ±30`)},
+		hostile{name: "a hostile text in args passes", req: update(alice, base, strings.Replace(base, `"image":"x"`, `"image":"x","args":["1e-30000000"]`, 1)), want: allowed("")},
 	)
 	runHostile(t, newGuard(), cases)
 }
@@ -485,6 +537,11 @@ func TestHostileConfigValidator(t *testing.T) {
 			want: denied(`LocalQueue "team/lq"`)},
 		hostile{name: "a cohort of one queue borrowing from itself", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", "  cohort: a\n"+fmt.Sprintf(cpuGroup, "1"))), want: allowed("")},
 		hostile{name: "11000 empty documents", req: cfg(strings.Repeat("---\n{}\n", 11000)), want: denied("config")},
+		hostile{name: "a quota with an exponent beyond int32", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "9223E7203685477580927"))),
+			want: denied(invalid + `ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "9223E7203685477580927" is out of range`)},
+		// Unquoted, YAML reads 1e-30000000 as the number 0.
+		hostile{name: "a quota of 1e-30000000", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, `"1e-30000000"`))),
+			want: denied(invalid + `ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "1e-30000000" is out of range`)},
 	)
 	runHostile(t, &ConfigValidator{Namespace: "tally-system", Name: "tally-config", Decoder: hostileDecoder()}, cases)
 }

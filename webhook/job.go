@@ -47,6 +47,9 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("")
 	}
 	job := &batchv1.Job{}
+	if resp := checkQuantities(req); resp != nil {
+		return *resp
+	}
 	if err := m.Decoder.DecodeRaw(req.Object, job); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Job: %w", err))
 	}
