@@ -21,7 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"tally.dev/tally/e2e/framework"
 )
@@ -119,6 +121,8 @@ type suite struct {
 	cluster *framework.Cluster
 	client  client.WithWatch
 	tally   *framework.Tally
+	// config is the suite's config documents (suiteConfig).
+	config string
 }
 
 var (
@@ -148,6 +152,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	// The clients log nothing of their own here.
+	ctrllog.SetLogger(logr.Discard())
 	env, err := framework.FromEnv()
 	if err != nil {
 		skipReason = "e2e: " + err.Error()
@@ -203,12 +209,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: client:", err)
 		return 1
 	}
-	config, err := suiteConfig(env.Root)
-	if err != nil {
+	if s.config, err = suiteConfig(env.Root); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: config:", err)
 		return 1
 	}
-	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, config); err != nil {
+	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, s.config); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: config:", err)
 		return 1
 	}

@@ -282,7 +282,7 @@ func TestCohortReclaim(t *testing.T) {
 // ends, and waits until tally knows the ClusterQueues named.
 func useQueues(ctx context.Context, t *testing.T, s *suite, queues []string, docs ...string) {
 	t.Helper()
-	cfg := testConfig
+	cfg := s.config
 	for _, d := range docs {
 		cfg += "---\n" + d
 	}
@@ -292,7 +292,7 @@ func useQueues(ctx context.Context, t *testing.T, s *suite, queues []string, doc
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, testConfig); err != nil {
+		if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, s.config); err != nil {
 			t.Errorf("restoring the config: %v", err)
 		}
 	})
