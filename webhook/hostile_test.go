@@ -272,6 +272,12 @@ func TestHostileJobMutator(t *testing.T) {
 		hostile{name: "a forged admitted state and suspend false", req: create(rawJob(`,"labels":{"tally.dev/state":"admitted"}`, `,"suspend":false`, "", `{"cpu":"1"}`)),
 			want: patchedTo(`"suspend":true`, "")},
 		hostile{name: "unknown fields are ignored", req: create(rawJob(`,"evil":{"x":1}`, `,"evil":[1]`, "", `{"cpu":"1"}`)), want: patchedTo(pending, "")},
+		hostile{name: "a Job with no metadata is refused, not patched where nothing can be added",
+			req: create(`{"apiVersion":"batch/v1","kind":"Job","spec":{"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}}`),
+			want: badRequest("tally: decoding Job: metadata: neither name nor generateName is set")},
+		hostile{name: "a Job with no containers is refused, not patched where nothing can be added",
+			req: create(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"}}`),
+			want: badRequest("tally: decoding Job: spec.template.spec.containers: a Job needs at least one container")},
 		hostile{name: "an UPDATE is not mutated", req: hostileReq{op: "UPDATE", ns: "team", obj: `"garbage"`}, want: allowed("")},
 		// Quantities ParseQuantity takes minutes over are refused unparsed.
 		hostile{name: "a cpu request with an exponent beyond int32", req: cpu(`"9223E7203685477580927"`),
@@ -296,7 +302,7 @@ func TestHostileJobMutator(t *testing.T) {
 			want: badRequest(`tally: decoding Job: apiVersion "v1" and kind "Pod" are not batch/v1 Job`)},
 		hostile{name: "hostile texts outside quantities pass", req: create(rawJob(`,"annotations":{"x":"1e-30000000"}`, "", `,"initContainers":[{"name":"i","image":"x","args":["9223E7203685477580927","1E-2147483648"]}]`, `{"cpu":"1"}`)),
 			want: patchedTo(pending, "")},
-		hostile{name: "a namespace tally cannot read is denied, not let through unqueued", req: hostileReq{op: "CREATE", ns: "ghost", obj: `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"}}`},
+		hostile{name: "a namespace tally cannot read is denied, not let through unqueued", req: hostileReq{op: "CREATE", ns: "ghost", obj: `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}}`},
 			want: answer{code: http.StatusServiceUnavailable, msg: "tally: cannot read namespace ghost to queue this Job"}},
 	)
 	runHostile(t, newMutator(t, testConfig(t)), cases)

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -52,6 +53,15 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	}
 	if err := m.Decoder.DecodeRaw(req.Object, job); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Job: %w", err))
+	}
+	// The API server always sends metadata with a name or generateName,
+	// and a pod template with containers; without them there would be no
+	// metadata, spec or pod spec for the JSON patch to add to.
+	if job.Name == "" && job.GenerateName == "" {
+		return admission.Errored(http.StatusBadRequest, errors.New("tally: decoding Job: metadata: neither name nor generateName is set"))
+	}
+	if len(job.Spec.Template.Spec.Containers) == 0 {
+		return admission.Errored(http.StatusBadRequest, errors.New("tally: decoding Job: spec.template.spec.containers: a Job needs at least one container"))
 	}
 	// The request's namespace is the API server's word; the object's own
 	// field is only the client's.
