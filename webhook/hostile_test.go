@@ -273,10 +273,10 @@ func TestHostileJobMutator(t *testing.T) {
 			want: patchedTo(`"suspend":true`, "")},
 		hostile{name: "unknown fields are ignored", req: create(rawJob(`,"evil":{"x":1}`, `,"evil":[1]`, "", `{"cpu":"1"}`)), want: patchedTo(pending, "")},
 		hostile{name: "a Job with no metadata is refused, not patched where nothing can be added",
-			req: create(`{"apiVersion":"batch/v1","kind":"Job","spec":{"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}}`),
+			req:  create(`{"apiVersion":"batch/v1","kind":"Job","spec":{"template":{"spec":{"containers":[{"name":"c","image":"x"}]}}}}`),
 			want: badRequest("tally: decoding Job: metadata: neither name nor generateName is set")},
 		hostile{name: "a Job with no containers is refused, not patched where nothing can be added",
-			req: create(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"}}`),
+			req:  create(`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"}}`),
 			want: badRequest("tally: decoding Job: spec.template.spec.containers: a Job needs at least one container")},
 		hostile{name: "an UPDATE is not mutated", req: hostileReq{op: "UPDATE", ns: "team", obj: `"garbage"`}, want: allowed("")},
 		// Quantities ParseQuantity takes minutes over are refused unparsed.
