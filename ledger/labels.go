@@ -27,7 +27,7 @@ func (l *Ledger) onNamespace(obj any) {
 	info := &nsInfo{labels: labels.Set(ns.Labels), queue: ns.Annotations[queues.AnnotationNamespaceQueue], hasLabel: ns.Labels[queues.LabelManaged] == "true"}
 	l.namespaces[ns.Name] = info
 	managed := l.managedLocked(ns.Name, info)
-	if managed != info.hasLabel {
+	if l.relabelDueLocked(ns.Name, info) {
 		l.nsQueue.Add(ns.Name)
 	}
 	wasManaged := old != nil && l.managedLocked(ns.Name, old)
@@ -49,12 +49,18 @@ func (l *Ledger) managedLocked(name string, info *nsInfo) bool {
 	return queues.Managed(l.cfg, name, info.queue, l.opts.Namespace)
 }
 
+// relabelDueLocked says whether a namespace's tally.dev/managed label is
+// to be added or removed under the config in force.
+func (l *Ledger) relabelDueLocked(name string, info *nsInfo) bool {
+	return queues.WantsManagedLabel(l.cfg, name, info.queue, l.opts.Namespace, info.hasLabel) != info.hasLabel
+}
+
 // relabelLocked queues every namespace whose tally.dev/managed label the
 // config in force would change, after a reload (LocalQueues bind
 // namespaces too).
 func (l *Ledger) relabelLocked() {
 	for name, info := range l.namespaces {
-		if l.managedLocked(name, info) != info.hasLabel {
+		if l.relabelDueLocked(name, info) {
 			l.nsQueue.Add(name)
 		}
 	}
@@ -127,14 +133,12 @@ func (l *Ledger) runNamespaceWorker(ctx context.Context) {
 func (l *Ledger) syncNamespace(ctx context.Context, name string) error {
 	l.mu.Lock()
 	info := l.namespaces[name]
-	want := info != nil && l.managedLocked(name, info)
-	// Before any config has loaded, LocalQueues that name the namespace
-	// are unknown: a label is added for an annotation, never removed.
-	keep := l.cfg == nil && !want
+	due := info != nil && l.relabelDueLocked(name, info)
 	l.mu.Unlock()
-	if info == nil || want == info.hasLabel || keep {
+	if !due {
 		return nil
 	}
+	want := !info.hasLabel
 	var value any
 	if want {
 		value = "true"

@@ -65,3 +65,14 @@ func Managed(cfg *Config, name, annotation, own string) bool {
 	}
 	return annotation != "" || len(cfg.LocalQueuesIn(name)) > 0
 }
+
+// WantsManagedLabel says whether a namespace that carries LabelManaged or
+// not (has) should carry it: when it is Managed, except that before any
+// config has loaded a label is never removed, since LocalQueues the
+// namespace cannot see yet may name it.
+func WantsManagedLabel(cfg *Config, name, annotation, own string, has bool) bool {
+	if Managed(cfg, name, annotation, own) {
+		return true
+	}
+	return cfg == nil && has
+}

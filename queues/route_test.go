@@ -129,6 +129,22 @@ func TestManaged(t *testing.T) {
 			t.Errorf("%s: Managed(%s, %q) = %v, want %v", tc.condition, tc.ns, tc.ann, got, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		cfg       *queues.Config
+		ns        string
+		has, want bool
+		condition string
+	}{
+		{cfg, "team-a", false, true, "named by a LocalQueue, unlabelled"},
+		{cfg, "team-c", true, false, "a forged label under a config"},
+		{nil, "team-c", true, true, "a label before any config is kept"},
+		{nil, "team-c", false, false, "no label before any config"},
+		{nil, "kube-system", true, true, "before any config even kube-system's label stays, for the ledger to settle"},
+	} {
+		if got := queues.WantsManagedLabel(tc.cfg, tc.ns, "", "tally-system", tc.has); got != tc.want {
+			t.Errorf("%s: WantsManagedLabel(%s, has %v) = %v, want %v", tc.condition, tc.ns, tc.has, got, tc.want)
+		}
+	}
 	if got := cfg.LocalQueuesIn("team-a"); len(got) != 2 || got[0] != "other" || got[1] != "team-a-queue" {
 		t.Errorf("LocalQueuesIn(team-a) = %v, want [other team-a-queue]", got)
 	}

@@ -32,8 +32,9 @@ const maxListed = 10
 
 // JobGuard keeps tally's decisions about a Job in tally's hands: on an
 // UPDATE by anyone but tally, it denies changes to the tally.dev/ labels and
-// annotations and to Kueue's kueue.x-k8s.io/queue-name label and, on a Job tally manages, un-suspending it, changing where
-// its pods may run, and raising the pod count of a running Job.
+// annotations and to Kueue's kueue.x-k8s.io/queue-name label and, on a Job
+// tally manages, un-suspending it, changing where its pods may run, and
+// raising the pod count of a running Job.
 type JobGuard struct {
 	// Users are the user names tally itself acts as; their updates pass.
 	Users   []string
@@ -54,10 +55,10 @@ func (g *JobGuard) Handle(_ context.Context, req admission.Request) admission.Re
 				fmt.Errorf("tally: a Job of %d bytes is larger than the %d-byte limit", len(raw), maxGuardedObject))
 		}
 	}
-	old, job := &batchv1.Job{}, &batchv1.Job{}
 	if resp := checkQuantities(req); resp != nil {
 		return *resp
 	}
+	old, job := &batchv1.Job{}, &batchv1.Job{}
 	if err := g.Decoder.DecodeRaw(req.OldObject, old); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding the old Job: %w", err))
 	}

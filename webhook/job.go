@@ -47,10 +47,10 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
-	job := &batchv1.Job{}
 	if resp := checkQuantities(req); resp != nil {
 		return *resp
 	}
+	job := &batchv1.Job{}
 	if err := m.Decoder.DecodeRaw(req.Object, job); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Job: %w", err))
 	}

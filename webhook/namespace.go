@@ -38,14 +38,9 @@ func (m *NamespaceMutator) Handle(_ context.Context, req admission.Request) admi
 	if err := m.Decoder.DecodeRaw(req.Object, ns); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Namespace: %w", err))
 	}
-	cfg := m.Store.Load()
-	want := queues.Managed(cfg, ns.Name, ns.Annotations[queues.AnnotationNamespaceQueue], m.Namespace)
-	if want == (ns.Labels[queues.LabelManaged] == "true") {
-		return admission.Allowed("")
-	}
-	if cfg == nil && !want {
-		// LocalQueues may name it in a config this replica has not
-		// loaded yet: the ledger settles the label.
+	has := ns.Labels[queues.LabelManaged] == "true"
+	want := queues.WantsManagedLabel(m.Store.Load(), ns.Name, ns.Annotations[queues.AnnotationNamespaceQueue], m.Namespace, has)
+	if want == has {
 		return admission.Allowed("")
 	}
 	if want {
