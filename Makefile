@@ -8,7 +8,7 @@ KUBE_VERSION ?= v1.37.0
 # The control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl) and kwok/kwokctl, built from the Go module proxy.
 TOOLS ?= $(HOME)/.cache/tally/tools-$(KUBE_VERSION)
-TOOL_BINARIES := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+TOOL_BINARIES := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl training-operator
 
 GO ?= go
 BIN := $(CURDIR)/bin/tally

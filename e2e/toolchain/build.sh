@@ -9,6 +9,7 @@ set -euo pipefail
 KUBE_VERSION=${KUBE_VERSION:-v1.37.0}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.9.4}
 out=${1:-$HOME/.cache/tally/tools-$KUBE_VERSION}
 # The wrapper modules are built on their own, whatever the caller's module
 # settings.
@@ -96,4 +97,19 @@ for c in kwok kwokctl; do
   log "go install $c $KWOK_VERSION"
   GOBIN="$out" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/$c@$KWOK_VERSION"
 done
+# The Kubeflow training operator (v1), for the PyTorchJob tests and the demo.
+# Its module pins versions older than its own go.mod asks for, so it builds
+# from a writable copy with -mod=mod. Its CRDs are copied beside it.
+if need training-operator; then
+  log "building the training operator $TRAINING_OPERATOR_VERSION (several minutes on a cold cache)"
+  go mod download -json "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION" >/dev/null
+  src="$(go env GOMODCACHE)/github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION"
+  mod="$work/training-operator"
+  rm -rf "$mod" && mkdir -p "$mod" && cp -r "$src/." "$mod" && chmod -R u+w "$mod"
+  (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$out/training-operator.tmp" ./cmd/training-operator.v1)
+  mkdir -p "$out/crds/training-operator"
+  cp "$mod"/manifests/base/crds/kubeflow.org_*.yaml "$out/crds/training-operator/"
+  rm -rf "$mod"
+  mv "$out/training-operator.tmp" "$out/training-operator"
+fi
 log "ready in $out ($((SECONDS - started))s)"
