@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -37,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"tally.dev/tally/certs"
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger"
 	"tally.dev/tally/queues"
 	"tally.dev/tally/webhook"
@@ -162,19 +164,30 @@ func statusWith(ctx context.Context, c client.Reader, namespace, configFile stri
 		return fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
 			strings.Join(queues.FormatErrors(errs), "; "))
 	}
-	var jobs []batchv1.Job
-	list := &batchv1.JobList{}
-	for {
-		if err := c.List(ctx, list, client.HasLabels{queues.LabelQueue}, client.Limit(1000), client.Continue(list.Continue)); err != nil {
-			return fmt.Errorf("listing Jobs: %w", err)
-		}
-		for i := range list.Items {
-			// Only what the books need is kept: a cluster may hold 100k Jobs.
-			_, _ = ledger.StripJob(&list.Items[i])
-			jobs = append(jobs, list.Items[i])
-		}
-		if list.Continue == "" {
-			break
+	var jobs []*kinds.Object
+	for _, k := range kinds.Registered() {
+		list := k.NewList()
+		for {
+			err := c.List(ctx, list, client.HasLabels{queues.LabelQueue}, client.Limit(1000), client.Continue(list.GetContinue()))
+			if meta.IsNoMatchError(err) {
+				break // a kind whose CRD is not installed has no workloads
+			}
+			if err != nil {
+				return fmt.Errorf("listing %s: %w", k.GVK().Kind, err)
+			}
+			if err := meta.EachListItem(list, func(obj runtime.Object) error {
+				// Only what the books need is kept: a cluster may hold 100k Jobs.
+				_, _ = ledger.StripJob(obj)
+				if o, ok := kinds.Of(obj); ok {
+					jobs = append(jobs, o)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if list.GetContinue() == "" {
+				break
+			}
 		}
 	}
 	return ledger.WriteStatus(out, cfg, ledger.Status(cfg, jobs))

@@ -139,6 +139,17 @@ spec:
       resources: [{name: cpu, nominalQuota: 2}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: pytorch}
+spec:
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources: [{name: cpu, nominalQuota: 100}, {name: nvidia.com/gpu, nominalQuota: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
 kind: WorkloadPriorityClass
 metadata: {name: high}
 value: 1000
@@ -159,7 +170,11 @@ func TestMain(m *testing.M) {
 }
 
 func runIntegration(m *testing.M, assets string) int {
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	// The training operator's PyTorchJob CRD, which the toolchain keeps
+	// beside the control plane: the API server validates and serves
+	// PyTorchJobs as in a real cluster (no operator runs here).
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, ErrorIfCRDPathMissing: true,
+		CRDDirectoryPaths: []string{filepath.Join(assets, "crds", "training-operator", "kubeflow.org_pytorchjobs.yaml")}}
 	restCfg, err := env.Start()
 	envCfg = restCfg
 	if err != nil {

@@ -9,15 +9,14 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -30,6 +29,10 @@ type write struct {
 	a            queues.Assignment
 	userAffinity string
 	combo        []*flavors.Flavor
+	// paths and suspend are the entry's pod template and suspend field
+	// paths (see entry).
+	paths   [][]string
+	suspend []string
 	// preemptor is set for a preemption: the Job that waits for this one.
 	preemptor *entry
 	// late is set for the capture of an unrecorded running Job.
@@ -145,7 +148,7 @@ func (l *Ledger) decide() []write {
 		e.lastCode = ""
 		l.chargeLocked(e, d.Workload.Queue, d.Assignment.Usage)
 		out = append(out, write{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity,
-			combo: l.cfg.FlavorsByName(d.Assignment.Flavors)})
+			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend})
 	}
 	for _, p := range decided.Preemptions {
 		out = append(out, l.preemptLocked(p)...)
@@ -215,7 +218,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 		pe.waitingFor[v.W.UID] = true
 		l.waitingOn[v.W.UID] = pe
 		l.yielding[ve] = pe
-		writes = append(writes, write{e: ve, w: ve.w, preemptor: pe, moved: moved, message: p.VictimMessage(v)})
+		writes = append(writes, write{e: ve, w: ve.w, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend})
 	}
 	l.metrics.preempted.Add(float64(len(p.Victims)))
 	return writes
@@ -254,20 +257,18 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 	}
 }
 
-// evict makes the one write that preempts a Job: it suspends it and sets
-// its state back to pending. It is not guarded by a resourceVersion: a
-// running Job's status changes all the time, and suspending it is right
-// whatever changed. The job controller then deletes the pods; the quota is
-// released when they are gone. Its node affinity can change only once the
-// Job has stopped: the label worker restores it then (restorePatchLocked).
+// evict makes the one write that preempts a workload: it suspends it and
+// sets its state back to pending. It is not guarded by a resourceVersion:
+// a running workload's status changes all the time, and suspending it is
+// right whatever changed. Its controller then deletes the pods; the quota
+// is released when they are gone. Its node affinity can change only once
+// it has stopped: the label worker restores it then (restorePatchLocked).
 func (l *Ledger) evict(ctx context.Context, w write) {
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}},
-		"spec":     map[string]any{"suspend": true},
-	})
+	p := kinds.MergePatch{"metadata": map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}}}
+	p.Set(w.suspend, true)
+	patch, err := json.Marshal(p)
 	if err == nil {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: w.w.Namespace, Name: w.w.Name}}
-		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
+		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
 	}
 	if err != nil {
 		l.mu.Lock()
@@ -291,16 +292,15 @@ func (l *Ledger) admit(ctx context.Context, adm write) {
 	now := l.opts.Clock.Now()
 	patch, err := l.admissionPatch(adm, now)
 	if err == nil {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: adm.w.Namespace, Name: adm.w.Name}}
-		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerAdmission))
+		err = l.client.Patch(ctx, kinds.Ref(adm.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerAdmission))
 	}
 	if err != nil {
 		l.rollback(adm, err)
 		return
 	}
 	l.metrics.admitted.Inc()
-	l.event(adm.w, corev1.EventTypeNormal, ReasonAdmitted, "Admitted by ClusterQueue %s in flavor %s (%s) after %s",
-		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), now.Sub(adm.w.Created).Round(time.Second))
+	l.event(adm.w, corev1.EventTypeNormal, ReasonAdmitted, "Admitted by ClusterQueue %s in flavor %s (%s%s) after %s",
+		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), podSetsNote(adm.w), now.Sub(adm.w.Created).Round(time.Second))
 }
 
 func (l *Ledger) rollback(adm write, err error) {
@@ -326,49 +326,67 @@ func (l *Ledger) rollback(adm write, err error) {
 	l.log.Error(err, "admission write failed; quota rolled back", "job", adm.w.Key())
 }
 
-// admissionPatch is the one write that admits a Job. It is a merge patch
-// guarded by the resourceVersion the decision saw, so it fails with a
-// Conflict if the Job changed meanwhile. It narrows the node affinity to
-// the assigned flavors, records the assignment and un-suspends the Job.
+// admissionPatch is the one write that admits a workload. It is a merge
+// patch guarded by the resourceVersion the decision saw, so it fails with a
+// Conflict if the workload changed meanwhile. It narrows every pod
+// template's node affinity to the assigned flavors, records the
+// assignment and un-suspends the workload.
 func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
-	user, err := queues.DecodeUserTerms(adm.userAffinity)
-	if err != nil {
-		return nil, err
-	}
-	return affinityPatch(adm.rv, user, [][]*flavors.Flavor{adm.combo}, false, map[string]any{
+	return affinityPatch(adm, [][]*flavors.Flavor{adm.combo}, false, map[string]any{
 		queues.AnnotationFlavors:    adm.a.Annotation(adm.w),
 		queues.AnnotationAdmittedAt: now.UTC().Format(time.RFC3339),
 	}, queues.StateAdmitted)
 }
 
-// affinityPatch builds a merge patch, guarded by resourceVersion rv, that
-// sets the Job's required node affinity to the user's terms ANDed with the
-// flavor combinations, its suspend flag, annotations (unless nil) and
-// state label.
-func affinityPatch(rv string, user []corev1.NodeSelectorTerm, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any, state queues.State) ([]byte, error) {
-	var required any
-	if ns := queues.NodeSelector(user, combos); ns != nil {
-		required = ns
-	}
+// affinityPatch builds a merge patch, guarded by resourceVersion w.rv,
+// that sets each pod template's required node affinity (at w.paths) to
+// its pod set's own terms (from w.userAffinity) ANDed with the flavor
+// combinations, the suspend field, annotations (unless nil) and the state
+// label.
+func affinityPatch(w write, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any, state queues.State) ([]byte, error) {
 	meta := map[string]any{
-		"resourceVersion": rv,
+		"resourceVersion": w.rv,
 		"labels":          map[string]any{queues.LabelState: string(state)},
 	}
 	if annotations != nil {
 		meta["annotations"] = annotations
 	}
-	p := map[string]any{
-		"metadata": meta,
-		"spec": map[string]any{
-			"suspend": suspend,
-			"template": map[string]any{"spec": map[string]any{"affinity": map[string]any{"nodeAffinity": map[string]any{
-				"requiredDuringSchedulingIgnoredDuringExecution": required,
-			}}}},
-		},
+	p := kinds.MergePatch{"metadata": meta}
+	p.Set(w.suspend, suspend)
+	for i, ps := range w.w.PodSets {
+		if i >= len(w.paths) {
+			break
+		}
+		user, err := podSetUserTerms(w.userAffinity, ps.Name)
+		if err != nil {
+			return nil, err
+		}
+		var required any
+		if ns := queues.NodeSelector(user, combos); ns != nil {
+			required = ns
+		}
+		p.Set(kinds.Join(w.paths[i], "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"), required)
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("affinity patch: %w", err)
 	}
 	return b, nil
+}
+
+// podSetsNote describes a workload's pod sets for an Event, when it has
+// more than one: "; master 1 pod, worker 3 pods".
+func podSetsNote(w *queues.Workload) string {
+	if len(w.PodSets) < 2 {
+		return ""
+	}
+	parts := make([]string, len(w.PodSets))
+	for i, ps := range w.PodSets {
+		unit := "pods"
+		if ps.Count == 1 {
+			unit = "pod"
+		}
+		parts[i] = fmt.Sprintf("%s %d %s", ps.Name, ps.Count, unit)
+	}
+	return "; " + strings.Join(parts, ", ")
 }

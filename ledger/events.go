@@ -5,9 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -27,14 +25,10 @@ const (
 	ReasonNamespaceUnbound = "NamespaceUnbound"
 )
 
-// event records an Event on the Job a Workload describes. The recorder
+// event records an Event on the workload a Workload describes. The recorder
 // sends asynchronously, so this is safe under the ledger's lock.
 func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, args ...any) {
-	ref := &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: w.UID},
-	}
-	l.recorder.Eventf(ref, eventType, reason, format, args...)
+	l.recorder.Eventf(kinds.Ref(w), eventType, reason, format, args...)
 }
 
 // describeUsage renders usage as "nvidia.com/gpu=4, cpu=8 in flavor gpu",

@@ -1,16 +1,18 @@
 package ledger
 
 import (
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/btree"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -18,6 +20,10 @@ import (
 type entry struct {
 	w  *queues.Workload
 	rv string
+	// paths are the JSON paths of the pod templates, by pod set in
+	// w.PodSets order, and suspend that of the suspend field.
+	paths   [][]string
+	suspend []string
 	// state is the ledger's view: pending (in a tree, or assumed),
 	// admitted, inadmissible or finished.
 	state   queues.State
@@ -61,47 +67,34 @@ type priorityRef struct {
 
 func lessEntry(a, b *entry) bool { return queues.Before(a.w, b.w) }
 
-func isFinished(job *batchv1.Job) bool {
-	return hasCondition(job, batchv1.JobComplete) || hasCondition(job, batchv1.JobFailed)
-}
-
-func isSuspended(job *batchv1.Job) bool { return job.Spec.Suspend != nil && *job.Spec.Suspend }
-
-// onJob folds one Job's new state into the ledger.
+// onJob folds one workload object's new state into the ledger.
 func (l *Ledger) onJob(obj any) {
-	job, ok := obj.(*batchv1.Job)
+	o, ok := kinds.Of(obj)
 	if !ok {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if job.Labels[queues.LabelState] == "" {
-		l.noteUnrecordedLocked(job)
+	meta := o.Meta
+	if meta.Labels[queues.LabelState] == "" {
+		l.noteUnrecordedLocked(o)
 		return
 	}
-	delete(l.late, job.UID)
-	e := l.jobs[job.UID]
+	delete(l.late, meta.UID)
+	e := l.jobs[meta.UID]
 	if e == nil {
 		e = &entry{state: queues.StatePending}
-		l.jobs[job.UID] = e
+		l.jobs[meta.UID] = e
 	}
-	e.rv = job.ResourceVersion
-	e.labelState = job.Labels[queues.LabelState]
-	e.flavors = job.Annotations[queues.AnnotationFlavors]
-	e.userAffinity = job.Annotations[queues.AnnotationUserAffinity]
-	if t, err := time.Parse(time.RFC3339, job.Annotations[queues.AnnotationAdmittedAt]); err == nil {
+	e.note(o)
+	if t, err := time.Parse(time.RFC3339, meta.Annotations[queues.AnnotationAdmittedAt]); err == nil {
 		e.admittedAt = t
 	}
-	e.prio = priorityRef{
-		workloadClass: firstNonEmpty(job.Labels[queues.LabelPriorityClass], job.Labels[queues.LabelKueuePriorityClass]),
-		podClass:      job.Spec.Template.Spec.PriorityClassName,
-		pod:           job.Spec.Template.Spec.Priority,
-	}
-	w := queues.WorkloadFromJob(job, job.Labels[queues.LabelQueue], l.priorityOf(e.prio))
+	w := o.Workload(meta.Labels[queues.LabelQueue], l.priorityOf(e.prio))
 	w.Tag = e
 
 	switch {
-	case isFinished(job):
+	case o.Finished:
 		l.untree(e)
 		e.w = w
 		if e.state != queues.StateFinished {
@@ -111,14 +104,14 @@ func (l *Ledger) onJob(obj any) {
 		// A victim may finish before its preemption takes effect: its
 		// preemptor waits no more.
 		e.evicting = false
-		l.victimFreedLocked(job.UID)
+		l.victimFreedLocked(meta.UID)
 		if e.labelState != string(queues.StateFinished) {
-			l.labelQueue.Add(job.UID)
+			l.labelQueue.Add(meta.UID)
 		}
-	case !isSuspended(job) && e.evicting:
+	case !o.Suspended && e.evicting:
 		// A view from before the preemption write: it changes nothing.
 		e.w = w
-	case !isSuspended(job):
+	case !o.Suspended:
 		l.untree(e)
 		e.w = w
 		e.assumed = false
@@ -137,31 +130,32 @@ func (l *Ledger) onJob(obj any) {
 	default:
 		// Known now, written once the quota is free (the label worker
 		// is woken then).
-		e.restore = l.restoreDueLocked(job, w)
+		e.restore = l.restoreDueLocked(o, w)
 		if e.charged != nil {
 			// Suspended again (preempted, or by its owner): the quota
-			// comes back once the pods are gone, and the Job queues again.
+			// comes back once the pods are gone, and the workload queues
+			// again.
 			e.w = w
-			if activePods(job) > 0 || job.Status.StartTime != nil {
+			if o.Active > 0 || (o.Started && o.StoppedSince.IsZero()) {
 				e.evicting = true
 				return
 			}
-			if wait := l.suspensionUnseen(job, e); wait > 0 {
-				// The job controller may not have seen the admission
+			if wait := l.suspensionUnseen(o, e); wait > 0 {
+				// The kind's controller may not have seen the admission
 				// yet, and may still start pods: look again later.
 				e.evicting = true
-				uid := job.UID
+				uid := meta.UID
 				time.AfterFunc(wait, func() { l.recheckVictim(uid, w) })
 				return
 			}
 			e.evicting = false
 			e.evictedAt = time.Time{}
 			l.releaseLocked(e, false)
-			l.labelQueue.Add(job.UID)
-			l.victimFreedLocked(job.UID)
+			l.labelQueue.Add(meta.UID)
+			l.victimFreedLocked(meta.UID)
 		}
 		if e.restore {
-			l.labelQueue.Add(job.UID)
+			l.labelQueue.Add(meta.UID)
 		}
 		if e.state == queues.StateInadmissible && e.w != nil && sameShape(e.w, w) {
 			e.w = w
@@ -175,22 +169,46 @@ func (l *Ledger) onJob(obj any) {
 	}
 }
 
+// note copies into e what the ledger keeps of o besides its Workload.
+func (e *entry) note(o *kinds.Object) {
+	meta := o.Meta
+	e.rv = meta.ResourceVersion
+	e.labelState = meta.Labels[queues.LabelState]
+	e.flavors = meta.Annotations[queues.AnnotationFlavors]
+	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
+	class, value := o.Priority()
+	e.prio = priorityRef{
+		workloadClass: firstNonEmpty(meta.Labels[queues.LabelPriorityClass], meta.Labels[queues.LabelKueuePriorityClass]),
+		podClass:      class,
+		pod:           value,
+	}
+	e.suspend = o.Kind.SuspendPath()
+	if len(o.PodSets) == 1 && len(e.paths) == 1 && slices.Equal(e.paths[0], o.PodSets[0].Path) {
+		return
+	}
+	e.paths = make([][]string, len(o.PodSets))
+	for i, ps := range o.PodSets {
+		e.paths[i] = ps.Path
+	}
+}
+
 func (l *Ledger) onJobDelete(obj any) {
-	job, ok := obj.(*batchv1.Job)
+	m, ok := obj.(metav1.Object)
 	if !ok {
 		return
 	}
+	uid := m.GetUID()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.jobs[job.UID]
+	e := l.jobs[uid]
 	if e == nil {
 		return
 	}
 	l.untree(e)
 	l.releaseLocked(e, false)
-	delete(l.jobs, job.UID)
-	delete(l.late, job.UID)
-	l.victimFreedLocked(job.UID)
+	delete(l.jobs, uid)
+	delete(l.late, uid)
+	l.victimFreedLocked(uid)
 	for v := range e.waitingFor {
 		delete(l.waitingOn, v)
 	}
@@ -204,17 +222,15 @@ func (l *Ledger) onJobDelete(obj any) {
 const suspendGrace = 3 * time.Second
 
 // suspensionUnseen says how much longer to wait before trusting that an
-// evicted Job without pods stays without them: none once the job
-// controller has marked it Suspended since the eviction (conditions have
+// evicted workload without pods stays without them: none once its
+// controller has marked it stopped since the eviction (conditions have
 // one-second resolution), or once suspendGrace has passed.
-func (l *Ledger) suspensionUnseen(job *batchv1.Job, e *entry) time.Duration {
+func (l *Ledger) suspensionUnseen(o *kinds.Object, e *entry) time.Duration {
 	if e.evictedAt.IsZero() {
 		return 0
 	}
-	for _, c := range job.Status.Conditions {
-		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.Time.Before(e.evictedAt.Truncate(time.Second)) {
-			return 0
-		}
+	if !o.StoppedSince.IsZero() && !o.StoppedSince.Before(e.evictedAt.Truncate(time.Second)) {
+		return 0
 	}
 	return suspendGrace - l.opts.Clock.Since(e.evictedAt)
 }
@@ -239,28 +255,48 @@ func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
 	l.poke()
 }
 
-// restoreDueLocked says whether a suspended Job that was admitted before
-// still has a node affinity other than its candidate flavors', and the API
-// now allows changing it: the job controller has stopped it (no pods, and
-// startTime cleared or the Suspended condition set).
-func (l *Ledger) restoreDueLocked(job *batchv1.Job, w *queues.Workload) bool {
-	if job.Annotations[queues.AnnotationFlavors] == "" || activePods(job) > 0 {
+// restoreDueLocked says whether a suspended workload that was admitted
+// before still has, in some pod template, a node affinity other than its
+// candidate flavors', and the API now allows changing it: its controller
+// has stopped it (no pods, and startTime cleared or marked stopped).
+func (l *Ledger) restoreDueLocked(o *kinds.Object, w *queues.Workload) bool {
+	ann := o.Meta.Annotations
+	if ann[queues.AnnotationFlavors] == "" || o.Active > 0 {
 		return false
 	}
-	if job.Status.StartTime != nil && !hasCondition(job, batchv1.JobSuspended) {
+	if o.Started && o.StoppedSince.IsZero() {
 		return false
 	}
-	user, combos, ok := l.candidatesLocked(w, job.Annotations[queues.AnnotationUserAffinity])
+	_, combos, ok := l.candidatesLocked(w, "")
 	if !ok {
 		return false
 	}
-	want := queues.NodeSelector(user, combos)
-	have := job.Spec.Template.Spec.Affinity
-	var haveSel *corev1.NodeSelector
-	if have != nil && have.NodeAffinity != nil {
-		haveSel = have.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	for _, ps := range o.PodSets {
+		user, err := podSetUserTerms(ann[queues.AnnotationUserAffinity], ps.Name)
+		if err != nil {
+			return false
+		}
+		want := queues.NodeSelector(user, combos)
+		have := ps.Template.Spec.Affinity
+		var haveSel *corev1.NodeSelector
+		if have != nil && have.NodeAffinity != nil {
+			haveSel = have.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		}
+		if !equality.Semantic.DeepEqual(want, haveSel) {
+			return true
+		}
 	}
-	return !equality.Semantic.DeepEqual(want, haveSel)
+	return false
+}
+
+// podSetUserTerms decodes pod set name's own required terms from the
+// AnnotationUserAffinity annotation.
+func podSetUserTerms(ann, name string) ([]corev1.NodeSelectorTerm, error) {
+	enc, err := queues.PodSetTerms(ann, name)
+	if err != nil {
+		return nil, err
+	}
+	return queues.DecodeUserTerms(enc)
 }
 
 // candidatesLocked returns what the webhook built a Job's required node
@@ -275,24 +311,6 @@ func (l *Ledger) candidatesLocked(w *queues.Workload, userAnn string) ([]corev1.
 		return nil, nil, false
 	}
 	return user, l.cfg.Candidates(l.cfg.ClusterQueues[w.Queue], w), true
-}
-
-func hasCondition(job *batchv1.Job, t batchv1.JobConditionType) bool {
-	for _, c := range job.Status.Conditions {
-		if c.Type == t && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
-// activePods counts a Job's pods that still run or terminate.
-func activePods(job *batchv1.Job) int32 {
-	n := job.Status.Active
-	if job.Status.Terminating != nil {
-		n += *job.Status.Terminating
-	}
-	return n
 }
 
 // victimFreedLocked notes that a preemption victim's quota is free. When

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -181,7 +181,7 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	want, have := string(e.state), e.labelState
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: e.w.Namespace, Name: e.w.Name}}
+	job := kinds.Ref(e.w)
 	var restore []byte
 	if e.restore && e.state == queues.StatePending {
 		restore = l.restorePatchLocked(e)
@@ -206,11 +206,11 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
 // is no longer configured. It is guarded by the resourceVersion it was
 // decided on, so it cannot undo an admission.
 func (l *Ledger) restorePatchLocked(e *entry) []byte {
-	user, combos, ok := l.candidatesLocked(e.w, e.userAffinity)
+	_, combos, ok := l.candidatesLocked(e.w, "")
 	if !ok {
 		return nil
 	}
-	patch, err := affinityPatch(e.rv, user, combos, true, nil, queues.StatePending)
+	patch, err := affinityPatch(write{w: e.w, rv: e.rv, userAffinity: e.userAffinity, paths: e.paths, suspend: e.suspend}, combos, true, nil, queues.StatePending)
 	if err != nil {
 		return nil
 	}

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -30,40 +29,37 @@ const (
 	ReasonSuspendedLate = "SuspendedLate"
 )
 
-// noteUnrecordedLocked looks at a Job without a tally.dev/state label and
-// queues it for capture if it runs in a managed namespace.
-func (l *Ledger) noteUnrecordedLocked(job *batchv1.Job) {
-	info := l.namespaces[job.Namespace]
+// noteUnrecordedLocked looks at a workload without a tally.dev/state
+// label and queues it for capture if it runs in a managed namespace, and
+// is not part of a workload of another kind (see kinds.Object.Owner).
+func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
+	meta := o.Meta
+	info := l.namespaces[meta.Namespace]
 	queue := ""
-	if info != nil && l.managedLocked(job.Namespace, info) {
-		// A Job that names an unknown LocalQueue, or no queue where none
-		// applies, would not have been queued by the webhook either.
-		queue, _ = l.cfg.Route(job.Namespace, info.queue, job.Labels)
+	if info != nil && l.managedLocked(meta.Namespace, info) && o.Owner() == nil {
+		// A workload that names an unknown LocalQueue, or no queue where
+		// none applies, would not have been queued by the webhook either.
+		queue, _ = l.cfg.Route(meta.Namespace, info.queue, meta.Labels)
 	}
-	if queue == "" || l.cfg == nil || isFinished(job) || isSuspended(job) || job.DeletionTimestamp != nil {
-		if e := l.late[job.UID]; e != nil {
-			delete(l.late, job.UID)
-			delete(l.jobs, job.UID)
+	if queue == "" || l.cfg == nil || o.Finished || o.Suspended || meta.DeletionTimestamp != nil {
+		if e := l.late[meta.UID]; e != nil {
+			delete(l.late, meta.UID)
+			delete(l.jobs, meta.UID)
 		}
 		return
 	}
-	e := l.jobs[job.UID]
+	e := l.jobs[meta.UID]
 	if e == nil {
 		e = &entry{}
-		l.jobs[job.UID] = e
+		l.jobs[meta.UID] = e
 	}
 	if e.assumed || e.captured {
 		return // its capture write is in flight, or made: a stale event
 	}
-	e.prio = priorityRef{
-		workloadClass: firstNonEmpty(job.Labels[queues.LabelPriorityClass], job.Labels[queues.LabelKueuePriorityClass]),
-		podClass:      job.Spec.Template.Spec.PriorityClassName,
-		pod:           job.Spec.Template.Spec.Priority,
-	}
-	e.w = queues.WorkloadFromJob(job, queue, l.priorityOf(e.prio))
+	e.note(o)
+	e.w = o.Workload(queue, l.priorityOf(e.prio))
 	e.w.Tag = e
-	e.rv = job.ResourceVersion
-	l.late[job.UID] = e
+	l.late[meta.UID] = e
 	l.poke()
 }
 
@@ -84,19 +80,19 @@ func (l *Ledger) captureManaged(ctx context.Context) {
 	}
 }
 
-// captureNamespace looks for unrecorded running Jobs in a namespace that
-// has just become managed.
+// captureNamespace looks for unrecorded running workloads in a namespace
+// that has just become managed.
 func (l *Ledger) captureNamespace(ctx context.Context, ns string) {
-	var jobs batchv1.JobList
-	if err := l.cache.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
-		l.log.Error(err, "listing Jobs of a newly bound namespace", "namespace", ns)
+	objs, err := l.listWatched(ctx, client.InNamespace(ns))
+	if err != nil {
+		l.log.Error(err, "listing workloads of a newly bound namespace", "namespace", ns)
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i := range jobs.Items {
-		if jobs.Items[i].Labels[queues.LabelState] == "" {
-			l.noteUnrecordedLocked(&jobs.Items[i])
+	for _, o := range objs {
+		if o.Meta.Labels[queues.LabelState] == "" {
+			l.noteUnrecordedLocked(o)
 		}
 	}
 }
@@ -116,7 +112,7 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 	out := make([]write, 0, len(late))
 	for _, e := range late {
 		a, v := snap.Assign(e.w)
-		wr := write{e: e, w: e.w, late: true}
+		wr := write{e: e, w: e.w, late: true, suspend: e.suspend}
 		if v.Kind == queues.Fits {
 			snap.Charge(e.w.Queue, a.Usage, +1)
 			l.chargeLocked(e, e.w.Queue, a.Usage)
@@ -136,7 +132,7 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 	fits := w.message == ""
 	now := l.opts.Clock.Now()
 	meta := map[string]any{"labels": map[string]any{queues.LabelQueue: w.w.Queue, queues.LabelState: string(queues.StatePending)}}
-	patch := map[string]any{"metadata": meta}
+	patch := kinds.MergePatch{"metadata": meta}
 	if fits {
 		meta["labels"].(map[string]any)[queues.LabelState] = string(queues.StateAdmitted)
 		meta["annotations"] = map[string]any{
@@ -144,12 +140,11 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 			queues.AnnotationAdmittedAt: now.UTC().Format(time.RFC3339),
 		}
 	} else {
-		patch["spec"] = map[string]any{"suspend": true}
+		patch.Set(w.suspend, true)
 	}
 	b, err := json.Marshal(patch)
 	if err == nil {
-		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: w.w.Namespace, Name: w.w.Name}}
-		err = l.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, b), client.FieldOwner(queues.FieldManagerAdmission))
+		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, b), client.FieldOwner(queues.FieldManagerAdmission))
 	}
 	l.mu.Lock()
 	w.e.assumed = false

@@ -11,7 +11,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -79,8 +82,11 @@ type Ledger struct {
 	labelQueue workqueue.TypedRateLimitingInterface[types.UID]
 	nsQueue    workqueue.TypedRateLimitingInterface[string]
 	metrics    *metrics
-	// listJobs lists the informer's Jobs, for the recount.
-	listJobs func(context.Context) ([]batchv1.Job, error)
+	// listJobs lists the informers' workloads, for the recount.
+	listJobs func(context.Context) ([]*kinds.Object, error)
+	// watched are the registered kinds the API server serves, which the
+	// ledger watches (set by Start).
+	watched []kinds.Kind
 }
 
 type nsInfo struct {
@@ -101,7 +107,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Ledger{
+	l := &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
 		writeSlots: make(chan struct{}, opts.Workers),
 		jobs:       map[types.UID]*entry{},
@@ -122,9 +128,12 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
 		nsQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
-		metrics:  newMetrics(),
-		listJobs: cachedJobs(c),
+		metrics: newMetrics(),
 	}
+	l.listJobs = func(ctx context.Context) ([]*kinds.Object, error) {
+		return l.listWatched(ctx, client.UnsafeDisableDeepCopy)
+	}
+	return l
 }
 
 // NeedLeaderElection: only the leader admits.
@@ -145,8 +154,18 @@ func (l *Ledger) Start(ctx context.Context) error {
 	if err := l.watch(ctx, &schedulingv1.PriorityClass{}, l.onPriorityClass, l.onPriorityClassDelete); err != nil {
 		return err
 	}
-	if err := l.watch(ctx, &batchv1.Job{}, l.onJob, l.onJobDelete); err != nil {
-		return err
+	for _, k := range kinds.Registered() {
+		if _, typed := k.New().(*batchv1.Job); !typed {
+			gvk := k.GVK()
+			if _, err := l.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) {
+				l.log.Info("workload kind not served by the API server; not watched (restart tally once its CRD is installed)", "kind", gvk.String())
+				continue
+			}
+		}
+		if err := l.watch(ctx, k.New(), l.onJob, l.onJobDelete); err != nil {
+			return err
+		}
+		l.watched = append(l.watched, k)
 	}
 	if !l.cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("ledger: informers did not sync: %w", ctx.Err())
@@ -155,7 +174,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	l.synced = true
 	l.mu.Unlock()
 	l.captureManaged(ctx)
-	l.log.Info("ledger synced", "jobs", len(l.jobs), "namespaces", len(l.namespaces))
+	l.log.Info("ledger synced", "workloads", len(l.jobs), "namespaces", len(l.namespaces), "kinds", len(l.watched))
 
 	go l.runLabelWorker(ctx)
 	go l.runNamespaceWorker(ctx)
@@ -264,4 +283,24 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	l.rebuildPendingLocked()
 	l.relabelLocked()
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))
+}
+
+// listWatched lists the workloads of every watched kind from the cache.
+func (l *Ledger) listWatched(ctx context.Context, opts ...client.ListOption) ([]*kinds.Object, error) {
+	var out []*kinds.Object
+	for _, k := range l.watched {
+		list := k.NewList()
+		if err := l.cache.List(ctx, list, opts...); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", k.GVK().Kind, err)
+		}
+		if err := meta.EachListItem(list, func(obj runtime.Object) error {
+			if o, ok := kinds.Of(obj); ok {
+				out = append(out, o)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

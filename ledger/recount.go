@@ -4,12 +4,10 @@ import (
 	"context"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -43,17 +41,6 @@ type suspect struct {
 	// informer did not hold it.
 	rv   string
 	gone bool
-}
-
-// cachedJobs lists the Jobs of the informer's cache. They are not deep
-// copied: like the objects the informer hands the event handlers, they are
-// only read.
-func cachedJobs(c cache.Cache) func(context.Context) ([]batchv1.Job, error) {
-	return func(ctx context.Context) ([]batchv1.Job, error) {
-		var list batchv1.JobList
-		err := c.List(ctx, &list, client.UnsafeDisableDeepCopy)
-		return list.Items, err
-	}
 }
 
 // recount repairs what the ledger missed of the informer's Jobs, then
@@ -110,29 +97,28 @@ func (l *Ledger) recount(ctx context.Context) <-chan struct{} {
 }
 
 // suspectsLocked compares the informer's Jobs with the ledger's entries.
-func (l *Ledger) suspectsLocked(jobs []batchv1.Job) map[types.UID]suspect {
+func (l *Ledger) suspectsLocked(jobs []*kinds.Object) map[types.UID]suspect {
 	out := map[types.UID]suspect{}
 	known := 0
-	for i := range jobs {
-		job := &jobs[i]
-		e := l.jobs[job.UID]
+	for _, job := range jobs {
+		e := l.jobs[job.Meta.UID]
 		if e != nil {
 			known++
 		}
 		if unseen(e, job) {
-			s := suspect{e: e, rv: job.ResourceVersion}
+			s := suspect{e: e, rv: job.Meta.ResourceVersion}
 			if e != nil {
 				s.seen = e.rv
 			}
-			out[job.UID] = s
+			out[job.Meta.UID] = s
 		}
 	}
 	if known == len(l.jobs) {
 		return out
 	}
 	listed := make(map[types.UID]bool, len(jobs))
-	for i := range jobs {
-		listed[jobs[i].UID] = true
+	for _, job := range jobs {
+		listed[job.Meta.UID] = true
 	}
 	for uid, e := range l.jobs {
 		if !listed[uid] {
@@ -144,26 +130,26 @@ func (l *Ledger) suspectsLocked(jobs []batchv1.Job) map[types.UID]suspect {
 
 // unseen says whether the ledger has yet to fold in job, a Job the
 // informer holds, whose entry is e.
-func unseen(e *entry, job *batchv1.Job) bool {
+func unseen(e *entry, job *kinds.Object) bool {
 	switch {
-	case job.Labels[queues.LabelState] == "":
+	case job.Meta.Labels[queues.LabelState] == "":
 		return false
 	case e == nil:
 		return true
-	case e.assumed && isSuspended(job):
+	case e.assumed && job.Suspended:
 		return false
 	}
-	return e.rv != job.ResourceVersion
+	return e.rv != job.Meta.ResourceVersion
 }
 
 // missedKind names what the ledger missed of job, whose entry is e.
-func missedKind(e *entry, job *batchv1.Job) string {
+func missedKind(e *entry, job *kinds.Object) string {
 	switch {
-	case isFinished(job):
+	case job.Finished:
 		if e == nil || e.state != queues.StateFinished {
 			return missedFinish
 		}
-	case !isSuspended(job):
+	case !job.Suspended:
 		if e == nil || e.state != queues.StateAdmitted {
 			return missedAdmission
 		}
@@ -179,15 +165,15 @@ func (l *Ledger) repair(ctx context.Context, suspects map[types.UID]suspect) {
 		l.log.Error(err, "listing Jobs for the recount")
 		return
 	}
-	listed := make(map[types.UID]*batchv1.Job, len(suspects))
-	for i := range jobs {
-		if _, ok := suspects[jobs[i].UID]; ok {
-			listed[jobs[i].UID] = &jobs[i]
+	listed := make(map[types.UID]*kinds.Object, len(suspects))
+	for _, job := range jobs {
+		if _, ok := suspects[job.Meta.UID]; ok {
+			listed[job.Meta.UID] = job
 		}
 	}
 	type replay struct {
 		kind string
-		job  *batchv1.Job
+		job  client.Object
 	}
 	var replays []replay
 	l.mu.Lock()
@@ -199,16 +185,16 @@ func (l *Ledger) repair(ctx context.Context, suspects map[types.UID]suspect) {
 		switch {
 		case s.gone:
 			if job == nil {
-				gone := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: e.w.Namespace, Name: e.w.Name, UID: uid}}
-				replays = append(replays, replay{missedDelete, gone})
+				replays = append(replays, replay{missedDelete, kinds.Ref(e.w)})
 			}
-		case job != nil && job.ResourceVersion == s.rv && unseen(e, job):
-			replays = append(replays, replay{missedKind(e, job), job})
+		case job != nil && job.Meta.ResourceVersion == s.rv && unseen(e, job):
+			replays = append(replays, replay{missedKind(e, job), job.Obj})
 		}
 	}
 	l.mu.Unlock()
 	for _, r := range replays {
-		l.log.Info("missed Job event repaired", "kind", r.kind, "job", r.job.Namespace+"/"+r.job.Name, "resourceVersion", r.job.ResourceVersion)
+		l.log.Info("missed workload event repaired", "kind", r.kind, "workload", r.job.GetNamespace()+"/"+r.job.GetName(),
+			"workloadKind", r.job.GetObjectKind().GroupVersionKind().Kind, "resourceVersion", r.job.GetResourceVersion())
 		if r.kind == missedDelete {
 			l.onJobDelete(r.job)
 		} else {

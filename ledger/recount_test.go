@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -32,14 +33,23 @@ func newRecountFixture(t *testing.T, rec record.EventRecorder) *recountFixture {
 	f.l.cfg = benchConfig(t, 1)
 	f.l.synced = true
 	f.l.namespaces["ns-cq-0"] = &nsInfo{}
-	f.l.listJobs = func(context.Context) ([]batchv1.Job, error) {
+	f.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
 		out := make([]batchv1.Job, 0, len(f.informer))
 		for _, j := range f.informer {
 			out = append(out, *j)
 		}
-		return out, nil
+		return objects(out), nil
 	}
 	return f
+}
+
+// objects describes Jobs as the seam's objects.
+func objects(jobs []batchv1.Job) []*kinds.Object {
+	out := make([]*kinds.Object, len(jobs))
+	for i := range jobs {
+		out[i], _ = kinds.Of(&jobs[i])
+	}
+	return out
 }
 
 // seen puts a version of a Job in the informer and delivers it.
@@ -242,7 +252,7 @@ func TestRecountConfirmsOnlySettledDifferences(t *testing.T) {
 	f.informer[racing.UID] = jobAt(racing, "2", func(j *batchv1.Job) { j.Annotations["example.com/note"] = "x" })
 	racingAdmitted := jobAt(racing, "3", markAdmitted)
 	list, lists := l.listJobs, 0
-	l.listJobs = func(ctx context.Context) ([]batchv1.Job, error) {
+	l.listJobs = func(ctx context.Context) ([]*kinds.Object, error) {
 		jobs, err := list(ctx)
 		if lists++; lists == 2 {
 			f.seen(racingAdmitted)

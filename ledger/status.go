@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	batchv1 "k8s.io/api/batch/v1"
-
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -36,7 +35,7 @@ type QueueStatus struct {
 // one is admitted and holds what its tally.dev/flavors annotation says,
 // and a suspended one waits (or can never fit, by its state label). Queues
 // come in config order, then queues the config does not know.
-func Status(cfg *queues.Config, jobs []batchv1.Job) []QueueStatus {
+func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 	byName := map[string]*QueueStatus{}
 	var out []*QueueStatus
 	get := func(name string) *QueueStatus {
@@ -54,24 +53,24 @@ func Status(cfg *queues.Config, jobs []batchv1.Job) []QueueStatus {
 	for _, name := range cfg.QueueNames {
 		get(name)
 	}
-	for i := range jobs {
-		job := &jobs[i]
-		name := job.Labels[queues.LabelQueue]
-		if name == "" || job.Labels[queues.LabelState] == "" || isFinished(job) {
+	for _, job := range jobs {
+		lbls, ann := job.Meta.Labels, job.Meta.Annotations
+		name := lbls[queues.LabelQueue]
+		if name == "" || lbls[queues.LabelState] == "" || job.Finished {
 			continue
 		}
 		s := get(name)
-		w := queues.WorkloadFromJob(job, name, 0)
+		w := job.Workload(name, 0)
 		switch {
-		case !isSuspended(job):
+		case !job.Suspended:
 			s.Admitted++
-			s.Usage.Add(UsageOf(cfg, w, job.Annotations[queues.AnnotationFlavors]))
-		case job.Labels[queues.LabelState] == string(queues.StateInadmissible):
+			s.Usage.Add(UsageOf(cfg, w, ann[queues.AnnotationFlavors]))
+		case lbls[queues.LabelState] == string(queues.StateInadmissible):
 			s.Inadmissible++
 		default:
 			s.Pending++
-			if activePods(job) > 0 {
-				s.Usage.Add(UsageOf(cfg, w, job.Annotations[queues.AnnotationFlavors]))
+			if job.Active > 0 {
+				s.Usage.Add(UsageOf(cfg, w, ann[queues.AnnotationFlavors]))
 			}
 		}
 	}

@@ -102,7 +102,7 @@ func TestStatus(t *testing.T) {
 		statusJob("b-late", "b", "1", "admitted", false, ""),
 		statusJob("ghost", "gone", "1", "pending", true, ""),
 	}
-	st := Status(cfg, jobs)
+	st := Status(cfg, objects(jobs))
 	var names []string
 	for _, s := range st {
 		names = append(names, s.Name)

@@ -133,6 +133,45 @@ func DecodeUserTerms(s string) ([]corev1.NodeSelectorTerm, error) {
 	return terms, nil
 }
 
+// PodSetTerms returns, from the AnnotationUserAffinity annotation, the
+// encoded terms of pod set name. The annotation is the terms themselves
+// (a JSON list, as EncodeUserTerms writes them) for a workload with one
+// pod set or with the same terms in each, or a JSON object of each pod
+// set's terms by name (see EncodePodSetTerms).
+func PodSetTerms(ann, name string) (string, error) {
+	if !strings.HasPrefix(ann, "{") {
+		return ann, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(ann), &m); err != nil {
+		return "", fmt.Errorf("annotation %s: %w", AnnotationUserAffinity, err)
+	}
+	return string(m[name]), nil
+}
+
+// EncodePodSetTerms renders the pod sets' own required terms, by pod set
+// name in the order names gives, for the AnnotationUserAffinity
+// annotation: as EncodeUserTerms does when every pod set has the same
+// terms, else as a JSON object.
+func EncodePodSetTerms(names []string, terms map[string][]corev1.NodeSelectorTerm) string {
+	first := EncodeUserTerms(terms[names[0]])
+	same := true
+	for _, n := range names[1:] {
+		same = same && EncodeUserTerms(terms[n]) == first
+	}
+	if same {
+		return first
+	}
+	m := map[string]json.RawMessage{}
+	for _, n := range names {
+		if enc := EncodeUserTerms(terms[n]); enc != "" {
+			m[n] = json.RawMessage(enc)
+		}
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
 // RequiredTerms returns a pod spec's required node affinity terms.
 func RequiredTerms(spec *corev1.PodSpec) []corev1.NodeSelectorTerm {
 	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil || spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
@@ -148,12 +187,28 @@ func (w *Workload) canRunOn(f *flavors.Flavor) bool {
 	if p := w.placement(); p != nil && !p.allows(f) {
 		return false
 	}
-	return f.Tolerates(w.Tolerations)
+	if !f.Tolerates(w.Tolerations) {
+		return false
+	}
+	for _, o := range w.More {
+		if !o.canRunOn(f) {
+			return false
+		}
+	}
+	return true
 }
 
 // whyNot says why w's pods can never run on f's nodes, or "" if they can.
 func (w *Workload) whyNot(f *flavors.Flavor) string {
-	return f.Mismatch(flavors.Affinity{NodeSelector: w.NodeSelector, Terms: w.NodeAffinity}, w.Tolerations)
+	if why := f.Mismatch(flavors.Affinity{NodeSelector: w.NodeSelector, Terms: w.NodeAffinity}, w.Tolerations); why != "" {
+		return why
+	}
+	for _, o := range w.More {
+		if why := o.whyNot(f); why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 // placement returns what w's nodeSelector and required node affinity

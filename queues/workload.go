@@ -6,6 +6,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
@@ -18,13 +20,17 @@ const MainPodSet = "main"
 // Workload is what the admission core knows of one Job: who it is, where it
 // queues, how much it needs and where its pods may run.
 type Workload struct {
-	Namespace string
-	Name      string
-	UID       types.UID
-	Queue     string
-	Priority  int32
-	Created   time.Time
-	PodSets   []PodSet
+	// APIVersion and Kind name the workload's kind ("" for a batch/v1
+	// Job).
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+	UID        types.UID
+	Queue      string
+	Priority   int32
+	Created    time.Time
+	PodSets    []PodSet
 	// NodeSelector, NodeAffinity and Tolerations say where the pods may
 	// run: the pod template's nodeSelector and tolerations, and the terms
 	// of the Job's own required node affinity (ORed). A flavor whose
@@ -34,6 +40,10 @@ type Workload struct {
 	NodeSelector map[string]string
 	NodeAffinity []corev1.NodeSelectorTerm
 	Tolerations  []corev1.Toleration
+	// More holds, for a workload whose pod sets differ in where their
+	// pods may run, the constraints of each other pod set (as sealed
+	// Workloads of their own): a flavor must suit every one.
+	More []*Workload
 	// Tag is the caller's own record of the Workload; the core never
 	// reads it.
 	Tag any
@@ -63,7 +73,7 @@ type PodSet struct {
 // them. Decide compares the requests of sealed plain Workloads only, as
 // only they compete for the same flavors.
 func (w *Workload) plain() bool {
-	return len(w.NodeSelector) == 0 && len(w.NodeAffinity) == 0 && len(w.Tolerations) == 0 && w.vec != nil
+	return len(w.NodeSelector) == 0 && len(w.NodeAffinity) == 0 && len(w.Tolerations) == 0 && len(w.More) == 0 && w.vec != nil
 }
 
 // Key returns "namespace/name".
@@ -109,10 +119,17 @@ func (w *Workload) sum() flavors.Resources {
 	return total
 }
 
-// PodSetsFromJob describes a Job's pods: parallelism pods (capped by
-// completions) with the effective pod requests, init containers, sidecars
-// and overhead included, as the scheduler computes them.
-func PodSetsFromJob(job *batchv1.Job) []PodSet {
+// PodTemplate is one pod set of a workload as its kind describes it: a
+// name, a pod count and the pod spec.
+type PodTemplate struct {
+	Name  string
+	Count int64
+	Spec  *corev1.PodSpec
+}
+
+// JobCount is how many pods of a Job run at once: parallelism (default
+// 1), capped by completions.
+func JobCount(job *batchv1.Job) int64 {
 	count := int64(1)
 	if job.Spec.Parallelism != nil {
 		count = int64(*job.Spec.Parallelism)
@@ -120,54 +137,95 @@ func PodSetsFromJob(job *batchv1.Job) []PodSet {
 	if job.Spec.Completions != nil && int64(*job.Spec.Completions) < count {
 		count = int64(*job.Spec.Completions)
 	}
-	if count < 0 {
-		count = 0
-	}
-	pod := &corev1.Pod{Spec: job.Spec.Template.Spec}
-	reqs := flavors.FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
-	for r, a := range reqs {
-		if a == 0 {
-			delete(reqs, r)
+	return max(count, 0)
+}
+
+// PodSetsFromJob describes a Job's pods: its one pod set.
+func PodSetsFromJob(job *batchv1.Job) []PodSet {
+	return podSets([]PodTemplate{{Name: MainPodSet, Count: JobCount(job), Spec: &job.Spec.Template.Spec}})
+}
+
+// podSets describes each pod set with the effective pod requests, init
+// containers, sidecars and overhead included, as the scheduler computes
+// them.
+func podSets(sets []PodTemplate) []PodSet {
+	out := make([]PodSet, 0, len(sets))
+	for _, t := range sets {
+		pod := &corev1.Pod{Spec: *t.Spec}
+		reqs := flavors.FromList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+		for r, a := range reqs {
+			if a == 0 {
+				delete(reqs, r)
+			}
 		}
+		out = append(out, PodSet{Name: t.Name, Count: max(t.Count, 0), Requests: reqs})
 	}
-	return []PodSet{{Name: MainPodSet, Count: count, Requests: reqs}}
+	return out
 }
 
 // WorkloadFromJob builds the Workload of a Job that queues in queue with the
-// given priority.
-//
-// Its NodeAffinity is the Job's own required terms. Once the webhook has
-// queued the Job, the pod template requires the candidate flavors' nodes
-// instead, and the Job's own terms are in the AnnotationUserAffinity
-// annotation ("" for none); before that (or for a Job tally never
-// mutated), they are the pod template's. An annotation that does not parse
-// leaves the pod template's terms, which the pods obey in any case.
+// given priority (see NewWorkload).
 func WorkloadFromJob(job *batchv1.Job, queue string, priority int32) *Workload {
-	spec := &job.Spec.Template.Spec
+	return NewWorkload(&job.ObjectMeta, "", "", []PodTemplate{{Name: MainPodSet, Count: JobCount(job), Spec: &job.Spec.Template.Spec}}, queue, priority)
+}
+
+// NewWorkload builds the Workload of a workload object of kind
+// apiVersion/kind ("" for a batch/v1 Job) with pod sets sets, that queues
+// in queue with the given priority.
+//
+// Its NodeAffinity is each pod set's own required terms. Once the webhook
+// has queued the workload, the pod templates require the candidate
+// flavors' nodes instead, and the pod sets' own terms are in the
+// AnnotationUserAffinity annotation (see PodSetTerms); before that (or for
+// a workload tally never mutated), they are the pod templates'. An
+// annotation that does not parse leaves the pod templates' terms, which
+// the pods obey in any case.
+func NewWorkload(meta *metav1.ObjectMeta, apiVersion, kind string, sets []PodTemplate, queue string, priority int32) *Workload {
 	w := &Workload{
-		Namespace:    job.Namespace,
-		Name:         job.Name,
-		UID:          job.UID,
-		Queue:        queue,
-		Priority:     priority,
-		Created:      job.CreationTimestamp.Time,
-		PodSets:      PodSetsFromJob(job),
-		NodeSelector: spec.NodeSelector,
-		Tolerations:  spec.Tolerations,
+		APIVersion: intern(apiVersion),
+		Kind:       intern(kind),
+		Namespace:  meta.Namespace,
+		Name:       meta.Name,
+		UID:        meta.UID,
+		Queue:      queue,
+		Priority:   priority,
+		Created:    meta.CreationTimestamp.Time,
+		PodSets:    podSets(sets),
 	}
-	decoded := false
-	if enc, ok := job.Annotations[AnnotationUserAffinity]; ok {
-		if p, err := placementOf(spec.NodeSelector, enc, nil); err == nil {
-			w.place, decoded = p, true
-			if p != nil {
-				w.NodeAffinity = p.aff.Terms
+	ann, annotated := meta.Annotations[AnnotationUserAffinity]
+	for i, t := range sets {
+		c := w
+		if i > 0 {
+			c = &Workload{}
+		}
+		c.NodeSelector, c.Tolerations = t.Spec.NodeSelector, t.Spec.Tolerations
+		decoded := false
+		if annotated {
+			if enc, err := PodSetTerms(ann, t.Name); err == nil {
+				if p, err := placementOf(t.Spec.NodeSelector, enc, nil); err == nil {
+					c.place, decoded = p, true
+					if p != nil {
+						c.NodeAffinity = p.aff.Terms
+					}
+				}
 			}
 		}
-	}
-	if !decoded {
-		w.NodeAffinity = RequiredTerms(spec)
+		if !decoded {
+			c.NodeAffinity = RequiredTerms(t.Spec)
+		}
+		if i > 0 && !c.sameConstraints(w) {
+			w.More = append(w.More, c.Seal())
+		}
 	}
 	return w.Seal()
+}
+
+// sameConstraints says whether w and o ask the same of where their pods
+// run.
+func (w *Workload) sameConstraints(o *Workload) bool {
+	return equality.Semantic.DeepEqual(w.NodeSelector, o.NodeSelector) &&
+		equality.Semantic.DeepEqual(w.NodeAffinity, o.NodeAffinity) &&
+		equality.Semantic.DeepEqual(w.Tolerations, o.Tolerations)
 }
 
 // Before is the admission order: higher priority first, then older, then

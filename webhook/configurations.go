@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -71,12 +72,21 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 				Scope: ptr.To(admissionregistrationv1.AllScopes)},
 		}}
 	}
+	// The workload webhooks cover every registered kind.
+	workloads := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		var out []admissionregistrationv1.RuleWithOperations
+		for _, k := range kinds.Registered() {
+			gvk := k.GVK()
+			out = append(out, rule(gvk.Group, gvk.Version, k.Resource(), ops...)...)
+		}
+		return out
+	}
 	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name: "jobs.tally.dev", ClientConfig: e.clientConfig(JobPath),
-			Rules:         rule("batch", "v1", "jobs", create),
+			Rules:         workloads(create),
 			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
@@ -91,7 +101,7 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name: "jobs.validate.tally.dev", ClientConfig: e.clientConfig(JobGuardPath),
-			Rules:         rule("batch", "v1", "jobs", update),
+			Rules:         workloads(update),
 			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			// tally's own writes (admissions, preemptions) skip the call.

@@ -10,12 +10,13 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -55,17 +56,30 @@ func (g *JobGuard) Handle(_ context.Context, req admission.Request) admission.Re
 				fmt.Errorf("tally: a Job of %d bytes is larger than the %d-byte limit", len(raw), maxGuardedObject))
 		}
 	}
-	if resp := checkQuantities(req); resp != nil {
+	k, resp := kindOf(req)
+	if resp != nil {
 		return *resp
 	}
-	old, job := &batchv1.Job{}, &batchv1.Job{}
-	if err := g.Decoder.DecodeRaw(req.OldObject, old); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding the old Job: %w", err))
+	if resp := checkQuantities(req, k); resp != nil {
+		return *resp
 	}
-	if err := g.Decoder.DecodeRaw(req.Object, job); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Job: %w", err))
+	name := k.GVK().Kind
+	oldObj, obj := k.New(), k.New()
+	if err := g.Decoder.DecodeRaw(req.OldObject, oldObj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding the old %s: %w", name, err))
 	}
-	if errs := GuardJob(old, job); len(errs) > 0 {
+	if err := g.Decoder.DecodeRaw(req.Object, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", name, err))
+	}
+	old, err := k.Read(oldObj)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding the old %s: %w", name, err))
+	}
+	cur, err := k.Read(obj)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", name, err))
+	}
+	if errs := Guard(old, cur); len(errs) > 0 {
 		msgs := queues.FormatErrors(errs)
 		if len(msgs) > maxListed {
 			msgs = append(msgs[:maxListed], fmt.Sprintf("and %d more", len(msgs)-maxListed))
@@ -75,52 +89,83 @@ func (g *JobGuard) Handle(_ context.Context, req admission.Request) admission.Re
 	return admission.Allowed("")
 }
 
-// GuardJob returns what an update from old to job changes that only tally
-// may change. A Job is managed when it carries tally's queue or state label.
+// GuardJob applies Guard to a Job.
+func GuardJob(old, job *batchv1.Job) field.ErrorList {
+	o, _ := kinds.Job{}.Read(old)
+	n, _ := kinds.Job{}.Read(job)
+	return Guard(o, n)
+}
+
+// Guard returns what an update from old to cur changes that only tally
+// may change. A workload is managed when it carries tally's queue or
+// state label.
 //
 // Where its pods may run is not to be changed at all by others, not even
 // narrowed: telling a narrowing from a widening of arbitrary node affinity
 // is not worth the risk of getting it wrong.
-func GuardJob(old, job *batchv1.Job) field.ErrorList {
+func Guard(old, cur *kinds.Object) field.ErrorList {
+	kind := old.Kind.GVK().Kind
 	meta := field.NewPath("metadata")
-	errs := reservedKeys(meta.Child("labels"), "label", old.Labels, job.Labels)
-	errs = append(errs, reservedKeys(meta.Child("annotations"), "annotation", old.Annotations, job.Annotations)...)
-	if old.Labels[queues.LabelQueue] == "" && old.Labels[queues.LabelState] == "" {
+	errs := reservedKeys(meta.Child("labels"), "label", kind, old.Meta.Labels, cur.Meta.Labels)
+	errs = append(errs, reservedKeys(meta.Child("annotations"), "annotation", kind, old.Meta.Annotations, cur.Meta.Annotations)...)
+	if old.Meta.Labels[queues.LabelQueue] == "" && old.Meta.Labels[queues.LabelState] == "" {
 		return errs
 	}
-	wasSuspended := ptr.Deref(old.Spec.Suspend, false)
-	if wasSuspended && !ptr.Deref(job.Spec.Suspend, false) {
-		errs = append(errs, field.Forbidden(field.NewPath("spec", "suspend"),
-			"only tally may un-suspend a Job in a managed namespace; it is admitted when its ClusterQueue has quota (see kubectl describe job)"))
+	if old.Suspended && !cur.Suspended {
+		errs = append(errs, field.Forbidden(path(old.Kind.SuspendPath()), fmt.Sprintf(
+			"only tally may un-suspend a %s in a managed namespace; it is admitted when its ClusterQueue has quota (see kubectl describe %s)", kind, strings.ToLower(kind))))
 	}
-	if !wasSuspended && !ptr.Deref(job.Spec.Suspend, false) {
-		if before, after := podCount(old), podCount(job); after > before {
-			errs = append(errs, field.Forbidden(field.NewPath("spec", "parallelism"), fmt.Sprintf(
-				"only tally may raise the pod count of a running Job in a managed namespace; its quota was admitted for %d pods, not %d (delete and re-create the Job to run more)", before, after)))
+	counts := map[string]int64{}
+	for _, ps := range old.PodSets {
+		counts[ps.Name] = ps.Count
+	}
+	for _, ps := range cur.PodSets {
+		before, had := counts[ps.Name]
+		if !old.Suspended && !cur.Suspended && ps.Count > before {
+			what := "pod count"
+			if !had {
+				what = "pod sets"
+			}
+			errs = append(errs, field.Forbidden(path(ps.CountPath), fmt.Sprintf(
+				"only tally may raise the %s of a running %s in a managed namespace; its quota was admitted for %d pods, not %d (delete and re-create the %s to run more)", what, kind, before, ps.Count, kind)))
 		}
 	}
-	o, n := &old.Spec.Template.Spec, &job.Spec.Template.Spec
-	pod := field.NewPath("spec", "template", "spec")
-	for _, c := range []struct {
-		name string
-		same bool
-	}{
-		{"affinity", equality.Semantic.DeepEqual(o.Affinity, n.Affinity)},
-		{"nodeSelector", equality.Semantic.DeepEqual(o.NodeSelector, n.NodeSelector)},
-		{"tolerations", equality.Semantic.DeepEqual(o.Tolerations, n.Tolerations)},
-	} {
-		if !c.same {
-			errs = append(errs, field.Forbidden(pod.Child(c.name), fmt.Sprintf(
-				"only tally may change the %s of a Job in a managed namespace; tally pins its pods to the nodes of its ClusterQueue's flavors, so no change is allowed, not even a narrowing (delete and re-create the Job instead)", c.name)))
+	templates := map[string]*corev1.PodSpec{}
+	for _, ps := range old.PodSets {
+		templates[ps.Name] = &ps.Template.Spec
+	}
+	for _, ps := range cur.PodSets {
+		o, n := templates[ps.Name], &ps.Template.Spec
+		if o == nil {
+			o = &corev1.PodSpec{}
+		}
+		pod := path(ps.Path).Child("spec")
+		for _, c := range []struct {
+			name string
+			same bool
+		}{
+			{"affinity", equality.Semantic.DeepEqual(o.Affinity, n.Affinity)},
+			{"nodeSelector", equality.Semantic.DeepEqual(o.NodeSelector, n.NodeSelector)},
+			{"tolerations", equality.Semantic.DeepEqual(o.Tolerations, n.Tolerations)},
+		} {
+			if !c.same {
+				errs = append(errs, field.Forbidden(pod.Child(c.name), fmt.Sprintf(
+					"only tally may change the %s of a %s in a managed namespace; tally pins its pods to the nodes of its ClusterQueue's flavors, so no change is allowed, not even a narrowing (delete and re-create the %s instead)", c.name, kind, kind)))
+			}
 		}
 	}
 	return errs
 }
 
+// path turns a JSON path into a field path.
+func path(p []string) *field.Path {
+	return field.NewPath(p[0], p[1:]...)
+}
+
 // reservedKeys reports every tally.dev/ key added, changed or removed
 // between old and cur, except the priority class label, which users set,
 // and of the labels also Kueue's queue-name, which chose the queue.
-func reservedKeys(p *field.Path, kind string, old, cur map[string]string) field.ErrorList {
+func reservedKeys(p *field.Path, kind, workload string, old, cur map[string]string) field.ErrorList {
 	seen := map[string]bool{}
 	for _, m := range []map[string]string{old, cur} {
 		for k := range m {
@@ -145,20 +190,11 @@ func reservedKeys(p *field.Path, kind string, old, cur map[string]string) field.
 		}
 		why := fmt.Sprintf("tally records its decisions in the tally.dev/ %ss", kind)
 		if kind == "label" && (k == queues.LabelQueue || k == queues.LabelKueueQueueName) {
-			why = "the queue is fixed when the Job is created (delete and re-create the Job to use another ClusterQueue)"
+			why = fmt.Sprintf("the queue is fixed when the %s is created (delete and re-create the %s to use another ClusterQueue)", workload, workload)
 		}
-		errs = append(errs, field.Forbidden(p.Key(k), fmt.Sprintf("only tally may %s this %s of a Job in a managed namespace; %s", verb, kind, why)))
+		errs = append(errs, field.Forbidden(p.Key(k), fmt.Sprintf("only tally may %s this %s of a %s in a managed namespace; %s", verb, kind, workload, why)))
 	}
 	return errs
-}
-
-// podCount is how many pods run at once, as admission counts them.
-func podCount(job *batchv1.Job) int32 {
-	n := ptr.Deref(job.Spec.Parallelism, 1)
-	if c := job.Spec.Completions; c != nil && *c < n {
-		n = *c
-	}
-	return n
 }
 
 // ServiceAccountUser is the user name of the service account tally runs as

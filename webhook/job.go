@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -16,20 +15,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
 // JobPath is where the Job mutating webhook is served.
 const JobPath = "/mutate-batch-v1-job"
 
-// JobMutator queues new Jobs of managed namespaces: it suspends them,
-// labels their state and queue, and requires their candidate flavors'
-// nodes.
+// JobMutator queues new workloads (of every registered kind) of managed
+// namespaces: it suspends them, labels their state and queue, and
+// requires their candidate flavors' nodes. A workload whose controller
+// owner is a workload of another registered kind is part of it and is
+// let through as it is.
 type JobMutator struct {
 	Store *queues.Store
 	// Namespaces reads Namespaces from an in-memory cache.
@@ -47,33 +50,49 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
-	if resp := checkQuantities(req); resp != nil {
+	k, resp := kindOf(req)
+	if resp != nil {
 		return *resp
 	}
-	job := &batchv1.Job{}
-	if err := m.Decoder.DecodeRaw(req.Object, job); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Job: %w", err))
+	if resp := checkQuantities(req, k); resp != nil {
+		return *resp
+	}
+	obj := k.New()
+	if err := m.Decoder.DecodeRaw(req.Object, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", k.GVK().Kind, err))
+	}
+	o, err := k.Read(obj)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", k.GVK().Kind, err))
 	}
 	// The API server always sends metadata with a name or generateName,
-	// and a pod template with containers; without them there would be no
+	// and pod templates with containers; without them there would be no
 	// metadata, spec or pod spec for the JSON patch to add to.
-	if job.Name == "" && job.GenerateName == "" {
-		return admission.Errored(http.StatusBadRequest, errors.New("tally: decoding Job: metadata: neither name nor generateName is set"))
+	if o.Meta.Name == "" && o.Meta.GenerateName == "" {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: metadata: neither name nor generateName is set", k.GVK().Kind))
 	}
-	if len(job.Spec.Template.Spec.Containers) == 0 {
-		return admission.Errored(http.StatusBadRequest, errors.New("tally: decoding Job: spec.template.spec.containers: a Job needs at least one container"))
+	if len(o.PodSets) == 0 {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: it has no pod template", k.GVK().Kind))
+	}
+	for _, ps := range o.PodSets {
+		if len(ps.Template.Spec.Containers) == 0 {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %s.spec.containers: a %s needs at least one container", k.GVK().Kind, kinds.FieldPath(ps.Path), k.GVK().Kind))
+		}
 	}
 	// The request's namespace is the API server's word; the object's own
 	// field is only the client's.
-	if req.Namespace != "" || job.Namespace == "" {
-		job.Namespace = req.Namespace
+	if req.Namespace != "" || o.Meta.Namespace == "" {
+		o.Meta.Namespace = req.Namespace
 	}
-	ns, err := m.namespace(ctx, job.Namespace)
+	if owner := o.Owner(); owner != nil {
+		return admission.Allowed(fmt.Sprintf("part of %s %s, which holds its quota", owner.Kind, owner.Name))
+	}
+	ns, err := m.namespace(ctx, o.Meta.Namespace)
 	if err != nil {
 		// The webhook is called only for namespaces labelled managed, so
-		// letting the Job through would let it run unqueued.
+		// letting the workload through would let it run unqueued.
 		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
-			"tally: cannot read namespace %s to queue this Job (%v); this is temporary, retry the request", job.Namespace, err))
+			"tally: cannot read namespace %s to queue this %s (%v); this is temporary, retry the request", o.Meta.Namespace, k.GVK().Kind, err))
 	}
 	cfg := m.Store.Load()
 	annotation := ns.Annotations[queues.AnnotationNamespaceQueue]
@@ -85,26 +104,41 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		}
 		return admission.Allowed("namespace not managed by tally")
 	}
-	queue, err := cfg.Route(ns.Name, annotation, job.Labels)
+	queue, err := cfg.Route(ns.Name, annotation, o.Meta.Labels)
 	if err != nil {
 		return admission.Denied("tally: " + err.Error())
 	}
 	if queue == "" {
 		resp := admission.Allowed("no queue")
-		resp.Warnings = []string{unqueuedWarning(cfg, ns.Name)}
+		resp.Warnings = []string{unqueuedWarning(cfg, ns.Name, k.GVK().Kind)}
 		return resp
 	}
-	before := mutable(job)
-	warnings, err := MutateJob(cfg, job, queue, ns.Labels)
+	before := mutable(o)
+	warnings, err := Mutate(cfg, o, queue, ns.Labels)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	resp := admission.Allowed("")
-	if resp.Patches = before.patch(mutable(job)); len(resp.Patches) > 0 {
+	resp = &admission.Response{}
+	*resp = admission.Allowed("")
+	if resp.Patches = before.patch(mutable(o), o); len(resp.Patches) > 0 {
 		resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
 	}
 	resp.Warnings = warnings
-	return resp
+	return *resp
+}
+
+// kindOf returns the registered kind of a request's object: a batch/v1 Job
+// when the request does not say.
+func kindOf(req admission.Request) (kinds.Kind, *admission.Response) {
+	gvk := schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}
+	if gvk.Empty() {
+		return kinds.Job{}, nil
+	}
+	if k := kinds.For(gvk); k != nil {
+		return k, nil
+	}
+	resp := admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: %s is not a workload kind tally queues", gvk))
+	return nil, &resp
 }
 
 // namespace reads a Namespace from the cache, and from the API server when
@@ -121,35 +155,37 @@ func (m *JobMutator) namespace(ctx context.Context, name string) (*corev1.Namesp
 	return ns, nil
 }
 
-// unqueuedWarning tells the user of a managed namespace that their Job
-// named no queue and none applies, so it runs outside any quota.
-func unqueuedWarning(cfg *queues.Config, ns string) string {
-	return fmt.Sprintf("tally: this Job is not queued and runs outside any quota: it has no %s label, and namespace %s has no %s annotation and no LocalQueue named %s (its LocalQueues: %s)",
-		queues.LabelKueueQueueName, ns, queues.AnnotationNamespaceQueue, queues.DefaultLocalQueue, strings.Join(cfg.LocalQueuesIn(ns), ", "))
+// unqueuedWarning tells the user of a managed namespace that their
+// workload named no queue and none applies, so it runs outside any quota.
+func unqueuedWarning(cfg *queues.Config, ns, kind string) string {
+	return fmt.Sprintf("tally: this %s is not queued and runs outside any quota: it has no %s label, and namespace %s has no %s annotation and no LocalQueue named %s (its LocalQueues: %s)",
+		kind, queues.LabelKueueQueueName, ns, queues.AnnotationNamespaceQueue, queues.DefaultLocalQueue, strings.Join(cfg.LocalQueuesIn(ns), ", "))
 }
 
-// jobFields are the parts of a Job that MutateJob may change.
-type jobFields struct {
+// fields are the parts of a workload that Mutate may change.
+type fields struct {
 	labels, annotations map[string]string
 	suspend             bool
-	affinity            *corev1.Affinity
-	tolerations         []corev1.Toleration
+	// Per pod set.
+	affinity    []*corev1.Affinity
+	tolerations [][]corev1.Toleration
 }
 
-// mutable copies out the parts of job that MutateJob may change.
-func mutable(job *batchv1.Job) jobFields {
-	spec := &job.Spec.Template.Spec
-	return jobFields{
-		labels: maps.Clone(job.Labels), annotations: maps.Clone(job.Annotations),
-		suspend: ptr.Deref(job.Spec.Suspend, false), affinity: spec.Affinity.DeepCopy(),
-		tolerations: slices.Clone(spec.Tolerations),
+// mutable copies out the parts of o that Mutate may change.
+func mutable(o *kinds.Object) fields {
+	f := fields{labels: maps.Clone(o.Meta.Labels), annotations: maps.Clone(o.Meta.Annotations), suspend: o.Suspended}
+	for _, ps := range o.PodSets {
+		spec := &ps.Template.Spec
+		f.affinity = append(f.affinity, spec.Affinity.DeepCopy())
+		f.tolerations = append(f.tolerations, slices.Clone(spec.Tolerations))
 	}
+	return f
 }
 
-// patch is the JSON patch from f to after: each changed field is replaced
-// whole, and nothing else is touched, so fields that the API server knows
-// and tally's client types do not are kept.
-func (f jobFields) patch(after jobFields) []jsonpatch.Operation {
+// patch is the JSON patch from f to after, for o: each changed field is
+// replaced whole, and nothing else is touched, so fields that the API
+// server knows and tally's types do not are kept.
+func (f fields) patch(after fields, o *kinds.Object) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
 	set := func(path string, changed bool, value any) {
 		if changed {
@@ -158,52 +194,80 @@ func (f jobFields) patch(after jobFields) []jsonpatch.Operation {
 	}
 	set("/metadata/labels", !maps.Equal(f.labels, after.labels), after.labels)
 	set("/metadata/annotations", !maps.Equal(f.annotations, after.annotations), after.annotations)
-	set("/spec/suspend", f.suspend != after.suspend, after.suspend)
-	set("/spec/template/spec/affinity", !equality.Semantic.DeepEqual(f.affinity, after.affinity), after.affinity)
-	set("/spec/template/spec/tolerations", !equality.Semantic.DeepEqual(f.tolerations, after.tolerations), after.tolerations)
+	path, value := o.SuspendOp(after.suspend)
+	set(path, f.suspend != after.suspend, value)
+	for i, ps := range o.PodSets {
+		spec := kinds.Pointer(ps.Path) + "/spec"
+		set(spec+"/affinity", !equality.Semantic.DeepEqual(f.affinity[i], after.affinity[i]), after.affinity[i])
+		set(spec+"/tolerations", !equality.Semantic.DeepEqual(f.tolerations[i], after.tolerations[i]), after.tolerations[i])
+	}
 	return ops
 }
 
-// MutateJob applies tally's creation-time changes to job, queued in
-// ClusterQueue queue (see queues.Config.Route) in a namespace with labels
-// nsLabels. It is idempotent: the Job's own affinity terms are kept in an
-// annotation the first time, and read back from it after. cfg may be nil
-// before any config has loaded; the Job is then queued as pending and
-// sorted out by the ledger.
+// MutateJob applies Mutate to a Job.
 func MutateJob(cfg *queues.Config, job *batchv1.Job, queue string, nsLabels map[string]string) ([]string, error) {
-	if job.Labels == nil {
-		job.Labels = map[string]string{}
+	o, err := kinds.Job{}.Read(job)
+	if err != nil {
+		return nil, err
 	}
-	if job.Annotations == nil {
-		job.Annotations = map[string]string{}
+	warnings, err := Mutate(cfg, o, queue, nsLabels)
+	job.Spec.Suspend = ptr.To(o.Suspended)
+	return warnings, err
+}
+
+// Mutate applies tally's creation-time changes to o, queued in
+// ClusterQueue queue (see queues.Config.Route) in a namespace with labels
+// nsLabels: it suspends it, labels its state and queue, and makes every
+// pod template require its candidate flavors' nodes and tolerate their
+// taints. It is idempotent: the pod sets' own affinity terms are kept in
+// an annotation the first time, and read back from it after. cfg may be
+// nil before any config has loaded; the workload is then queued as
+// pending and sorted out by the ledger.
+func Mutate(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[string]string) ([]string, error) {
+	meta := o.Meta
+	if meta.Labels == nil {
+		meta.Labels = map[string]string{}
 	}
-	spec := &job.Spec.Template.Spec
-	user := queues.RequiredTerms(spec)
-	if enc, ok := job.Annotations[queues.AnnotationUserAffinity]; ok {
-		var err error
-		if user, err = queues.DecodeUserTerms(enc); err != nil {
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	names := o.PodSetNames()
+	user := map[string][]corev1.NodeSelectorTerm{}
+	enc, annotated := meta.Annotations[queues.AnnotationUserAffinity]
+	for _, ps := range o.PodSets {
+		if !annotated {
+			user[ps.Name] = queues.RequiredTerms(&ps.Template.Spec)
+			continue
+		}
+		terms, err := queues.PodSetTerms(enc, ps.Name)
+		if err == nil {
+			user[ps.Name], err = queues.DecodeUserTerms(terms)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("tally: metadata.annotations[%s]: %w", queues.AnnotationUserAffinity, err)
 		}
 	}
-	job.Annotations[queues.AnnotationUserAffinity] = queues.EncodeUserTerms(user)
-	job.Spec.Suspend = ptr.To(true)
+	meta.Annotations[queues.AnnotationUserAffinity] = queues.EncodePodSetTerms(names, user)
+	o.Suspended = true
 
-	job.Labels[queues.LabelQueue] = queue
-	job.Labels[queues.LabelState] = string(queues.StatePending)
+	meta.Labels[queues.LabelQueue] = queue
+	meta.Labels[queues.LabelState] = string(queues.StatePending)
 	if cfg == nil {
-		return []string{"tally has not loaded a valid config yet; the Job waits until one is in force"}, nil
+		return []string{fmt.Sprintf("tally has not loaded a valid config yet; the %s waits until one is in force", o.Kind.GVK().Kind)}, nil
 	}
 
-	w := queues.WorkloadFromJob(job, queue, 0)
-	snap := queues.NewSnapshot(cfg, nil, map[string]labels.Set{job.Namespace: nsLabels})
+	w := o.Workload(queue, 0)
+	snap := queues.NewSnapshot(cfg, nil, map[string]labels.Set{meta.Namespace: nsLabels})
 	if _, v := snap.Assign(w); v.Kind == queues.Never {
-		job.Labels[queues.LabelState] = string(queues.StateInadmissible)
-		return []string{fmt.Sprintf("tally: Job %s/%s will not be admitted. %s", job.Namespace, job.Name, v.Message)}, nil
+		meta.Labels[queues.LabelState] = string(queues.StateInadmissible)
+		return []string{fmt.Sprintf("tally: %s will not be admitted. %s", o.Describe(), v.Message)}, nil
 	}
-	cq := cfg.ClusterQueues[queue]
-	combos := cfg.Candidates(cq, w)
-	setRequired(spec, queues.NodeSelector(user, combos))
-	spec.Tolerations = flavors.MergeTolerations(spec.Tolerations, queues.Tolerations(combos)...)
+	combos := cfg.Candidates(cfg.ClusterQueues[queue], w)
+	for _, ps := range o.PodSets {
+		spec := &ps.Template.Spec
+		setRequired(spec, queues.NodeSelector(user[ps.Name], combos))
+		spec.Tolerations = flavors.MergeTolerations(spec.Tolerations, queues.Tolerations(combos)...)
+	}
 	return nil, nil
 }
 

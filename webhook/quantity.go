@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
 )
 
 // Hostile quantities.
@@ -46,12 +46,13 @@ import (
 // checkQuantities answers a Job request whose object or old object holds a
 // hostile quantity, with a 400 naming its field path. It returns nil when
 // there is none, and must run before either is decoded.
-func checkQuantities(req admission.Request) *admission.Response {
+func checkQuantities(req admission.Request, k kinds.Kind) *admission.Response {
+	name := k.GVK().Kind
 	for _, o := range [...]struct {
 		raw  []byte
 		what string
-	}{{req.OldObject.Raw, "the old Job"}, {req.Object.Raw, "Job"}} {
-		if err := hostileQuantity(o.raw); err != nil {
+	}{{req.OldObject.Raw, "the old " + name}, {req.Object.Raw, name}} {
+		if err := hostileQuantity(o.raw, k); err != nil {
 			resp := admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", o.what, err))
 			return &resp
 		}
@@ -59,17 +60,13 @@ func checkQuantities(req admission.Request) *admission.Response {
 	return nil
 }
 
-// jobKind is what the decoder reads raw JSON into.
-var jobKind = batchv1.SchemeGroupVersion.WithKind("Job")
-
 // hostileQuantity returns an error naming the first hostile quantity of
-// raw, a Job's JSON, or nil when it has none.
+// raw, the JSON of an object of kind k, or nil when it has none.
 //
-// The decoder reads an object whose apiVersion and kind are not batch/v1
-// Job into the type they name, whose quantities are elsewhere, and then
-// fails; such an object with a hostile text anywhere is refused as not a
-// Job.
-func hostileQuantity(raw []byte) error {
+// The decoder reads an object whose apiVersion and kind are not k's into
+// the type they name, whose quantities are elsewhere, and then fails; such
+// an object with a hostile text anywhere is refused as not of kind k.
+func hostileQuantity(raw []byte, k kinds.Kind) error {
 	if !scan(raw) {
 		return nil
 	}
@@ -79,10 +76,11 @@ func hostileQuantity(raw []byte) error {
 	if err != nil {
 		return nil
 	}
-	if *gvk = withDefaults(*gvk, jobKind); *gvk != jobKind {
-		return fmt.Errorf("apiVersion %q and kind %q are not batch/v1 Job", gvk.GroupVersion().String(), gvk.Kind)
+	want := k.GVK()
+	if *gvk = withDefaults(*gvk, want); *gvk != want {
+		return fmt.Errorf("apiVersion %q and kind %q are not %s %s", gvk.GroupVersion().String(), gvk.Kind, want.GroupVersion().String(), want.Kind)
 	}
-	w := &walker{data: raw, types: jobTypes()}
+	w := &walker{data: raw, types: typesOf(k)}
 	return w.value(w.types.root, nil)
 }
 
@@ -389,8 +387,18 @@ type typeInfo struct {
 	fields map[reflect.Type]map[string]reflect.Type
 }
 
-// jobTypes is the typeInfo of a Job.
-var jobTypes = sync.OnceValue(func() *typeInfo { return newTypeInfo(reflect.TypeFor[batchv1.Job]()) })
+// shapes holds the typeInfo of each kind's Shape, by its type.
+var shapes sync.Map
+
+// typesOf returns the typeInfo of k's Shape.
+func typesOf(k kinds.Kind) *typeInfo {
+	t := reflect.TypeOf(k.Shape())
+	if ti, ok := shapes.Load(t); ok {
+		return ti.(*typeInfo)
+	}
+	ti, _ := shapes.LoadOrStore(t, newTypeInfo(t))
+	return ti.(*typeInfo)
+}
 
 // deref strips pointers, which JSON does not see.
 func deref(t reflect.Type) reflect.Type {

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"tally.dev/tally/kinds"
 )
 
 // podJob renders a batch/v1 Job whose pod spec is pod.
@@ -94,7 +96,7 @@ func TestHostileQuantity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ""
-			if err := hostileQuantity([]byte(tc.raw)); err != nil {
+			if err := hostileQuantity([]byte(tc.raw), kinds.Job{}); err != nil {
 				got = err.Error()
 			}
 			if got != tc.want {
@@ -119,7 +121,7 @@ func TestCheckQuantities(t *testing.T) {
 			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 				Object: runtime.RawExtension{Raw: []byte(tc.obj)}, OldObject: runtime.RawExtension{Raw: []byte(tc.old)},
 			}}
-			resp := checkQuantities(req)
+			resp := checkQuantities(req, kinds.Job{})
 			switch {
 			case tc.want == "" && resp != nil:
 				t.Fatalf("answered %+v, want nil", resp.Result)
@@ -146,7 +148,7 @@ func FuzzHostileQuantity(f *testing.F) {
 		f.Add([]byte(raw))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		if err := hostileQuantity(raw); err != nil && !scan(raw) {
+		if err := hostileQuantity(raw, kinds.Job{}); err != nil && !scan(raw) {
 			t.Fatalf("refused %q, which the scan passed: %v", raw, err)
 		}
 	})
@@ -176,7 +178,7 @@ func TestHostileQuantityMatchesDecoder(t *testing.T) {
 		t.Helper()
 		decodeErr := decoder.DecodeRaw(runtime.RawExtension{Raw: raw}, &batchv1.Job{})
 		parsed := decodeErr != nil && strings.Contains(decodeErr.Error(), resource.ErrSuffix.Error())
-		err := hostileQuantity(raw)
+		err := hostileQuantity(raw, kinds.Job{})
 		found := err != nil && strings.Contains(err.Error(), "has a decimal exponent beyond ±30")
 		if parsed != isQuantity || found != isQuantity {
 			at := bytes.Index(raw, []byte(sentinel))

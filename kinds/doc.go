@@ -1,0 +1,23 @@
+// Package kinds is the seam between tally and the kinds of workload it
+// queues. Each kind is one file that says, for an object of that kind:
+// its group, version, kind and resource; its pod sets (name, count, pod
+// template and the template's JSON path); whether it is suspended,
+// finished or still has active pods; and the path of its suspend field.
+// The webhook's patch, the guard, the admission and eviction writes, the
+// informers and the webhook and RBAC rules are all built from that.
+//
+// # Adding a kind
+//
+//  1. Write kinds/<kind>.go: a type that implements Kind. A kind served
+//     by a CRD reads *unstructured.Unstructured objects (see PyTorchJob):
+//     only its pod templates are converted to corev1 types, so tally
+//     follows no operator's Go API module.
+//  2. Write kinds/<kind>_test.go: Read on a literal object.
+//  3. Add it to the list in Registered.
+//
+// Then regenerate deploy/ (make manifests) so the webhook and RBAC rules
+// include the new kind; a test keeps them equal.
+//
+// It may import tally's queues and flavors packages and the Kubernetes API
+// machinery; webhook, ledger and main import it.
+package kinds

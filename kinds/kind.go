@@ -1,0 +1,282 @@
+package kinds
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/queues"
+)
+
+// Kind is one kind of workload tally queues.
+type Kind interface {
+	// GVK is the kind's group, version and kind.
+	GVK() schema.GroupVersionKind
+	// Resource is its plural resource name, for webhook and RBAC rules.
+	Resource() string
+	// New returns an empty object of the kind, for decoders and
+	// informers; NewList an empty list.
+	New() client.Object
+	NewList() client.ObjectList
+	// Shape returns a value of a Go type whose JSON form holds the kind's
+	// pod templates where the kind's objects hold them, so that their
+	// quantities can be checked before anything decodes them.
+	Shape() any
+	// SuspendPath is the JSON path of the suspend field.
+	SuspendPath() []string
+	// Read describes an object of the kind.
+	Read(obj client.Object) (*Object, error)
+}
+
+// Registered lists the kinds tally queues, batch/v1 Job first.
+func Registered() []Kind {
+	return registered
+}
+
+var registered = []Kind{
+	Job{},
+	PyTorchJob{},
+}
+
+// For returns the registered kind of gvk, or nil.
+func For(gvk schema.GroupVersionKind) Kind {
+	for _, k := range registered {
+		if k.GVK() == gvk {
+			return k
+		}
+	}
+	return nil
+}
+
+// Object is one workload object seen through its Kind.
+type Object struct {
+	Kind Kind
+	// Obj is the object itself.
+	Obj client.Object
+	// Meta is its metadata. For a Job it is the Job's own; for other
+	// kinds a copy, so changes to it are not seen in Obj.
+	Meta *metav1.ObjectMeta
+	// PodSets are its pod sets, in the kind's order. Their templates are
+	// the Job's own, or copies converted from other kinds' objects.
+	PodSets []PodSet
+	// Suspended is the suspend field's value; Finished says a condition
+	// that means finished is true.
+	Suspended, Finished bool
+	// Active counts pods that run or terminate, as the kind's status
+	// reports them.
+	Active int32
+	// Started says the status has a startTime.
+	Started bool
+	// StoppedSince is when the kind's controller last marked it
+	// stopped (a Suspended condition that is true), zero if it has not.
+	StoppedSince time.Time
+	// suspendParent says the suspend field's parent object exists.
+	suspendParent bool
+}
+
+// PodSet is one group of identical pods of a workload.
+type PodSet struct {
+	Name     string
+	Count    int64
+	Template *corev1.PodTemplateSpec
+	// Path is the JSON path of the pod template, CountPath that of the
+	// field the count derives from.
+	Path, CountPath []string
+}
+
+// Of describes obj, a Job or an unstructured object of a registered kind.
+// It returns false for anything else.
+func Of(obj any) (*Object, bool) {
+	var k Kind
+	switch o := obj.(type) {
+	case *batchv1.Job:
+		k = Job{}
+	case *unstructured.Unstructured:
+		k = For(o.GroupVersionKind())
+	}
+	if k == nil {
+		return nil, false
+	}
+	o, err := k.Read(obj.(client.Object))
+	return o, err == nil
+}
+
+// GVKOf returns the group, version and kind of a Workload.
+func GVKOf(w *queues.Workload) schema.GroupVersionKind {
+	if w.Kind == "" {
+		return batchv1.SchemeGroupVersion.WithKind("Job")
+	}
+	return schema.FromAPIVersionAndKind(w.APIVersion, w.Kind)
+}
+
+// Ref returns an object of w's kind that names w, to patch it or to
+// record an Event on it.
+func Ref(w *queues.Workload) client.Object {
+	gvk := GVKOf(w)
+	if k := For(gvk); k != nil {
+		if _, typed := k.New().(*batchv1.Job); typed {
+			return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: w.UID}}
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(w.Namespace)
+	u.SetName(w.Name)
+	u.SetUID(w.UID)
+	return u
+}
+
+// Workload builds the queues.Workload of o, queued in queue with the given
+// priority.
+func (o *Object) Workload(queue string, priority int32) *queues.Workload {
+	sets := make([]queues.PodTemplate, len(o.PodSets))
+	for i, ps := range o.PodSets {
+		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: &ps.Template.Spec}
+	}
+	apiVersion, kind := "", ""
+	if _, typed := o.Obj.(*batchv1.Job); !typed {
+		apiVersion, kind = o.Kind.GVK().GroupVersion().String(), o.Kind.GVK().Kind
+	}
+	return queues.NewWorkload(o.Meta, apiVersion, kind, sets, queue, priority)
+}
+
+// PodSetNames lists the pod set names in order.
+func (o *Object) PodSetNames() []string {
+	names := make([]string, len(o.PodSets))
+	for i, ps := range o.PodSets {
+		names[i] = ps.Name
+	}
+	return names
+}
+
+// Priority returns what the workload's priority derives from: the
+// priorityClassName and priority of the first pod template that sets one.
+func (o *Object) Priority() (class string, value *int32) {
+	for _, ps := range o.PodSets {
+		if s := &ps.Template.Spec; s.PriorityClassName != "" || s.Priority != nil {
+			return s.PriorityClassName, s.Priority
+		}
+	}
+	return "", nil
+}
+
+// PodCount is the workload's pods summed over its pod sets.
+func (o *Object) PodCount() int64 {
+	n := int64(0)
+	for _, ps := range o.PodSets {
+		n += ps.Count
+	}
+	return n
+}
+
+// Owner returns the controller owner of o when it is a workload of a
+// registered kind other than o's: such an object is part of its owner,
+// which holds its quota, and is not queued on its own.
+func (o *Object) Owner() *metav1.OwnerReference {
+	ref := metav1.GetControllerOfNoCopy(o.Meta)
+	if ref == nil {
+		return nil
+	}
+	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+	if k := For(gvk); k == nil || gvk == o.Kind.GVK() {
+		return nil
+	}
+	return ref
+}
+
+// Describe names o for messages: "PyTorchJob team-a/train".
+func (o *Object) Describe() string {
+	return o.Kind.GVK().Kind + " " + o.Meta.Namespace + "/" + o.Meta.Name
+}
+
+// SuspendOp returns the JSON patch path and value that set o's suspend
+// field to v: the field itself, or its parent object when o has none.
+func (o *Object) SuspendOp(v bool) (string, any) {
+	path := o.Kind.SuspendPath()
+	if o.suspendParent {
+		return Pointer(path), v
+	}
+	return Pointer(path[:len(path)-1]), map[string]any{path[len(path)-1]: v}
+}
+
+// Pointer renders a path as a JSON pointer.
+func Pointer(path []string) string {
+	var b strings.Builder
+	for _, p := range path {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
+	}
+	return b.String()
+}
+
+// FieldPath renders a path for messages: spec.pytorchReplicaSpecs.Worker.template.
+func FieldPath(path []string) string { return strings.Join(path, ".") }
+
+// MergePatch is a JSON merge patch built from paths.
+type MergePatch map[string]any
+
+// Set sets the value at path, creating the objects on the way.
+func (p MergePatch) Set(path []string, v any) {
+	m := map[string]any(p)
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// Join appends elements to a path, in a new slice.
+func Join(path []string, elems ...string) []string {
+	return append(append(make([]string, 0, len(path)+len(elems)), path...), elems...)
+}
+
+// conditionsTrue reads the types of the true conditions of an
+// unstructured status, and when a condition of type since became true.
+func conditionsTrue(u *unstructured.Unstructured, since string) (map[string]bool, time.Time) {
+	out := map[string]bool{}
+	var at time.Time
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		t, _ := m["type"].(string)
+		if s, _ := m["status"].(string); s != string(corev1.ConditionTrue) {
+			continue
+		}
+		out[t] = true
+		if t == since {
+			ts, _ := m["lastTransitionTime"].(string)
+			at, _ = time.Parse(time.RFC3339, ts)
+		}
+	}
+	return out, at
+}
+
+// metaOf copies an unstructured object's metadata.
+func metaOf(u *unstructured.Unstructured) *metav1.ObjectMeta {
+	return &metav1.ObjectMeta{
+		Namespace: u.GetNamespace(), Name: u.GetName(), GenerateName: u.GetGenerateName(),
+		UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+		CreationTimestamp: u.GetCreationTimestamp(), DeletionTimestamp: u.GetDeletionTimestamp(),
+		Labels: u.GetLabels(), Annotations: u.GetAnnotations(), OwnerReferences: u.GetOwnerReferences(),
+	}
+}
+
+// errShape is the error of an object that is not of the kind asked.
+func errShape(k Kind, obj any) error {
+	return fmt.Errorf("kinds: %s cannot read a %T", k.GVK().Kind, obj)
+}
