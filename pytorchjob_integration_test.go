@@ -11,8 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,7 +37,7 @@ func newPyTorchJob(ns, name string, workers int64, labels map[string]string) *un
 			"Worker": map[string]any{"replicas": workers, "restartPolicy": "OnFailure", "template": tpl()},
 		}},
 	}}
-	u.SetGroupVersionKind(kinds.PyTorchJob{}.GVK())
+	u.SetGroupVersionKind(kinds.PyTorchJob.GVK())
 	u.SetNamespace(ns)
 	u.SetName(name)
 	u.SetLabels(labels)
@@ -44,11 +46,11 @@ func newPyTorchJob(ns, name string, workers int64, labels map[string]string) *un
 
 func getPyTorchJob(t *testing.T, ns, name string) *kinds.Object {
 	t.Helper()
-	u := kinds.PyTorchJob{}.New()
+	u := kinds.PyTorchJob.New()
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
 		t.Fatalf("get PyTorchJob %s/%s: %v", ns, name, err)
 	}
-	o, err := kinds.PyTorchJob{}.Read(u)
+	o, err := kinds.PyTorchJob.Read(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +108,33 @@ func TestIntegrationPyTorchJob(t *testing.T) {
 	const ns = "ptj"
 	bindManaged(t, ns, "pytorch")
 
+	// Every write to a is counted from its creation on: each admission
+	// and each preemption must be one write.
+	wc, err := client.NewWithWatch(envCfg, client.Options{Scheme: runtime.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(kinds.PyTorchJob.GVK().GroupVersion().WithKind("PyTorchJobList"))
+	watcher, err := wc.Watch(ctx, list, client.InNamespace(ns), client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", "a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Stop()
+	writesToA := func() int {
+		n := 0
+		for {
+			select {
+			case ev := <-watcher.ResultChan():
+				if ev.Type == watch.Modified {
+					n++
+				}
+			case <-time.After(time.Second):
+				return n
+			}
+		}
+	}
+
 	// Created running: the webhook suspends it.
 	a := newPyTorchJob(ns, "a", 3, nil)
 	if err := k8s.Create(ctx, a); err != nil {
@@ -157,7 +186,7 @@ func TestIntegrationPyTorchJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victimRef := kinds.PyTorchJob{}.New()
+	victimRef := kinds.PyTorchJob.New()
 	victimRef.SetNamespace(ns)
 	victimRef.SetName("b")
 	err = mallory.Patch(ctx, victimRef, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"runPolicy":{"suspend":false}}}`)))
@@ -197,4 +226,13 @@ func TestIntegrationPyTorchJob(t *testing.T) {
 		s := getPyTorchJob(t, ns, "c").Meta.Labels[queues.LabelState]
 		return s == "finished", "c state " + s
 	})
+	// a was admitted, preempted and, if it was first in line, admitted
+	// again: one write each.
+	want := 2
+	if !getPyTorchJob(t, ns, "a").Suspended {
+		want = 3
+	}
+	if got := writesToA(); got != want {
+		t.Errorf("%d writes to PyTorchJob a, want %d (one per admission and per preemption)", got, want)
+	}
 }

@@ -14,10 +14,12 @@
 //     follows no operator's Go API module.
 //  2. Write kinds/<kind>_test.go: Read on a literal object.
 //  3. Add it to the list in Registered.
+//  4. Add its resource to deploy/base/rbac.yaml (get, list, watch, patch)
+//     and to both workload webhooks of deploy/base/webhooks.yaml. Tests
+//     keep each in step with Registered (kinds.TestDeployedRBAC,
+//     webhook.TestJobGuardDeployed).
 //
-// Then regenerate deploy/ (make manifests) so the webhook and RBAC rules
-// include the new kind; a test keeps them equal.
-//
-// It may import tally's queues and flavors packages and the Kubernetes API
-// machinery; webhook, ledger and main import it.
+// It may import tally's queues and flavors packages, the Kubernetes API
+// machinery and controller-runtime's client package (for client.Object);
+// webhook, ledger and main import it, queues and flavors never do.
 package kinds

@@ -42,7 +42,11 @@ func Registered() []Kind {
 
 var registered = []Kind{
 	Job{},
-	PyTorchJob{},
+	PyTorchJob,
+	TFJob,
+	XGBoostJob,
+	PaddleJob,
+	JAXJob,
 }
 
 // For returns the registered kind of gvk, or nil.

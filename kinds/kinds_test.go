@@ -1,6 +1,8 @@
 package kinds
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +75,7 @@ func TestPyTorchJobRead(t *testing.T) {
 	if p, v := o.SuspendOp(false); p != "/spec/runPolicy/suspend" || v != false {
 		t.Errorf("suspend op %s %v", p, v)
 	}
-	if GVKOf(w) != (PyTorchJob{}).GVK() {
+	if GVKOf(w) != (PyTorchJob).GVK() {
 		t.Errorf("GVKOf %v", GVKOf(w))
 	}
 }
@@ -101,7 +103,7 @@ func TestPyTorchJobWithoutRunPolicy(t *testing.T) {
 func TestPyTorchJobBadReplicas(t *testing.T) {
 	u := decode(t, `{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
 	  "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": "three"}}}}`)
-	if _, err := (PyTorchJob{}).Read(u); err == nil || err.Error() != "spec.pytorchReplicaSpecs.Worker.replicas: not a number" {
+	if _, err := (PyTorchJob).Read(u); err == nil || err.Error() != "spec.pytorchReplicaSpecs.Worker.replicas: not a number" {
 		t.Errorf("err %v", err)
 	}
 }
@@ -147,5 +149,33 @@ func TestMergePatch(t *testing.T) {
 	}
 	if got := Pointer([]string{"metadata", "labels", "tally.dev/state"}); got != "/metadata/labels/tally.dev~1state" {
 		t.Errorf("pointer %s", got)
+	}
+}
+
+// TestKubeflowKinds reads one object of each training-operator kind: the
+// same code, another field and replica order.
+func TestKubeflowKinds(t *testing.T) {
+	for _, k := range []Kubeflow{TFJob, XGBoostJob, PaddleJob, JAXJob} {
+		specs := map[string]any{}
+		var want []string
+		for _, r := range k.Order {
+			specs[r] = map[string]any{"replicas": int64(2), "template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "c"}}}}}
+			want = append(want, strings.ToLower(r))
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{k.Field: specs}}}
+		u.SetGroupVersionKind(k.GVK())
+		o, ok := Of(u)
+		if !ok {
+			t.Fatalf("%s: not read", k.Kind)
+		}
+		if got := o.PodSetNames(); !slices.Equal(got, want) {
+			t.Errorf("%s: pod sets %v, want %v", k.Kind, got, want)
+		}
+		if o.PodCount() != int64(2*len(want)) {
+			t.Errorf("%s: %d pods, want %d", k.Kind, o.PodCount(), 2*len(want))
+		}
+		if got, want := FieldPath(o.PodSets[0].Path), "spec."+k.Field+"."+k.Order[0]+".template"; got != want {
+			t.Errorf("%s: first template at %s, want %s", k.Kind, got, want)
+		}
 	}
 }

@@ -1,5 +1,7 @@
 // Package ledger is tally's background controller. It keeps, from informer
-// events, which Jobs hold quota in which ClusterQueue and flavor, admits
+// events, which workloads (Jobs, and every other kind of kinds.Registered
+// the API server serves, read through that seam; "Job" below stands for
+// any of them) hold quota in which ClusterQueue and flavor, admits
 // pending Jobs when quota frees, keeps the tally.dev/managed label on
 // managed namespaces (annotated, or named by a LocalQueue of the config), and loads the config ConfigMap. Status rebuilds the same
 // books from a list of Jobs, for `tally status`.
@@ -31,6 +33,6 @@
 //   - Event handling is O(change): a handler touches one Job's entry, one
 //     pending tree and one usage cell set.
 //
-// It may import tally's queues and flavors packages, the Kubernetes API
-// machinery and controller-runtime; never webhook or main.
+// It may import tally's kinds, queues and flavors packages, the Kubernetes
+// API machinery and controller-runtime; never webhook or main.
 package ledger

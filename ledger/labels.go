@@ -75,8 +75,8 @@ func (l *Ledger) unboundLocked(ns, queue string) {
 			continue
 		}
 		l.event(e.w, corev1.EventTypeWarning, ReasonNamespaceUnbound,
-			"Namespace %s is no longer bound to ClusterQueue %s: this Job stays queued in ClusterQueue %s and is admitted when it has quota; new Jobs in the namespace are not queued. Delete the Job to withdraw it",
-			ns, queue, e.w.Queue)
+			"Namespace %s is no longer bound to ClusterQueue %s: this %s stays queued in ClusterQueue %s and is admitted when it has quota; new workloads in the namespace are not queued. Delete the %s to withdraw it",
+			ns, queue, e.w.KindName(), e.w.Queue, e.w.KindName())
 	}
 }
 

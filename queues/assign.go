@@ -222,7 +222,7 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 	case never != nil:
 		return "", false, *never, nil
 	case mismatch != nil:
-		return "", false, neverf("no-matching-flavor", "no flavor of ClusterQueue %s can run the Job: %s", cq.Name, w.whyNot(mismatch)), nil
+		return "", false, neverf("no-matching-flavor", "no flavor of ClusterQueue %s can run the %s: %s", cq.Name, w.KindName(), w.whyNot(mismatch)), nil
 	}
 	return "", false, neverf("no-flavor", "ClusterQueue %s lists no defined flavor for %v", cq.Name, res), nil
 }

@@ -361,7 +361,7 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 		if cq.Strategy == StrictFIFO {
 			c.blocker = w
 		}
-		return waitf("yield", "Waiting for %s, which preempted this Job, to be admitted first", p.Key()), Assignment{}, nil
+		return waitf("yield", "Waiting for %s, which preempted this %s, to be admitted first", p.Key(), w.KindName()), Assignment{}, nil
 	}
 	// Within a queue, later Workloads have no higher priority and are no
 	// older, so they have no more preemption candidates either: a plain

@@ -76,6 +76,14 @@ func (w *Workload) plain() bool {
 	return len(w.NodeSelector) == 0 && len(w.NodeAffinity) == 0 && len(w.Tolerations) == 0 && len(w.More) == 0 && w.vec != nil
 }
 
+// KindName names w's kind for messages: "Job" for a batch/v1 Job.
+func (w *Workload) KindName() string {
+	if w.Kind == "" {
+		return "Job"
+	}
+	return w.Kind
+}
+
 // Key returns "namespace/name".
 func (w *Workload) Key() string { return w.Namespace + "/" + w.Name }
 

@@ -27,6 +27,10 @@
 // its cache does not hold yet; if that fails too, the create is denied
 // (retryable), never let through unqueued. WhoAmI runs once, at start-up.
 //
-// It may import tally's queues and flavors packages, the Kubernetes API
-// machinery and controller-runtime; never ledger or main.
+// Every registered workload kind (kinds.Registered) goes through the same
+// two Job handlers, which read it through the kinds seam; "Job" above
+// stands for any of them.
+//
+// It may import tally's kinds, queues and flavors packages, the Kubernetes
+// API machinery and controller-runtime; never ledger or main.
 package webhook
