@@ -216,10 +216,12 @@ func Pointer(path []string) string {
 	var b strings.Builder
 	for _, p := range path {
 		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
+		b.WriteString(pointerEscape.Replace(p))
 	}
 	return b.String()
 }
+
+var pointerEscape = strings.NewReplacer("~", "~0", "/", "~1")
 
 // FieldPath renders a path for messages: spec.pytorchReplicaSpecs.Worker.template.
 func FieldPath(path []string) string { return strings.Join(path, ".") }
