@@ -15,14 +15,20 @@ import (
 // ledger.StripJob).
 type Job struct{}
 
-var jobTemplate, jobCount = []string{"spec", "template"}, []string{"spec", "parallelism"}
+// The paths of a Job's fields, shared by every Job.
+var (
+	jobTemplate  = []string{"spec", "template"}
+	jobTemplates = [][]string{jobTemplate}
+	jobCount     = []string{"spec", "parallelism"}
+	jobSuspend   = []string{"spec", "suspend"}
+)
 
 func (Job) GVK() schema.GroupVersionKind { return batchv1.SchemeGroupVersion.WithKind("Job") }
 func (Job) Resource() string             { return "jobs" }
 func (Job) New() client.Object           { return &batchv1.Job{} }
 func (Job) NewList() client.ObjectList   { return &batchv1.JobList{} }
 func (Job) Shape() any                   { return &batchv1.Job{} }
-func (Job) SuspendPath() []string        { return []string{"spec", "suspend"} }
+func (Job) SuspendPath() []string        { return jobSuspend }
 
 func (k Job) Read(obj client.Object) (*Object, error) {
 	job, ok := obj.(*batchv1.Job)
@@ -36,6 +42,7 @@ func (k Job) Read(obj client.Object) (*Object, error) {
 		Active:        job.Status.Active,
 		Started:       job.Status.StartTime != nil,
 		suspendParent: true,
+		templates:     jobTemplates,
 	}
 	if job.Status.Terminating != nil {
 		o.Active += *job.Status.Terminating

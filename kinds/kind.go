@@ -29,7 +29,8 @@ type Kind interface {
 	// pod templates where the kind's objects hold them, so that their
 	// quantities can be checked before anything decodes them.
 	Shape() any
-	// SuspendPath is the JSON path of the suspend field.
+	// SuspendPath is the JSON path of the suspend field. The result must
+	// not be modified.
 	SuspendPath() []string
 	// Read describes an object of the kind.
 	Read(obj client.Object) (*Object, error)
@@ -83,6 +84,21 @@ type Object struct {
 	StoppedSince time.Time
 	// suspendParent says the suspend field's parent object exists.
 	suspendParent bool
+	// templates, when set, is what TemplatePaths returns.
+	templates [][]string
+}
+
+// TemplatePaths returns the paths of the pod templates, by pod set. The
+// result must not be modified: a kind may share it among its objects.
+func (o *Object) TemplatePaths() [][]string {
+	if o.templates != nil {
+		return o.templates
+	}
+	out := make([][]string, len(o.PodSets))
+	for i, ps := range o.PodSets {
+		out[i] = ps.Path
+	}
+	return out
 }
 
 // PodSet is one group of identical pods of a workload.

@@ -52,7 +52,9 @@ func (k Kubeflow) NewList() client.ObjectList {
 	l.SetGroupVersionKind(k.GVK().GroupVersion().WithKind(k.Kind + "List"))
 	return l
 }
-func (Kubeflow) SuspendPath() []string { return []string{"spec", "runPolicy", "suspend"} }
+func (Kubeflow) SuspendPath() []string { return runPolicySuspend }
+
+var runPolicySuspend = []string{"spec", "runPolicy", "suspend"}
 
 // replicaSpecs is what a replica spec holds of its pod template.
 type replicaSpecs = map[string]struct {

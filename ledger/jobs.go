@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"slices"
 	"strings"
 	"time"
 
@@ -183,13 +182,7 @@ func (e *entry) note(o *kinds.Object) {
 		pod:           value,
 	}
 	e.suspend = o.Kind.SuspendPath()
-	if len(o.PodSets) == 1 && len(e.paths) == 1 && slices.Equal(e.paths[0], o.PodSets[0].Path) {
-		return
-	}
-	e.paths = make([][]string, len(o.PodSets))
-	for i, ps := range o.PodSets {
-		e.paths[i] = ps.Path
-	}
+	e.paths = o.TemplatePaths()
 }
 
 func (l *Ledger) onJobDelete(obj any) {
