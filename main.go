@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -18,10 +17,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -35,9 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"tally.dev/tally/certs"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger"
 	"tally.dev/tally/queues"
@@ -309,15 +304,6 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		store.Set(cfg)
 	}
 
-	byObject := map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Transform: ledger.StripJob},
-	}
-	if f.configFile == "" {
-		byObject[&corev1.ConfigMap{}] = cache.ByObject{
-			Namespaces: map[string]cache.Config{f.namespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", ledger.ConfigName),
-		}
-	}
 	if f.certDir == "" {
 		f.certDir = ctrlwebhook.Options{}.CertDir
 	}
@@ -335,7 +321,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	grace := 30 * time.Second
 	mgr, err := ctrl.NewManager(restCfg, manager.Options{
 		Scheme: scheme,
-		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: byObject,
+		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: ledger.CacheOptions(f.namespace, f.configFile == ""),
 			DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:        f.probeAddr,
@@ -363,45 +349,20 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		}
 	}
 	log.Info("only these users may un-suspend or re-pin managed Jobs", "users", users)
-	if err := setUpCerts(ctx, mgr, direct, f, log, users); err != nil {
+	if err := webhook.Setup(ctx, mgr, direct, webhook.Options{
+		Store: store, Namespace: f.namespace, ConfigName: ledger.ConfigName, Users: users,
+		URL: f.webhookURL, CertDir: f.certDir, CertManager: f.certManager, Register: f.register,
+	}, log); err != nil {
 		return err
 	}
-
-	decoder := admission.NewDecoder(scheme)
-	srv := mgr.GetWebhookServer()
-	// Every webhook request is bounded in body size and time.
-	srv.Register(webhook.JobPath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.JobMutator{Store: store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: f.namespace, Decoder: decoder}}))
-	srv.Register(webhook.JobGuardPath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.JobGuard{Users: users, Decoder: decoder}}))
-	srv.Register(webhook.NamespaceMutatePath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.NamespaceMutator{Store: store, Namespace: f.namespace, Decoder: decoder}}))
-	srv.Register(webhook.NamespaceValidatePath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.NamespaceValidator{Store: store, Namespace: f.namespace, Decoder: decoder}}))
-	srv.Register(webhook.ConfigMapValidatePath, webhook.Limit(&ctrlwebhook.Admission{Handler: &webhook.ConfigValidator{Namespace: f.namespace, Name: ledger.ConfigName, Decoder: decoder}}))
-
-	recorder := mgr.GetEventRecorderFor("tally")
-	if f.configFile == "" {
-		elected := mgr.Elected()
-		if err := mgr.Add(&ledger.ConfigLoader{
-			Cache: mgr.GetCache(), Store: store, Recorder: recorder, Namespace: f.namespace, Log: log.WithName("config"),
-			Report: func() bool {
-				select {
-				case <-elected:
-					return true
-				default:
-					return false
-				}
-			},
-		}); err != nil {
-			return err
-		}
-	}
-	if err := mgr.Add(ledger.New(mgr.GetClient(), mgr.GetCache(), store, recorder, log.WithName("ledger"),
-		ledger.Options{Namespace: f.namespace, Recount: f.recount})); err != nil {
+	if err := ledger.Setup(mgr, store, f.configFile == "", log, ledger.Options{Namespace: f.namespace, Recount: f.recount}); err != nil {
 		return err
 	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	webhookStarted := srv.StartedChecker()
+	webhookStarted := mgr.GetWebhookServer().StartedChecker()
 	if err := mgr.AddReadyzCheck("ready", func(req *http.Request) error {
 		switch {
 		case draining.Load():
@@ -415,47 +376,4 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	}
 	log.Info("starting tally", "namespace", f.namespace, "webhookPort", f.webhookPort, "leaderElect", f.leaderElect, "configFile", f.configFile)
 	return mgr.Start(ctx)
-}
-
-// setUpCerts makes (or, with cert-manager, finds) the serving certificate
-// and registers the webhook configurations with its CA bundle; users are
-// tally's own user names, whose writes skip the Job guard.
-func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, f *serveFlags, log logr.Logger, users []string) error {
-	endpoint := webhook.Endpoint{URL: strings.TrimSuffix(f.webhookURL, "/"), ServiceNamespace: f.namespace, ServiceName: "tally-webhook", ServicePort: 443}
-	var hosts []string
-	var secret *client.ObjectKey
-	if endpoint.URL != "" {
-		u, err := url.Parse(endpoint.URL)
-		if err != nil || u.Hostname() == "" {
-			return fmt.Errorf("--webhook-url %q: not a URL with a host", f.webhookURL)
-		}
-		hosts = []string{u.Hostname(), "localhost", "127.0.0.1"}
-	} else {
-		svc := endpoint.ServiceName + "." + f.namespace + ".svc"
-		hosts = []string{svc, svc + ".cluster.local"}
-		secret = &client.ObjectKey{Namespace: f.namespace, Name: "tally-webhook-tls"}
-	}
-	if f.certManager {
-		if f.register {
-			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-				return webhook.Register(ctx, c, endpoint, f.namespace, users...)
-			}))
-		}
-		return nil
-	}
-	rot := &certs.Rotator{Client: c, Dir: f.certDir, Hosts: hosts, Secret: secret}
-	bundle, err := rot.Ensure(ctx)
-	if err != nil {
-		return fmt.Errorf("certificates: %w", err)
-	}
-	if f.register {
-		endpoint.CABundle = bundle.CACert
-		if err := webhook.Register(ctx, c, endpoint, f.namespace, users...); err != nil {
-			return err
-		}
-		log.Info("webhook configurations registered", "name", webhook.ConfigurationName, "url", endpoint.URL)
-		// From now on each rotation round injects the CA it holds.
-		rot.Mutating, rot.Validating = webhook.ConfigurationName, webhook.ConfigurationName
-	}
-	return mgr.Add(rot)
 }

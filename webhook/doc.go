@@ -31,6 +31,9 @@
 // two Job handlers, which read it through the kinds seam; "Job" above
 // stands for any of them.
 //
-// It may import tally's kinds, queues and flavors packages, the Kubernetes
-// API machinery and controller-runtime; never ledger or main.
+// Setup wires it all into a controller-runtime manager: the handlers, the
+// serving certificate (certs) and the webhook configurations.
+//
+// It may import tally's kinds, queues, flavors and certs packages, the
+// Kubernetes API machinery and controller-runtime; never ledger or main.
 package webhook

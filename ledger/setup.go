@@ -1,0 +1,53 @@
+package ledger
+
+import (
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/queues"
+)
+
+// CacheOptions are what the ledger needs of the manager's cache: Jobs
+// stripped to what it reads (StripJob), and, when the config comes from
+// the ConfigMap (fromConfigMap), that one ConfigMap of namespace.
+func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.ByObject {
+	byObject := map[client.Object]cache.ByObject{
+		kinds.Job{}.New(): {Transform: StripJob},
+	}
+	if fromConfigMap {
+		byObject[&corev1.ConfigMap{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{namespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", ConfigName),
+		}
+	}
+	return byObject
+}
+
+// Setup adds the ledger to mgr, and, when the config comes from the
+// ConfigMap (fromConfigMap), the ConfigLoader that keeps store up to date
+// (every replica loads it; only the leader reports on it).
+func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log logr.Logger, opts Options) error {
+	recorder := mgr.GetEventRecorderFor("tally")
+	if fromConfigMap {
+		elected := mgr.Elected()
+		if err := mgr.Add(&ConfigLoader{
+			Cache: mgr.GetCache(), Store: store, Recorder: recorder, Namespace: opts.Namespace, Log: log.WithName("config"),
+			Report: func() bool {
+				select {
+				case <-elected:
+					return true
+				default:
+					return false
+				}
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	return mgr.Add(New(mgr.GetClient(), mgr.GetCache(), store, recorder, log.WithName("ledger"), opts))
+}

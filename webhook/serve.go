@@ -1,0 +1,99 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"tally.dev/tally/certs"
+	"tally.dev/tally/queues"
+)
+
+// Options configure Setup.
+type Options struct {
+	Store *queues.Store
+	// Namespace is tally's own namespace; ConfigName its config
+	// ConfigMap's name.
+	Namespace, ConfigName string
+	// Users are the user names tally acts as (see JobGuard.Users).
+	Users []string
+	// URL is the base URL the API server calls the webhooks at; empty for
+	// the Service tally-webhook in Namespace.
+	URL string
+	// CertDir holds the serving certificate.
+	CertDir string
+	// CertManager says cert-manager provides the certificate and injects
+	// the CA; Register says tally registers its webhook configurations.
+	CertManager, Register bool
+}
+
+// Setup serves every webhook on the manager's webhook server, each bounded
+// in body size and time (Limit), and makes the serving certificate (or,
+// with cert-manager, finds it) and registers the webhook configurations
+// with its CA bundle. c reads from the API server, not a cache.
+func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Options, log logr.Logger) error {
+	if err := setUpCerts(ctx, mgr, c, opts, log); err != nil {
+		return err
+	}
+	decoder := admission.NewDecoder(mgr.GetScheme())
+	srv := mgr.GetWebhookServer()
+	for path, h := range map[string]admission.Handler{
+		JobPath:               &JobMutator{Store: opts.Store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Decoder: decoder},
+		JobGuardPath:          &JobGuard{Users: opts.Users, Decoder: decoder},
+		NamespaceMutatePath:   &NamespaceMutator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
+		NamespaceValidatePath: &NamespaceValidator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
+		ConfigMapValidatePath: &ConfigValidator{Namespace: opts.Namespace, Name: opts.ConfigName, Decoder: decoder},
+	} {
+		srv.Register(path, Limit(&ctrlwebhook.Admission{Handler: h}))
+	}
+	return nil
+}
+
+// setUpCerts makes (or, with cert-manager, finds) the serving certificate
+// and registers the webhook configurations with its CA bundle.
+func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, opts Options, log logr.Logger) error {
+	endpoint := Endpoint{URL: strings.TrimSuffix(opts.URL, "/"), ServiceNamespace: opts.Namespace, ServiceName: "tally-webhook", ServicePort: 443}
+	var hosts []string
+	var secret *client.ObjectKey
+	if endpoint.URL != "" {
+		u, err := url.Parse(endpoint.URL)
+		if err != nil || u.Hostname() == "" {
+			return fmt.Errorf("--webhook-url %q: not a URL with a host", opts.URL)
+		}
+		hosts = []string{u.Hostname(), "localhost", "127.0.0.1"}
+	} else {
+		svc := endpoint.ServiceName + "." + opts.Namespace + ".svc"
+		hosts = []string{svc, svc + ".cluster.local"}
+		secret = &client.ObjectKey{Namespace: opts.Namespace, Name: "tally-webhook-tls"}
+	}
+	if opts.CertManager {
+		if opts.Register {
+			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				return Register(ctx, c, endpoint, opts.Namespace, opts.Users...)
+			}))
+		}
+		return nil
+	}
+	rot := &certs.Rotator{Client: c, Dir: opts.CertDir, Hosts: hosts, Secret: secret}
+	bundle, err := rot.Ensure(ctx)
+	if err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
+	if opts.Register {
+		endpoint.CABundle = bundle.CACert
+		if err := Register(ctx, c, endpoint, opts.Namespace, opts.Users...); err != nil {
+			return err
+		}
+		log.Info("webhook configurations registered", "name", ConfigurationName, "url", endpoint.URL)
+		// From now on each rotation round injects the CA it holds.
+		rot.Mutating, rot.Validating = ConfigurationName, ConfigurationName
+	}
+	return mgr.Add(rot)
+}
