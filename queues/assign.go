@@ -96,9 +96,9 @@ func (s *Snapshot) assignIn(cq *ClusterQueue, w *Workload, total flavors.Resourc
 }
 
 // assignOrPreempt assigns like Assign; with preempt, a Workload that
-// would wait may instead get victims whose removal makes it fit.
-// Preemption applies to Workloads whose resources fall in one resource
-// group.
+// would wait may instead get victims whose removal makes it fit. Across
+// resource groups, each group's victims are chosen with those of the
+// groups before it already gone, so together they make every group fit.
 func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.Resources, preempt bool) (Assignment, Verdict, []Victim) {
 	byGroup := map[int][]corev1.ResourceName{}
 	for _, r := range total.Names() {
@@ -113,15 +113,29 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.
 		groups = append(groups, gi)
 	}
 	sort.Ints(groups)
-	preempt = preempt && len(groups) == 1
 	a := Assignment{Usage: Usage{}}
 	var victims []Victim
+	// sim is s with the victims chosen so far gone.
+	sim := s
 	for _, gi := range groups {
-		f, borrowing, v, vs := s.pickFlavor(cq, w, &cq.ResourceGroups[gi], byGroup[gi], total, preempt)
+		f, borrowing, v, vs := sim.pickFlavor(cq, w, &cq.ResourceGroups[gi], byGroup[gi], total, preempt)
 		if v.Kind != Fits {
 			return Assignment{}, v, nil
 		}
-		victims = vs
+		if len(vs) > 0 && len(groups) > 1 {
+			if sim == s {
+				sim = s.cloneFor(cq)
+				sim.Admitted = make(map[string][]*Admitted, len(s.Admitted))
+				for q, list := range s.Admitted {
+					sim.Admitted[q] = list
+				}
+			}
+			for _, vic := range vs {
+				sim.Charge(vic.W.Queue, vic.Usage, -1)
+			}
+			sim.removeAdmitted(vs)
+		}
+		victims = append(victims, vs...)
 		a.Flavors = append(a.Flavors, f)
 		a.Borrowing = a.Borrowing || borrowing
 		for _, r := range byGroup[gi] {

@@ -442,3 +442,67 @@ func TestClaimCountsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestPreemptionAcrossResourceGroups preempts for a workload whose
+// requests span two resource groups (cpu on f1, GPUs on g): the victims
+// must make every group fit, and no victim is counted twice.
+func TestPreemptionAcrossResourceGroups(t *testing.T) {
+	const gpu = "nvidia.com/gpu"
+	fls := []*flavors.Flavor{flavor("f1", "tier", "1"), flavor("g", "accel", "gpu")}
+	cq := withPolicy(makeCQ("a").Group(cpu).Flavor("f1", "cpu=10").Group(gpu).Flavor("g", gpu+"=4").Obj(), "LowerPriority", "Never", "Never", nil)
+	held := func(name, cpuQ, gpuQ string, prio int32, at int) *Admitted {
+		w := makeWL(name, "a", at).Req(cpu, cpuQ).Req(gpu, gpuQ).Prio(prio).Obj()
+		return &Admitted{W: w, Usage: Usage{{"f1", cpu}: amt(cpu, cpuQ), {"g", gpu}: amt(gpu, gpuQ)}, AdmittedAt: epoch.Add(time.Duration(at) * time.Second)}
+	}
+	cases := []struct {
+		name     string
+		admitted []*Admitted
+		pending  *Workload
+		want     []string
+	}{
+		{
+			name:     "GPUs short, cpu free: the GPU holder goes",
+			admitted: []*Admitted{held("low", "2", "4", 1, 1)},
+			pending:  makeWL("high", "a", 5).Req(cpu, "2").Req(gpu, "2").Prio(10).Obj(),
+			want:     []string{"low"},
+		},
+		{
+			name:     "cpu short on one, GPUs short on another: both go",
+			admitted: []*Admitted{held("cpu-hog", "9", "0", 1, 1), held("gpu-hog", "1", "4", 1, 2)},
+			pending:  makeWL("high", "a", 5).Req(cpu, "2").Req(gpu, "1").Prio(10).Obj(),
+			want:     []string{"cpu-hog", "gpu-hog"},
+		},
+		{
+			name:     "one victim frees both groups: it is taken once",
+			admitted: []*Admitted{held("both", "9", "4", 1, 1), held("small", "1", "0", 1, 2)},
+			pending:  makeWL("high", "a", 5).Req(cpu, "5").Req(gpu, "2").Prio(10).Obj(),
+			want:     []string{"both"},
+		},
+		{
+			name:     "a group that cannot fit even with every victim: nothing is preempted",
+			admitted: []*Admitted{held("low", "1", "4", 1, 1), held("same", "9", "0", 10, 2)},
+			pending:  makeWL("high", "a", 5).Req(cpu, "2").Req(gpu, "1").Prio(10).Obj(),
+			want:     nil,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			usage := map[string]Usage{"a": {}}
+			for _, a := range tc.admitted {
+				usage["a"].Add(a.Usage)
+			}
+			snap := NewSnapshot(makeConfig(fls, cq), usage, map[string]labels.Set{"ns": {}})
+			snap.Admitted = map[string][]*Admitted{"a": tc.admitted}
+			d := Decide(snap, seqs(tc.pending), func(*Workload, Verdict, int) {})
+			var got []string
+			for _, p := range d.Preemptions {
+				for _, v := range p.Victims {
+					got = append(got, v.W.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("victims (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
