@@ -264,9 +264,7 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 // is released when they are gone. Its node affinity can change only once
 // it has stopped: the label worker restores it then (restorePatchLocked).
 func (l *Ledger) evict(ctx context.Context, w write) {
-	p := kinds.MergePatch{"metadata": map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}}}
-	p.Set(w.suspend, true)
-	patch, err := json.Marshal(p)
+	patch, err := evictionPatch(w)
 	if err == nil {
 		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
 	}
@@ -283,6 +281,19 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 		l.log.Info("preemption write failed; the preemptor queues again", "job", w.w.Key(), "preemptor", w.preemptor.w.Key(), "err", err.Error())
 		return
 	}
+	l.evicted(w)
+}
+
+// evictionPatch is the one write that preempts a workload: suspended, and
+// pending again.
+func evictionPatch(w write) ([]byte, error) {
+	p := kinds.MergePatch{"metadata": map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}}}
+	p.Set(w.suspend, true)
+	return json.Marshal(p)
+}
+
+// evicted records a preemption write that landed.
+func (l *Ledger) evicted(w write) {
 	l.event(w.w, corev1.EventTypeWarning, ReasonPreempted, "%s", w.message)
 }
 
@@ -298,6 +309,11 @@ func (l *Ledger) admit(ctx context.Context, adm write) {
 		l.rollback(adm, err)
 		return
 	}
+	l.admitted(adm, now)
+}
+
+// admitted records an admission write that landed.
+func (l *Ledger) admitted(adm write, now time.Time) {
 	l.metrics.admitted.Inc()
 	l.event(adm.w, corev1.EventTypeNormal, ReasonAdmitted, "Admitted by ClusterQueue %s in flavor %s (%s%s) after %s",
 		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), podSetsNote(adm.w), now.Sub(adm.w.Created).Round(time.Second))

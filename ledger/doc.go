@@ -21,6 +21,13 @@
 //	  - inadmissible: cannot fit under the config in force; set aside until
 //	    the config changes.
 //
+// testdata/scenarios/*.txt drive the ledger through these states step by
+// step (what the informers show, what the writes do) and
+// testdata/scenarios/*.out record what it does at each step: the writes a
+// pass decides, the Events, every workload's state and each queue's usage
+// (TestScenarios; regenerate with go test ./ledger -run TestScenarios
+// -rewrite, and review the diff).
+//
 // # Assumptions
 //
 //   - The API server is the only source of truth. Everything here is rebuilt

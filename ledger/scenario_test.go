@@ -1,0 +1,454 @@
+package ledger
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/queues"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledger scenarios (testdata/scenarios/*.out)")
+
+// The ledger's scenarios: each testdata/scenarios/NAME.txt is a script of
+// what the informers show and what the API writes do, one command a line;
+// NAME.out is what the ledger does at each step: the writes a pass
+// decides, the Events it records, and every workload's state and the
+// queues' usage after the step. go test ./ledger -run TestScenarios
+// -rewrite regenerates the .out files; review their diff.
+//
+// Commands (the workloads are in namespace ns, which queues to q or r):
+//
+//	create NAME [pytorch] [cpu=N] [workers=N] [queue=Q] [prio=N]
+//	                    a new suspended pending workload (a Job, or a
+//	                    PyTorchJob of one master and N workers); cpu per pod
+//	pass                an admission pass: the writes it decides
+//	landed NAME         the informer shows NAME's decided write applied
+//	                    (its merge patch, applied to the object)
+//	conflict NAME       NAME's decided admission write failed: Conflict
+//	running NAME        its pods run (status: active, startTime)
+//	stopped NAME        its controller stopped it (no pods; Suspended)
+//	finish NAME         it completed
+//	delete NAME         it is gone
+//	priority NAME N     its pod template's priority becomes N
+const scenarioConfig = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: q}
+spec:
+  cohort: c
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 4}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: r}
+spec:
+  cohort: c
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 2}]
+`
+
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/scenarios/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txt")
+		t.Run(name, func(t *testing.T) {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runScenario(t, string(script))
+			golden := strings.TrimSuffix(file, ".txt") + ".out"
+			if *rewrite {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -rewrite to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs from %s (run with -rewrite and review the diff):\n%s", name, golden, lineDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// scenario is one run: the ledger, the objects as the informer holds
+// them, and the writes the last passes decided, by workload name.
+type scenario struct {
+	t       *testing.T
+	l       *Ledger
+	clock   *clocktesting.FakeClock
+	rec     *scenarioRecorder
+	objects map[string]client.Object
+	writes  map[string]write
+	out     strings.Builder
+}
+
+func runScenario(t *testing.T, script string) string {
+	cfg, _, errs := queues.Parse([]byte(scenarioConfig))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
+		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}}
+	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock})
+	s.l.cfg = cfg
+	s.l.synced = true
+	s.l.namespaces["ns"] = &nsInfo{}
+	sc := bufio.NewScanner(strings.NewReader(script))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			if line != "" {
+				fmt.Fprintln(&s.out, line)
+			}
+			continue
+		}
+		fmt.Fprintf(&s.out, "> %s\n", line)
+		s.step(strings.Fields(line))
+		s.report()
+		s.clock.Step(time.Second)
+	}
+	return s.out.String()
+}
+
+func (s *scenario) step(f []string) {
+	cmd, name := f[0], ""
+	if len(f) > 1 {
+		name = f[1]
+	}
+	switch cmd {
+	case "create":
+		s.create(name, f[2:])
+	case "pass":
+		for _, w := range s.l.decide() {
+			s.writes[w.w.Name] = w
+			switch {
+			case w.preemptor != nil:
+				fmt.Fprintf(&s.out, "write: preempt %s for %s\n", w.w.Name, w.preemptor.w.Name)
+			case w.late:
+				fmt.Fprintf(&s.out, "write: capture %s\n", w.w.Name)
+			default:
+				fmt.Fprintf(&s.out, "write: admit %s in %s (%s)\n", w.w.Name, strings.Join(w.a.Flavors, "+"), w.a.Annotation(w.w))
+			}
+		}
+	case "landed":
+		w, ok := s.writes[name]
+		if !ok {
+			s.t.Fatalf("landed %s: no write decided for it; so far:\n%s", name, s.out.String())
+		}
+		delete(s.writes, name)
+		var patch []byte
+		var err error
+		if w.preemptor != nil {
+			patch, err = evictionPatch(w)
+		} else {
+			patch, err = s.l.admissionPatch(w, s.clock.Now())
+		}
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if w.preemptor != nil {
+			s.l.evicted(w)
+		} else {
+			s.l.admitted(w, s.clock.Now())
+		}
+		s.update(name, func(m map[string]any) { mergePatch(m, patch, s.t) })
+	case "conflict":
+		w, ok := s.writes[name]
+		if !ok {
+			s.t.Fatalf("conflict %s: no write decided for it", name)
+		}
+		delete(s.writes, name)
+		s.l.rollback(w, apierrors.NewConflict(schema.GroupResource{Resource: "jobs"}, name, errors.New("modified")))
+	case "running":
+		s.update(name, func(m map[string]any) {
+			o := s.read(name)
+			setStatus(m, o, map[string]any{"startTime": s.clock.Now().Format(time.RFC3339)}, int64(o.PodCount()), "")
+		})
+	case "stopped":
+		s.update(name, func(m map[string]any) {
+			setStatus(m, s.read(name), map[string]any{}, 0, "Suspended")
+		})
+	case "finish":
+		s.update(name, func(m map[string]any) {
+			o := s.read(name)
+			done := "Complete"
+			if o.Kind.GVK().Kind != "Job" {
+				done = "Succeeded"
+			}
+			setStatus(m, o, map[string]any{}, 0, done)
+		})
+	case "priority":
+		n, _ := strconv.Atoi(f[2])
+		s.update(name, func(m map[string]any) {
+			for _, ps := range s.read(name).PodSets {
+				_ = unstructured.SetNestedField(m, int64(n), kinds.Join(ps.Path, "spec", "priority")...)
+			}
+		})
+	case "delete":
+		s.l.onJobDelete(s.objects[name])
+		delete(s.objects, name)
+	default:
+		s.t.Fatalf("unknown command %q", cmd)
+	}
+}
+
+// create makes a suspended pending workload as the webhook leaves it.
+func (s *scenario) create(name string, args []string) {
+	opts := map[string]string{"cpu": "1", "workers": "1", "queue": "q", "prio": "0"}
+	pytorch := false
+	for _, a := range args {
+		if a == "pytorch" {
+			pytorch = true
+			continue
+		}
+		k, v, _ := strings.Cut(a, "=")
+		opts[k] = v
+	}
+	prio, _ := strconv.Atoi(opts["prio"])
+	tpl := map[string]any{"spec": map[string]any{"priority": int64(prio), "containers": []any{map[string]any{
+		"name": "c", "resources": map[string]any{"requests": map[string]any{"cpu": opts["cpu"]}}}}}}
+	meta := map[string]any{
+		"namespace": "ns", "name": name, "uid": "uid-" + name, "resourceVersion": "1",
+		"creationTimestamp": s.clock.Now().Format(time.RFC3339),
+		"labels":            map[string]any{queues.LabelState: "pending", queues.LabelQueue: opts["queue"]},
+		"annotations":       map[string]any{queues.AnnotationUserAffinity: ""},
+	}
+	m := map[string]any{"metadata": meta}
+	if pytorch {
+		workers, _ := strconv.ParseInt(opts["workers"], 10, 64)
+		m["apiVersion"], m["kind"] = "kubeflow.org/v1", "PyTorchJob"
+		m["spec"] = map[string]any{"runPolicy": map[string]any{"suspend": true}, "pytorchReplicaSpecs": map[string]any{
+			"Master": map[string]any{"replicas": int64(1), "template": tpl},
+			"Worker": map[string]any{"replicas": workers, "template": runtime.DeepCopyJSONValue(tpl)},
+		}}
+	} else {
+		m["apiVersion"], m["kind"] = "batch/v1", "Job"
+		m["spec"] = map[string]any{"suspend": true, "template": tpl}
+	}
+	s.objects[name] = s.fromMap(m)
+	s.l.onJob(s.objects[name])
+}
+
+// update changes NAME's object as a map, bumps its resourceVersion and
+// delivers it.
+func (s *scenario) update(name string, change func(map[string]any)) {
+	obj := s.objects[name]
+	if obj == nil {
+		s.t.Fatalf("no workload %s", name)
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	change(m)
+	rv, _ := strconv.Atoi(obj.GetResourceVersion())
+	_ = unstructured.SetNestedField(m, strconv.Itoa(rv+1), "metadata", "resourceVersion")
+	s.objects[name] = s.fromMap(m)
+	s.l.onJob(s.objects[name])
+}
+
+// fromMap builds the object the informer would hand over: a stripped Job,
+// or an unstructured object.
+func (s *scenario) fromMap(m map[string]any) client.Object {
+	if m["kind"] == "Job" {
+		job := &batchv1.Job{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, job); err != nil {
+			s.t.Fatal(err)
+		}
+		return StripJobOrDie(job)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func (s *scenario) read(name string) *kinds.Object {
+	o, ok := kinds.Of(s.objects[name])
+	if !ok {
+		s.t.Fatalf("%s is not a workload", name)
+	}
+	return o
+}
+
+// setStatus sets a workload's status as its controller would: startTime
+// and the like from extra, active pods, and a true condition.
+func setStatus(m map[string]any, o *kinds.Object, status map[string]any, active int64, condition string) {
+	if condition != "" {
+		status["conditions"] = []any{map[string]any{"type": condition, "status": "True",
+			"lastTransitionTime": time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)}}
+	}
+	if o.Kind.GVK().Kind == "Job" {
+		if active > 0 {
+			status["active"] = active
+		}
+	} else if active > 0 {
+		rs := map[string]any{}
+		for _, ps := range o.PodSets {
+			rs[ps.Path[2]] = map[string]any{"active": ps.Count}
+		}
+		status["replicaStatuses"] = rs
+	}
+	m["status"] = status
+}
+
+// report prints the Events recorded since the last step, then every
+// workload's state and each queue's usage.
+func (s *scenario) report() {
+	for _, e := range s.rec.take() {
+		fmt.Fprintf(&s.out, "event: %s\n", e)
+	}
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	var lines []string
+	for _, e := range s.l.jobs {
+		if e.w == nil {
+			continue
+		}
+		line := fmt.Sprintf("  %s: %s", e.w.Name, e.state)
+		if e.assumed {
+			line += " assumed"
+		}
+		if e.evicting {
+			line += " evicting"
+		}
+		if e.inTree {
+			line += " queued"
+		}
+		if len(e.waitingFor) > 0 {
+			var names []string
+			for uid := range e.waitingFor {
+				names = append(names, strings.TrimPrefix(string(uid), "uid-"))
+			}
+			sort.Strings(names)
+			line += " waiting-for=" + strings.Join(names, ",")
+		}
+		if e.charged != nil {
+			line += " charged: " + cmpOr(describeUsage(e.charged), "-")
+		}
+		if e.claim != nil {
+			line += " claim: " + describeUsage(e.claim)
+		}
+		lines = append(lines, line)
+	}
+	sort.Strings(lines)
+	for _, q := range queues.SortedKeys(s.l.usage) {
+		lines = append(lines, fmt.Sprintf("  usage %s: %s", q, describeUsage(s.l.usage[q])))
+	}
+	fmt.Fprintln(&s.out, strings.Join(lines, "\n"))
+}
+
+// scenarioRecorder keeps the Events as "NAME Reason: message".
+type scenarioRecorder struct{ events []string }
+
+func (r *scenarioRecorder) Event(obj runtime.Object, _, reason, message string) {
+	m, _ := meta.Accessor(obj)
+	r.events = append(r.events, fmt.Sprintf("%s %s: %s", m.GetName(), reason, message))
+}
+
+func (r *scenarioRecorder) Eventf(obj runtime.Object, t, reason, format string, args ...any) {
+	r.Event(obj, t, reason, fmt.Sprintf(format, args...))
+}
+
+func (r *scenarioRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, t, reason, format string, args ...any) {
+	r.Eventf(obj, t, reason, format, args...)
+}
+
+func (r *scenarioRecorder) take() []string {
+	out := r.events
+	r.events = nil
+	return out
+}
+
+// mergePatch applies an RFC 7386 JSON merge patch to m.
+func mergePatch(m map[string]any, patch []byte, t *testing.T) {
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		t.Fatal(err)
+	}
+	var merge func(dst, src map[string]any)
+	merge = func(dst, src map[string]any) {
+		for k, v := range src {
+			switch v := v.(type) {
+			case nil:
+				delete(dst, k)
+			case map[string]any:
+				d, ok := dst[k].(map[string]any)
+				if !ok {
+					d = map[string]any{}
+					dst[k] = d
+				}
+				merge(d, v)
+			default:
+				dst[k] = v
+			}
+		}
+	}
+	delete(p["metadata"].(map[string]any), "resourceVersion")
+	merge(m, runtime.DeepCopyJSON(p))
+}
+
+// lineDiff shows the first lines where want and got differ.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var a, b string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			b = g[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, a, b)
+		}
+	}
+	return ""
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
