@@ -121,6 +121,8 @@ type suite struct {
 	cluster *framework.Cluster
 	client  client.WithWatch
 	tally   *framework.Tally
+	// operator is the training operator, for PyTorchJobs.
+	operator *framework.TrainingOperator
 	// config is the suite's config documents (suiteConfig).
 	config string
 }
@@ -181,12 +183,20 @@ func run(m *testing.M) int {
 					fmt.Fprintln(os.Stderr, "e2e: stopping tally:", err)
 				}
 			}
+			if s.operator != nil {
+				if err := s.operator.Stop(10 * time.Second); err != nil {
+					fmt.Fprintln(os.Stderr, "e2e: stopping the training operator:", err)
+				}
+			}
 			if err := s.cluster.Down(); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e: deleting cluster:", err)
 			}
 			if failed {
 				if s.tally != nil {
 					printTail(s.tally.LogPath(), 60)
+				}
+				if s.operator != nil {
+					printTail(s.operator.Log, 20)
 				}
 				fmt.Fprintf(os.Stderr, "e2e: kept %s (kubeconfig, tally.log)\n", dir)
 			} else {
@@ -209,6 +219,25 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: client:", err)
 		return 1
 	}
+	// The training operator runs PyTorchJobs. Its CRD is served before
+	// tally starts, as tally watches the kinds served at its start.
+	if err := s.cluster.InstallPyTorchJobCRD(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if s.operator, err = framework.NewTrainingOperator(s.cluster, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: training operator:", err)
+		return 1
+	}
+	if err := s.operator.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if err := s.operator.WaitReady(ctx, 2*time.Minute); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: the training operator is not ready:", err)
+		return 1
+	}
+	fmt.Printf("e2e: training operator ready in %s (log %s)\n", time.Since(start).Round(time.Millisecond), s.operator.Log)
 	if s.config, err = suiteConfig(env.Root); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: config:", err)
 		return 1
