@@ -48,7 +48,7 @@ func TestHandoffLatency(t *testing.T) {
 	if rep.Err != nil {
 		t.Fatalf("not all Jobs finished: %v", rep.Err)
 	}
-	lat := framework.HandoffLatencies(rec.Observations())
+	lat := framework.HandoffLatencies(rec.Observations(), framework.Unsuspended)
 	if len(lat) < handoffJobs-1 {
 		t.Logf("only %d hand-offs observed of %d (watch re-lists: %d)", len(lat), handoffJobs-1, rec.Gaps())
 	}

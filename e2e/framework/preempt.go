@@ -58,8 +58,14 @@ func JobPods(ctx context.Context, c client.Reader, j *batchv1.Job) ([]corev1.Pod
 
 // JobEvents lists the Events with reason on the Jobs of ns, by Job name.
 func JobEvents(ctx context.Context, c client.Reader, ns, reason string) (map[string][]corev1.Event, error) {
+	return WorkloadEvents(ctx, c, ns, "Job", reason)
+}
+
+// WorkloadEvents lists the Events with reason on the objects of kind in
+// ns, by name, oldest first.
+func WorkloadEvents(ctx context.Context, c client.Reader, ns, kind, reason string) (map[string][]corev1.Event, error) {
 	var l corev1.EventList
-	if err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"reason": reason, "involvedObject.kind": "Job"}); err != nil {
+	if err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"reason": reason, "involvedObject.kind": kind}); err != nil {
 		return nil, err
 	}
 	out := map[string][]corev1.Event{}

@@ -25,8 +25,12 @@ const (
 	Unsuspended ObservationKind = "Unsuspended"
 	// Suspended again: spec.suspend went from false to true (a preemption).
 	Resuspended ObservationKind = "Resuspended"
-	// CompletedKind: the Complete condition appeared.
+	// CompletedKind: the Complete condition appeared (for a PyTorchJob,
+	// Succeeded).
 	CompletedKind ObservationKind = "Completed"
+	// PodsCreated: the first pod of the workload appeared (RecordPyTorchJobs
+	// only).
+	PodsCreated ObservationKind = "PodsCreated"
 )
 
 // JobHistory is what the Recorder saw of one Job, from its creation on.
@@ -38,63 +42,91 @@ type JobHistory struct {
 	Unsuspends int
 	// FirstSuspend is spec.suspend as first seen (nil: unset).
 	FirstSuspend *bool
-	Last         *batchv1.Job
+	// Last is the Job as last seen (nil for other kinds).
+	Last *batchv1.Job
+
+	suspended, completed bool
 }
 
-// Recorder watches the Jobs of one namespace and keeps every transition,
-// so that short-lived states (an admitted Job that finishes within a poll
-// interval) are not missed.
+// view is what the Recorder reads of one workload object.
+type view struct {
+	name      string
+	suspend   *bool
+	completed bool
+	state     string
+	job       *batchv1.Job
+}
+
+// Recorder watches the Jobs (or PyTorchJobs) of one namespace and keeps
+// every transition, so that short-lived states (an admitted Job that
+// finishes within a poll interval) are not missed.
 type Recorder struct {
 	f follower
+	// pods follows the workloads' pods, for PodsCreated and podNodes
+	// (PyTorchJobs).
+	pods *follower
 
 	mu   sync.Mutex
 	jobs map[string]*JobHistory
 	obs  []Observation
+	// podNodes maps a workload's name to its pods' names and nodes.
+	podNodes map[string]map[string]string
 }
 
 // Record starts watching the Jobs of namespace ns. Call Stop when done.
 func Record(ctx context.Context, c client.WithWatch, ns string) (*Recorder, error) {
 	r := &Recorder{jobs: map[string]*JobHistory{}}
-	r.f = jobFollower(c, func(j *batchv1.Job) { r.observe(j, time.Now()) }, client.InNamespace(ns))
+	r.f = jobFollower(c, func(j *batchv1.Job) {
+		r.observe(view{name: j.Name, suspend: j.Spec.Suspend, completed: Completed(j), state: j.Labels[LabelState], job: j}, time.Now())
+	}, client.InNamespace(ns))
 	if err := r.f.start(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *Recorder) observe(j *batchv1.Job, now time.Time) {
+func (r *Recorder) observe(v view, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	h := r.jobs[j.Name]
+	h := r.jobs[v.name]
+	suspended := v.suspend != nil && *v.suspend
 	if h == nil {
-		h = &JobHistory{}
-		if j.Spec.Suspend != nil {
-			s := *j.Spec.Suspend
+		h = &JobHistory{suspended: suspended, completed: v.completed}
+		if v.suspend != nil {
+			s := *v.suspend
 			h.FirstSuspend = &s
 		}
-		r.jobs[j.Name] = h
+		r.jobs[v.name] = h
 	}
-	state := j.Labels[LabelState]
-	if len(h.States) == 0 || h.States[len(h.States)-1] != state {
-		h.States = append(h.States, state)
+	if len(h.States) == 0 || h.States[len(h.States)-1] != v.state {
+		h.States = append(h.States, v.state)
 	}
-	if h.Last != nil {
-		switch was, is := Suspended(h.Last), Suspended(j); {
-		case was && !is:
-			h.Unsuspends++
-			r.obs = append(r.obs, Observation{Job: j.Name, Kind: Unsuspended, At: now})
-		case !was && is:
-			r.obs = append(r.obs, Observation{Job: j.Name, Kind: Resuspended, At: now})
-		}
-		if !Completed(h.Last) && Completed(j) {
-			r.obs = append(r.obs, Observation{Job: j.Name, Kind: CompletedKind, At: now})
-		}
+	switch was, is := h.suspended, suspended; {
+	case was && !is:
+		h.Unsuspends++
+		r.obs = append(r.obs, Observation{Job: v.name, Kind: Unsuspended, At: now})
+	case !was && is:
+		r.obs = append(r.obs, Observation{Job: v.name, Kind: Resuspended, At: now})
 	}
-	h.Last = j.DeepCopy()
+	if !h.completed && v.completed {
+		r.obs = append(r.obs, Observation{Job: v.name, Kind: CompletedKind, At: now})
+	}
+	h.suspended, h.completed = suspended, v.completed
+	if v.job != nil {
+		h.Last = v.job.DeepCopy()
+	}
 }
 
-// Stop ends the watch and returns its first error, if any.
-func (r *Recorder) Stop() error { return r.f.stop() }
+// Stop ends the watches and returns the first error, if any.
+func (r *Recorder) Stop() error {
+	err := r.f.stop()
+	if r.pods != nil {
+		if perr := r.pods.stop(); err == nil {
+			err = perr
+		}
+	}
+	return err
+}
 
 // History returns a copy of what was seen of Job name (nil if nothing).
 func (r *Recorder) History(name string) *JobHistory {
@@ -131,5 +163,10 @@ func (r *Recorder) Observations() []Observation {
 	return append([]Observation(nil), r.obs...)
 }
 
-// Gaps says how many times the watch had to re-list.
-func (r *Recorder) Gaps() int { return r.f.Gaps() }
+// Gaps says how many times the watches had to re-list.
+func (r *Recorder) Gaps() int {
+	if r.pods != nil {
+		return r.f.Gaps() + r.pods.Gaps()
+	}
+	return r.f.Gaps()
+}
