@@ -50,10 +50,10 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	}
 	e := l.jobs[meta.UID]
 	if e == nil {
-		e = &entry{}
+		e = &entry{phase: unrecorded}
 		l.jobs[meta.UID] = e
 	}
-	if e.assumed || e.captured {
+	if e.phase.writing() || e.captured {
 		return // its capture write is in flight, or made: a stale event
 	}
 	e.note(o)
@@ -120,7 +120,7 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 		} else {
 			wr.message = v.Message
 		}
-		e.assumed = true
+		e.phase = capturing
 		out = append(out, wr)
 	}
 	return out
@@ -147,7 +147,9 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, b), client.FieldOwner(queues.FieldManagerAdmission))
 	}
 	l.mu.Lock()
-	w.e.assumed = false
+	if w.e.phase == capturing {
+		w.e.phase = unrecorded
+	}
 	if err != nil {
 		l.releaseLocked(w.e, false)
 		if l.jobs[w.w.UID] == w.e {
@@ -162,7 +164,7 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 		// The suspended Job queues now, whether or not the informer has
 		// shown it yet (an event seen while the write was in flight was
 		// set aside).
-		w.e.state = queues.StatePending
+		w.e.phase = pending
 		l.entree(w.e)
 		l.poke()
 	}

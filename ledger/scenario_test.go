@@ -345,19 +345,19 @@ func (s *scenario) report() {
 		if e.w == nil {
 			continue
 		}
-		line := fmt.Sprintf("  %s: %s", e.w.Name, e.state)
-		if e.assumed {
-			line += " assumed"
+		line := fmt.Sprintf("  %s: %s", e.w.Name, cmpOr(string(e.phase.label()), e.phase.String()))
+		if e.phase == assumed || e.phase == evicting {
+			line += " " + e.phase.String()
 		}
-		if e.evicting {
-			line += " evicting"
+		if e.captured {
+			line += " captured"
 		}
 		if e.inTree {
 			line += " queued"
 		}
-		if len(e.waitingFor) > 0 {
+		if e.claim != nil && len(e.claim.victims) > 0 {
 			var names []string
-			for uid := range e.waitingFor {
+			for uid := range e.claim.victims {
 				names = append(names, strings.TrimPrefix(string(uid), "uid-"))
 			}
 			sort.Strings(names)
@@ -366,8 +366,8 @@ func (s *scenario) report() {
 		if e.charged != nil {
 			line += " charged: " + cmpOr(describeUsage(e.charged), "-")
 		}
-		if e.claim != nil {
-			line += " claim: " + describeUsage(e.claim)
+		if e.claim != nil && e.claim.usage != nil {
+			line += " claim: " + describeUsage(e.claim.usage)
 		}
 		lines = append(lines, line)
 	}
