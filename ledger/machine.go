@@ -163,15 +163,22 @@ func (recheck) effect()   {}
 func (leaveTree) String() string { return "leave-tree" }
 func (joinTree) String() string  { return "join-tree" }
 func (arrive) String() string    { return "arrive" }
-func (c charge) String() string  { return fmt.Sprintf("charge %s %s", c.queue, describeUsage(c.usage)) }
+func (c charge) String() string  { return fmt.Sprintf("charge %s %s", c.queue, usageString(c.usage)) }
 func (r release) String() string {
-	s := fmt.Sprintf("release %s %s", r.queue, describeUsage(r.usage))
+	s := fmt.Sprintf("release %s %s", r.queue, usageString(r.usage))
 	if r.finished {
 		s += " finished"
 	}
 	return s
 }
-func (relabel) String() string   { return "relabel" }
+func (relabel) String() string { return "relabel" }
+
+func usageString(u queues.Usage) string {
+	if len(u) == 0 {
+		return "nothing"
+	}
+	return describeUsage(u)
+}
 func (freed) String() string     { return "freed" }
 func (r recheck) String() string { return "recheck after " + r.after.String() }
 
