@@ -51,7 +51,8 @@
 // The reaction to an informer view is a pure function, react: (entry,
 // observed view) → (new entry, effects), the effects a closed set
 // (joinTree, leaveTree, charge, release, relabel, freed, recheck, arrive)
-// that Ledger.apply carries out.
+// that Ledger.apply carries out. Status folds each Job through react too,
+// from the entry its state label and flavors annotation describe.
 //
 // testdata/scenarios/*.txt drive the ledger through these states step by
 // step (what the informers show, what the writes do) and
