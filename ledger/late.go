@@ -129,11 +129,18 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 // capture makes the one write that records an unrecorded running Job:
 // admitted where it fits, else suspended and pending.
 func (l *Ledger) capture(ctx context.Context, w write) {
-	fits := w.message == ""
-	now := l.opts.Clock.Now()
+	patch, err := capturePatch(w, l.opts.Clock.Now())
+	if err == nil {
+		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerAdmission))
+	}
+	l.captured(w, err)
+}
+
+// capturePatch is the one write that records an unrecorded running Job.
+func capturePatch(w write, now time.Time) ([]byte, error) {
 	meta := map[string]any{"labels": map[string]any{queues.LabelQueue: w.w.Queue, queues.LabelState: string(queues.StatePending)}}
 	patch := kinds.MergePatch{"metadata": meta}
-	if fits {
+	if w.message == "" {
 		meta["labels"].(map[string]any)[queues.LabelState] = string(queues.StateAdmitted)
 		meta["annotations"] = map[string]any{
 			queues.AnnotationFlavors:    w.a.Annotation(w.w),
@@ -142,10 +149,13 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 	} else {
 		patch.Set(w.suspend, true)
 	}
-	b, err := json.Marshal(patch)
-	if err == nil {
-		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, b), client.FieldOwner(queues.FieldManagerAdmission))
-	}
+	return json.Marshal(patch)
+}
+
+// captured records the outcome of a capture write: the Job is captured
+// again in a later pass if it failed.
+func (l *Ledger) captured(w write, err error) {
+	fits := w.message == ""
 	l.mu.Lock()
 	if w.e.phase == capturing {
 		w.e.phase = unrecorded
