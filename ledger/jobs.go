@@ -79,7 +79,7 @@ func (l *Ledger) onJob(obj any) {
 	}
 	next := *e
 	next.note(o)
-	next, fx := react(next, l.observeLocked(o, e, next.prio), l.opts.Clock.Now())
+	next, fx := react(next, l.observeLocked(o, e, next.prio), l.opts.Clock.Now(), l.fx)
 	l.apply(e, next, fx)
 }
 
@@ -145,7 +145,7 @@ func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
 	if e == nil || e.w != w {
 		return
 	}
-	next, fx := recheckFold(*e)
+	next, fx := recheckFold(*e, l.fx)
 	l.apply(e, next, fx)
 }
 

@@ -183,10 +183,9 @@ func (freed) String() string     { return "freed" }
 func (r recheck) String() string { return "recheck after " + r.after.String() }
 
 // react folds one informer view of a recorded workload into its entry: it
-// returns the new entry and what the ledger is to do about the change.
-// now is the time of the view. It changes nothing else.
-func react(e entry, o observed, now time.Time) (entry, []effect) {
-	var fx []effect
+// returns the new entry and what the ledger is to do about the change,
+// appended to fx. now is the time of the view. It changes nothing else.
+func react(e entry, o observed, now time.Time, fx []effect) (entry, []effect) {
 	if !o.admittedAt.IsZero() {
 		e.admittedAt = o.admittedAt
 	}
@@ -261,11 +260,11 @@ func react(e entry, o observed, now time.Time) (entry, []effect) {
 
 // recheckFold is the fold of an evicted workload's recheck (see recheck):
 // by then its pods are taken to be gone.
-func recheckFold(e entry) (entry, []effect) {
+func recheckFold(e entry, fx []effect) (entry, []effect) {
 	if e.phase != evicting || e.charged == nil {
-		return e, nil
+		return e, fx
 	}
-	fx := e.free(nil)
+	fx = e.free(fx)
 	fx = e.leave(fx)
 	e.phase = pending
 	return e, e.join(fx)
@@ -328,8 +327,10 @@ func suspensionUnseen(e entry, o observed, now time.Time) time.Duration {
 }
 
 // apply puts a folded entry in force: e becomes next, and the effects are
-// carried out in order (leaveTree first).
+// carried out in order (leaveTree first). fx is l.fx, handed back empty
+// for the next fold.
 func (l *Ledger) apply(e *entry, next entry, fx []effect) {
+	defer func() { clear(fx); l.fx = fx[:0] }()
 	for _, f := range fx {
 		if _, ok := f.(leaveTree); ok {
 			l.untree(e)

@@ -113,7 +113,7 @@ func TestReact(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fmt.Sprintf("%+v", tc.e)
-			got, fx := react(tc.e, tc.o, now)
+			got, fx := react(tc.e, tc.o, now, nil)
 			if after := fmt.Sprintf("%+v", tc.e); after != before {
 				t.Errorf("react changed its argument")
 			}
@@ -140,11 +140,11 @@ func TestReact(t *testing.T) {
 func TestReactAdmittedAt(t *testing.T) {
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := reactWorkload(1)
-	e, _ := react(entry{phase: assumed, w: w}, observed{w: w, usage: cpuIn("default", 1), admittedAt: at}, at)
+	e, _ := react(entry{phase: assumed, w: w}, observed{w: w, usage: cpuIn("default", 1), admittedAt: at}, at, nil)
 	if !e.admittedAt.Equal(at) {
 		t.Errorf("admittedAt %v, want %v", e.admittedAt, at)
 	}
-	e, _ = react(e, observed{w: w, usage: cpuIn("default", 1)}, at.Add(time.Hour))
+	e, _ = react(e, observed{w: w, usage: cpuIn("default", 1)}, at.Add(time.Hour), nil)
 	if !e.admittedAt.Equal(at) {
 		t.Errorf("a view without the annotation changed admittedAt to %v", e.admittedAt)
 	}
@@ -166,7 +166,7 @@ func TestRecheckFold(t *testing.T) {
 		{"freed since", entry{phase: pending, w: w, inTree: true}, pending, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, fx := recheckFold(tc.e)
+			got, fx := recheckFold(tc.e, nil)
 			if got.phase != tc.want || effectsString(fx) != tc.fx {
 				t.Errorf("got %s, effects %q; want %s, %q", got.phase, effectsString(fx), tc.want, tc.fx)
 			}
@@ -189,7 +189,7 @@ func TestApplyLeavesTheTreeByTheOldVersion(t *testing.T) {
 	l.entree(e)
 	raised := *reactWorkload(2)
 	raised.Priority = 10
-	next, fx := react(*e, observed{w: &raised, suspended: true}, time.Now())
+	next, fx := react(*e, observed{w: &raised, suspended: true}, time.Now(), nil)
 	l.apply(e, next, fx)
 	var order []string
 	l.pending["q"].Ascend(func(x *entry) bool { order = append(order, fmt.Sprintf("%s/%d", x.w.UID, x.w.Priority)); return true })

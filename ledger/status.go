@@ -111,7 +111,7 @@ func statusEntry(cfg *queues.Config, job *kinds.Object, name string) entry {
 	if before.phase != inadmissible {
 		before.charged, before.chargedQueue = UsageOf(cfg, w, job.Meta.Annotations[queues.AnnotationFlavors]), name
 	}
-	e, _ := react(before, observe(cfg, job, w), time.Time{})
+	e, _ := react(before, observe(cfg, job, w), time.Time{}, nil)
 	return e
 }
 
