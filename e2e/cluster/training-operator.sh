@@ -37,7 +37,7 @@ crds)
   k apply --server-side --force-conflicts -f "$TOOLS/crds/training-operator/kubeflow.org_pytorchjobs.yaml" >/dev/null
   # kubectl wait fails, rather than waits, while the CRD has no status yet.
   deadline=$((SECONDS + 60))
-  until [ "$(k get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]; do
+  until [ "$(k get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
     [ $SECONDS -lt $deadline ] || { cluster_log "the PyTorchJob CRD is not established after 60s"; exit 1; }
     sleep 0.2
   done

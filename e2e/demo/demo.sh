@@ -5,10 +5,14 @@
 # in the background with self-signed certificates and registered webhooks,
 # loads examples/demo/queues.yaml with the seed's ClusterQueue and LocalQueue,
 # binds namespace team-a by its LocalQueues and team-b by annotation, and
-# submits the plain Jobs of e2e/demo/jobs/. It then shows them queue, borrow,
-# get preempted and finish, and leaves everything running:
-#   .demo/kubeconfig   the cluster's kubeconfig
-#   .demo/tally.log    tally's log (pid in .demo/tally.pid)
+# submits the plain Jobs of e2e/demo/jobs/ and the seed's PyTorchJob
+# (examples/seed-gpu/pytorch-job.yaml, run by the Kubeflow training
+# operator). It then shows them queue, borrow, get preempted and finish, and
+# leaves everything running:
+#   .demo/kubeconfig              the cluster's kubeconfig
+#   .demo/tally.log               tally's log (pid in .demo/tally.pid)
+#   .demo/training-operator.log   the training operator's log (pid in
+#                                 .demo/training-operator.pid)
 # Running it again restarts tally and re-applies the examples and Jobs.
 # e2e/demo/down.sh (make demo-down) removes it all.
 set -euo pipefail
@@ -24,6 +28,9 @@ NAMESPACE=tally-system
 WEBHOOK_PORT=9443
 METRICS_ADDR=127.0.0.1:8080
 PROBE_ADDR=127.0.0.1:8081
+OPERATOR_PROBE_ADDR=127.0.0.1:8083
+OPERATOR_METRICS_ADDR=127.0.0.1:8082
+OPERATOR_WEBHOOK_PORT=9444
 WAIT_SECONDS=${DEMO_WAIT_SECONDS:-300}
 JOBS_DIR=e2e/demo/jobs
 SELECTOR=app.kubernetes.io/part-of=tally-demo
@@ -83,8 +90,27 @@ stop_tally() {
   rm -f "$DEMO/tally.pid"
 }
 
+operator_running() {
+  local pid
+  [ -f "$DEMO/training-operator.pid" ] || return 1
+  pid=$(cat "$DEMO/training-operator.pid")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "$OPERATOR_PROBE_ADDR"
+}
+
+stop_operator() {
+  local pid
+  if operator_running; then
+    pid=$(cat "$DEMO/training-operator.pid")
+    echo "stopping the training operator (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$DEMO/training-operator.pid"
+}
+
 # --- tools -------------------------------------------------------------------
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl; do
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl training-operator; do
   if [ ! -x "$TOOLS/$b" ]; then
     say "Building the local control plane into $TOOLS (once; about 10 minutes)"
     bash e2e/toolchain/build.sh "$TOOLS"
@@ -101,6 +127,24 @@ mkdir -p "$DEMO"
 say "Starting the local cluster $CLUSTER (real API server, controller manager and scheduler; kwok nodes)"
 bash e2e/cluster/up.sh "$CLUSTER" "$KUBECONFIG_FILE"
 k get nodes -L kueue.x-k8s.io/default-flavor,node-type
+
+# --- training operator ---------------------------------------------------------
+# Its CRD is served before tally starts: tally watches the workload kinds
+# the API server serves when it starts.
+stop_operator
+say "Starting the Kubeflow training operator for PyTorchJobs (log: $DEMO/training-operator.log)"
+bash e2e/cluster/training-operator.sh crds "$KUBECONFIG_FILE"
+setsid bash e2e/cluster/training-operator.sh run "$KUBECONFIG_FILE" \
+  "$OPERATOR_PROBE_ADDR" "$OPERATOR_METRICS_ADDR" "$OPERATOR_WEBHOOK_PORT" \
+  >"$DEMO/training-operator.log" 2>&1 </dev/null &
+echo $! >"$DEMO/training-operator.pid"
+deadline=$((SECONDS + 120))
+until http_ok "$OPERATOR_PROBE_ADDR" /readyz 2>/dev/null; do
+  operator_running || die "the training operator exited during start-up (see $DEMO/training-operator.log)"
+  [ $SECONDS -lt $deadline ] || die "the training operator is not ready after 120s (http://$OPERATOR_PROBE_ADDR/readyz)"
+  sleep 0.3
+done
+k apply -f examples/seed-gpu/priority-classes.yaml
 
 # --- config ------------------------------------------------------------------
 stop_tally
@@ -158,6 +202,7 @@ if [ -n "$(k get jobs -A -l "$SELECTOR" -o name)" ]; then
   say "Removing the Jobs of the previous run"
   k delete jobs -A -l "$SELECTOR" --cascade=foreground --wait=true >/dev/null
 fi
+k delete -f examples/seed-gpu/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
 
 count_state() { # NAMESPACE STATE: how many demo Jobs have that tally.dev/state
   k get jobs -n "$1" -l "$SELECTOR,tally.dev/state=$2" -o name | wc -l
@@ -172,8 +217,10 @@ show() {
 
 say "Submitting team A's eight 1-GPU training Jobs and the CPU Jobs (plain batch/v1, no labels: team A's go to its LocalQueue default)"
 k apply -f "$JOBS_DIR/10-team-a-training.yaml" -f "$JOBS_DIR/20-cpu.yaml"
-say "Submitting a Job labelled kueue.x-k8s.io/queue-name: team-a-queue, as in the seed's setup guide (-> cluster-queue-a)"
+say "Submitting a Job labelled kueue.x-k8s.io/queue-name: team-a-queue, as in the seed's setup guide (-> cluster-queue-a, 7 of its 10 GPUs)"
 k apply -f "$JOBS_DIR/50-team-a-seed-queue.yaml"
+say "Submitting the seed's PyTorchJob unchanged (1 master + 3 workers, 1 GPU each, to team-a-queue): it waits until all four pods fit"
+k apply -f examples/seed-gpu/pytorch-job.yaml
 wait_until 60 "tally admitting team A's Jobs" admitted_at_least team-a 6
 show
 
@@ -214,6 +261,15 @@ done
 show
 say "All $total Jobs are Complete"
 
+pytorchjob_succeeded() {
+  [ "$(k get pytorchjob -n team-a pytorch-dist-mnist -o jsonpath='{.status.conditions[?(@.type=="Succeeded")].status}')" = True ]
+}
+wait_until 120 "the seed's PyTorchJob succeeding" pytorchjob_succeeded
+say "kubectl get pytorchjobs -n team-a -L tally.dev/state,tally.dev/cluster-queue"
+k get pytorchjobs -n team-a -L tally.dev/state,tally.dev/cluster-queue
+say "kubectl describe pytorchjob -n team-a pytorch-dist-mnist (its Events)"
+k describe pytorchjob -n team-a pytorch-dist-mnist | sed -n '/^Events:/,$p'
+
 # --- one Job that waited -------------------------------------------------------
 # The Job with the latest Preempted Event, else the latest that waited for quota.
 waited=""
@@ -234,9 +290,11 @@ $(printf '\033[1m')The demo cluster is up and tally keeps running.$(printf '\033
   alias kubectl=$TOOLS/kubectl          # a kubectl matching the v1.37 API server
   kubectl get jobs -A -L tally.dev/state,tally.dev/cluster-queue
   kubectl describe job -n team-a $waited
+  kubectl get pytorchjobs -n team-a -L tally.dev/state
+  kubectl describe pytorchjob -n team-a pytorch-dist-mnist
   bin/tally status
   kubectl get events -n team-a --sort-by=.lastTimestamp
-  tail -f .demo/tally.log
+  tail -f .demo/tally.log .demo/training-operator.log
 
 Queues: examples/demo/queues.yaml and the seed's ClusterQueue and LocalQueue
 (examples/seed-gpu/), in ConfigMap $NAMESPACE/tally-config
