@@ -196,6 +196,8 @@ type serveFlags struct {
 	register, certManager, leaderElect bool
 	metricsAddr, probeAddr, pprofAddr  string
 	shutdownDelay, recount             time.Duration
+	leaseDuration, renewDeadline       time.Duration
+	retryPeriod                        time.Duration
 	zap                                zap.Options
 }
 
@@ -214,6 +216,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.BoolVar(&f.register, "register-webhooks", true, "Create or update the webhook configurations named tally, with the CA bundle.")
 	fs.BoolVar(&f.certManager, "cert-manager", false, "cert-manager provides the serving certificate in --cert-dir and injects the CA: tally makes no certificates.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "Elect a leader among replicas to run the ledger. Every replica serves the webhooks.")
+	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a replica waits, after the leader last renewed the lease, before it takes the lease over.")
+	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before it gives up leading; it writes nothing once its last renewal is this old. Less than the lease duration.")
+	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often replicas try to acquire or renew the lease.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address to serve Go's /debug/pprof profiles on; empty disables it.")
@@ -226,6 +231,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if f.leaderElect && !(f.retryPeriod > 0 && f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
+		return nil, fmt.Errorf("--leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s) must hold", f.retryPeriod, f.renewDeadline, f.leaseDuration)
 	}
 	return f, nil
 }
@@ -319,20 +327,30 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		return fmt.Errorf("watch client: %w", err)
 	}
 	grace := 30 * time.Second
+	var lease *ledger.Lease
+	if f.leaderElect {
+		if lease, err = ledger.NewLease(restCfg, f.namespace, f.renewDeadline); err != nil {
+			return err
+		}
+	}
 	mgr, err := ctrl.NewManager(restCfg, manager.Options{
 		Scheme: scheme,
 		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: ledger.CacheOptions(f.namespace, f.configFile == ""),
 			DefaultTransform: cache.TransformStripManagedFields()},
-		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
-		HealthProbeBindAddress:        f.probeAddr,
-		PprofBindAddress:              f.pprofAddr,
-		LeaderElection:                f.leaderElect,
-		LeaderElectionID:              "tally-ledger",
-		LeaderElectionNamespace:       f.namespace,
-		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &grace,
-		WebhookServer:                 ctrlwebhook.NewServer(ctrlwebhook.Options{Host: f.webhookHost, Port: f.webhookPort, CertDir: f.certDir}),
-		Logger:                        log,
+		Metrics:                             metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:              f.probeAddr,
+		PprofBindAddress:                    f.pprofAddr,
+		LeaderElection:                      f.leaderElect,
+		LeaderElectionID:                    ledger.LeaseName,
+		LeaderElectionNamespace:             f.namespace,
+		LeaderElectionResourceLockInterface: lease,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaseDuration:                       &f.leaseDuration,
+		RenewDeadline:                       &f.renewDeadline,
+		RetryPeriod:                         &f.retryPeriod,
+		GracefulShutdownTimeout:             &grace,
+		WebhookServer:                       ctrlwebhook.NewServer(ctrlwebhook.Options{Host: f.webhookHost, Port: f.webhookPort, CertDir: f.certDir}),
+		Logger:                              log,
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
@@ -355,7 +373,11 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	}, log); err != nil {
 		return err
 	}
-	if err := ledger.Setup(mgr, store, f.configFile == "", log, ledger.Options{Namespace: f.namespace, Recount: f.recount}); err != nil {
+	opts := ledger.Options{Namespace: f.namespace, Recount: f.recount}
+	if lease != nil {
+		opts.Held = lease.Held
+	}
+	if err := ledger.Setup(mgr, store, f.configFile == "", log, opts); err != nil {
 		return err
 	}
 

@@ -48,6 +48,18 @@ type write struct {
 // It returns how long the locked part took and whether it decided
 // anything (an admission, preemption or capture).
 func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
+	if l.opts.Held != nil {
+		// A replica that may have lost the lease decides nothing; leader
+		// election stops it, or its next renewal lets it go on.
+		if err := l.opts.Held(); err != nil {
+			l.log.Info("no admission pass", "reason", err.Error())
+			go func() {
+				<-l.opts.Clock.After(time.Second)
+				l.poke()
+			}()
+			return 0, false
+		}
+	}
 	start := l.opts.Clock.Now()
 	adms := l.decide()
 	took := l.opts.Clock.Since(start)
@@ -335,6 +347,10 @@ func (l *Ledger) rollback(adm write, err error) {
 	// write per pass.
 	if l.jobs[adm.w.UID] == e && (!apierrors.IsConflict(err) || e.rv != adm.rv) {
 		l.entree(e)
+	}
+	if errors.Is(err, ErrNotLeader) {
+		l.log.Info("admission not written", "job", adm.w.Key(), "reason", err.Error())
+		return
 	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || errors.Is(err, context.Canceled) {
 		l.log.V(1).Info("admission write lost a race or was cut short; will retry", "job", adm.w.Key(), "err", err.Error())

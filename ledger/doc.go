@@ -72,6 +72,10 @@
 //     counting what it repaired.
 //   - Event handling is O(change): a handler touches one Job's entry, one
 //     pending tree and one usage cell set.
+//   - Only the holder of the leader Lease writes. A leader that was paused
+//     past its lease wakes up believing it still leads; with Options.Held
+//     (Lease.Held) it decides no pass and sends no write once its last
+//     renewal is as old as the renew deadline (fence.go).
 //
 // It may import tally's kinds, queues and flavors packages, the Kubernetes
 // API machinery and controller-runtime; never webhook or main.

@@ -35,6 +35,9 @@ type Options struct {
 	// Workers is how many admission writes run at once.
 	Workers int
 	Clock   clock.WithTicker
+	// Held, when set, is asked before every write, which is refused
+	// while it returns an error (see Lease.Held).
+	Held func() error
 }
 
 // Ledger keeps quota usage and admits Jobs. It is a manager Runnable that
@@ -131,6 +134,9 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		nsQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
 		metrics: newMetrics(),
+	}
+	if opts.Held != nil {
+		l.client = fenced{Client: cl, held: opts.Held, log: log}
 	}
 	l.listJobs = func(ctx context.Context) ([]*kinds.Object, error) {
 		return l.listWatched(ctx, client.UnsafeDisableDeepCopy)
