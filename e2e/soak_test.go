@@ -468,22 +468,23 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 
 	// A Job does not preempt twice without being admitted in between:
 	// once its victims are gone it is admitted, unless a Job of higher
-	// priority in its own queue takes the room first (then it may have to
-	// preempt again).
+	// priority in its own queue takes the room first, by being admitted or
+	// by preempting for it (then it may have to preempt again).
 	admittedTimes := map[string][]time.Time{}
 	for _, tr := range trans.Transitions() {
 		if tr.Kind == framework.Unsuspended {
 			admittedTimes[tr.Job] = append(admittedTimes[tr.Job], tr.At)
 		}
 	}
-	admittedWithin := func(key string, from, to time.Time) bool {
-		for _, at := range admittedTimes[key] {
+	between := func(times []time.Time, from, to time.Time) bool {
+		for _, at := range times {
 			if at.After(from) && at.Before(to) {
 				return true
 			}
 		}
 		return false
 	}
+	admittedWithin := func(key string, from, to time.Time) bool { return between(admittedTimes[key], from, to) }
 	for _, key := range slices.Sorted(maps.Keys(preemptingAt)) {
 		ts, p := preemptingAt[key], jobs[key]
 		for k := 0; k+1 < len(ts) && p != nil; k++ {
@@ -492,7 +493,7 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 			}
 			outranked := false
 			for other, j := range jobs {
-				if j.queue == p.queue && j.priority > p.priority && admittedWithin(other, ts[k], ts[k+1]) {
+				if j.queue == p.queue && j.priority > p.priority && (admittedWithin(other, ts[k], ts[k+1]) || between(preemptingAt[other], ts[k], ts[k+1])) {
 					outranked = true
 					break
 				}

@@ -33,6 +33,9 @@ type Process struct {
 	starts int
 }
 
+// startMarker begins the line each start writes to the log.
+const startMarker = "===== e2e: start"
+
 // Start launches the process; it does not wait for readiness.
 func (p *Process) Start() error {
 	p.mu.Lock()
@@ -49,7 +52,7 @@ func (p *Process) Start() error {
 	}
 	args := p.Args()
 	p.starts++
-	fmt.Fprintf(log, "\n===== e2e: start #%d at %s: %s %v\n", p.starts, time.Now().Format(time.RFC3339Nano), p.Path, args)
+	fmt.Fprintf(log, "\n%s #%d at %s: %s %v\n", startMarker, p.starts, time.Now().Format(time.RFC3339Nano), p.Path, args)
 	cmd := exec.Command(p.Path, args...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -129,4 +132,20 @@ func (p *Process) signal(sig syscall.Signal, timeout time.Duration) error {
 		<-exited
 		return errors.New(p.Name + " did not exit within " + timeout.String() + " of " + sig.String() + "; killed")
 	}
+}
+
+// Pause stops the process with SIGSTOP, as a partition or a long stall
+// would; Resume lets it go on (SIGCONT).
+func (p *Process) Pause() error { return p.send(syscall.SIGSTOP) }
+
+// Resume continues a paused process.
+func (p *Process) Resume() error { return p.send(syscall.SIGCONT) }
+
+func (p *Process) send(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s is not running", p.Name)
+	}
+	return p.cmd.Process.Signal(sig)
 }

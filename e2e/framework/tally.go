@@ -1,9 +1,11 @@
 package framework
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -19,6 +21,11 @@ type Tally struct {
 	WebhookPort, MetricsPort, ProbePort int
 	// ExtraArgs are added to every start.
 	ExtraArgs []string
+	// WebhookURL, when set, is where the webhook configurations point
+	// instead of this tally's own port (a Proxy in front of replicas);
+	// CertDir, when set, holds the certificates instead of Dir/certs, so
+	// that replicas can share one CA.
+	WebhookURL, CertDir string
 }
 
 // NewTally picks free ports for a tally that will run against kubeconfig.
@@ -37,13 +44,20 @@ func (t *Tally) LogPath() string { return t.Log }
 
 // Args are the command-line arguments of a start.
 func (t *Tally) Args() []string {
+	url, certs := t.WebhookURL, t.CertDir
+	if url == "" {
+		url = fmt.Sprintf("https://127.0.0.1:%d", t.WebhookPort)
+	}
+	if certs == "" {
+		certs = filepath.Join(t.Dir, "certs")
+	}
 	return append([]string{
 		"serve",
 		"--kubeconfig", t.Kubeconfig,
 		"--webhook-host", "127.0.0.1",
 		"--webhook-port", fmt.Sprint(t.WebhookPort),
-		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", t.WebhookPort),
-		"--cert-dir", filepath.Join(t.Dir, "certs"),
+		"--webhook-url", url,
+		"--cert-dir", certs,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", t.MetricsPort),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", t.ProbePort),
 	}, t.ExtraArgs...)
@@ -73,4 +87,16 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// Leads says whether this tally's log shows that it has led since it last
+// started: its ledger, which runs only on the holder of the leader lease,
+// has synced.
+func (t *Tally) Leads() (bool, error) {
+	b, err := os.ReadFile(t.Log)
+	if err != nil {
+		return false, err
+	}
+	since := b[bytes.LastIndex(b, []byte(startMarker))+1:]
+	return bytes.Contains(since, []byte(`"ledger synced"`)), nil
 }
