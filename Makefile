@@ -70,6 +70,14 @@ test-unit: ## Unit tests only (the envtest and e2e suites skip themselves).
 test-e2e: toolchain build ## The e2e suite against a local kwok cluster.
 	$(TEST_ENV) $(GO) test ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
 
+# How long `make soak` injects faults (TALLY_CHAOS of e2e/chaos_test.go).
+SOAK_DURATION ?= 30m
+SOAK_TIMEOUT ?= 60m
+
+.PHONY: soak
+soak: toolchain build ## The chaos soak: two replicas, killed leaders, an API server restart, config reloads, unbinding, deletions, checked by e2e/auditor (SOAK_DURATION, default 30m; not in make test).
+	$(TEST_ENV) TALLY_CHAOS=$(SOAK_DURATION) $(GO) test ./e2e -run '^TestChaosSoak$$' -count=1 -v -timeout $(SOAK_TIMEOUT)
+
 # The benchmark scenario `make bench` runs: bench/$(BENCH_SCENARIO).yaml.
 BENCH_SCENARIO ?= baseline
 # Extra flags for the bench command, e.g. BENCH_FLAGS=-profile.

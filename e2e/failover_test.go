@@ -27,30 +27,13 @@ const (
 const failoverKills = 10
 
 // failoverQueueDocs is a ClusterQueue name of 4 GPUs.
-func failoverQueueDocs(name string) string {
-	return fmt.Sprintf(`
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata:
-  name: %s
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: nvidia-gpu-flavor
-      resources:
-      - {name: cpu, nominalQuota: 64}
-      - {name: memory, nominalQuota: 256Gi}
-      - {name: nvidia.com/gpu, nominalQuota: 4}
-`, name)
-}
+func failoverQueueDocs(name string) string { return gpuQueueDoc(name, 4, "Never") }
 
 // replicas stops the suite's tally and runs two tally replicas with leader
 // election in its place, serving the webhooks through one Proxy as a
 // Service would, with one shared CA. When the test ends they stop and the
 // suite's tally starts again.
-func replicas(ctx context.Context, t *testing.T, s *suite) [2]*framework.Tally {
+func replicas(ctx context.Context, t *testing.T, s *suite, extraArgs ...string) [2]*framework.Tally {
 	t.Helper()
 	dir := t.TempDir()
 	var rs [2]*framework.Tally
@@ -61,10 +44,10 @@ func replicas(ctx context.Context, t *testing.T, s *suite) [2]*framework.Tally {
 		}
 		r.Name = fmt.Sprintf("tally replica %d", i)
 		r.CertDir = filepath.Join(dir, "certs")
-		r.ExtraArgs = []string{"--leader-elect", "--zap-log-level=debug",
+		r.ExtraArgs = append([]string{"--leader-elect",
 			"--leader-elect-lease-duration", leaseDuration.String(),
 			"--leader-elect-renew-deadline", renewDeadline.String(),
-			"--leader-elect-retry-period", retryPeriod.String()}
+			"--leader-elect-retry-period", retryPeriod.String()}, extraArgs...)
 		rs[i] = r
 	}
 	proxy, err := framework.StartProxy(fmt.Sprintf("127.0.0.1:%d", rs[0].WebhookPort), fmt.Sprintf("127.0.0.1:%d", rs[1].WebhookPort))
@@ -254,7 +237,8 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 	ctx := testContext(t, 5*time.Minute)
 	const ns, queue, limit = "e2e-paused", "e2e-paused", 4
 	useQueues(ctx, t, s, []string{queue}, failoverQueueDocs(queue))
-	rs := replicas(ctx, t, s)
+	// At debug level, each replica logs every write it sends.
+	rs := replicas(ctx, t, s, "--zap-log-level=debug")
 	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
 		t.Fatalf("binding namespace %s: %v", ns, err)
 	}

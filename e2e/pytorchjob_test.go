@@ -342,24 +342,7 @@ func pytorchQueueDocs(name string, preempt bool) string {
 	if preempt {
 		policy = "LowerPriority"
 	}
-	return fmt.Sprintf(`
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata:
-  name: %[1]s
-spec:
-  namespaceSelector: {}
-  preemption:
-    withinClusterQueue: %[2]s
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: nvidia-gpu-flavor
-      resources:
-      - {name: cpu, nominalQuota: 64}
-      - {name: memory, nominalQuota: 256Gi}
-      - {name: nvidia.com/gpu, nominalQuota: 8}
----
+	return gpuQueueDoc(name, 8, policy) + fmt.Sprintf(`---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
 metadata:
@@ -367,7 +350,30 @@ metadata:
   namespace: %[1]s
 spec:
   clusterQueue: %[1]s
-`, name, policy)
+`, name)
+}
+
+// gpuQueueDoc is a ClusterQueue name of gpus GPUs (and 64 CPUs, 256Gi) in
+// the GPU flavor, with withinClusterQueue preemption policy.
+func gpuQueueDoc(name string, gpus int, withinClusterQueue string) string {
+	return fmt.Sprintf(`
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: %s
+spec:
+  namespaceSelector: {}
+  preemption:
+    withinClusterQueue: %s
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: nvidia-gpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: %d}
+`, name, withinClusterQueue, gpus)
 }
 
 // bindByLocalQueue creates namespace ns, which a LocalQueue of the config

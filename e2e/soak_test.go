@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"tally.dev/tally/e2e/framework"
 )
 
@@ -195,11 +197,38 @@ func TestSoakNoThrash(t *testing.T) {
 	t.Cleanup(func() { trans.Stop() })
 	usage := watchUsage(ctx, t, s, nsQueue, limits)
 
+	start := time.Now()
+	jobs, perNS := soakMix(ctx, t, s, dur, seed, nil)
+	t.Logf("created %d Jobs in %s (%v); waiting for them to finish", len(jobs), time.Since(start).Round(time.Second), perNS)
+
+	for _, q := range queues {
+		waitFinished(ctx, t, s, q, perNS[q], 5*time.Minute)
+	}
+	t.Logf("all Jobs finished %s after the start", time.Since(start).Round(time.Second))
+	for _, q := range queues {
+		checkCompleted(ctx, t, s.client, q, perNS[q])
+		checkLabelledFinished(ctx, t, s, q)
+	}
+	checkUsage(t, usage.Stop(), "cohort "+soakCohort, soakCohortGPU, soakCohortGPU-2)
+	if err := trans.Stop(); err != nil {
+		t.Errorf("Job watch: %v", err)
+	}
+	checkSoakPreemptions(t, jobs, trans, logs)
+}
+
+// soakMix creates the soak's mix of Jobs (see TestSoakNoThrash) for dur,
+// from seed, and returns them by namespace/name and how many each
+// namespace got. While paused(ns) says so, it creates none in ns.
+func soakMix(ctx context.Context, t *testing.T, s *suite, dur time.Duration, seed uint64, paused func(ns string) bool) (map[string]*soakJob, map[string]int) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	jobs := map[string]*soakJob{} // by namespace/name
 	perNS := map[string]int{}
 	seq := 0
 	create := func(q, class string, gpus int64, runtime time.Duration) {
+		if paused != nil && paused(q) {
+			return
+		}
 		name := fmt.Sprintf("%s-%dg-%03d", strings.TrimPrefix(class, "e2e-"), gpus, seq)
 		seq++
 		b := framework.NewJob(q, name).Runtime(runtime).Label(framework.LabelPriorityClass, class)
@@ -208,8 +237,17 @@ func TestSoakNoThrash(t *testing.T) {
 		} else {
 			b = b.GPUs(int(gpus))
 		}
-		if err := framework.CreateJobs(ctx, s.client, b.Obj()); err != nil {
-			t.Fatal(err)
+		// A create can fail while faults are injected (the API server
+		// restarting): retry it for a while.
+		err := framework.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+			err := framework.CreateJobs(ctx, s.client, b.Obj())
+			if apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+			return err == nil, fmt.Sprint(err), nil
+		})
+		if err != nil {
+			t.Fatalf("creating Job %s/%s: %v", q, name, err)
 		}
 		jobs[q+"/"+name] = &soakJob{queue: q, priority: soakPriority[class], gpus: gpus}
 		perNS[q]++
@@ -282,21 +320,7 @@ func TestSoakNoThrash(t *testing.T) {
 		last = now
 	}
 	ticker.Stop()
-	t.Logf("created %d Jobs in %s (%v); waiting for them to finish", len(jobs), time.Since(start).Round(time.Second), perNS)
-
-	for _, q := range queues {
-		waitFinished(ctx, t, s, q, perNS[q], 5*time.Minute)
-	}
-	t.Logf("all Jobs finished %s after the start", time.Since(start).Round(time.Second))
-	for _, q := range queues {
-		checkCompleted(ctx, t, s.client, q, perNS[q])
-		checkLabelledFinished(ctx, t, s, q)
-	}
-	checkUsage(t, usage.Stop(), "cohort "+soakCohort, soakCohortGPU, soakCohortGPU-2)
-	if err := trans.Stop(); err != nil {
-		t.Errorf("Job watch: %v", err)
-	}
-	checkSoakPreemptions(t, jobs, trans, logs)
+	return jobs, perNS
 }
 
 // waitFinished waits until want Jobs of ns have finished.

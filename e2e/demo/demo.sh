@@ -28,7 +28,6 @@ NAMESPACE=tally-system
 WEBHOOK_PORT=9443
 METRICS_ADDR=127.0.0.1:8080
 PROBE_ADDR=127.0.0.1:8081
-OPERATOR_PROBE_ADDR=127.0.0.1:8083
 OPERATOR_METRICS_ADDR=127.0.0.1:8082
 OPERATOR_WEBHOOK_PORT=9444
 WAIT_SECONDS=${DEMO_WAIT_SECONDS:-300}
@@ -71,43 +70,12 @@ http_ok() {
   [[ $line == *" 200 "* ]]
 }
 
-tally_running() {
-  local pid
-  [ -f "$DEMO/tally.pid" ] || return 1
-  pid=$(cat "$DEMO/tally.pid")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "--cert-dir $DEMO/certs"
-}
-
-stop_tally() {
-  local pid
-  if tally_running; then
-    pid=$(cat "$DEMO/tally.pid")
-    echo "stopping tally (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$DEMO/tally.pid"
-}
-
-operator_running() {
-  local pid
-  [ -f "$DEMO/training-operator.pid" ] || return 1
-  pid=$(cat "$DEMO/training-operator.pid")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q -- "$OPERATOR_PROBE_ADDR"
-}
-
-stop_operator() {
-  local pid
-  if operator_running; then
-    pid=$(cat "$DEMO/training-operator.pid")
-    echo "stopping the training operator (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$DEMO/training-operator.pid"
-}
+# shellcheck source=e2e/demo/lib.sh
+. e2e/demo/lib.sh
+tally_running() { demo_running "$DEMO/tally.pid" "$TALLY_MATCH"; }
+stop_tally() { demo_stop "$DEMO/tally.pid" "$TALLY_MATCH" tally; }
+operator_running() { demo_running "$DEMO/training-operator.pid" "$OPERATOR_MATCH"; }
+stop_operator() { demo_stop "$DEMO/training-operator.pid" "$OPERATOR_MATCH" "the training operator"; }
 
 # --- tools -------------------------------------------------------------------
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl training-operator; do

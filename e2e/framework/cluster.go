@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ClusterPrefix starts the name of every e2e cluster; the rest is the pid
@@ -73,4 +74,60 @@ func SweepStale(env Env) {
 
 func alive(pid int) bool {
 	return syscall.Kill(pid, 0) == nil
+}
+
+// RestartAPIServer stops the cluster's kube-apiserver with SIGTERM and
+// starts it again with the same command line, directory and log, as a
+// crash and restart of the API server would. It returns once the new
+// process runs; it may not answer yet.
+func (c *Cluster) RestartAPIServer() error {
+	dir := os.Getenv("KWOK_WORKDIR")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(home, ".kwok")
+	}
+	dir = filepath.Join(dir, "clusters", c.Name)
+	pidFile := filepath.Join(dir, "pids", "kube-apiserver.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", pidFile, err)
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return err
+	}
+	argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for i := 0; alive(pid); i++ {
+		if i == 300 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log, err := os.OpenFile(filepath.Join(dir, "logs", "kube-apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = cwd, log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	return os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 }

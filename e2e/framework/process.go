@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,10 +32,9 @@ type Process struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	starts int
+	// since is the log's size when the last start began.
+	since int64
 }
-
-// startMarker begins the line each start writes to the log.
-const startMarker = "===== e2e: start"
 
 // Start launches the process; it does not wait for readiness.
 func (p *Process) Start() error {
@@ -50,9 +50,12 @@ func (p *Process) Start() error {
 	if err != nil {
 		return err
 	}
+	if fi, err := log.Stat(); err == nil {
+		p.since = fi.Size()
+	}
 	args := p.Args()
 	p.starts++
-	fmt.Fprintf(log, "\n%s #%d at %s: %s %v\n", startMarker, p.starts, time.Now().Format(time.RFC3339Nano), p.Path, args)
+	fmt.Fprintf(log, "\n===== e2e: start #%d at %s: %s %v\n", p.starts, time.Now().Format(time.RFC3339Nano), p.Path, args)
 	cmd := exec.Command(p.Path, args...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -148,4 +151,20 @@ func (p *Process) send(sig syscall.Signal) error {
 		return fmt.Errorf("%s is not running", p.Name)
 	}
 	return p.cmd.Process.Signal(sig)
+}
+
+// LogSinceStart returns what the process logged since it last started.
+func (p *Process) LogSinceStart() ([]byte, error) {
+	p.mu.Lock()
+	since := p.since
+	p.mu.Unlock()
+	f, err := os.Open(p.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(since, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }

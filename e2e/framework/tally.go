@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -93,10 +92,9 @@ func FreePorts(n int) ([]int, error) {
 // started: its ledger, which runs only on the holder of the leader lease,
 // has synced.
 func (t *Tally) Leads() (bool, error) {
-	b, err := os.ReadFile(t.Log)
+	since, err := t.LogSinceStart()
 	if err != nil {
 		return false, err
 	}
-	since := b[bytes.LastIndex(b, []byte(startMarker))+1:]
 	return bytes.Contains(since, []byte(`"ledger synced"`)), nil
 }
