@@ -23,25 +23,33 @@ type entry struct {
 	// w.PodSets order, and suspend that of the suspend field.
 	paths   [][]string
 	suspend []string
-	// phase is where it is in the state machine; inTree says whether it
-	// is in its queue's pending tree.
-	phase  phase
-	inTree bool
-	// claim, for a preemptor, is what it waits for: it rejoins its queue
-	// when its last victim is gone.
-	claim *claim
-	// captured: tally recorded this Job late, as it ran unrecorded.
-	captured bool
+	// state is the ledger's view: pending (in a tree, or assumed),
+	// admitted, inadmissible or finished.
+	state   queues.State
+	assumed bool
 	// charged is the usage this Job holds in chargedQueue.
 	charged      queues.Usage
 	chargedQueue string
 
 	labelState   string // the tally.dev/state label on the object
+	flavors      string // the tally.dev/flavors annotation
 	userAffinity string // the tally.dev/user-affinity annotation
 	prio         priorityRef
 	admittedAt   time.Time
+	inTree       bool
+	// evicting: preempted (or suspended by its owner) while its pods still
+	// run; it keeps its quota until they are gone.
+	evicting bool
 	// evictedAt is when tally decided to preempt it.
 	evictedAt time.Time
+	// waitingFor holds, for a preemptor, the victims whose quota it waits
+	// for; it rejoins its queue when the last one is free.
+	waitingFor map[types.UID]bool
+	// claim, for a preemptor, is the quota it preempts for, counted in
+	// its queue until its victims are gone.
+	claim queues.Usage
+	// captured: tally recorded this Job late, as it ran unrecorded.
+	captured bool
 	// restore: a stopped victim still carries the node affinity of the
 	// flavor it ran in; it gets its candidate affinity back.
 	restore  bool
@@ -66,32 +74,98 @@ func (l *Ledger) onJob(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	uid := o.Meta.UID
-	if o.Meta.Labels[queues.LabelState] == "" {
+	meta := o.Meta
+	if meta.Labels[queues.LabelState] == "" {
 		l.noteUnrecordedLocked(o)
 		return
 	}
-	delete(l.late, uid)
-	e := l.jobs[uid]
+	delete(l.late, meta.UID)
+	e := l.jobs[meta.UID]
 	if e == nil {
-		e = &entry{phase: pending}
-		l.jobs[uid] = e
+		e = &entry{state: queues.StatePending}
+		l.jobs[meta.UID] = e
 	}
-	next := *e
-	next.note(o)
-	next, fx := react(next, l.observeLocked(o, e, next.prio), l.opts.Clock.Now(), l.fx)
-	l.apply(e, next, fx)
-}
-
-// observeLocked reads o, whose entry is e, under the config in force.
-func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) observed {
-	w := o.Workload(o.Meta.Labels[queues.LabelQueue], l.priorityOf(prio))
+	e.note(o)
+	if t, err := time.Parse(time.RFC3339, meta.Annotations[queues.AnnotationAdmittedAt]); err == nil {
+		e.admittedAt = t
+	}
+	w := o.Workload(meta.Labels[queues.LabelQueue], l.priorityOf(e.prio))
 	w.Tag = e
-	v := observe(l.cfg, o, w)
-	if o.Suspended && !o.Finished {
-		v.restore = l.restoreDueLocked(o, w)
+
+	switch {
+	case o.Finished:
+		l.untree(e)
+		e.w = w
+		if e.state != queues.StateFinished {
+			l.releaseLocked(e, true)
+			e.state = queues.StateFinished
+		}
+		// A victim may finish before its preemption takes effect: its
+		// preemptor waits no more.
+		e.evicting = false
+		l.victimFreedLocked(meta.UID)
+		if e.labelState != string(queues.StateFinished) {
+			l.labelQueue.Add(meta.UID)
+		}
+	case !o.Suspended && e.evicting:
+		// A view from before the preemption write: it changes nothing.
+		e.w = w
+	case !o.Suspended:
+		l.untree(e)
+		e.w = w
+		e.assumed = false
+		e.evicting = false
+		e.state = queues.StateAdmitted
+		if u := UsageOf(l.cfg, w, e.flavors); e.charged == nil || !sameUsage(u, e.charged) || e.chargedQueue != w.Queue {
+			l.releaseLocked(e, false)
+			l.chargeLocked(e, w.Queue, u)
+		}
+	case e.assumed:
+		// Our admission write is in flight; its outcome decides.
+		e.w = w
+	case e.waitingFor != nil:
+		// A preemptor waits out of its queue for its victims.
+		e.w = w
+	default:
+		// Known now, written once the quota is free (the label worker
+		// is woken then).
+		e.restore = l.restoreDueLocked(o, w)
+		if e.charged != nil {
+			// Suspended again (preempted, or by its owner): the quota
+			// comes back once the pods are gone, and the workload queues
+			// again.
+			e.w = w
+			if o.Active > 0 || (o.Started && o.StoppedSince.IsZero()) {
+				e.evicting = true
+				return
+			}
+			if wait := l.suspensionUnseen(o, e); wait > 0 {
+				// The kind's controller may not have seen the admission
+				// yet, and may still start pods: look again later.
+				e.evicting = true
+				uid := meta.UID
+				time.AfterFunc(wait, func() { l.recheckVictim(uid, w) })
+				return
+			}
+			e.evicting = false
+			e.evictedAt = time.Time{}
+			l.releaseLocked(e, false)
+			l.labelQueue.Add(meta.UID)
+			l.victimFreedLocked(meta.UID)
+		}
+		if e.restore {
+			l.labelQueue.Add(meta.UID)
+		}
+		if e.state == queues.StateInadmissible && e.w != nil && sameShape(e.w, w) {
+			e.w = w
+			return
+		}
+		l.untree(e)
+		e.w = w
+		e.state = queues.StatePending
+		l.entree(e)
+		l.pokeArrival()
 	}
-	return v
 }
 
 // note copies into e what the ledger keeps of o besides its Workload.
@@ -99,6 +173,7 @@ func (e *entry) note(o *kinds.Object) {
 	meta := o.Meta
 	e.rv = meta.ResourceVersion
 	e.labelState = meta.Labels[queues.LabelState]
+	e.flavors = meta.Annotations[queues.AnnotationFlavors]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
 	class, value := o.Priority()
 	e.prio = priorityRef{
@@ -127,13 +202,30 @@ func (l *Ledger) onJobDelete(obj any) {
 	delete(l.jobs, uid)
 	delete(l.late, uid)
 	l.victimFreedLocked(uid)
-	if e.claim != nil {
-		for v := range e.claim.victims {
-			delete(l.waitingOn, v)
-		}
+	for v := range e.waitingFor {
+		delete(l.waitingOn, v)
 	}
 	l.releaseClaimLocked(e)
 	l.poke()
+}
+
+// suspendGrace is how long after an eviction a Job that the job
+// controller has shown no sign of stopping still counts: it may not have
+// seen the admission before the eviction, and then still start pods.
+const suspendGrace = 3 * time.Second
+
+// suspensionUnseen says how much longer to wait before trusting that an
+// evicted workload without pods stays without them: none once its
+// controller has marked it stopped since the eviction (conditions have
+// one-second resolution), or once suspendGrace has passed.
+func (l *Ledger) suspensionUnseen(o *kinds.Object, e *entry) time.Duration {
+	if e.evictedAt.IsZero() {
+		return 0
+	}
+	if !o.StoppedSince.IsZero() && !o.StoppedSince.Before(e.evictedAt.Truncate(time.Second)) {
+		return 0
+	}
+	return suspendGrace - l.opts.Clock.Since(e.evictedAt)
 }
 
 // recheckVictim frees an evicted Job held back by suspensionUnseen, if
@@ -142,11 +234,18 @@ func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.jobs[uid]
-	if e == nil || e.w != w {
+	if e == nil || e.w != w || !e.evicting || e.charged == nil {
 		return
 	}
-	next, fx := recheckFold(*e, l.fx)
-	l.apply(e, next, fx)
+	e.evicting = false
+	e.evictedAt = time.Time{}
+	l.releaseLocked(e, false)
+	l.labelQueue.Add(uid)
+	l.victimFreedLocked(uid)
+	l.untree(e)
+	e.state = queues.StatePending
+	l.entree(e)
+	l.poke()
 }
 
 // restoreDueLocked says whether a suspended workload that was admitted
@@ -216,14 +315,13 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 		return
 	}
 	delete(l.waitingOn, victim)
-	if p.claim != nil {
-		delete(p.claim.victims, victim)
-		if len(p.claim.victims) > 0 {
-			return
-		}
+	delete(p.waitingFor, victim)
+	if len(p.waitingFor) > 0 {
+		return
 	}
+	p.waitingFor = nil
 	l.releaseClaimLocked(p)
-	if l.jobs[p.w.UID] == p && p.phase == pending {
+	if l.jobs[p.w.UID] == p && p.state == queues.StatePending && !p.assumed {
 		l.entree(p)
 		l.reserved[p] = true
 	}
@@ -232,10 +330,10 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 
 // releaseClaimLocked gives back a preemptor's claim.
 func (l *Ledger) releaseClaimLocked(p *entry) {
-	if p.claim != nil && p.claim.usage != nil {
-		l.subUsageLocked(p.w.Queue, p.claim.usage)
+	if p.claim != nil {
+		l.subUsageLocked(p.w.Queue, p.claim)
+		p.claim = nil
 	}
-	p.claim = nil
 }
 
 // entree puts a pending entry into its queue's tree.
@@ -375,13 +473,13 @@ func (l *Ledger) rebuildPendingLocked() {
 	l.pending = map[string]*btree.BTreeG[*entry]{}
 	for _, e := range l.jobs {
 		e.inTree = false
-		if e.claim != nil || (e.phase != pending && e.phase != inadmissible) {
+		if e.assumed || e.waitingFor != nil || e.evicting || (e.state != queues.StatePending && e.state != queues.StateInadmissible) {
 			continue
 		}
 		w := *e.w
 		w.Priority = l.priorityOf(e.prio)
 		e.w = &w
-		e.phase = pending
+		e.state = queues.StatePending
 		l.entree(e)
 	}
 	l.poke()

@@ -50,10 +50,10 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	}
 	e := l.jobs[meta.UID]
 	if e == nil {
-		e = &entry{phase: unrecorded}
+		e = &entry{}
 		l.jobs[meta.UID] = e
 	}
-	if e.phase.writing() || e.captured {
+	if e.assumed || e.captured {
 		return // its capture write is in flight, or made: a stale event
 	}
 	e.note(o)
@@ -120,7 +120,7 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 		} else {
 			wr.message = v.Message
 		}
-		e.phase = capturing
+		e.assumed = true
 		out = append(out, wr)
 	}
 	return out
@@ -129,18 +129,11 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 // capture makes the one write that records an unrecorded running Job:
 // admitted where it fits, else suspended and pending.
 func (l *Ledger) capture(ctx context.Context, w write) {
-	patch, err := capturePatch(w, l.opts.Clock.Now())
-	if err == nil {
-		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerAdmission))
-	}
-	l.captured(w, err)
-}
-
-// capturePatch is the one write that records an unrecorded running Job.
-func capturePatch(w write, now time.Time) ([]byte, error) {
+	fits := w.message == ""
+	now := l.opts.Clock.Now()
 	meta := map[string]any{"labels": map[string]any{queues.LabelQueue: w.w.Queue, queues.LabelState: string(queues.StatePending)}}
 	patch := kinds.MergePatch{"metadata": meta}
-	if w.message == "" {
+	if fits {
 		meta["labels"].(map[string]any)[queues.LabelState] = string(queues.StateAdmitted)
 		meta["annotations"] = map[string]any{
 			queues.AnnotationFlavors:    w.a.Annotation(w.w),
@@ -149,17 +142,12 @@ func capturePatch(w write, now time.Time) ([]byte, error) {
 	} else {
 		patch.Set(w.suspend, true)
 	}
-	return json.Marshal(patch)
-}
-
-// captured records the outcome of a capture write: the Job is captured
-// again in a later pass if it failed.
-func (l *Ledger) captured(w write, err error) {
-	fits := w.message == ""
-	l.mu.Lock()
-	if w.e.phase == capturing {
-		w.e.phase = unrecorded
+	b, err := json.Marshal(patch)
+	if err == nil {
+		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, b), client.FieldOwner(queues.FieldManagerAdmission))
 	}
+	l.mu.Lock()
+	w.e.assumed = false
 	if err != nil {
 		l.releaseLocked(w.e, false)
 		if l.jobs[w.w.UID] == w.e {
@@ -174,7 +162,7 @@ func (l *Ledger) captured(w write, err error) {
 		// The suspended Job queues now, whether or not the informer has
 		// shown it yet (an event seen while the write was in flight was
 		// set aside).
-		w.e.phase = pending
+		w.e.state = queues.StatePending
 		l.entree(w.e)
 		l.poke()
 	}

@@ -70,8 +70,6 @@ type Ledger struct {
 	late map[types.UID]*entry
 	// holding holds the entries charged with quota.
 	holding map[*entry]struct{}
-	// fx is the effects of the fold in progress, kept for its array.
-	fx []effect
 	// lists are the pending lists of the last pass, kept for their arrays.
 	lists map[string][]*queues.Workload
 	// ctx is Start's, for work started from informer handlers.

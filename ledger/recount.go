@@ -136,7 +136,7 @@ func unseen(e *entry, job *kinds.Object) bool {
 		return false
 	case e == nil:
 		return true
-	case e.phase.writing() && job.Suspended:
+	case e.assumed && job.Suspended:
 		return false
 	}
 	return e.rv != job.Meta.ResourceVersion
@@ -146,11 +146,11 @@ func unseen(e *entry, job *kinds.Object) bool {
 func missedKind(e *entry, job *kinds.Object) string {
 	switch {
 	case job.Finished:
-		if e == nil || e.phase != finished {
+		if e == nil || e.state != queues.StateFinished {
 			return missedFinish
 		}
 	case !job.Suspended:
-		if e == nil || e.phase.label() != queues.StateAdmitted {
+		if e == nil || e.state != queues.StateAdmitted {
 			return missedAdmission
 		}
 	}
@@ -222,8 +222,8 @@ func (l *Ledger) recountUsage() {
 		if e.charged != nil {
 			add(e.chargedQueue, e.charged)
 		}
-		if e.claim != nil && e.claim.usage != nil {
-			add(e.w.Queue, e.claim.usage)
+		if e.claim != nil {
+			add(e.w.Queue, e.claim)
 		}
 	}
 	drift := 0

@@ -39,24 +39,18 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //
 // Commands (the workloads are in namespace ns, which queues to q or r):
 //
-//	create NAME [pytorch] [unrecorded] [cpu=N] [workers=N] [queue=Q] [prio=N]
+//	create NAME [pytorch] [cpu=N] [workers=N] [queue=Q] [prio=N]
 //	                    a new suspended pending workload (a Job, or a
-//	                    PyTorchJob of one master and N workers); cpu per pod;
-//	                    unrecorded: one that runs without tally's record
+//	                    PyTorchJob of one master and N workers); cpu per pod
 //	pass                an admission pass: the writes it decides
-//	landed NAME         the informer shows NAME's decided write (admission,
-//	                    preemption or capture) applied: its merge patch,
-//	                    applied to the object
+//	landed NAME         the informer shows NAME's decided write applied
+//	                    (its merge patch, applied to the object)
 //	conflict NAME       NAME's decided admission write failed: Conflict
 //	running NAME        its pods run (status: active, startTime)
 //	stopped NAME        its controller stopped it (no pods; Suspended)
 //	finish NAME         it completed
 //	delete NAME         it is gone
 //	priority NAME N     its pod template's priority becomes N
-//	suspend NAME        its owner suspends it (its pods still run)
-//	quota N             a config with N cpu of nominal quota in q is loaded
-//
-// Namespace ns is bound to q by its annotation.
 const scenarioConfig = `
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
@@ -73,7 +67,7 @@ spec:
   - coveredResources: [cpu]
     flavors:
     - name: default
-      resources: [{name: cpu, nominalQuota: %d}]
+      resources: [{name: cpu, nominalQuota: 4}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
@@ -132,12 +126,16 @@ type scenario struct {
 }
 
 func runScenario(t *testing.T, script string) string {
+	cfg, _, errs := queues.Parse([]byte(scenarioConfig))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
 	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}}
 	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock})
-	s.l.cfg = s.config(4)
+	s.l.cfg = cfg
 	s.l.synced = true
-	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
+	s.l.namespaces["ns"] = &nsInfo{}
 	sc := bufio.NewScanner(strings.NewReader(script))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -183,19 +181,18 @@ func (s *scenario) step(f []string) {
 		delete(s.writes, name)
 		var patch []byte
 		var err error
-		switch {
-		case w.preemptor != nil:
+		if w.preemptor != nil {
 			patch, err = evictionPatch(w)
-			s.l.evicted(w)
-		case w.late:
-			patch, err = capturePatch(w, s.clock.Now())
-			s.l.captured(w, nil)
-		default:
+		} else {
 			patch, err = s.l.admissionPatch(w, s.clock.Now())
-			s.l.admitted(w, s.clock.Now())
 		}
 		if err != nil {
 			s.t.Fatal(err)
+		}
+		if w.preemptor != nil {
+			s.l.evicted(w)
+		} else {
+			s.l.admitted(w, s.clock.Now())
 		}
 		s.update(name, func(m map[string]any) { mergePatch(m, patch, s.t) })
 	case "conflict":
@@ -230,13 +227,6 @@ func (s *scenario) step(f []string) {
 				_ = unstructured.SetNestedField(m, int64(n), kinds.Join(ps.Path, "spec", "priority")...)
 			}
 		})
-	case "suspend":
-		s.update(name, func(m map[string]any) {
-			_ = unstructured.SetNestedField(m, true, s.read(name).Kind.SuspendPath()...)
-		})
-	case "quota":
-		n, _ := strconv.Atoi(name)
-		s.l.reconfigure(s.config(n))
 	case "delete":
 		s.l.onJobDelete(s.objects[name])
 		delete(s.objects, name)
@@ -248,14 +238,10 @@ func (s *scenario) step(f []string) {
 // create makes a suspended pending workload as the webhook leaves it.
 func (s *scenario) create(name string, args []string) {
 	opts := map[string]string{"cpu": "1", "workers": "1", "queue": "q", "prio": "0"}
-	pytorch, unrecorded := false, false
+	pytorch := false
 	for _, a := range args {
-		switch a {
-		case "pytorch":
+		if a == "pytorch" {
 			pytorch = true
-			continue
-		case "unrecorded":
-			unrecorded = true
 			continue
 		}
 		k, v, _ := strings.Cut(a, "=")
@@ -282,24 +268,8 @@ func (s *scenario) create(name string, args []string) {
 		m["apiVersion"], m["kind"] = "batch/v1", "Job"
 		m["spec"] = map[string]any{"suspend": true, "template": tpl}
 	}
-	if unrecorded {
-		meta["labels"] = map[string]any{queues.LabelQueue: opts["queue"]}
-		delete(meta, "annotations")
-		o, _ := kinds.Of(s.fromMap(m))
-		_ = unstructured.SetNestedField(m, false, o.Kind.SuspendPath()...)
-		setStatus(m, o, map[string]any{"startTime": s.clock.Now().Format(time.RFC3339)}, o.PodCount(), "")
-	}
 	s.objects[name] = s.fromMap(m)
 	s.l.onJob(s.objects[name])
-}
-
-// config is the scenarios' config, with n cpu of nominal quota in q.
-func (s *scenario) config(n int) *queues.Config {
-	cfg, _, errs := queues.Parse([]byte(fmt.Sprintf(scenarioConfig, n)))
-	if len(errs) > 0 {
-		s.t.Fatal(errs)
-	}
-	return cfg
 }
 
 // update changes NAME's object as a map, bumps its resourceVersion and
@@ -375,19 +345,19 @@ func (s *scenario) report() {
 		if e.w == nil {
 			continue
 		}
-		line := fmt.Sprintf("  %s: %s", e.w.Name, cmpOr(string(e.phase.label()), e.phase.String()))
-		if e.phase == assumed || e.phase == evicting {
-			line += " " + e.phase.String()
+		line := fmt.Sprintf("  %s: %s", e.w.Name, e.state)
+		if e.assumed {
+			line += " assumed"
 		}
-		if e.captured {
-			line += " captured"
+		if e.evicting {
+			line += " evicting"
 		}
 		if e.inTree {
 			line += " queued"
 		}
-		if e.claim != nil && len(e.claim.victims) > 0 {
+		if len(e.waitingFor) > 0 {
 			var names []string
-			for uid := range e.claim.victims {
+			for uid := range e.waitingFor {
 				names = append(names, strings.TrimPrefix(string(uid), "uid-"))
 			}
 			sort.Strings(names)
@@ -396,8 +366,8 @@ func (s *scenario) report() {
 		if e.charged != nil {
 			line += " charged: " + cmpOr(describeUsage(e.charged), "-")
 		}
-		if e.claim != nil && e.claim.usage != nil {
-			line += " claim: " + describeUsage(e.claim.usage)
+		if e.claim != nil {
+			line += " claim: " + describeUsage(e.claim)
 		}
 		lines = append(lines, line)
 	}
