@@ -78,8 +78,10 @@ func alive(pid int) bool {
 
 // RestartAPIServer stops the cluster's kube-apiserver with SIGTERM and
 // starts it again with the same command line, directory and log, as a
-// crash and restart of the API server would. It returns once the new
-// process runs; it may not answer yet.
+// crash and restart of the API server would. The controller manager and
+// the scheduler exit when they cannot renew their leases meanwhile; as a
+// kubelet would, it starts them again if they do, until a minute after
+// the API server is back.
 func (c *Cluster) RestartAPIServer() error {
 	dir := os.Getenv("KWOK_WORKDIR")
 	if dir == "" {
@@ -90,44 +92,90 @@ func (c *Cluster) RestartAPIServer() error {
 		dir = filepath.Join(home, ".kwok")
 	}
 	dir = filepath.Join(dir, "clusters", c.Name)
-	pidFile := filepath.Join(dir, "pids", "kube-apiserver.pid")
+	var parts []*component
+	for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		p, err := readComponent(dir, name)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, p)
+	}
+	if err := parts[0].stop(); err != nil {
+		return err
+	}
+	if err := parts[0].start(); err != nil {
+		return err
+	}
+	go func() {
+		for range 600 {
+			time.Sleep(100 * time.Millisecond)
+			for _, p := range parts[1:] {
+				if !alive(p.pid) {
+					_ = p.start()
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// component is one control plane process of a kwok cluster.
+type component struct {
+	dir, name, cwd string
+	argv           []string
+	pid            int
+}
+
+func readComponent(dir, name string) (*component, error) {
+	pidFile := filepath.Join(dir, "pids", name+".pid")
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return fmt.Errorf("%s: %w", pidFile, err)
+		return nil, fmt.Errorf("%s: %w", pidFile, err)
 	}
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {
+		return nil, err
+	}
+	return &component{dir: dir, name: name, cwd: cwd, argv: strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00"), pid: pid}, nil
+}
+
+// stop ends the component with SIGTERM (SIGKILL after 15 s) and waits.
+func (p *component) stop() error {
+	if err := syscall.Kill(p.pid, syscall.SIGTERM); err != nil {
 		return err
 	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		return err
-	}
-	for i := 0; alive(pid); i++ {
+	for i := 0; alive(p.pid); i++ {
 		if i == 300 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	log, err := os.OpenFile(filepath.Join(dir, "logs", "kube-apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	return nil
+}
+
+// start runs the component again, appending to its log, and records its
+// new pid where kwokctl looks for it.
+func (p *component) start() error {
+	log, err := os.OpenFile(filepath.Join(p.dir, "logs", p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = cwd, log, log
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = p.cwd, log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	go func() { _ = cmd.Wait() }()
-	return os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	p.pid = cmd.Process.Pid
+	return os.WriteFile(filepath.Join(p.dir, "pids", p.name+".pid"), []byte(strconv.Itoa(p.pid)), 0o644)
 }

@@ -41,7 +41,11 @@ func (p *Process) Start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd != nil {
-		return fmt.Errorf("%s is already running", p.Name)
+		select {
+		case <-p.exited:
+		default:
+			return fmt.Errorf("%s is already running", p.Name)
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(p.Log), 0o755); err != nil {
 		return err
