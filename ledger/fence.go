@@ -109,7 +109,9 @@ func (f fenced) Patch(ctx context.Context, obj client.Object, patch client.Patch
 	if err := f.held(); err != nil {
 		return err
 	}
-	f.log.V(1).Info("leader write", "namespace", obj.GetNamespace(), "name", obj.GetName())
+	if l := f.log.V(1); l.Enabled() {
+		l.Info("leader write", "namespace", obj.GetNamespace(), "name", obj.GetName())
+	}
 	return f.Client.Patch(ctx, obj, patch, opts...)
 }
 
