@@ -77,6 +77,17 @@ stop_tally() { demo_stop "$DEMO/tally.pid" "$TALLY_MATCH" tally; }
 operator_running() { demo_running "$DEMO/training-operator.pid" "$OPERATOR_MATCH"; }
 stop_operator() { demo_stop "$DEMO/training-operator.pid" "$OPERATOR_MATCH" "the training operator"; }
 
+# wait_ready SECONDS HOST:PORT RUNNING WHAT: polls /readyz until it answers
+# 200; dies if the RUNNING check fails first or the time runs out.
+wait_ready() {
+  local deadline=$((SECONDS + $1))
+  until http_ok "$2" /readyz 2>/dev/null; do
+    "$3" || die "$4 exited during start-up (see its log in $DEMO)"
+    [ $SECONDS -lt $deadline ] || die "$4 not ready after $1s (http://$2/readyz)"
+    sleep 0.3
+  done
+}
+
 # --- tools -------------------------------------------------------------------
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl training-operator; do
   if [ ! -x "$TOOLS/$b" ]; then
@@ -106,12 +117,7 @@ setsid bash e2e/cluster/training-operator.sh run "$KUBECONFIG_FILE" \
   "$OPERATOR_PROBE_ADDR" "$OPERATOR_METRICS_ADDR" "$OPERATOR_WEBHOOK_PORT" \
   >"$DEMO/training-operator.log" 2>&1 </dev/null &
 echo $! >"$DEMO/training-operator.pid"
-deadline=$((SECONDS + 120))
-until http_ok "$OPERATOR_PROBE_ADDR" /readyz 2>/dev/null; do
-  operator_running || die "the training operator exited during start-up (see $DEMO/training-operator.log)"
-  [ $SECONDS -lt $deadline ] || die "the training operator is not ready after 120s (http://$OPERATOR_PROBE_ADDR/readyz)"
-  sleep 0.3
-done
+wait_ready 120 "$OPERATOR_PROBE_ADDR" operator_running "the training operator"
 k apply -f examples/seed-gpu/priority-classes.yaml
 
 # --- config ------------------------------------------------------------------
@@ -138,12 +144,7 @@ setsid "$TALLY_BIN" serve --kubeconfig "$KUBECONFIG_FILE" \
   --metrics-bind-address "$METRICS_ADDR" --health-probe-bind-address "$PROBE_ADDR" \
   >"$DEMO/tally.log" 2>&1 </dev/null &
 echo $! >"$DEMO/tally.pid"
-deadline=$((SECONDS + 60))
-until http_ok "$PROBE_ADDR" /readyz 2>/dev/null; do
-  tally_running || die "tally exited during start-up"
-  [ $SECONDS -lt $deadline ] || die "tally not ready after 60s (http://$PROBE_ADDR/readyz)"
-  sleep 0.3
-done
+wait_ready 60 "$PROBE_ADDR" tally_running tally
 echo "tally is ready (pid $(cat "$DEMO/tally.pid"))"
 # Re-apply now that the validating webhook is up, so it checks the config too.
 k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml="$CONFIG" \
