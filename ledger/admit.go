@@ -373,8 +373,8 @@ func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
 // affinityPatch builds a merge patch, guarded by resourceVersion w.rv,
 // that sets each pod template's required node affinity (at w.paths) to
 // its pod set's own terms (from w.userAffinity) ANDed with the flavor
-// combinations, the suspend field, annotations (unless nil) and the state
-// label.
+// combinations and labels it with the workload's UID (LabelWorkload), the
+// suspend field, annotations (unless nil) and the state label.
 func affinityPatch(w write, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any, state queues.State) ([]byte, error) {
 	meta := map[string]any{
 		"resourceVersion": w.rv,
@@ -398,6 +398,7 @@ func affinityPatch(w write, combos [][]*flavors.Flavor, suspend bool, annotation
 			required = ns
 		}
 		p.Set(kinds.Join(w.paths[i], "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"), required)
+		p.Set(kinds.Join(w.paths[i], "metadata", "labels", queues.LabelWorkload), string(w.w.UID))
 	}
 	b, err := json.Marshal(p)
 	if err != nil {

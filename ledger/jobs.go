@@ -42,6 +42,9 @@ type entry struct {
 	evicting bool
 	// evictedAt is when tally decided to preempt it.
 	evictedAt time.Time
+	// running: its status shows pods, or a start its controller has not
+	// marked stopped.
+	running bool
 	// waitingFor holds, for a preemptor, the victims whose quota it waits
 	// for; it rejoins its queue when the last one is free.
 	waitingFor map[types.UID]bool
@@ -96,14 +99,12 @@ func (l *Ledger) onJob(obj any) {
 	case o.Finished:
 		l.untree(e)
 		e.w = w
-		if e.state != queues.StateFinished {
-			l.releaseLocked(e, true)
-			e.state = queues.StateFinished
-		}
-		// A victim may finish before its preemption takes effect: its
-		// preemptor waits no more.
+		e.state = queues.StateFinished
 		e.evicting = false
-		l.victimFreedLocked(meta.UID)
+		// Its quota is free once its pods are gone; a victim may finish
+		// before its preemption takes effect: its preemptor then waits
+		// no more.
+		l.settleFinishedLocked(e)
 		if e.labelState != string(queues.StateFinished) {
 			l.labelQueue.Add(meta.UID)
 		}
@@ -130,12 +131,21 @@ func (l *Ledger) onJob(obj any) {
 		// Known now, written once the quota is free (the label worker
 		// is woken then).
 		e.restore = l.restoreDueLocked(o, w)
+		holds := e.running || l.livePods[meta.UID] > 0
+		if e.charged == nil && e.flavors != "" && holds {
+			// Admitted before, suspended, and its pods still run, first
+			// seen so after a restart: it holds its quota until they are
+			// gone.
+			e.w = w
+			l.settleStoppedLocked(e)
+			return
+		}
 		if e.charged != nil {
 			// Suspended again (preempted, or by its owner): the quota
 			// comes back once the pods are gone, and the workload queues
 			// again.
 			e.w = w
-			if o.Active > 0 || (o.Started && o.StoppedSince.IsZero()) {
+			if holds {
 				e.evicting = true
 				return
 			}
@@ -183,6 +193,7 @@ func (e *entry) note(o *kinds.Object) {
 	}
 	e.suspend = o.Kind.SuspendPath()
 	e.paths = o.TemplatePaths()
+	e.running = o.Active > 0 || (o.Started && o.StoppedSince.IsZero())
 }
 
 func (l *Ledger) onJobDelete(obj any) {
@@ -198,10 +209,18 @@ func (l *Ledger) onJobDelete(obj any) {
 		return
 	}
 	l.untree(e)
-	l.releaseLocked(e, false)
 	delete(l.jobs, uid)
 	delete(l.late, uid)
-	l.victimFreedLocked(uid)
+	if e.charged != nil && l.livePods[uid] > 0 {
+		// Its pods outlive it: its quota, and its preemptor's wait,
+		// last until they are gone.
+		e.evicting = true
+		e.state = queues.StateFinished
+		l.ghosts[uid] = e
+	} else {
+		l.releaseLocked(e, false)
+		l.victimFreedLocked(uid)
+	}
 	for v := range e.waitingFor {
 		delete(l.waitingOn, v)
 	}
@@ -234,9 +253,22 @@ func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.jobs[uid]
-	if e == nil || e.w != w || !e.evicting || e.charged == nil {
+	if e == nil || e.w != w || !e.evicting || e.charged == nil || l.holdsPods(e) {
 		return
 	}
+	l.freeVictimLocked(e)
+}
+
+// holdsPods says whether e's status or its counted pods show pods that
+// still run.
+func (l *Ledger) holdsPods(e *entry) bool {
+	return e.running || l.livePods[e.w.UID] > 0
+}
+
+// freeVictimLocked gives back the quota of an evicted workload whose pods
+// are gone, and queues it again.
+func (l *Ledger) freeVictimLocked(e *entry) {
+	uid := e.w.UID
 	e.evicting = false
 	e.evictedAt = time.Time{}
 	l.releaseLocked(e, false)

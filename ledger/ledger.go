@@ -70,6 +70,13 @@ type Ledger struct {
 	late map[types.UID]*entry
 	// holding holds the entries charged with quota.
 	holding map[*entry]struct{}
+	// livePods counts, per workload UID, its pods that have not
+	// terminated; podOwner maps each of them to its workload (pods.go).
+	livePods map[types.UID]int
+	podOwner map[types.UID]types.UID
+	// ghosts are deleted workloads whose pods still run: they hold their
+	// quota until the pods are gone.
+	ghosts map[types.UID]*entry
 	// lists are the pending lists of the last pass, kept for their arrays.
 	lists map[string][]*queues.Workload
 	// ctx is Start's, for work started from informer handlers.
@@ -90,6 +97,9 @@ type Ledger struct {
 	// watched are the registered kinds the API server serves, which the
 	// ledger watches (set by Start).
 	watched []kinds.Kind
+	// handlersSynced report, per watch, that its handler has been given
+	// the informer's initial list.
+	handlersSynced []toolscache.InformerSynced
 }
 
 type nsInfo struct {
@@ -123,6 +133,9 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		yielding:   map[*entry]*entry{},
 		late:       map[types.UID]*entry{},
 		holding:    map[*entry]struct{}{},
+		livePods:   map[types.UID]int{},
+		podOwner:   map[types.UID]types.UID{},
+		ghosts:     map[types.UID]*entry{},
 		lists:      map[string][]*queues.Workload{},
 		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
@@ -160,6 +173,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 	if err := l.watch(ctx, &schedulingv1.PriorityClass{}, l.onPriorityClass, l.onPriorityClassDelete); err != nil {
 		return err
 	}
+	if err := l.watch(ctx, &corev1.Pod{}, l.onPod, l.onPodDelete); err != nil {
+		return err
+	}
 	for _, k := range kinds.Registered() {
 		if _, typed := k.New().(*batchv1.Job); !typed {
 			gvk := k.GVK()
@@ -173,7 +189,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 		}
 		l.watched = append(l.watched, k)
 	}
-	if !l.cache.WaitForCacheSync(ctx) {
+	// The first pass waits until every handler has been given what the
+	// informers listed: workloads, and the pods that hold quota.
+	if !l.cache.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), l.handlersSynced...) {
 		return fmt.Errorf("ledger: informers did not sync: %w", ctx.Err())
 	}
 	l.mu.Lock()
@@ -261,7 +279,7 @@ func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any),
 	if err != nil {
 		return fmt.Errorf("ledger: informer for %T: %w", obj, err)
 	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    upsert,
 		UpdateFunc: func(_, n any) { upsert(n) },
 		DeleteFunc: func(o any) {
@@ -274,6 +292,7 @@ func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any),
 	if err != nil {
 		return fmt.Errorf("ledger: handler for %T: %w", obj, err)
 	}
+	l.handlersSynced = append(l.handlersSynced, reg.HasSynced)
 	return nil
 }
 

@@ -218,6 +218,9 @@ func (l *Ledger) recountUsage() {
 		}
 		u.Add(c)
 	}
+	for _, e := range l.ghosts {
+		add(e.chargedQueue, e.charged)
+	}
 	for _, e := range l.jobs {
 		if e.charged != nil {
 			add(e.chargedQueue, e.charged)

@@ -16,11 +16,14 @@ import (
 
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,6 +53,11 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	stopped NAME        its controller stopped it (no pods; Suspended)
 //	finish NAME         it completed
 //	delete NAME         it is gone
+//	pods NAME N         N of its pods (labelled with its UID by its
+//	                    admission) run; fewer than before: the others
+//	                    succeeded
+//	restart [pods-first] a new ledger is given every object and pod the
+//	                    informers hold (pods first: before the workloads)
 //	priority NAME N     its pod template's priority becomes N
 const scenarioConfig = `
 apiVersion: kueue.x-k8s.io/v1beta1
@@ -122,6 +130,7 @@ type scenario struct {
 	rec     *scenarioRecorder
 	objects map[string]client.Object
 	writes  map[string]write
+	pods    map[string]int
 	out     strings.Builder
 }
 
@@ -131,11 +140,8 @@ func runScenario(t *testing.T, script string) string {
 		t.Fatal(errs)
 	}
 	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
-		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}}
-	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock})
-	s.l.cfg = cfg
-	s.l.synced = true
-	s.l.namespaces["ns"] = &nsInfo{}
+		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}, pods: map[string]int{}}
+	s.newLedger(cfg)
 	sc := bufio.NewScanner(strings.NewReader(script))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -151,6 +157,27 @@ func runScenario(t *testing.T, script string) string {
 		s.clock.Step(time.Second)
 	}
 	return s.out.String()
+}
+
+func (s *scenario) newLedger(cfg *queues.Config) {
+	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock})
+	s.l.cfg = cfg
+	s.l.synced = true
+	s.l.namespaces["ns"] = &nsInfo{}
+}
+
+// setPods makes n of name's pods run; those beyond n succeed.
+func (s *scenario) setPods(name string, n int) {
+	for i := range max(n, s.pods[name]) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", name, i),
+			UID: types.UID(fmt.Sprintf("pod-%s-%d", name, i)), Labels: map[string]string{queues.LabelWorkload: "uid-" + name}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if i >= n {
+			pod.Status.Phase = corev1.PodSucceeded
+		}
+		s.l.onPod(pod)
+	}
+	s.pods[name] = n
 }
 
 func (s *scenario) step(f []string) {
@@ -194,7 +221,17 @@ func (s *scenario) step(f []string) {
 		} else {
 			s.l.admitted(w, s.clock.Now())
 		}
-		s.update(name, func(m map[string]any) { mergePatch(m, patch, s.t) })
+		s.update(name, func(m map[string]any) {
+			mergePatch(m, patch, s.t)
+			if w.preemptor != nil {
+				return
+			}
+			for _, path := range w.paths {
+				if v, _, _ := unstructured.NestedString(m, kinds.Join(path, "metadata", "labels", queues.LabelWorkload)...); v != string(w.w.UID) {
+					s.t.Errorf("landed %s: pod template at %v labelled %s=%q, want its UID", name, path, queues.LabelWorkload, v)
+				}
+			}
+		})
 	case "conflict":
 		w, ok := s.writes[name]
 		if !ok {
@@ -230,6 +267,31 @@ func (s *scenario) step(f []string) {
 	case "delete":
 		s.l.onJobDelete(s.objects[name])
 		delete(s.objects, name)
+	case "pods":
+		n, err := strconv.Atoi(f[2])
+		if err != nil {
+			s.t.Fatalf("pods %s: %v", name, err)
+		}
+		s.setPods(name, n)
+	case "restart":
+		cfg := s.l.cfg
+		s.newLedger(cfg)
+		live := s.pods
+		s.pods = map[string]int{}
+		replayPods := func() {
+			for _, n := range queues.SortedKeys(live) {
+				s.setPods(n, live[n])
+			}
+		}
+		if name == "pods-first" {
+			replayPods()
+		}
+		for _, n := range queues.SortedKeys(s.objects) {
+			s.l.onJob(s.objects[n])
+		}
+		if name != "pods-first" {
+			replayPods()
+		}
 	default:
 		s.t.Fatalf("unknown command %q", cmd)
 	}
@@ -369,7 +431,13 @@ func (s *scenario) report() {
 		if e.claim != nil {
 			line += " claim: " + describeUsage(e.claim)
 		}
+		if n := s.l.livePods[e.w.UID]; n > 0 {
+			line += fmt.Sprintf(" pods=%d", n)
+		}
 		lines = append(lines, line)
+	}
+	for _, e := range s.l.ghosts {
+		lines = append(lines, fmt.Sprintf("  %s: deleted pods=%d charged: %s", e.w.Name, s.l.livePods[e.w.UID], describeUsage(e.charged)))
 	}
 	sort.Strings(lines)
 	for _, q := range queues.SortedKeys(s.l.usage) {

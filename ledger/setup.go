@@ -13,11 +13,13 @@ import (
 )
 
 // CacheOptions are what the ledger needs of the manager's cache: Jobs
-// stripped to what it reads (StripJob), and, when the config comes from
+// stripped to what it reads (StripJob), the pods of admitted workloads
+// stripped to their owner and phase (StripPod), and, when the config comes from
 // the ConfigMap (fromConfigMap), that one ConfigMap of namespace.
 func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.ByObject {
 	byObject := map[client.Object]cache.ByObject{
 		kinds.Job{}.New(): {Transform: StripJob},
+		&corev1.Pod{}:     {Label: podSelector(), Transform: StripPod},
 	}
 	if fromConfigMap {
 		byObject[&corev1.ConfigMap{}] = cache.ByObject{

@@ -18,6 +18,10 @@ const (
 	LabelKueueQueueName = "kueue.x-k8s.io/queue-name"
 	// LabelKueuePriorityClass is Kueue's WorkloadPriorityClass label.
 	LabelKueuePriorityClass = "kueue.x-k8s.io/priority-class"
+	// LabelWorkload, set on every pod template at admission, is the
+	// workload's UID: its pods carry it, and the workload holds its quota
+	// until the last of them is gone.
+	LabelWorkload = "tally.dev/workload"
 
 	// AnnotationFlavors maps each pod set to its flavor: "main=gpu".
 	AnnotationFlavors = "tally.dev/flavors"

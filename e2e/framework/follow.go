@@ -160,7 +160,12 @@ func (f *follower) drain(ctx context.Context, w watch.Interface, rv string) stri
 				if status, ok := ev.Object.(*metav1.Status); ok && (status.Code == 410 || status.Reason == metav1.StatusReasonExpired) {
 					return f.relist(ctx, rv)
 				}
-				f.setErr(fmt.Errorf("watch error: %v", ev.Object))
+				if ctx.Err() == nil {
+					// Ending the watch with the context can surface as an
+					// error event; only one while the watch should run
+					// counts.
+					f.setErr(fmt.Errorf("watch error: %v", ev.Object))
+				}
 				return rv
 			}
 		}

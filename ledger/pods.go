@@ -1,0 +1,171 @@
+package ledger
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+
+	"tally.dev/tally/queues"
+)
+
+// A workload's pods can outlive what its status says: a PyTorchJob is
+// Succeeded once its master is, and the training operator zeroes its
+// active counts on success and on suspension while workers still run or
+// terminate; a deleted Job's pods terminate after it is gone. Until the
+// last of them is gone their resources are in use, so the workload keeps
+// its quota. The admission write labels every pod template with the
+// workload's UID (queues.LabelWorkload); the ledger counts, per workload,
+// the pods that carry it and have not terminated.
+
+// podSelector selects the pods tally admitted.
+func podSelector() labels.Selector {
+	r, err := labels.NewRequirement(queues.LabelWorkload, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*r)
+}
+
+// StripPod is a cache transform that keeps only what the ledger reads of
+// a pod: its identity, its LabelWorkload label and its phase.
+func StripPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: map[string]string{queues.LabelWorkload: p.Labels[queues.LabelWorkload]},
+		},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}, nil
+}
+
+// podLive says whether a pod still holds its resources: it has not
+// terminated (a pod being deleted still runs until it is gone).
+func podLive(p *corev1.Pod) bool {
+	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// onPod counts a pod of an admitted workload.
+func (l *Ledger) onPod(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	owner := types.UID(p.Labels[queues.LabelWorkload])
+	if owner == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setPodLocked(p.UID, owner, podLive(p))
+}
+
+func (l *Ledger) onPodDelete(obj any) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.setPodLocked(p.UID, "", false)
+	}
+}
+
+// setPodLocked records whether pod (of workload owner) is live, and
+// settles the workload when its count of live pods crosses zero.
+func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
+	was, seen := l.podOwner[pod]
+	if seen && was != owner && owner != "" {
+		// A pod's labels may change; count it under its new owner.
+		l.setPodLocked(pod, "", false)
+		was, seen = "", false
+	}
+	if live == seen {
+		return
+	}
+	if live {
+		l.podOwner[pod] = owner
+		l.livePods[owner]++
+		if l.livePods[owner] == 1 {
+			l.podsChangedLocked(owner)
+		}
+		return
+	}
+	delete(l.podOwner, pod)
+	if l.livePods[was]--; l.livePods[was] <= 0 {
+		delete(l.livePods, was)
+		l.podsChangedLocked(was)
+	}
+}
+
+// podsChangedLocked settles workload uid once it has live pods again or
+// none left: a finished or stopped workload keeps its quota while it
+// has pods, and frees it when they are gone.
+func (l *Ledger) podsChangedLocked(uid types.UID) {
+	if g := l.ghosts[uid]; g != nil {
+		if l.livePods[uid] == 0 {
+			delete(l.ghosts, uid)
+			l.releaseLocked(g, false)
+			l.victimFreedLocked(uid)
+		}
+		return
+	}
+	e := l.jobs[uid]
+	if e == nil || e.w == nil {
+		return
+	}
+	switch {
+	case e.state == queues.StateFinished:
+		l.settleFinishedLocked(e)
+	case e.evicting:
+		// A victim whose pods are going.
+		l.settleStoppedLocked(e)
+	case e.state == queues.StateAdmitted || e.assumed:
+	default:
+		// Suspended, seen first after a restart while its pods run.
+		l.settleStoppedLocked(e)
+	}
+}
+
+// settleFinishedLocked keeps a finished workload's quota while its pods
+// last (charging it, if it was not, after a restart), and releases it
+// when they are gone.
+func (l *Ledger) settleFinishedLocked(e *entry) {
+	if l.livePods[e.w.UID] > 0 {
+		if e.charged == nil && e.flavors != "" {
+			l.chargeLocked(e, e.w.Queue, UsageOf(l.cfg, e.w, e.flavors))
+		}
+		return
+	}
+	l.releaseLocked(e, true)
+	l.victimFreedLocked(e.w.UID)
+}
+
+// settleStoppedLocked is settleFinishedLocked for a suspended workload
+// that was admitted: it holds its quota, as a victim on its way out,
+// while its status or its pods say it runs; then it queues again.
+func (l *Ledger) settleStoppedLocked(e *entry) {
+	if e.flavors == "" {
+		return
+	}
+	if e.running || l.livePods[e.w.UID] > 0 {
+		if e.charged == nil {
+			l.chargeLocked(e, e.w.Queue, UsageOf(l.cfg, e.w, e.flavors))
+		}
+		e.evicting = true
+		return
+	}
+	if !e.evicting || e.charged == nil {
+		return
+	}
+	if wait := suspendGrace - l.opts.Clock.Since(e.evictedAt); !e.evictedAt.IsZero() && wait > 0 {
+		uid, w := e.w.UID, e.w
+		time.AfterFunc(wait, func() { l.recheckVictim(uid, w) })
+		return
+	}
+	l.freeVictimLocked(e)
+}
