@@ -151,16 +151,15 @@ type soakJob struct {
 //   - each Preempting Event lists exactly the Jobs then preempted;
 //   - no two Jobs preempted each other, and preemptions per admission stay
 //     within maxPreemptionsPerAdmission;
-//   - no Job preempts twice without being admitted in between (unless a
-//     Job of higher priority in its own queue was admitted in between,
-//     which may take the room it preempted for);
+//   - no Job preempts twice without being admitted in between, so none
+//     preempts more often than it is admitted;
 //   - no victim is preempted again before the Job that preempted it was
 //     admitted.
 //
-// One more bound is logged, and asserted only with TALLY_SOAK_STRICT=1: no
-// Job is preempted more than maxPreemptionsPerJob times. A borrower may be
+// One more figure is logged, not asserted: how often one Job was
+// preempted (compared with maxPreemptionsPerJob). A borrower may be
 // reclaimed by several lenders in turn, which reclaimWithinCohort: Any
-// allows, so this bound is a matter of the mix, not of a rule.
+// allows, so it is a matter of the mix, not of a rule.
 //
 // TALLY_SOAK_SEED fixes the random mix (the seed used is logged).
 func TestSoakNoThrash(t *testing.T) {
@@ -491,9 +490,8 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 	}
 
 	// A Job does not preempt twice without being admitted in between:
-	// once its victims are gone it is admitted, unless a Job of higher
-	// priority in its own queue takes the room first, by being admitted or
-	// by preempting for it (then it may have to preempt again).
+	// once its victims are gone it is admitted first, into the room it
+	// preempted for.
 	admittedTimes := map[string][]time.Time{}
 	for _, tr := range trans.Transitions() {
 		if tr.Kind == framework.Unsuspended {
@@ -512,20 +510,13 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 	for _, key := range slices.Sorted(maps.Keys(preemptingAt)) {
 		ts, p := preemptingAt[key], jobs[key]
 		for k := 0; k+1 < len(ts) && p != nil; k++ {
-			if admittedWithin(key, ts[k], ts[k+1]) {
-				continue
+			if !admittedWithin(key, ts[k], ts[k+1]) {
+				t.Errorf("%s preempted again at %s without being admitted since %s: %s",
+					key, ts[k+1].Format("15:04:05.000"), ts[k].Format("15:04:05.000"), describe(preemptions, key))
 			}
-			outranked := false
-			for other, j := range jobs {
-				if j.queue == p.queue && j.priority > p.priority && (admittedWithin(other, ts[k], ts[k+1]) || between(preemptingAt[other], ts[k], ts[k+1])) {
-					outranked = true
-					break
-				}
-			}
-			if !outranked {
-				t.Errorf("%s preempted again at %s without being admitted since %s, and no Job of higher priority in %s was admitted in between: %s",
-					key, ts[k+1].Format("15:04:05.000"), ts[k].Format("15:04:05.000"), p.queue, describe(preemptions, key))
-			}
+		}
+		if n := len(admittedTimes[key]); len(ts) > n {
+			t.Errorf("%s preempted %d times but was admitted %d times: %s", key, len(ts), n, describe(preemptions, key))
 		}
 	}
 
@@ -554,7 +545,7 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 		n := max(len(byVictim[key]), resuspends[key])
 		worst = max(worst, n)
 		if n > maxPreemptionsPerJob {
-			strictf(t, "%s was preempted %d times (at most %d allowed): %s", key, n, maxPreemptionsPerJob, describe(preemptions, key))
+			t.Logf("not asserted: %s was preempted %d times (more than %d): %s", key, n, maxPreemptionsPerJob, describe(preemptions, key))
 		}
 	}
 	for pair := range preemptedBy {
@@ -645,15 +636,4 @@ func envSeed(t *testing.T, name string) uint64 {
 		t.Fatalf("%s=%q is not a number", name, v)
 	}
 	return n
-}
-
-// strictf fails the test with TALLY_SOAK_STRICT set, and otherwise logs
-// the finding.
-func strictf(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("TALLY_SOAK_STRICT") != "" {
-		t.Errorf(format, args...)
-		return
-	}
-	t.Logf("not asserted (TALLY_SOAK_STRICT unset): "+format, args...)
 }

@@ -144,9 +144,12 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 	for _, name := range group {
 		cq := s.Config.ClusterQueues[name]
 		for _, w := range reserved[name] {
-			// A Workload of higher priority waiting in its own queue
-			// goes first: it would preempt it anyway.
-			if cq == nil || w.Queue != name || !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) || outranked(pending[name], w, taken) {
+			// Even a Workload of higher priority that arrived in its own
+			// queue meanwhile comes after it: the room is the one this
+			// Workload preempted for, and were it taken, this Workload
+			// would preempt again for the same quota. The newcomer may
+			// preempt in turn, by its own right.
+			if cq == nil || w.Queue != name || !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) {
 				continue
 			}
 			if a, v := s.assignIn(cq, w, w.Total()); v.Kind == Fits {
@@ -216,20 +219,6 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 		return c.failedV, true
 	}
 	return Verdict{}, false
-}
-
-// outranked reports whether a Workload of higher priority than w waits
-// ahead of it in list.
-func outranked(list []*Workload, w *Workload, taken map[*Workload]bool) bool {
-	for _, x := range list {
-		if x == w || x.Priority <= w.Priority {
-			return false
-		}
-		if !taken[x] {
-			return true
-		}
-	}
-	return false
 }
 
 // cursors makes the heap of the group's queues with pending Workloads.

@@ -496,19 +496,25 @@ func TestDecideReserved(t *testing.T) {
 	// for the preemptor. Both Workloads can only borrow.
 	older := makeWL("older", "a", 1).Req(cpu, "4").Obj()
 	preemptor := makeWL("preemptor", "b", 5).Req(cpu, "4").Obj()
+	// A Workload of higher priority arrived in the preemptor's queue.
+	higher := makeWL("higher", "b", 6).Req(cpu, "4").Prio(10).Obj()
 	for _, tc := range []struct {
 		name     string
 		reserved []*Workload
+		pending  []*Workload
 		want     []string
 	}{
 		{name: "unreserved, the older Workload borrows first", want: []string{"older@on-demand"}},
 		{name: "reserved, the preemptor takes the freed quota first", reserved: []*Workload{preemptor}, want: []string{"preemptor@on-demand"}},
+		{name: "unreserved, a Workload of higher priority in its queue goes first", pending: []*Workload{higher}, want: []string{"higher@on-demand"}},
+		{name: "reserved, the preemptor goes before a Workload of higher priority in its queue", reserved: []*Workload{preemptor},
+			pending: []*Workload{higher}, want: []string{"preemptor@on-demand"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			usage := usageOf("a:on-demand:cpu=10", "b:on-demand:cpu=10", "lender:on-demand:cpu=4")
 			snap := NewSnapshot(makeConfig(fls, cqs...), usage, map[string]labels.Set{"ns": {}})
 			snap.Reserved = tc.reserved
-			got := admittedNames(Decide(snap, seqs(older, preemptor), func(*Workload, Verdict, int) {}).Admissions)
+			got := admittedNames(Decide(snap, seqs(append([]*Workload{older, preemptor}, tc.pending...)...), func(*Workload, Verdict, int) {}).Admissions)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("admitted (-want +got):\n%s", diff)
 			}
