@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/e2e/framework"
@@ -52,12 +54,16 @@ type auditedJobRec struct {
 //   - every 7 s a Job is deleted: one that waits, one that runs, or one
 //     being preempted, in turn.
 //
+// Beside the Jobs, PyTorchJobs (a master and one or two workers, a GPU
+// each, low or medium priority) arrive every 4 to 12 s in a random queue,
+// run by the real training operator.
+//
 // An auditor (e2e/auditor), a process of its own that knows nothing of
-// tally's code, checks every change of Jobs and pods against the config's
-// quotas. Afterwards: it saw no overcommit; every Job finished or was
-// deleted by the test; no Job was admitted twice without a preemption in
-// between (by its Admitted Events); and after every kill a replica led
-// again within the lease duration plus 5 s.
+// tally's code, checks every change of Jobs, PyTorchJobs and pods against
+// the config's quotas. Afterwards: it saw no overcommit; every workload
+// finished or was deleted by the test; none was admitted twice without a
+// preemption in between (by its Admitted Events); and after every kill a
+// replica led again within the lease duration plus 5 s.
 func TestChaosSoak(t *testing.T) {
 	s := setup(t)
 	dur := envDuration(t, "TALLY_CHAOS", 0)
@@ -110,15 +116,26 @@ func TestChaosSoak(t *testing.T) {
 			mu.Unlock()
 		})
 	}()
-	start := time.Now()
-	jobs, _ := soakMix(ctx, t, s, dur, seed, func(ns string) bool {
+	isPaused := func(ns string) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return paused[ns]
-	})
+	}
+	pytorchJobs := map[string]bool{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pytorchMix(faultCtx, t, s, queues, rand.New(rand.NewPCG(seed, seed^0x97)), isPaused, func(key string) {
+			mu.Lock()
+			pytorchJobs[key] = true
+			mu.Unlock()
+		})
+	}()
+	start := time.Now()
+	jobs, _ := soakMix(ctx, t, s, dur, seed, isPaused)
 	stopFaults()
 	wg.Wait()
-	t.Logf("created %d Jobs in %s; waiting for them to finish", len(jobs), time.Since(start).Round(time.Second))
+	t.Logf("created %d Jobs and %d PyTorchJobs in %s; waiting for them to finish", len(jobs), len(pytorchJobs), time.Since(start).Round(time.Second))
 
 	// Every Job finishes, unless the test deleted it.
 	err := framework.Poll(ctx, time.Second, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -133,8 +150,17 @@ func TestChaosSoak(t *testing.T) {
 					open = append(open, q+"/"+list[i].Name)
 				}
 			}
+			pjs, err := framework.ListPyTorchJobs(ctx, s.client, q)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			for i := range pjs {
+				if !framework.PyTorchJobFinished(&pjs[i]) {
+					open = append(open, q+"/"+pjs[i].GetName())
+				}
+			}
 		}
-		return len(open) == 0, fmt.Sprintf("%d Jobs not finished, e.g. %v", len(open), open[:min(5, len(open))]), nil
+		return len(open) == 0, fmt.Sprintf("%d workloads not finished, e.g. %v", len(open), open[:min(5, len(open))]), nil
 	})
 	if err != nil {
 		t.Errorf("not every Job finished: %v", err)
@@ -144,7 +170,11 @@ func TestChaosSoak(t *testing.T) {
 	defer mu.Unlock()
 	var lost []string
 	admissions, preemptions := 0, 0
-	for key := range jobs {
+	keys := slices.Collect(maps.Keys(jobs))
+	for key := range pytorchJobs {
+		keys = append(keys, key)
+	}
+	for _, key := range keys {
 		r := rep.Jobs[key]
 		switch {
 		case r == nil:
@@ -159,10 +189,10 @@ func TestChaosSoak(t *testing.T) {
 	}
 	slices.Sort(lost)
 	for _, l := range lost[:min(20, len(lost))] {
-		t.Errorf("lost Job: %s did not finish and was not deleted by the test", l)
+		t.Errorf("lost workload: %s did not finish and was not deleted by the test", l)
 	}
-	t.Logf("auditor: %d states checked, %d Jobs, %d admissions, %d preemptions, %d overcommits; peaks %v",
-		rep.States, len(jobs), admissions, preemptions, rep.OvercommitCount, rep.Peak)
+	t.Logf("auditor: %d states checked, %d Jobs and %d PyTorchJobs, %d admissions, %d preemptions, %d overcommits; peaks %v",
+		rep.States, len(jobs), len(pytorchJobs), admissions, preemptions, rep.OvercommitCount, rep.Peak)
 	for _, o := range rep.Overcommits {
 		t.Errorf("overcommit seen by the auditor: %s", o)
 	}
@@ -356,8 +386,8 @@ func deleteOne(ctx context.Context, s *suite, kind string) (string, bool) {
 	return "", false
 }
 
-// checkAdmittedOnce checks, by their Admitted Events, that no Job was
-// admitted more often than it was preempted plus once.
+// checkAdmittedOnce checks, by their Admitted Events, that no Job or
+// PyTorchJob was admitted more often than it was preempted plus once.
 func checkAdmittedOnce(ctx context.Context, t *testing.T, s *suite, queues []string, rep auditReport) {
 	t.Helper()
 	for _, q := range queues {
@@ -365,6 +395,11 @@ func checkAdmittedOnce(ctx context.Context, t *testing.T, s *suite, queues []str
 		if err != nil {
 			t.Fatal(err)
 		}
+		pytorch, err := framework.WorkloadEvents(ctx, s.client, q, framework.PyTorchJobGVK.Kind, framework.ReasonAdmitted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(admitted, pytorch)
 		for name, es := range admitted {
 			n := 0
 			for i := range es {
@@ -403,7 +438,7 @@ func startAuditor(ctx context.Context, t *testing.T, s *suite, namespaces []stri
 		t.Fatal(err)
 	}
 	a := &auditor{out: filepath.Join(dir, "audit.json")}
-	args := []string{"--kubeconfig", s.cluster.Kubeconfig, "--config", config, "--namespaces", strings.Join(namespaces, ","), "--out", a.out}
+	args := []string{"--kubeconfig", s.cluster.Kubeconfig, "--config", config, "--namespaces", strings.Join(namespaces, ","), "--pytorchjobs", "--out", a.out}
 	a.proc = &framework.Process{Name: "auditor", Path: bin, Args: func() []string { return args }, Log: filepath.Join(dir, "auditor.log")}
 	if err := a.proc.Start(); err != nil {
 		t.Fatal(err)
@@ -438,4 +473,41 @@ func (a *auditor) stop(t *testing.T) auditReport {
 		t.Fatalf("the auditor's report: %v\n%s", err, log)
 	}
 	return rep
+}
+
+// pytorchMix creates PyTorchJobs of a master and one or two workers, a GPU
+// each, low or medium priority, every 4 to 12 s in a random one of
+// queues (not in a paused one), until ctx ends; created is told each key.
+func pytorchMix(ctx context.Context, t *testing.T, s *suite, queues []string, rng *rand.Rand, paused func(string) bool, created func(string)) {
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(4*time.Second + time.Duration(rng.Int64N(int64(8*time.Second)))):
+		}
+		q := queues[rng.IntN(len(queues))]
+		if paused(q) {
+			continue
+		}
+		class := []string{"e2e-low", "e2e-medium"}[rng.IntN(2)]
+		name := fmt.Sprintf("pt-%s-%03d", strings.TrimPrefix(class, "e2e-"), i)
+		pj := framework.NewPyTorchJob(q, name).Workers(1+rng.Int64N(2)).GPUs(1).
+			Runtime(3*time.Second+time.Duration(rng.IntN(3))*time.Second).Label(framework.LabelPriorityClass, class).Obj()
+		// A create can fail while faults are injected: retry it for a
+		// while.
+		err := framework.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+			err := s.client.Create(ctx, pj.DeepCopy())
+			if apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+			return err == nil, fmt.Sprint(err), nil
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("creating PyTorchJob %s/%s: %v", q, name, err)
+			}
+			return
+		}
+		created(q + "/" + name)
+	}
 }

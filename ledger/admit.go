@@ -374,7 +374,9 @@ func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
 // that sets each pod template's required node affinity (at w.paths) to
 // its pod set's own terms (from w.userAffinity) ANDed with the flavor
 // combinations and labels it with the workload's UID (LabelWorkload), the
-// suspend field, annotations (unless nil) and the state label.
+// suspend field, annotations (unless nil; with AnnotationFlavors among
+// them, the pod templates get it too, with AnnotationPodQueue) and the
+// state label.
 func affinityPatch(w write, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any, state queues.State) ([]byte, error) {
 	meta := map[string]any{
 		"resourceVersion": w.rv,
@@ -399,6 +401,12 @@ func affinityPatch(w write, combos [][]*flavors.Flavor, suspend bool, annotation
 		}
 		p.Set(kinds.Join(w.paths[i], "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"), required)
 		p.Set(kinds.Join(w.paths[i], "metadata", "labels", queues.LabelWorkload), string(w.w.UID))
+		if f, ok := annotations[queues.AnnotationFlavors]; ok {
+			// What its pods hold, should they outlive the workload
+			// and the ledger forget it (see adoptOrphans).
+			p.Set(kinds.Join(w.paths[i], "metadata", "annotations", queues.AnnotationPodQueue), w.w.Queue)
+			p.Set(kinds.Join(w.paths[i], "metadata", "annotations", queues.AnnotationFlavors), f)
+		}
 	}
 	b, err := json.Marshal(p)
 	if err != nil {

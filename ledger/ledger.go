@@ -75,8 +75,10 @@ type Ledger struct {
 	livePods map[types.UID]int
 	podOwner map[types.UID]types.UID
 	// ghosts are deleted workloads whose pods still run: they hold their
-	// quota until the pods are gone.
-	ghosts map[types.UID]*entry
+	// quota until the pods are gone. adopted: the pods of workloads
+	// deleted before the ledger started have been counted (adoptOrphans).
+	ghosts  map[types.UID]*entry
+	adopted bool
 	// lists are the pending lists of the last pass, kept for their arrays.
 	lists map[string][]*queues.Workload
 	// ctx is Start's, for work started from informer handlers.
@@ -194,6 +196,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	if !l.cache.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), l.handlersSynced...) {
 		return fmt.Errorf("ledger: informers did not sync: %w", ctx.Err())
 	}
+	l.adoptOrphans(ctx)
 	l.mu.Lock()
 	l.synced = true
 	l.mu.Unlock()
@@ -226,6 +229,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 		case <-configChanged:
 			l.reconfigure(l.store.Load())
 			l.captureManaged(ctx)
+			l.adoptOrphans(ctx)
 		case <-recount.C():
 			l.recount(ctx)
 			l.poke()

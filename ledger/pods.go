@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,19 +32,28 @@ func podSelector() labels.Selector {
 }
 
 // StripPod is a cache transform that keeps only what the ledger reads of
-// a pod: its identity, its LabelWorkload label and its phase.
+// a pod: its identity, its LabelWorkload label, the queue and flavors its
+// admission noted on it, its requests and its phase.
 func StripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Pod{
+	out := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: map[string]string{queues.LabelWorkload: p.Labels[queues.LabelWorkload]},
 		},
+		Spec: corev1.PodSpec{
+			Containers: stripContainers(p.Spec.Containers), InitContainers: stripContainers(p.Spec.InitContainers),
+			Overhead: p.Spec.Overhead, Resources: p.Spec.Resources,
+		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
-	}, nil
+	}
+	if q := p.Annotations[queues.AnnotationPodQueue]; q != "" {
+		out.Annotations = map[string]string{queues.AnnotationPodQueue: q, queues.AnnotationFlavors: p.Annotations[queues.AnnotationFlavors]}
+	}
+	return out, nil
 }
 
 // podLive says whether a pod still holds its resources: it has not
@@ -168,4 +178,53 @@ func (l *Ledger) settleStoppedLocked(e *entry) {
 		return
 	}
 	l.freeVictimLocked(e)
+}
+
+// adoptOrphans charges, before the first pass, the pods that run for a
+// workload the ledger does not know: one deleted while no replica led,
+// whose pods still terminate. Each counts at its own requests in the
+// queue and flavors its admission noted on it, as a ghost that holds
+// them until the pods are gone.
+//
+// It runs once, when the ledger has both synced and a config.
+func (l *Ledger) adoptOrphans(ctx context.Context) {
+	l.mu.Lock()
+	due := !l.adopted && l.cfg != nil
+	l.adopted = l.adopted || due
+	l.mu.Unlock()
+	if !due {
+		return
+	}
+	pods := &corev1.PodList{}
+	if err := l.cache.List(ctx, pods); err != nil {
+		l.log.Error(err, "listing the pods of admitted workloads; the pods of workloads deleted meanwhile are not counted")
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		owner := types.UID(p.Labels[queues.LabelWorkload])
+		q := p.Annotations[queues.AnnotationPodQueue]
+		if owner == "" || q == "" || !podLive(p) || l.jobs[owner] != nil {
+			continue
+		}
+		w := queues.NewWorkload(&p.ObjectMeta, "", "", []queues.PodTemplate{{Name: queues.MainPodSet, Count: 1, Spec: &p.Spec}}, q, 0)
+		g := l.ghosts[owner]
+		if g == nil {
+			g = &entry{w: w, state: queues.StateFinished, evicting: true}
+			l.ghosts[owner] = g
+		}
+		sum := UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])
+		if g.charged != nil {
+			sum.Add(g.charged)
+			l.releaseLocked(g, false)
+		}
+		l.chargeLocked(g, q, sum)
+		n++
+	}
+	if n > 0 {
+		l.log.Info("counting the pods of deleted workloads until they are gone", "pods", n, "workloads", len(l.ghosts))
+	}
 }

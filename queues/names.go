@@ -25,6 +25,9 @@ const (
 
 	// AnnotationFlavors maps each pod set to its flavor: "main=gpu".
 	AnnotationFlavors = "tally.dev/flavors"
+	// AnnotationPodQueue, on the pod templates of an admitted workload
+	// (with AnnotationFlavors), names the ClusterQueue its pods count in.
+	AnnotationPodQueue = "tally.dev/cluster-queue"
 	// AnnotationAdmittedAt is the RFC 3339 time of admission.
 	AnnotationAdmittedAt = "tally.dev/admitted-at"
 	// AnnotationUserAffinity keeps the Job's own required node affinity

@@ -1,13 +1,16 @@
-// Command auditor watches a cluster's Jobs and pods and checks, at every
+// Command auditor watches a cluster's Jobs (and PyTorchJobs) and pods and checks, at every
 // change, that the quota of a Kueue-style config is never exceeded. It
 // knows nothing of how tally decides: it reads the config documents
 // (ClusterQueues with their cohorts, nominal quotas and borrowing limits)
 // from a file, and the API objects through plain informers. It counts
 //   - admitted usage: every Job that is not suspended and not finished,
-//     at parallelism × its pod's requests, charged to the ClusterQueue of
-//     its tally.dev/cluster-queue label;
-//   - running usage: every pod of such a Job that has not succeeded or
-//     failed, terminating ones included, at its requests;
+//     at parallelism × its pod's requests, and with --pytorchjobs every
+//     such PyTorchJob (runPolicy.suspend; a Succeeded or Failed
+//     condition), at the sum over its replica specs of replicas × the
+//     pod's requests, charged to the ClusterQueue of its
+//     tally.dev/cluster-queue label;
+//   - running usage: every pod of such a workload that has not succeeded
+//     or failed, terminating ones included, at its requests;
 //
 // against each ClusterQueue's nominal quota plus its borrowing limit, and
 // each cohort's nominal quotas summed. It records every moment where a

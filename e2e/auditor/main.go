@@ -17,7 +17,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -82,15 +88,16 @@ func main() {
 	config := flag.String("config", "", "config documents (ClusterQueues) to check against")
 	namespaces := flag.String("namespaces", "", "comma-separated namespaces to watch")
 	resources := flag.String("resources", "nvidia.com/gpu", "comma-separated resources to check")
+	pytorchJobs := flag.Bool("pytorchjobs", false, "watch PyTorchJobs (kubeflow.org/v1) too; their CRD must be installed")
 	out := flag.String("out", "audit.json", "where to write the report")
 	flag.Parse()
-	if err := run(*kubeconfig, *config, strings.Split(*namespaces, ","), strings.Split(*resources, ","), *out); err != nil {
+	if err := run(*kubeconfig, *config, strings.Split(*namespaces, ","), strings.Split(*resources, ","), *pytorchJobs, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "auditor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, config string, namespaces, resources []string, out string) error {
+func run(kubeconfig, config string, namespaces, resources []string, pytorchJobs bool, out string) error {
 	b, err := os.ReadFile(config)
 	if err != nil {
 		return err
@@ -107,12 +114,17 @@ func run(kubeconfig, config string, namespaces, resources []string, out string) 
 	if err != nil {
 		return err
 	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	a := &auditor{limits: limits, jobs: map[types.UID]charge{}, pods: map[types.UID]charge{}, queueOf: map[string]string{},
 		rep: Report{Peak: map[string][2]int64{}, Jobs: map[string]*JobRecord{}}}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+		df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
 		handlers := []struct {
 			inf      cache.SharedIndexInformer
 			onChange func(any)
@@ -120,6 +132,14 @@ func run(kubeconfig, config string, namespaces, resources []string, out string) 
 		}{
 			{f.Batch().V1().Jobs().Informer(), a.onJob, a.onJobDelete},
 			{f.Core().V1().Pods().Informer(), a.onPod, a.onPodDelete},
+		}
+		if pytorchJobs {
+			gvr := schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
+			handlers = append(handlers, struct {
+				inf      cache.SharedIndexInformer
+				onChange func(any)
+				onDelete func(any)
+			}{df.ForResource(gvr).Informer(), a.onPyTorchJob, a.onJobDelete})
 		}
 		for _, h := range handlers {
 			if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -129,9 +149,15 @@ func run(kubeconfig, config string, namespaces, resources []string, out string) 
 			}
 		}
 		f.Start(ctx.Done())
+		df.Start(ctx.Done())
 		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 			if !ok {
 				return fmt.Errorf("informer for %v did not sync", typ)
+			}
+		}
+		for gvr, ok := range df.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("informer for %v did not sync", gvr)
 			}
 		}
 	}
@@ -242,58 +268,110 @@ func (a *auditor) onJob(obj any) {
 	if !ok {
 		return
 	}
-	now := time.Now()
-	key := j.Namespace + "/" + j.Name
-	queue := j.Labels[queueLabel]
-	suspended := j.Spec.Suspend != nil && *j.Spec.Suspend
 	finished := false
 	for _, c := range j.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
 			finished = true
 		}
 	}
+	a.onWorkload(workload{
+		key: j.Namespace + "/" + j.Name, uid: j.UID, queue: j.Labels[queueLabel], created: j.CreationTimestamp.Time,
+		suspended: j.Spec.Suspend != nil && *j.Spec.Suspend, finished: finished,
+		use: requests(&j.Spec.Template.Spec, int64(ptrOr(j.Spec.Parallelism, 1))),
+	})
+}
+
+// onPyTorchJob reads a PyTorchJob: suspended by spec.runPolicy.suspend,
+// finished by a true Succeeded or Failed condition, using the sum over
+// its replica specs of replicas × the pod's requests.
+func (a *auditor) onPyTorchJob(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	suspended, _, _ := unstructured.NestedBool(u.Object, "spec", "runPolicy", "suspend")
+	finished := false
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && (m["type"] == "Succeeded" || m["type"] == "Failed") && m["status"] == "True" {
+			finished = true
+		}
+	}
+	use := map[corev1.ResourceName]int64{}
+	specs, _, _ := unstructured.NestedMap(u.Object, "spec", "pytorchReplicaSpecs")
+	for _, rs := range specs {
+		m, _ := rs.(map[string]any)
+		n, ok, _ := unstructured.NestedInt64(m, "replicas")
+		if !ok {
+			n = 1
+		}
+		tpl := &corev1.PodTemplateSpec{}
+		if raw, ok := m["template"].(map[string]any); ok {
+			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(raw, tpl)
+		}
+		for r, q := range requests(&tpl.Spec, n) {
+			use[r] += q
+		}
+	}
+	a.onWorkload(workload{
+		key: u.GetNamespace() + "/" + u.GetName(), uid: u.GetUID(), queue: u.GetLabels()[queueLabel],
+		created: u.GetCreationTimestamp().Time, suspended: suspended, finished: finished, use: use,
+	})
+}
+
+// workload is what the auditor reads of a Job or a PyTorchJob.
+type workload struct {
+	key, queue          string
+	uid                 types.UID
+	created             time.Time
+	suspended, finished bool
+	use                 map[corev1.ResourceName]int64
+}
+
+func (a *auditor) onWorkload(w workload) {
+	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.queueOf[key] = queue
-	r := a.rep.Jobs[key]
+	a.queueOf[w.key] = w.queue
+	r := a.rep.Jobs[w.key]
 	if r == nil {
-		r = &JobRecord{Queue: queue, Created: j.CreationTimestamp.Time, suspended: suspended}
-		a.rep.Jobs[key] = r
-		if !suspended && queue != "" {
+		r = &JobRecord{Queue: w.queue, Created: w.created, suspended: w.suspended}
+		a.rep.Jobs[w.key] = r
+		if !w.suspended && w.queue != "" {
 			r.Admitted = append(r.Admitted, now)
 		}
 	}
 	switch {
-	case r.suspended && !suspended:
+	case r.suspended && !w.suspended:
 		r.Admitted = append(r.Admitted, now)
-	case !r.suspended && suspended && !finished:
+	case !r.suspended && w.suspended && !w.finished:
 		r.Preempted = append(r.Preempted, now)
 	}
-	if finished && !r.finished {
+	if w.finished && !r.finished {
 		r.Finished = now
 	}
-	r.suspended, r.finished = suspended, finished
+	r.suspended, r.finished = w.suspended, w.finished
 	ch := charge{}
-	if queue != "" && !suspended && !finished {
-		ch = charge{queue: queue, use: requests(&j.Spec.Template.Spec, int64(ptrOr(j.Spec.Parallelism, 1)))}
+	if w.queue != "" && !w.suspended && !w.finished {
+		ch = charge{queue: w.queue, use: w.use}
 	}
-	a.set(a.jobs, j.UID, ch, "admitted")
+	a.set(a.jobs, w.uid, ch, "admitted")
 }
 
 func (a *auditor) onJobDelete(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	j, ok := obj.(*batchv1.Job)
+	m, ok := obj.(metav1.Object)
 	if !ok {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if r := a.rep.Jobs[j.Namespace+"/"+j.Name]; r != nil {
+	if r := a.rep.Jobs[m.GetNamespace()+"/"+m.GetName()]; r != nil {
 		r.Deleted = time.Now()
 	}
-	a.set(a.jobs, j.UID, charge{}, "admitted")
+	a.set(a.jobs, m.GetUID(), charge{}, "admitted")
 }
 
 func (a *auditor) onPod(obj any) {
@@ -303,7 +381,7 @@ func (a *auditor) onPod(obj any) {
 	}
 	owner := ""
 	for _, r := range p.OwnerReferences {
-		if r.Kind == "Job" {
+		if r.Kind == "Job" || r.Kind == "PyTorchJob" {
 			owner = p.Namespace + "/" + r.Name
 		}
 	}
