@@ -74,16 +74,7 @@ func TestOrphanedPodsHoldQuota(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				t.Cleanup(func() {
-					if !s.tally.Running() {
-						if err := s.tally.Start(); err == nil {
-							_ = s.tally.WaitReady(context.Background(), time.Minute)
-						}
-					}
-				})
-				if err := s.tally.Kill(); err != nil {
-					t.Fatal(err)
-				}
+				killTally(t, s)
 			}
 			if err := s.client.Delete(ctx, a, client.PropagationPolicy(propagation)); err != nil {
 				t.Fatal(err)

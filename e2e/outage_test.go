@@ -25,16 +25,7 @@ func TestOutageFailsClosedOnlyWhereBound(t *testing.T) {
 	if err := framework.BindNamespace(ctx, s.client, bound, "e2e-quota"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if !s.tally.Running() {
-			if err := s.tally.Start(); err == nil {
-				_ = s.tally.WaitReady(context.Background(), time.Minute)
-			}
-		}
-	})
-	if err := s.tally.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	killTally(t, s)
 
 	// The webhook's timeout is 5s: a create that waited on tally would
 	// take that long. Normal speed here is well under a second.

@@ -243,16 +243,7 @@ func TestPyTorchJobRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the queue never filled: %v", err)
 	}
-	t.Cleanup(func() {
-		if !s.tally.Running() {
-			if err := s.tally.Start(); err == nil {
-				_ = s.tally.WaitReady(context.Background(), time.Minute)
-			}
-		}
-	})
-	if err := s.tally.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	killTally(t, s)
 	err = framework.Poll(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
 		_, _, finished, err := count(ctx)
 		return err == nil && finished > finishedAtKill, fmt.Sprintf("%d finished (err %v)", finished, err), nil

@@ -48,17 +48,7 @@ func TestRestartMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the queue never filled: %v", err)
 	}
-	t.Cleanup(func() {
-		// Leave a running tally for the tests after this one.
-		if !s.tally.Running() {
-			if err := s.tally.Start(); err == nil {
-				_ = s.tally.WaitReady(context.Background(), time.Minute)
-			}
-		}
-	})
-	if err := s.tally.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	killTally(t, s)
 	t.Logf("killed tally with %d Jobs running and %d finished", runningAtKill, finishedAtKill)
 
 	// Let some running Jobs finish while tally is down: their quota is
@@ -124,4 +114,20 @@ func count(ctx context.Context, s *suite, ns string) (running, pending, finished
 		}
 	}
 	return running, pending, finished, nil
+}
+
+// killTally kills the suite's tally with SIGKILL; when the test ends it is
+// running again, for the tests after it.
+func killTally(t *testing.T, s *suite) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !s.tally.Running() {
+			if err := s.tally.Start(); err == nil {
+				_ = s.tally.WaitReady(context.Background(), time.Minute)
+			}
+		}
+	})
+	if err := s.tally.Kill(); err != nil {
+		t.Fatal(err)
+	}
 }
