@@ -72,7 +72,9 @@ test-e2e: toolchain build ## The e2e suite against a local kwok cluster.
 
 # How long `make soak` injects faults (TALLY_CHAOS of e2e/chaos_test.go).
 SOAK_DURATION ?= 30m
-SOAK_TIMEOUT ?= 60m
+# The go test timeout of `make soak`: the faults, then a drain of up to the
+# same length plus 5m, and setup (raise it with SOAK_DURATION).
+SOAK_TIMEOUT ?= 90m
 
 .PHONY: soak
 soak: toolchain build ## The chaos soak: two replicas, killed leaders, an API server restart, config reloads, unbinding, deletions, checked by e2e/auditor (SOAK_DURATION, default 30m; not in make test).
