@@ -17,7 +17,11 @@
 //	    so the next pass cannot spend it twice. A failed write rolls it back.
 //	  - admitted: the informer shows it un-suspended; its quota is charged
 //	    from its tally.dev/flavors annotation.
-//	  - released: finished or deleted; the quota is returned.
+//	  - released: finished or deleted, and the last of its pods (those
+//	    labelled tally.dev/workload with its UID by its admission) has
+//	    terminated or is gone; the quota is returned. Until then it holds
+//	    it: a finished workload's workers may still run, and a deleted
+//	    workload lives on as a ghost (pods.go).
 //	  - inadmissible: cannot fit under the config in force; set aside until
 //	    the config changes.
 //
