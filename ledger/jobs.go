@@ -131,7 +131,7 @@ func (l *Ledger) onJob(obj any) {
 		// Known now, written once the quota is free (the label worker
 		// is woken then).
 		e.restore = l.restoreDueLocked(o, w)
-		holds := e.running || l.livePods[meta.UID] > 0
+		holds := l.holdsPods(e, meta.UID)
 		if e.charged == nil && e.flavors != "" && holds {
 			// Admitted before, suspended, and its pods still run, first
 			// seen so after a restart: it holds its quota until they are
@@ -253,16 +253,16 @@ func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.jobs[uid]
-	if e == nil || e.w != w || !e.evicting || e.charged == nil || l.holdsPods(e) {
+	if e == nil || e.w != w || !e.evicting || e.charged == nil || l.holdsPods(e, uid) {
 		return
 	}
 	l.freeVictimLocked(e)
 }
 
-// holdsPods says whether e's status or its counted pods show pods that
-// still run.
-func (l *Ledger) holdsPods(e *entry) bool {
-	return e.running || l.livePods[e.w.UID] > 0
+// holdsPods says whether the status of e (workload uid; e.w may not be
+// set yet) or its counted pods show pods that still run.
+func (l *Ledger) holdsPods(e *entry, uid types.UID) bool {
+	return e.running || l.livePods[uid] > 0
 }
 
 // freeVictimLocked gives back the quota of an evicted workload whose pods

@@ -162,7 +162,7 @@ func (l *Ledger) settleStoppedLocked(e *entry) {
 	if e.flavors == "" {
 		return
 	}
-	if e.running || l.livePods[e.w.UID] > 0 {
+	if l.holdsPods(e, e.w.UID) {
 		if e.charged == nil {
 			l.chargeLocked(e, e.w.Queue, UsageOf(l.cfg, e.w, e.flavors))
 		}
