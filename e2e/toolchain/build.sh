@@ -1,16 +1,37 @@
 #!/usr/bin/env bash
+# Usage: build.sh [DIR [NAME...]]
+#
 # Builds the pinned control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, etcd) and kwok/kwokctl from the Go module proxy into
-# $1 (default: $HOME/.cache/tally/tools-$KUBE_VERSION). Each binary is built
-# only when it is missing, so a second run is a no-op. The wrapper modules it
-# needs live in $1/.src.
+# kube-scheduler, kubectl, etcd), kwok/kwokctl and the training operator
+# from the Go module proxy into DIR (default:
+# $HOME/.cache/tally/tools-$KUBE_VERSION). Given NAMEs, it builds only those
+# binaries; besides the default set, the names may be the operators the
+# tests build when they first need them: jobset-controller, mpi-operator
+# and ray-operator. Each binary is built only when it is missing, so a
+# second run is a no-op. Builds into one DIR take turns (a lock on
+# DIR/.build.lock). The wrapper modules it needs live in DIR/.src.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.0}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.9.4}
+JOBSET_VERSION=${JOBSET_VERSION:-v0.12.0}
+MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.2}
+KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.1}
 out=${1:-$HOME/.cache/tally/tools-$KUBE_VERSION}
+[ $# -gt 0 ] && shift
+# What a run without names builds (make toolchain).
+defaults=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl training-operator)
+operators=(jobset-controller mpi-operator ray-operator)
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=("${defaults[@]}")
+for b in "${wanted[@]}"; do
+  case " ${defaults[*]} ${operators[*]} " in
+  *" $b "*) ;;
+  *) echo "build.sh: unknown binary $b (known: ${defaults[*]} ${operators[*]})" >&2; exit 2 ;;
+  esac
+done
 # The wrapper modules are built on their own, whatever the caller's module
 # settings.
 export GOWORK=off GOFLAGS=
@@ -18,8 +39,19 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work="$out/.src"
 mkdir -p "$work"
+# One build at a time per directory: two test processes may each find an
+# operator missing.
+exec 9>"$out/.build.lock"
+flock 9
 
-need() { for b in "$@"; do [ -x "$out/$b" ] || return 0; done; return 1; }
+# need NAME...: some NAME is wanted and missing.
+need() {
+  local b
+  for b in "$@"; do
+    case " ${wanted[*]} " in *" $b "*) [ -x "$out/$b" ] || return 0 ;; esac
+  done
+  return 1
+}
 log() { printf 'toolchain: %s\n' "$*" >&2; }
 started=$SECONDS
 
@@ -58,7 +90,7 @@ GO
     ld="$ld -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
   for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    [ -x "$out/$c" ] && continue
+    need "$c" || continue
     log "go build $c"
     (cd "$mod" && go build -ldflags "-s -w $ld" -o "$out/$c.tmp" "k8s.io/kubernetes/cmd/$c" && mv "$out/$c.tmp" "$out/$c")
   done
@@ -93,23 +125,69 @@ GO
 fi
 
 for c in kwok kwokctl; do
-  [ -x "$out/$c" ] && continue
+  need "$c" || continue
   log "go install $c $KWOK_VERSION"
   GOBIN="$out" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/$c@$KWOK_VERSION"
 done
+# build_module BIN MODULE VERSION PACKAGE: builds PACKAGE of MODULE@VERSION
+# into $out/BIN.tmp, from a writable copy of the module in $mod with
+# -mod=mod, so go may update the copy's go.mod and go.sum as the build needs
+# (the training operator's module pins versions older than its go.mod asks
+# for). The copy stays in $mod for the caller to take CRDs from;
+# finish_module then puts the binary in place, after its CRDs.
+build_module() {
+  local bin=$1 module=$2 version=$3 pkg=$4 src
+  src=$(go mod download -json "$module@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$src" ] || { log "go mod download $module@$version gave no directory"; exit 1; }
+  mod="$work/$bin"
+  rm -rf "$mod" && mkdir -p "$mod" && cp -r "$src/." "$mod" && chmod -R u+w "$mod"
+  (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$out/$bin.tmp" "$pkg")
+}
+# finish_module BIN: removes the copy and puts the binary in place.
+finish_module() {
+  rm -rf "$mod"
+  mv "$out/$1.tmp" "$out/$1"
+}
+
 # The Kubeflow training operator (v1), for the PyTorchJob tests and the demo.
-# Its module pins versions older than its own go.mod asks for, so it builds
-# from a writable copy with -mod=mod. Its CRDs are copied beside it.
+# Its CRDs are copied beside it.
 if need training-operator; then
   log "building the training operator $TRAINING_OPERATOR_VERSION (several minutes on a cold cache)"
-  go mod download -json "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION" >/dev/null
-  src="$(go env GOMODCACHE)/github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION"
-  mod="$work/training-operator"
-  rm -rf "$mod" && mkdir -p "$mod" && cp -r "$src/." "$mod" && chmod -R u+w "$mod"
-  (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$out/training-operator.tmp" ./cmd/training-operator.v1)
+  build_module training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" ./cmd/training-operator.v1
   mkdir -p "$out/crds/training-operator"
   cp "$mod"/manifests/base/crds/kubeflow.org_*.yaml "$out/crds/training-operator/"
-  rm -rf "$mod"
-  mv "$out/training-operator.tmp" "$out/training-operator"
+  finish_module training-operator
+fi
+
+# The operators below are not in the default set: the e2e framework builds
+# each the first time a test needs it (e2e/framework/operators.go).
+
+# JobSet's controller (sigs.k8s.io/jobset), for JobSets; its CRD beside it.
+if need jobset-controller; then
+  log "building the JobSet controller $JOBSET_VERSION (a few minutes on a cold cache)"
+  build_module jobset-controller sigs.k8s.io/jobset "$JOBSET_VERSION" .
+  mkdir -p "$out/crds/jobset"
+  cp "$mod"/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml "$out/crds/jobset/"
+  finish_module jobset-controller
+fi
+
+# The Kubeflow MPI operator (v2), for MPIJobs of kubeflow.org/v2beta1; its
+# CRD beside it.
+if need mpi-operator; then
+  log "building the MPI operator $MPI_OPERATOR_VERSION (a few minutes on a cold cache)"
+  build_module mpi-operator github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION" ./cmd/mpi-operator
+  mkdir -p "$out/crds/mpi-operator"
+  cp "$mod"/manifests/base/kubeflow.org_mpijobs.yaml "$out/crds/mpi-operator/"
+  finish_module mpi-operator
+fi
+
+# KubeRay's operator, for RayJobs, RayClusters and RayServices; their CRDs
+# (and RayCronJob's) beside it.
+if need ray-operator; then
+  log "building the KubeRay operator $KUBERAY_VERSION (a few minutes on a cold cache)"
+  build_module ray-operator github.com/ray-project/kuberay/ray-operator "$KUBERAY_VERSION" .
+  mkdir -p "$out/crds/ray-operator"
+  cp "$mod"/config/crd/bases/ray.io_*.yaml "$out/crds/ray-operator/"
+  finish_module ray-operator
 fi
 log "ready in $out ($((SECONDS - started))s)"
