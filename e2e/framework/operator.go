@@ -3,8 +3,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"time"
 )
 
 // trainingOperatorScript installs and runs the training operator.
@@ -18,11 +16,9 @@ func (c *Cluster) InstallPyTorchJobCRD(ctx context.Context) error {
 
 // TrainingOperator is the Kubeflow training operator of the toolchain,
 // run on the host against the cluster for PyTorchJobs, as the scheduler
-// and the controller manager are.
-type TrainingOperator struct {
-	Process
-	ProbePort int
-}
+// and the controller manager are. It is ready when its /readyz answers
+// (its certificates are written and its controllers started).
+type TrainingOperator = Operator
 
 // NewTrainingOperator picks free ports for an operator of cluster c that
 // logs to dir/training-operator.log.
@@ -31,17 +27,8 @@ func NewTrainingOperator(c *Cluster, dir string) (*TrainingOperator, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{filepath.Join(c.Env.Root, "e2e", "cluster", trainingOperatorScript), "run", c.Kubeconfig,
-		fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprint(ports[2])}
-	return &TrainingOperator{
-		Process: Process{Name: "the training operator", Path: "bash", Args: func() []string { return args },
-			Env: []string{"TOOLS=" + c.Env.Tools}, Log: filepath.Join(dir, "training-operator.log")},
-		ProbePort: ports[0],
-	}, nil
-}
-
-// WaitReady polls the operator's /readyz (its certificates are written and
-// its controllers started) until it answers 200.
-func (o *TrainingOperator) WaitReady(ctx context.Context, timeout time.Duration) error {
-	return o.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", o.ProbePort), timeout)
+	o := newOperator(c, dir, "the training operator", "training-operator", trainingOperatorScript,
+		fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprint(ports[2]))
+	o.ProbePort = ports[0]
+	return o, nil
 }
