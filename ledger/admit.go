@@ -125,7 +125,7 @@ func (l *Ledger) decide() []write {
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
 	clear(l.reserved)
 	snap.Yield = l.yieldLocked()
-	var inadmissible []*entry
+	var never []*entry
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict, pos int) {
 		e := w.Tag.(*entry)
 		if !e.queued {
@@ -140,14 +140,14 @@ func (l *Ledger) decide() []write {
 		e.lastCode = v.Code
 		if v.Kind == queues.Never {
 			l.event(w, corev1.EventTypeWarning, ReasonInadmissible, "%s", v.Message)
-			inadmissible = append(inadmissible, e)
+			never = append(never, e)
 			return
 		}
 		l.event(w, corev1.EventTypeNormal, ReasonPending, "%s", v.Message)
 	})
-	for _, e := range inadmissible {
+	for _, e := range never {
 		l.untree(e)
-		e.state = queues.StateInadmissible
+		e.phase = inadmissible
 		if e.labelState != string(queues.StateInadmissible) {
 			l.labelQueue.Add(e.w.UID)
 		}
@@ -156,7 +156,7 @@ func (l *Ledger) decide() []write {
 	for _, d := range decided.Admissions {
 		e := l.jobs[d.Workload.UID]
 		l.untree(e)
-		e.assumed = true
+		e.phase = assumed
 		e.lastCode = ""
 		l.chargeLocked(e, d.Workload.Queue, d.Assignment.Usage)
 		out = append(out, write{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity,
@@ -177,7 +177,7 @@ func (l *Ledger) decide() []write {
 func (l *Ledger) admittedLocked() map[string][]*queues.Admitted {
 	out := map[string][]*queues.Admitted{}
 	for e := range l.holding {
-		if e.charged == nil || e.assumed || e.evicting || e.state != queues.StateAdmitted {
+		if e.charged == nil || e.phase != admitted {
 			continue
 		}
 		out[e.chargedQueue] = append(out[e.chargedQueue], &queues.Admitted{W: e.w, Usage: e.charged, AdmittedAt: e.admittedAt})
@@ -193,7 +193,7 @@ func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
 	}
 	out := map[*queues.Workload]*queues.Workload{}
 	for v, p := range l.yielding {
-		if l.jobs[v.w.UID] != v || l.jobs[p.w.UID] != p || p.state != queues.StatePending || v.state == queues.StateFinished {
+		if l.jobs[v.w.UID] != v || l.jobs[p.w.UID] != p || p.phase.label() != queues.StatePending || v.phase == finished {
 			delete(l.yielding, v)
 			continue
 		}
@@ -211,23 +211,22 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	pe := l.jobs[p.Preemptor.UID]
 	l.untree(pe)
 	pe.lastCode = ""
-	pe.waitingFor = map[types.UID]bool{}
 	// The preemptor's claim on the room its victims leave counts until it
 	// is tried again, so nothing else is decided on that room. What the
 	// claim covers of the victims' quota moves to it, as in the pass.
 	l.addUsageLocked(pe.w.Queue, p.Assignment.Usage)
-	pe.claim = p.Assignment.Usage
+	pe.claim = &claim{victims: make(map[types.UID]bool, len(p.Victims)), usage: p.Assignment.Usage}
 	l.event(p.Preemptor, corev1.EventTypeNormal, ReasonPreempting, "%s", p.Message())
 	writes := make([]write, 0, len(p.Victims))
 	for i, v := range p.Victims {
 		ve := l.jobs[v.W.UID]
-		ve.evicting = true
+		ve.phase = evicting
 		ve.evictedAt = l.opts.Clock.Now()
 		moved := p.Moved[i]
 		ve.charged = ve.charged.Clone()
 		ve.charged.Sub(moved)
 		l.subUsageLocked(ve.chargedQueue, moved)
-		pe.waitingFor[v.W.UID] = true
+		pe.claim.victims[v.W.UID] = true
 		l.waitingOn[v.W.UID] = pe
 		l.yielding[ve] = pe
 		writes = append(writes, write{e: ve, w: ve.w, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend})
@@ -282,7 +281,9 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 	}
 	if err != nil {
 		l.mu.Lock()
-		w.e.evicting = false
+		if w.e.phase == evicting {
+			w.e.phase = admitted
+		}
 		if w.e.charged != nil {
 			// It runs on: its quota counts in full again.
 			w.e.charged.Add(w.moved)
@@ -335,16 +336,16 @@ func (l *Ledger) rollback(adm write, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := adm.e
-	if !e.assumed {
+	if e.phase != assumed {
 		return
 	}
-	e.assumed = false
+	e.phase = pending
 	l.releaseLocked(e, false)
 	// After a conflict the Job waits out of its queue until the informer
 	// brings its newer version (onJob queues it again): decided on the
 	// version the write saw, it would only conflict again, one wasted
 	// write per pass.
-	if l.jobs[adm.w.UID] == e && e.state == queues.StatePending && (!apierrors.IsConflict(err) || e.rv != adm.rv) {
+	if l.jobs[adm.w.UID] == e && (!apierrors.IsConflict(err) || e.rv != adm.rv) {
 		l.entree(e)
 	}
 	if errors.Is(err, ErrNotLeader) {

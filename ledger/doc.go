@@ -6,24 +6,59 @@
 // managed namespaces (annotated, or named by a LocalQueue of the config), and loads the config ConfigMap. Status rebuilds the same
 // books from a list of Jobs, for `tally status`.
 //
-// # State machine of a Job
+// # State machine of a workload
 //
-//		pending ──pass decides──▶ assumed ──write lands──▶ admitted ──Complete/Failed or deleted──▶ released
-//		   ▲                        │ write fails: roll back           │
-//		   └────────────────────────┘◀─────────── suspended again ─────┘
+// Each workload the ledger knows has an entry whose phase (machine.go) is
+// one of:
 //
-//	  - pending: suspended, queued in its ClusterQueue's pending tree.
+//		               ┌───────── write fails ─────────┐
+//		               ▼                               │
+//		 created ──▶ pending ──── pass: fits ────▶ assumed ── seen un-suspended ──▶ admitted
+//		             │ ▲ ▲ ▲                                                         │   ▲
+//		             │ │ │ └── pods gone ── evicting ◀── preempted, or suspended ────┘   │
+//		             │ │ │                     │         by its owner                    │
+//		             │ │ │                     └────── preemption write fails ───────────┘
+//		             │ │ └── victims gone ── pending with a claim ◀── pass: preempts
+//		             │ └────── config changes ─────┐
+//		             └── pass: never fits ──▶ inadmissible
+//
+//		 unrecorded ── pass ──▶ capturing ── write lands ─┬─ fits ──▶ unrecorded, captured ── seen ──▶ admitted
+//		      ▲                    │                      └─ does not fit ──▶ pending
+//		      └─── write fails ────┘
+//
+//		 any ── seen Complete/Failed ──▶ finished          any ── deleted ──▶ forgotten (a ghost while its pods last)
+//
+//	  - pending: suspended, queued in its ClusterQueue's pending tree. It
+//	    waits out of the tree after a conflicting admission write (until
+//	    its next version) and, as a preemptor, while it has a claim: the
+//	    quota it preempts for counts in its queue until its victims are gone,
+//	    and it is tried first in the pass after.
 //	  - assumed: chosen by a pass; its quota is charged before the API write,
 //	    so the next pass cannot spend it twice. A failed write rolls it back.
 //	  - admitted: the informer shows it un-suspended; its quota is charged
 //	    from its tally.dev/flavors annotation.
-//	  - released: finished or deleted, and the last of its pods (those
-//	    labelled tally.dev/workload with its UID by its admission) has
-//	    terminated or is gone; the quota is returned. Until then it holds
-//	    it: a finished workload's workers may still run, and a deleted
-//	    workload lives on as a ghost (pods.go).
+//	  - evicting: suspended (preempted by a pass, or by its owner) while its
+//	    status or its counted pods show pods that may still run; it keeps its quota until they are gone (and, for
+//	    a preemption its controller shows no sign of having seen, for
+//	    suspendGrace), then pending again.
 //	  - inadmissible: cannot fit under the config in force; set aside until
-//	    the config changes.
+//	    the config (or its shape) changes.
+//	  - finished: complete or failed; its quota is returned once the last
+//	    of its pods (those its admission labelled tally.dev/workload with
+//	    its UID) has terminated or is gone: a finished workload's workers
+//	    may still run.
+//	  - unrecorded, capturing: late capture (late.go) of a workload running
+//	    without tally's record: the next pass decides it, one write records
+//	    it admitted or suspends it.
+//
+// The reaction to an informer view is a pure function, react: (entry,
+// observed view) → (new entry, effects), the effects a closed set
+// (joinTree, leaveTree, charge, release, relabel, freed, recheck, arrive)
+// that Ledger.apply carries out. A change in the count of a workload's
+// live pods folds its last view again with the new count (pods.go). A
+// deleted workload whose pods still run is kept as a ghost that holds its
+// quota until they are gone. Status folds each Job through react too,
+// from the entry its state label and flavors annotation describe.
 //
 // testdata/scenarios/*.txt drive the ledger through these states step by
 // step (what the informers show, what the writes do) and

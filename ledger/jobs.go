@@ -23,36 +23,28 @@ type entry struct {
 	// w.PodSets order, and suspend that of the suspend field.
 	paths   [][]string
 	suspend []string
-	// state is the ledger's view: pending (in a tree, or assumed),
-	// admitted, inadmissible or finished.
-	state   queues.State
-	assumed bool
+	// phase is where it is in the state machine; inTree says whether it
+	// is in its queue's pending tree.
+	phase  phase
+	inTree bool
+	// claim, for a preemptor, is what it waits for: it rejoins its queue
+	// when its last victim is gone.
+	claim *claim
+	// captured: tally recorded this Job late, as it ran unrecorded.
+	captured bool
 	// charged is the usage this Job holds in chargedQueue.
 	charged      queues.Usage
 	chargedQueue string
 
 	labelState   string // the tally.dev/state label on the object
-	flavors      string // the tally.dev/flavors annotation
 	userAffinity string // the tally.dev/user-affinity annotation
 	prio         priorityRef
 	admittedAt   time.Time
-	inTree       bool
-	// evicting: preempted (or suspended by its owner) while its pods still
-	// run; it keeps its quota until they are gone.
-	evicting bool
 	// evictedAt is when tally decided to preempt it.
 	evictedAt time.Time
-	// running: its status shows pods, or a start its controller has not
-	// marked stopped.
-	running bool
-	// waitingFor holds, for a preemptor, the victims whose quota it waits
-	// for; it rejoins its queue when the last one is free.
-	waitingFor map[types.UID]bool
-	// claim, for a preemptor, is the quota it preempts for, counted in
-	// its queue until its victims are gone.
-	claim queues.Usage
-	// captured: tally recorded this Job late, as it ran unrecorded.
-	captured bool
+	// seen is its last view, folded again when its count of live pods
+	// changes.
+	seen observed
 	// restore: a stopped victim still carries the node affinity of the
 	// flavor it ran in; it gets its candidate affinity back.
 	restore  bool
@@ -77,105 +69,40 @@ func (l *Ledger) onJob(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	meta := o.Meta
-	if meta.Labels[queues.LabelState] == "" {
+	uid := o.Meta.UID
+	if o.Meta.Labels[queues.LabelState] == "" {
 		l.noteUnrecordedLocked(o)
 		return
 	}
-	delete(l.late, meta.UID)
-	e := l.jobs[meta.UID]
+	delete(l.late, uid)
+	e := l.jobs[uid]
 	if e == nil {
-		e = &entry{state: queues.StatePending}
-		l.jobs[meta.UID] = e
+		e = &entry{phase: pending}
+		l.jobs[uid] = e
 	}
-	e.note(o)
-	if t, err := time.Parse(time.RFC3339, meta.Annotations[queues.AnnotationAdmittedAt]); err == nil {
-		e.admittedAt = t
-	}
-	w := o.Workload(meta.Labels[queues.LabelQueue], l.priorityOf(e.prio))
-	w.Tag = e
+	next := *e
+	next.note(o)
+	l.foldLocked(e, next, l.observeLocked(o, e, next.prio))
+}
 
-	switch {
-	case o.Finished:
-		l.untree(e)
-		e.w = w
-		e.state = queues.StateFinished
-		e.evicting = false
-		// Its quota is free once its pods are gone; a victim may finish
-		// before its preemption takes effect: its preemptor then waits
-		// no more.
-		l.settleFinishedLocked(e)
-		if e.labelState != string(queues.StateFinished) {
-			l.labelQueue.Add(meta.UID)
-		}
-	case !o.Suspended && e.evicting:
-		// A view from before the preemption write: it changes nothing.
-		e.w = w
-	case !o.Suspended:
-		l.untree(e)
-		e.w = w
-		e.assumed = false
-		e.evicting = false
-		e.state = queues.StateAdmitted
-		if u := UsageOf(l.cfg, w, e.flavors); e.charged == nil || !sameUsage(u, e.charged) || e.chargedQueue != w.Queue {
-			l.releaseLocked(e, false)
-			l.chargeLocked(e, w.Queue, u)
-		}
-	case e.assumed:
-		// Our admission write is in flight; its outcome decides.
-		e.w = w
-	case e.waitingFor != nil:
-		// A preemptor waits out of its queue for its victims.
-		e.w = w
-	default:
-		// Known now, written once the quota is free (the label worker
-		// is woken then).
-		e.restore = l.restoreDueLocked(o, w)
-		holds := l.holdsPods(e, meta.UID)
-		if e.charged == nil && e.flavors != "" && holds {
-			// Admitted before, suspended, and its pods still run, first
-			// seen so after a restart: it holds its quota until they are
-			// gone.
-			e.w = w
-			l.settleStoppedLocked(e)
-			return
-		}
-		if e.charged != nil {
-			// Suspended again (preempted, or by its owner): the quota
-			// comes back once the pods are gone, and the workload queues
-			// again.
-			e.w = w
-			if holds {
-				e.evicting = true
-				return
-			}
-			if wait := l.suspensionUnseen(o, e); wait > 0 {
-				// The kind's controller may not have seen the admission
-				// yet, and may still start pods: look again later.
-				e.evicting = true
-				uid := meta.UID
-				time.AfterFunc(wait, func() { l.recheckVictim(uid, w) })
-				return
-			}
-			e.evicting = false
-			e.evictedAt = time.Time{}
-			l.releaseLocked(e, false)
-			l.labelQueue.Add(meta.UID)
-			l.victimFreedLocked(meta.UID)
-		}
-		if e.restore {
-			l.labelQueue.Add(meta.UID)
-		}
-		if e.state == queues.StateInadmissible && e.w != nil && sameShape(e.w, w) {
-			e.w = w
-			return
-		}
-		l.untree(e)
-		e.w = w
-		e.state = queues.StatePending
-		l.entree(e)
-		l.pokeArrival()
+// foldLocked folds view o into e (as next, with what changed besides the
+// view already noted), keeps o for the folds of e's pod counts, and puts
+// the result in force.
+func (l *Ledger) foldLocked(e *entry, next entry, o observed) {
+	next, fx := react(next, o, l.opts.Clock.Now(), l.fx)
+	next.seen = o
+	l.apply(e, next, fx)
+}
+
+// observeLocked reads o, whose entry is e, under the config in force.
+func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) observed {
+	w := o.Workload(o.Meta.Labels[queues.LabelQueue], l.priorityOf(prio))
+	w.Tag = e
+	v := observe(l.cfg, o, w, l.livePods[o.Meta.UID])
+	if o.Suspended && !o.Finished {
+		v.restore = l.restoreDueLocked(o, w)
 	}
+	return v
 }
 
 // note copies into e what the ledger keeps of o besides its Workload.
@@ -183,7 +110,6 @@ func (e *entry) note(o *kinds.Object) {
 	meta := o.Meta
 	e.rv = meta.ResourceVersion
 	e.labelState = meta.Labels[queues.LabelState]
-	e.flavors = meta.Annotations[queues.AnnotationFlavors]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
 	class, value := o.Priority()
 	e.prio = priorityRef{
@@ -193,7 +119,6 @@ func (e *entry) note(o *kinds.Object) {
 	}
 	e.suspend = o.Kind.SuspendPath()
 	e.paths = o.TemplatePaths()
-	e.running = o.Active > 0 || (o.Started && o.StoppedSince.IsZero())
 }
 
 func (l *Ledger) onJobDelete(obj any) {
@@ -213,38 +138,20 @@ func (l *Ledger) onJobDelete(obj any) {
 	delete(l.late, uid)
 	if e.charged != nil && l.livePods[uid] > 0 {
 		// Its pods outlive it: its quota, and its preemptor's wait,
-		// last until they are gone.
-		e.evicting = true
-		e.state = queues.StateFinished
+		// last until they are gone (pods.go).
+		e.phase = finished
 		l.ghosts[uid] = e
 	} else {
 		l.releaseLocked(e, false)
 		l.victimFreedLocked(uid)
 	}
-	for v := range e.waitingFor {
-		delete(l.waitingOn, v)
+	if e.claim != nil {
+		for v := range e.claim.victims {
+			delete(l.waitingOn, v)
+		}
 	}
 	l.releaseClaimLocked(e)
 	l.poke()
-}
-
-// suspendGrace is how long after an eviction a Job that the job
-// controller has shown no sign of stopping still counts: it may not have
-// seen the admission before the eviction, and then still start pods.
-const suspendGrace = 3 * time.Second
-
-// suspensionUnseen says how much longer to wait before trusting that an
-// evicted workload without pods stays without them: none once its
-// controller has marked it stopped since the eviction (conditions have
-// one-second resolution), or once suspendGrace has passed.
-func (l *Ledger) suspensionUnseen(o *kinds.Object, e *entry) time.Duration {
-	if e.evictedAt.IsZero() {
-		return 0
-	}
-	if !o.StoppedSince.IsZero() && !o.StoppedSince.Before(e.evictedAt.Truncate(time.Second)) {
-		return 0
-	}
-	return suspendGrace - l.opts.Clock.Since(e.evictedAt)
 }
 
 // recheckVictim frees an evicted Job held back by suspensionUnseen, if
@@ -253,31 +160,11 @@ func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.jobs[uid]
-	if e == nil || e.w != w || !e.evicting || e.charged == nil || l.holdsPods(e, uid) {
+	if e == nil || e.w != w {
 		return
 	}
-	l.freeVictimLocked(e)
-}
-
-// holdsPods says whether the status of e (workload uid; e.w may not be
-// set yet) or its counted pods show pods that still run.
-func (l *Ledger) holdsPods(e *entry, uid types.UID) bool {
-	return e.running || l.livePods[uid] > 0
-}
-
-// freeVictimLocked gives back the quota of an evicted workload whose pods
-// are gone, and queues it again.
-func (l *Ledger) freeVictimLocked(e *entry) {
-	uid := e.w.UID
-	e.evicting = false
-	e.evictedAt = time.Time{}
-	l.releaseLocked(e, false)
-	l.labelQueue.Add(uid)
-	l.victimFreedLocked(uid)
-	l.untree(e)
-	e.state = queues.StatePending
-	l.entree(e)
-	l.poke()
+	next, fx := recheckFold(*e, l.fx)
+	l.apply(e, next, fx)
 }
 
 // restoreDueLocked says whether a suspended workload that was admitted
@@ -347,13 +234,14 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 		return
 	}
 	delete(l.waitingOn, victim)
-	delete(p.waitingFor, victim)
-	if len(p.waitingFor) > 0 {
-		return
+	if p.claim != nil {
+		delete(p.claim.victims, victim)
+		if len(p.claim.victims) > 0 {
+			return
+		}
 	}
-	p.waitingFor = nil
 	l.releaseClaimLocked(p)
-	if l.jobs[p.w.UID] == p && p.state == queues.StatePending && !p.assumed {
+	if l.jobs[p.w.UID] == p && p.phase == pending {
 		l.entree(p)
 		l.reserved[p] = true
 	}
@@ -362,10 +250,10 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 
 // releaseClaimLocked gives back a preemptor's claim.
 func (l *Ledger) releaseClaimLocked(p *entry) {
-	if p.claim != nil {
-		l.subUsageLocked(p.w.Queue, p.claim)
-		p.claim = nil
+	if p.claim != nil && p.claim.usage != nil {
+		l.subUsageLocked(p.w.Queue, p.claim.usage)
 	}
+	p.claim = nil
 }
 
 // entree puts a pending entry into its queue's tree.
@@ -505,13 +393,13 @@ func (l *Ledger) rebuildPendingLocked() {
 	l.pending = map[string]*btree.BTreeG[*entry]{}
 	for _, e := range l.jobs {
 		e.inTree = false
-		if e.assumed || e.waitingFor != nil || e.evicting || (e.state != queues.StatePending && e.state != queues.StateInadmissible) {
+		if e.claim != nil || (e.phase != pending && e.phase != inadmissible) {
 			continue
 		}
 		w := *e.w
 		w.Priority = l.priorityOf(e.prio)
 		e.w = &w
-		e.state = queues.StatePending
+		e.phase = pending
 		l.entree(e)
 	}
 	l.poke()

@@ -71,7 +71,7 @@ func (l *Ledger) relabelLocked() {
 // before, since each carries its ClusterQueue in its own label.
 func (l *Ledger) unboundLocked(ns, queue string) {
 	for _, e := range l.jobs {
-		if e.w == nil || e.w.Namespace != ns || (e.state != queues.StatePending && e.state != queues.StateInadmissible) {
+		if e.w == nil || e.w.Namespace != ns || (e.phase.label() != queues.StatePending && e.phase.label() != queues.StateInadmissible) {
 			continue
 		}
 		l.event(e.w, corev1.EventTypeWarning, ReasonNamespaceUnbound,
@@ -176,14 +176,14 @@ func (l *Ledger) runLabelWorker(ctx context.Context) {
 func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
 	l.mu.Lock()
 	e := l.jobs[uid]
-	if e == nil || e.assumed || e.w == nil {
+	if e == nil || e.phase.writing() || e.w == nil {
 		l.mu.Unlock()
 		return nil
 	}
-	want, have := string(e.state), e.labelState
+	want, have := string(e.phase.label()), e.labelState
 	job := kinds.Ref(e.w)
 	var restore []byte
-	if e.restore && e.state == queues.StatePending {
+	if e.restore && e.phase == pending {
 		restore = l.restorePatchLocked(e)
 	}
 	l.mu.Unlock()

@@ -50,10 +50,10 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	}
 	e := l.jobs[meta.UID]
 	if e == nil {
-		e = &entry{}
+		e = &entry{phase: unrecorded}
 		l.jobs[meta.UID] = e
 	}
-	if e.assumed || e.captured {
+	if e.phase.writing() || e.captured {
 		return // its capture write is in flight, or made: a stale event
 	}
 	e.note(o)
@@ -120,7 +120,7 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 		} else {
 			wr.message = v.Message
 		}
-		e.assumed = true
+		e.phase = capturing
 		out = append(out, wr)
 	}
 	return out
@@ -129,11 +129,18 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 // capture makes the one write that records an unrecorded running Job:
 // admitted where it fits, else suspended and pending.
 func (l *Ledger) capture(ctx context.Context, w write) {
-	fits := w.message == ""
-	now := l.opts.Clock.Now()
+	patch, err := capturePatch(w, l.opts.Clock.Now())
+	if err == nil {
+		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerAdmission))
+	}
+	l.captured(w, err)
+}
+
+// capturePatch is the one write that records an unrecorded running Job.
+func capturePatch(w write, now time.Time) ([]byte, error) {
 	meta := map[string]any{"labels": map[string]any{queues.LabelQueue: w.w.Queue, queues.LabelState: string(queues.StatePending)}}
 	patch := kinds.MergePatch{"metadata": meta}
-	if fits {
+	if w.message == "" {
 		meta["labels"].(map[string]any)[queues.LabelState] = string(queues.StateAdmitted)
 		meta["annotations"] = map[string]any{
 			queues.AnnotationFlavors:    w.a.Annotation(w.w),
@@ -142,12 +149,17 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 	} else {
 		patch.Set(w.suspend, true)
 	}
-	b, err := json.Marshal(patch)
-	if err == nil {
-		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, b), client.FieldOwner(queues.FieldManagerAdmission))
-	}
+	return json.Marshal(patch)
+}
+
+// captured records the outcome of a capture write: the Job is captured
+// again in a later pass if it failed.
+func (l *Ledger) captured(w write, err error) {
+	fits := w.message == ""
 	l.mu.Lock()
-	w.e.assumed = false
+	if w.e.phase == capturing {
+		w.e.phase = unrecorded
+	}
 	if err != nil {
 		l.releaseLocked(w.e, false)
 		if l.jobs[w.w.UID] == w.e {
@@ -162,7 +174,7 @@ func (l *Ledger) capture(ctx context.Context, w write) {
 		// The suspended Job queues now, whether or not the informer has
 		// shown it yet (an event seen while the write was in flight was
 		// set aside).
-		w.e.state = queues.StatePending
+		w.e.phase = pending
 		l.entree(w.e)
 		l.poke()
 	}

@@ -79,6 +79,8 @@ type Ledger struct {
 	// deleted before the ledger started have been counted (adoptOrphans).
 	ghosts  map[types.UID]*entry
 	adopted bool
+	// fx is the effects of the fold in progress, kept for its array.
+	fx []effect
 	// lists are the pending lists of the last pass, kept for their arrays.
 	lists map[string][]*queues.Workload
 	// ctx is Start's, for work started from informer handlers.

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,9 +111,9 @@ func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
 	}
 }
 
-// podsChangedLocked settles workload uid once it has live pods again or
-// none left: a finished or stopped workload keeps its quota while it
-// has pods, and frees it when they are gone.
+// podsChangedLocked folds workload uid's last view again once it has
+// live pods again or none left: a finished or stopped workload keeps its
+// quota while it has pods, and frees it when they are gone.
 func (l *Ledger) podsChangedLocked(uid types.UID) {
 	if g := l.ghosts[uid]; g != nil {
 		if l.livePods[uid] == 0 {
@@ -128,56 +127,9 @@ func (l *Ledger) podsChangedLocked(uid types.UID) {
 	if e == nil || e.w == nil {
 		return
 	}
-	switch {
-	case e.state == queues.StateFinished:
-		l.settleFinishedLocked(e)
-	case e.evicting:
-		// A victim whose pods are going.
-		l.settleStoppedLocked(e)
-	case e.state == queues.StateAdmitted || e.assumed:
-	default:
-		// Suspended, seen first after a restart while its pods run.
-		l.settleStoppedLocked(e)
-	}
-}
-
-// settleFinishedLocked keeps a finished workload's quota while its pods
-// last (charging it, if it was not, after a restart), and releases it
-// when they are gone.
-func (l *Ledger) settleFinishedLocked(e *entry) {
-	if l.livePods[e.w.UID] > 0 {
-		if e.charged == nil && e.flavors != "" {
-			l.chargeLocked(e, e.w.Queue, UsageOf(l.cfg, e.w, e.flavors))
-		}
-		return
-	}
-	l.releaseLocked(e, true)
-	l.victimFreedLocked(e.w.UID)
-}
-
-// settleStoppedLocked is settleFinishedLocked for a suspended workload
-// that was admitted: it holds its quota, as a victim on its way out,
-// while its status or its pods say it runs; then it queues again.
-func (l *Ledger) settleStoppedLocked(e *entry) {
-	if e.flavors == "" {
-		return
-	}
-	if l.holdsPods(e, e.w.UID) {
-		if e.charged == nil {
-			l.chargeLocked(e, e.w.Queue, UsageOf(l.cfg, e.w, e.flavors))
-		}
-		e.evicting = true
-		return
-	}
-	if !e.evicting || e.charged == nil {
-		return
-	}
-	if wait := suspendGrace - l.opts.Clock.Since(e.evictedAt); !e.evictedAt.IsZero() && wait > 0 {
-		uid, w := e.w.UID, e.w
-		time.AfterFunc(wait, func() { l.recheckVictim(uid, w) })
-		return
-	}
-	l.freeVictimLocked(e)
+	o := e.seen
+	o.w, o.pods = e.w, l.livePods[uid]
+	l.foldLocked(e, *e, o)
 }
 
 // adoptOrphans charges, before the first pass, the pods that run for a
@@ -213,7 +165,7 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 		w := queues.NewWorkload(&p.ObjectMeta, "", "", []queues.PodTemplate{{Name: queues.MainPodSet, Count: 1, Spec: &p.Spec}}, q, 0)
 		g := l.ghosts[owner]
 		if g == nil {
-			g = &entry{w: w, state: queues.StateFinished, evicting: true}
+			g = &entry{w: w, phase: finished}
 			l.ghosts[owner] = g
 		}
 		sum := UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])

@@ -136,7 +136,7 @@ func unseen(e *entry, job *kinds.Object) bool {
 		return false
 	case e == nil:
 		return true
-	case e.assumed && job.Suspended:
+	case e.phase.writing() && job.Suspended:
 		return false
 	}
 	return e.rv != job.Meta.ResourceVersion
@@ -146,11 +146,11 @@ func unseen(e *entry, job *kinds.Object) bool {
 func missedKind(e *entry, job *kinds.Object) string {
 	switch {
 	case job.Finished:
-		if e == nil || e.state != queues.StateFinished {
+		if e == nil || e.phase != finished {
 			return missedFinish
 		}
 	case !job.Suspended:
-		if e == nil || e.state != queues.StateAdmitted {
+		if e == nil || e.phase.label() != queues.StateAdmitted {
 			return missedAdmission
 		}
 	}
@@ -225,8 +225,8 @@ func (l *Ledger) recountUsage() {
 		if e.charged != nil {
 			add(e.chargedQueue, e.charged)
 		}
-		if e.claim != nil {
-			add(e.w.Queue, e.claim)
+		if e.claim != nil && e.claim.usage != nil {
+			add(e.w.Queue, e.claim.usage)
 		}
 	}
 	drift := 0

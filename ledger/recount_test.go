@@ -200,11 +200,11 @@ func TestRecountRepairsMissedEvents(t *testing.T) {
 	checkUsage(t, l, cpuMem(3))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e := l.jobs[finishHidden.UID]; e.state != queues.StateFinished || e.charged != nil || e.rv != "3" {
-		t.Errorf("finishHidden: state %s, charged %v, version %s; want finished, uncharged, 3", e.state, e.charged, e.rv)
+	if e := l.jobs[finishHidden.UID]; e.phase != finished || e.charged != nil || e.rv != "3" {
+		t.Errorf("finishHidden: %s, charged %v, version %s; want finished, uncharged, 3", e.phase, e.charged, e.rv)
 	}
-	if e := l.jobs[admissionHidden.UID]; e.state != queues.StateAdmitted || e.inTree || e.rv != "2" {
-		t.Errorf("admissionHidden: state %s, queued %v, version %s; want admitted, not queued, 2", e.state, e.inTree, e.rv)
+	if e := l.jobs[admissionHidden.UID]; e.phase != admitted || e.inTree || e.rv != "2" {
+		t.Errorf("admissionHidden: %s, queued %v, version %s; want admitted, not queued, 2", e.phase, e.inTree, e.rv)
 	}
 	if e := l.jobs[deleteHidden.UID]; e != nil {
 		t.Errorf("deleteHidden still has an entry: %+v", e)
@@ -212,7 +212,7 @@ func TestRecountRepairsMissedEvents(t *testing.T) {
 	if e := l.jobs[updateHidden.UID]; e.rv != "2" || e.w.Total()[corev1.ResourceCPU] != 2000 || !e.inTree {
 		t.Errorf("updateHidden: version %s, cpu %v, queued %v; want 2, 2000m, queued", e.rv, e.w.Total()[corev1.ResourceCPU], e.inTree)
 	}
-	if e := l.jobs[neverSeen.UID]; e == nil || !e.inTree || e.state != queues.StatePending {
+	if e := l.jobs[neverSeen.UID]; e == nil || !e.inTree || e.phase != pending {
 		t.Errorf("neverSeen: entry %+v, want pending in its queue", e)
 	}
 	if e := l.jobs[unrecorded.UID]; e != nil {
@@ -280,12 +280,12 @@ func TestRecountConfirmsOnlySettledDifferences(t *testing.T) {
 	checkUsage(t, l, cpuMem(3))
 	l.mu.Lock()
 	for name, uid := range map[string]types.UID{"moving": moving.UID, "racing": racing.UID} {
-		if e := l.jobs[uid]; e.state != queues.StateAdmitted || e.rv != "3" {
-			t.Errorf("%s: state %s, version %s; want admitted, 3", name, e.state, e.rv)
+		if e := l.jobs[uid]; e.phase != admitted || e.rv != "3" {
+			t.Errorf("%s: %s, version %s; want admitted, 3", name, e.phase, e.rv)
 		}
 	}
-	if e := l.jobs[writing.UID]; !e.assumed || e.rv != "1" {
-		t.Errorf("writing: assumed %v, version %s; want its write still in flight on version 1", e.assumed, e.rv)
+	if e := l.jobs[writing.UID]; e.phase != assumed || e.rv != "1" {
+		t.Errorf("writing: %s, version %s; want assumed (its write still in flight) on version 1", e.phase, e.rv)
 	}
 	l.mu.Unlock()
 }

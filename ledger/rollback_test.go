@@ -50,8 +50,8 @@ func TestRollbackAfterConflict(t *testing.T) {
 			}
 			l.rollback(writes[0], tc.err)
 
-			if e.assumed || e.charged != nil {
-				t.Errorf("after the rollback: assumed %v, charged %v", e.assumed, e.charged)
+			if e.phase != pending || e.charged != nil {
+				t.Errorf("after the rollback: %s, charged %v; want pending, uncharged", e.phase, e.charged)
 			}
 			for fr, q := range l.usage["cq-0"] {
 				if q != 0 {

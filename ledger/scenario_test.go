@@ -42,12 +42,14 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //
 // Commands (the workloads are in namespace ns, which queues to q or r):
 //
-//	create NAME [pytorch] [cpu=N] [workers=N] [queue=Q] [prio=N]
+//	create NAME [pytorch] [unrecorded] [cpu=N] [workers=N] [queue=Q] [prio=N]
 //	                    a new suspended pending workload (a Job, or a
-//	                    PyTorchJob of one master and N workers); cpu per pod
+//	                    PyTorchJob of one master and N workers); cpu per pod;
+//	                    unrecorded: one that runs without tally's record
 //	pass                an admission pass: the writes it decides
-//	landed NAME         the informer shows NAME's decided write applied
-//	                    (its merge patch, applied to the object)
+//	landed NAME         the informer shows NAME's decided write (admission,
+//	                    preemption or capture) applied: its merge patch,
+//	                    applied to the object
 //	conflict NAME       NAME's decided admission write failed: Conflict
 //	running NAME        its pods run (status: active, startTime)
 //	stopped NAME        its controller stopped it (no pods; Suspended)
@@ -59,6 +61,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	restart [pods-first] a new ledger is given every object and pod the
 //	                    informers hold (pods first: before the workloads)
 //	priority NAME N     its pod template's priority becomes N
+//	suspend NAME        its owner suspends it (its pods still run)
+//	quota N             a config with N cpu of nominal quota in q is loaded
+//
+// Namespace ns is bound to q by its annotation.
 const scenarioConfig = `
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
@@ -75,7 +81,7 @@ spec:
   - coveredResources: [cpu]
     flavors:
     - name: default
-      resources: [{name: cpu, nominalQuota: 4}]
+      resources: [{name: cpu, nominalQuota: %d}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
@@ -135,13 +141,9 @@ type scenario struct {
 }
 
 func runScenario(t *testing.T, script string) string {
-	cfg, _, errs := queues.Parse([]byte(scenarioConfig))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
 	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}, pods: map[string]int{}}
-	s.newLedger(cfg)
+	s.newLedger(s.config(4))
 	sc := bufio.NewScanner(strings.NewReader(script))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -163,7 +165,7 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock})
 	s.l.cfg = cfg
 	s.l.synced = true
-	s.l.namespaces["ns"] = &nsInfo{}
+	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
 }
 
 // setPods makes n of name's pods run; those beyond n succeed.
@@ -208,18 +210,19 @@ func (s *scenario) step(f []string) {
 		delete(s.writes, name)
 		var patch []byte
 		var err error
-		if w.preemptor != nil {
+		switch {
+		case w.preemptor != nil:
 			patch, err = evictionPatch(w)
-		} else {
+			s.l.evicted(w)
+		case w.late:
+			patch, err = capturePatch(w, s.clock.Now())
+			s.l.captured(w, nil)
+		default:
 			patch, err = s.l.admissionPatch(w, s.clock.Now())
+			s.l.admitted(w, s.clock.Now())
 		}
 		if err != nil {
 			s.t.Fatal(err)
-		}
-		if w.preemptor != nil {
-			s.l.evicted(w)
-		} else {
-			s.l.admitted(w, s.clock.Now())
 		}
 		s.update(name, func(m map[string]any) {
 			mergePatch(m, patch, s.t)
@@ -264,6 +267,13 @@ func (s *scenario) step(f []string) {
 				_ = unstructured.SetNestedField(m, int64(n), kinds.Join(ps.Path, "spec", "priority")...)
 			}
 		})
+	case "suspend":
+		s.update(name, func(m map[string]any) {
+			_ = unstructured.SetNestedField(m, true, s.read(name).Kind.SuspendPath()...)
+		})
+	case "quota":
+		n, _ := strconv.Atoi(name)
+		s.l.reconfigure(s.config(n))
 	case "delete":
 		s.l.onJobDelete(s.objects[name])
 		delete(s.objects, name)
@@ -300,10 +310,14 @@ func (s *scenario) step(f []string) {
 // create makes a suspended pending workload as the webhook leaves it.
 func (s *scenario) create(name string, args []string) {
 	opts := map[string]string{"cpu": "1", "workers": "1", "queue": "q", "prio": "0"}
-	pytorch := false
+	pytorch, unrecorded := false, false
 	for _, a := range args {
-		if a == "pytorch" {
+		switch a {
+		case "pytorch":
 			pytorch = true
+			continue
+		case "unrecorded":
+			unrecorded = true
 			continue
 		}
 		k, v, _ := strings.Cut(a, "=")
@@ -330,8 +344,24 @@ func (s *scenario) create(name string, args []string) {
 		m["apiVersion"], m["kind"] = "batch/v1", "Job"
 		m["spec"] = map[string]any{"suspend": true, "template": tpl}
 	}
+	if unrecorded {
+		meta["labels"] = map[string]any{queues.LabelQueue: opts["queue"]}
+		delete(meta, "annotations")
+		o, _ := kinds.Of(s.fromMap(m))
+		_ = unstructured.SetNestedField(m, false, o.Kind.SuspendPath()...)
+		setStatus(m, o, map[string]any{"startTime": s.clock.Now().Format(time.RFC3339)}, o.PodCount(), "")
+	}
 	s.objects[name] = s.fromMap(m)
 	s.l.onJob(s.objects[name])
+}
+
+// config is the scenarios' config, with n cpu of nominal quota in q.
+func (s *scenario) config(n int) *queues.Config {
+	cfg, _, errs := queues.Parse([]byte(fmt.Sprintf(scenarioConfig, n)))
+	if len(errs) > 0 {
+		s.t.Fatal(errs)
+	}
+	return cfg
 }
 
 // update changes NAME's object as a map, bumps its resourceVersion and
@@ -407,19 +437,19 @@ func (s *scenario) report() {
 		if e.w == nil {
 			continue
 		}
-		line := fmt.Sprintf("  %s: %s", e.w.Name, e.state)
-		if e.assumed {
-			line += " assumed"
+		line := fmt.Sprintf("  %s: %s", e.w.Name, cmpOr(string(e.phase.label()), e.phase.String()))
+		if e.phase == assumed || e.phase == evicting {
+			line += " " + e.phase.String()
 		}
-		if e.evicting {
-			line += " evicting"
+		if e.captured {
+			line += " captured"
 		}
 		if e.inTree {
 			line += " queued"
 		}
-		if len(e.waitingFor) > 0 {
+		if e.claim != nil && len(e.claim.victims) > 0 {
 			var names []string
-			for uid := range e.waitingFor {
+			for uid := range e.claim.victims {
 				names = append(names, strings.TrimPrefix(string(uid), "uid-"))
 			}
 			sort.Strings(names)
@@ -428,8 +458,8 @@ func (s *scenario) report() {
 		if e.charged != nil {
 			line += " charged: " + cmpOr(describeUsage(e.charged), "-")
 		}
-		if e.claim != nil {
-			line += " claim: " + describeUsage(e.claim)
+		if e.claim != nil && e.claim.usage != nil {
+			line += " claim: " + describeUsage(e.claim.usage)
 		}
 		if n := s.l.livePods[e.w.UID]; n > 0 {
 			line += fmt.Sprintf(" pods=%d", n)

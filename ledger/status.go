@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
@@ -30,10 +31,12 @@ type QueueStatus struct {
 	FairSharing bool
 }
 
-// Status rebuilds every ClusterQueue's books from a list of Jobs, the way
-// the ledger folds them in: a finished Job counts nowhere, an un-suspended
-// one is admitted and holds what its tally.dev/flavors annotation says,
-// and a suspended one waits (or can never fit, by its state label). Queues
+// Status rebuilds every ClusterQueue's books from a list of Jobs, folding
+// each into its entry with react, as the ledger does (see statusEntry): a
+// finished Job counts nowhere, an un-suspended one is admitted and holds
+// what its tally.dev/flavors annotation says, a suspended one whose pods
+// may still run is evicting, holds it too and counts as pending, and any
+// other suspended one waits (or can never fit, by its state label). Queues
 // come in config order, then queues the config does not know.
 func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 	byName := map[string]*QueueStatus{}
@@ -54,24 +57,25 @@ func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 		get(name)
 	}
 	for _, job := range jobs {
-		lbls, ann := job.Meta.Labels, job.Meta.Annotations
-		name := lbls[queues.LabelQueue]
-		if name == "" || lbls[queues.LabelState] == "" || job.Finished {
+		name := job.Meta.Labels[queues.LabelQueue]
+		if name == "" || job.Meta.Labels[queues.LabelState] == "" {
+			continue
+		}
+		e := statusEntry(cfg, job, name)
+		if e.phase == finished {
 			continue
 		}
 		s := get(name)
-		w := job.Workload(name, 0)
-		switch {
-		case !job.Suspended:
+		switch e.phase {
+		case admitted:
 			s.Admitted++
-			s.Usage.Add(UsageOf(cfg, w, ann[queues.AnnotationFlavors]))
-		case lbls[queues.LabelState] == string(queues.StateInadmissible):
+		case inadmissible:
 			s.Inadmissible++
 		default:
 			s.Pending++
-			if job.Active > 0 {
-				s.Usage.Add(UsageOf(cfg, w, ann[queues.AnnotationFlavors]))
-			}
+		}
+		if e.charged != nil {
+			s.Usage.Add(e.charged)
 		}
 	}
 	usage := make(map[string]queues.Usage, len(out))
@@ -87,6 +91,28 @@ func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 		res = append(res, *s)
 	}
 	return res
+}
+
+// statusEntry folds job, of queue name, with react into the entry the
+// ledger would have had before: in the phase its state label names, and
+// charged from its tally.dev/flavors annotation unless it is inadmissible.
+// The fold says whether it still holds that quota.
+func statusEntry(cfg *queues.Config, job *kinds.Object, name string) entry {
+	w := job.Workload(name, 0)
+	before := entry{phase: pending, w: w}
+	switch queues.State(job.Meta.Labels[queues.LabelState]) {
+	case queues.StateAdmitted:
+		before.phase = admitted
+	case queues.StateInadmissible:
+		before.phase = inadmissible
+	case queues.StateFinished:
+		before.phase = finished
+	}
+	if before.phase != inadmissible {
+		before.charged, before.chargedQueue = UsageOf(cfg, w, job.Meta.Annotations[queues.AnnotationFlavors]), name
+	}
+	e, _ := react(before, observe(cfg, job, w, 0), time.Time{}, nil)
+	return e
 }
 
 // WriteStatus prints the books as a table: one line per flavor and

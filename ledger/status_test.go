@@ -163,3 +163,38 @@ func TestStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusEvicting: a suspended Job holds its quota while its pods may
+// still run, as the ledger's fold has it: pods active, or started and not
+// yet marked stopped by its controller.
+func TestStatusEvicting(t *testing.T) {
+	cfg, _, errs := queues.Parse([]byte(statusConfig))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	started := metav1.Now()
+	for _, tc := range []struct {
+		name   string
+		change func(*batchv1.Job)
+		usage  string
+	}{
+		{"pods active", func(j *batchv1.Job) { j.Status.Active = 2 }, "2"},
+		{"started, not marked stopped", func(j *batchv1.Job) { j.Status.StartTime = &started }, "2"},
+		{"marked stopped", func(j *batchv1.Job) {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, LastTransitionTime: started}}
+		}, "0"},
+		{"stopped, never started", func(*batchv1.Job) {}, "0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, label := range []string{"pending", "admitted"} {
+				j := statusJob("victim", "b", "2", label, true, "main=on-demand")
+				tc.change(&j)
+				b := Status(cfg, objects([]batchv1.Job{j}))[1]
+				got := b.Usage[queues.FlavorResource{Flavor: "on-demand", Resource: corev1.ResourceCPU}].Format(corev1.ResourceCPU)
+				if b.Name != "b" || b.Pending != 1 || b.Admitted != 0 || got != tc.usage {
+					t.Errorf("labelled %s: %s pending %d, admitted %d, using %s cpu; want b pending 1, admitted 0, using %s", label, b.Name, b.Pending, b.Admitted, got, tc.usage)
+				}
+			}
+		})
+	}
+}
