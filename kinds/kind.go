@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,6 +50,21 @@ var registered = []Kind{
 	XGBoostJob,
 	PaddleJob,
 	JAXJob,
+	MPIJob,
+	RayJob{},
+	JobSet{},
+}
+
+// NarrowsBySelector says whether tally narrows a workload of kind k to
+// its flavor by its pod templates' nodeSelector rather than their node
+// affinity: its controller allows no other change to a suspended
+// workload's templates (JobSet). The webhook then moves the user's own
+// nodeSelector into the required node affinity at creation, so that the
+// nodeSelector is tally's alone: set to the chosen flavors' node labels
+// at admission, and cleared when the workload is evicted.
+func NarrowsBySelector(k Kind) bool {
+	_, ok := k.(interface{ narrowsBySelector() })
+	return ok
 }
 
 // For returns the registered kind of gvk, or nil.
@@ -107,7 +124,10 @@ type PodSet struct {
 	Count    int64
 	Template *corev1.PodTemplateSpec
 	// Path is the JSON path of the pod template, CountPath that of the
-	// field the count derives from.
+	// field the count derives from. A segment that is a number indexes a
+	// list. Path is nil for a pod set the object does not hold (its
+	// controller makes the pods from its own defaults, as KubeRay's
+	// default submitter): it counts for quota, and nothing writes to it.
 	Path, CountPath []string
 }
 
@@ -166,6 +186,16 @@ func (o *Object) Workload(queue string, priority int32) *queues.Workload {
 		apiVersion, kind = o.Kind.GVK().GroupVersion().String(), o.Kind.GVK().Kind
 	}
 	return queues.NewWorkload(o.Meta, apiVersion, kind, sets, queue, priority)
+}
+
+// Source is the object's content for patches built with
+// MergePatch.SetIn: the unstructured object's map, nil for a typed Job
+// (whose paths cross no list). It must not be modified.
+func (o *Object) Source() map[string]any {
+	if u, ok := o.Obj.(*unstructured.Unstructured); ok {
+		return u.Object
+	}
+	return nil
 }
 
 // PodSetNames lists the pod set names in order.
@@ -246,17 +276,71 @@ func FieldPath(path []string) string { return strings.Join(path, ".") }
 type MergePatch map[string]any
 
 // Set sets the value at path, creating the objects on the way.
-func (p MergePatch) Set(path []string, v any) {
-	m := map[string]any(p)
-	for _, k := range path[:len(path)-1] {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[k] = next
+func (p MergePatch) Set(path []string, v any) { p.SetIn(nil, path, v) }
+
+// SetIn sets the value at path in a patch of src, the object's content. A
+// merge patch cannot address one element of a list: where path crosses a
+// list of src (a segment that is an index, as in
+// spec.replicatedJobs.0.template), the whole list is copied from src into
+// the patch, once, and the element is changed in the copy. There a value
+// is taken literally, not merged: a map value's null entries, which would
+// delete keys in a merge, are left out. A path into a list that src does
+// not hold is left out.
+func (p MergePatch) SetIn(src map[string]any, path []string, v any) {
+	var node, from any = map[string]any(p), src
+	copied := false
+	for i, k := range path {
+		last := i == len(path)-1
+		if last && copied {
+			if m, ok := v.(map[string]any); ok {
+				lit := make(map[string]any, len(m))
+				for key, val := range m {
+					if val != nil {
+						lit[key] = val
+					}
+				}
+				v = lit
+			}
 		}
-		m = next
+		switch n := node.(type) {
+		case map[string]any:
+			var fromNext any
+			if m, ok := from.(map[string]any); ok {
+				fromNext = m[k]
+			}
+			if last {
+				n[k] = v
+				return
+			}
+			next, ok := n[k]
+			if !ok {
+				if l, isList := fromNext.([]any); isList {
+					next = runtime.DeepCopyJSONValue(l)
+				} else {
+					next = map[string]any{}
+				}
+				n[k] = next
+			}
+			node, from = next, fromNext
+		case []any:
+			// A list copied whole from src: from is no longer needed.
+			idx, err := strconv.Atoi(k)
+			if err != nil || idx < 0 || idx >= len(n) {
+				return
+			}
+			copied = true
+			if last {
+				n[idx] = v
+				return
+			}
+			if n[idx] == nil {
+				n[idx] = map[string]any{}
+			}
+			node, from = n[idx], nil
+		default:
+			return
+		}
 	}
-	m[path[len(path)-1]] = v
 }
 
 // Join appends elements to a path, in a new slice.
@@ -286,6 +370,20 @@ func conditionsTrue(u *unstructured.Unstructured, since string) (map[string]bool
 		}
 	}
 	return out, at
+}
+
+// newUnstructured returns an empty object of gvk, and newUnstructuredList
+// an empty list of them.
+func newUnstructured(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
+func newUnstructuredList(gvk schema.GroupVersionKind) *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return l
 }
 
 // metaOf copies an unstructured object's metadata.

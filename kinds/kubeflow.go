@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"slices"
@@ -22,10 +23,15 @@ import (
 // Suspended condition; on resume it starts them afresh.
 type Kubeflow struct {
 	Kind, Plural string
+	// Version is the API version, v1 when empty.
+	Version string
 	// Field holds the replica specs; Order is the operator's order of
 	// replica types (others follow by name).
 	Field string
 	Order []string
+	// Replicas is the default replicas of a replica type, where it is
+	// not 1.
+	Replicas map[string]int64
 }
 
 // The training operator's kinds. Its MPIJob (v1) is not among them: the
@@ -39,20 +45,12 @@ var (
 )
 
 func (k Kubeflow) GVK() schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: "kubeflow.org", Version: "v1", Kind: k.Kind}
+	return schema.GroupVersionKind{Group: "kubeflow.org", Version: cmp.Or(k.Version, "v1"), Kind: k.Kind}
 }
-func (k Kubeflow) Resource() string { return k.Plural }
-func (k Kubeflow) New() client.Object {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(k.GVK())
-	return u
-}
-func (k Kubeflow) NewList() client.ObjectList {
-	l := &unstructured.UnstructuredList{}
-	l.SetGroupVersionKind(k.GVK().GroupVersion().WithKind(k.Kind + "List"))
-	return l
-}
-func (Kubeflow) SuspendPath() []string { return runPolicySuspend }
+func (k Kubeflow) Resource() string           { return k.Plural }
+func (k Kubeflow) New() client.Object         { return newUnstructured(k.GVK()) }
+func (k Kubeflow) NewList() client.ObjectList { return newUnstructuredList(k.GVK()) }
+func (Kubeflow) SuspendPath() []string        { return runPolicySuspend }
 
 var runPolicySuspend = []string{"spec", "runPolicy", "suspend"}
 
@@ -101,6 +99,9 @@ func (k Kubeflow) Read(obj client.Object) (*Object, error) {
 			return nil, fmt.Errorf("spec.%s.%s: not an object", k.Field, t)
 		}
 		count := int64(1)
+		if d, ok := k.Replicas[t]; ok {
+			count = d
+		}
 		if r, ok := spec["replicas"]; ok && r != nil {
 			if count, ok = number(r); !ok {
 				return nil, fmt.Errorf("spec.%s.%s.replicas: not a number", k.Field, t)

@@ -33,6 +33,9 @@ type write struct {
 	// paths (see entry).
 	paths   [][]string
 	suspend []string
+	// src is the object's content where a pod template path crosses a
+	// list (see kinds.MergePatch.SetIn).
+	src map[string]any
 	// preemptor is set for a preemption: the Job that waits for this one.
 	preemptor *entry
 	// late is set for the capture of an unrecorded running Job.
@@ -159,7 +162,7 @@ func (l *Ledger) decide() []write {
 		e.phase = assumed
 		e.lastCode = ""
 		l.chargeLocked(e, d.Workload.Queue, d.Assignment.Usage)
-		out = append(out, write{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity,
+		out = append(out, write{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity, src: e.src,
 			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend})
 	}
 	for _, p := range decided.Preemptions {
@@ -388,25 +391,46 @@ func affinityPatch(w write, combos [][]*flavors.Flavor, suspend bool, annotation
 	}
 	p := kinds.MergePatch{"metadata": meta}
 	p.Set(w.suspend, suspend)
+	bySelector := kinds.NarrowsBySelector(kinds.For(kinds.GVKOf(w.w)))
 	for i, ps := range w.w.PodSets {
 		if i >= len(w.paths) {
 			break
 		}
-		user, err := podSetUserTerms(w.userAffinity, ps.Name)
-		if err != nil {
-			return nil, err
+		if len(w.paths[i]) == 0 {
+			continue // a pod set the object does not hold
 		}
-		var required any
-		if ns := queues.NodeSelector(user, combos); ns != nil {
-			required = ns
+		if bySelector {
+			// The nodeSelector is tally's (kinds.NarrowsBySelector): the
+			// chosen flavors' node labels at admission, nothing after.
+			sel := map[string]any{}
+			for k := range w.w.NodeSelector { // all templates carry the same
+				sel[k] = nil
+			}
+			if !suspend {
+				for _, f := range combos[0] {
+					for k, v := range f.NodeLabels {
+						sel[k] = v
+					}
+				}
+			}
+			p.SetIn(w.src, kinds.Join(w.paths[i], "spec", "nodeSelector"), sel)
+		} else {
+			user, err := podSetUserTerms(w.userAffinity, ps.Name)
+			if err != nil {
+				return nil, err
+			}
+			var required any
+			if ns := queues.NodeSelector(user, combos); ns != nil {
+				required = ns
+			}
+			p.SetIn(w.src, kinds.Join(w.paths[i], "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"), required)
 		}
-		p.Set(kinds.Join(w.paths[i], "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"), required)
-		p.Set(kinds.Join(w.paths[i], "metadata", "labels", queues.LabelWorkload), string(w.w.UID))
+		p.SetIn(w.src, kinds.Join(w.paths[i], "metadata", "labels", queues.LabelWorkload), string(w.w.UID))
 		if f, ok := annotations[queues.AnnotationFlavors]; ok {
 			// What its pods hold, should they outlive the workload
 			// and the ledger forget it (see adoptOrphans).
-			p.Set(kinds.Join(w.paths[i], "metadata", "annotations", queues.AnnotationPodQueue), w.w.Queue)
-			p.Set(kinds.Join(w.paths[i], "metadata", "annotations", queues.AnnotationFlavors), f)
+			p.SetIn(w.src, kinds.Join(w.paths[i], "metadata", "annotations", queues.AnnotationPodQueue), w.w.Queue)
+			p.SetIn(w.src, kinds.Join(w.paths[i], "metadata", "annotations", queues.AnnotationFlavors), f)
 		}
 	}
 	b, err := json.Marshal(p)

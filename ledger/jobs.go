@@ -23,6 +23,9 @@ type entry struct {
 	// w.PodSets order, and suspend that of the suspend field.
 	paths   [][]string
 	suspend []string
+	// src is the object's content, for the patches of a kind whose pod
+	// templates sit in lists (see kinds.MergePatch.SetIn); nil for a Job.
+	src map[string]any
 	// phase is where it is in the state machine; inTree says whether it
 	// is in its queue's pending tree.
 	phase  phase
@@ -119,6 +122,7 @@ func (e *entry) note(o *kinds.Object) {
 	}
 	e.suspend = o.Kind.SuspendPath()
 	e.paths = o.TemplatePaths()
+	e.src = o.Source()
 }
 
 func (l *Ledger) onJobDelete(obj any) {
@@ -183,7 +187,15 @@ func (l *Ledger) restoreDueLocked(o *kinds.Object, w *queues.Workload) bool {
 	if !ok {
 		return false
 	}
+	bySelector := kinds.NarrowsBySelector(o.Kind)
 	for _, ps := range o.PodSets {
+		if bySelector {
+			// Its nodeSelector is tally's, and empty while it waits.
+			if len(ps.Template.Spec.NodeSelector) > 0 {
+				return true
+			}
+			continue
+		}
 		user, err := podSetUserTerms(ann[queues.AnnotationUserAffinity], ps.Name)
 		if err != nil {
 			return false

@@ -210,7 +210,7 @@ func (l *Ledger) restorePatchLocked(e *entry) []byte {
 	if !ok {
 		return nil
 	}
-	patch, err := affinityPatch(write{w: e.w, rv: e.rv, userAffinity: e.userAffinity, paths: e.paths, suspend: e.suspend}, combos, true, nil, queues.StatePending)
+	patch, err := affinityPatch(write{w: e.w, rv: e.rv, userAffinity: e.userAffinity, paths: e.paths, suspend: e.suspend, src: e.src}, combos, true, nil, queues.StatePending)
 	if err != nil {
 		return nil
 	}

@@ -42,9 +42,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //
 // Commands (the workloads are in namespace ns, which queues to q or r):
 //
-//	create NAME [pytorch] [unrecorded] [cpu=N] [workers=N] [queue=Q] [prio=N]
+//	create NAME [pytorch|jobset] [unrecorded] [cpu=N] [workers=N] [queue=Q] [prio=N]
 //	                    a new suspended pending workload (a Job, or a
-//	                    PyTorchJob of one master and N workers); cpu per pod;
+//	                    PyTorchJob of one master and N workers, or a JobSet
+//	                    of a leader Job and N worker Jobs); cpu per pod;
 //	                    unrecorded: one that runs without tally's record
 //	pass                an admission pass: the writes it decides
 //	landed NAME         the informer shows NAME's decided write (admission,
@@ -226,12 +227,12 @@ func (s *scenario) step(f []string) {
 		}
 		s.update(name, func(m map[string]any) {
 			mergePatch(m, patch, s.t)
-			if w.preemptor != nil {
+			if w.preemptor != nil || w.late {
 				return
 			}
 			for _, path := range w.paths {
-				if v, _, _ := unstructured.NestedString(m, kinds.Join(path, "metadata", "labels", queues.LabelWorkload)...); v != string(w.w.UID) {
-					s.t.Errorf("landed %s: pod template at %v labelled %s=%q, want its UID", name, path, queues.LabelWorkload, v)
+				if v := nested(m, kinds.Join(path, "metadata", "labels", queues.LabelWorkload)); path != nil && v != string(w.w.UID) {
+					s.t.Errorf("landed %s: pod template at %s labelled %s=%v, want its UID", name, kinds.FieldPath(path), queues.LabelWorkload, v)
 				}
 			}
 		})
@@ -254,8 +255,8 @@ func (s *scenario) step(f []string) {
 	case "finish":
 		s.update(name, func(m map[string]any) {
 			o := s.read(name)
-			done := "Complete"
-			if o.Kind.GVK().Kind != "Job" {
+			done := map[string]string{"Job": "Complete", "JobSet": "Completed"}[o.Kind.GVK().Kind]
+			if done == "" {
 				done = "Succeeded"
 			}
 			setStatus(m, o, map[string]any{}, 0, done)
@@ -310,11 +311,14 @@ func (s *scenario) step(f []string) {
 // create makes a suspended pending workload as the webhook leaves it.
 func (s *scenario) create(name string, args []string) {
 	opts := map[string]string{"cpu": "1", "workers": "1", "queue": "q", "prio": "0"}
-	pytorch, unrecorded := false, false
+	pytorch, jobset, unrecorded := false, false, false
 	for _, a := range args {
 		switch a {
 		case "pytorch":
 			pytorch = true
+			continue
+		case "jobset":
+			jobset = true
 			continue
 		case "unrecorded":
 			unrecorded = true
@@ -333,14 +337,23 @@ func (s *scenario) create(name string, args []string) {
 		"annotations":       map[string]any{queues.AnnotationUserAffinity: ""},
 	}
 	m := map[string]any{"metadata": meta}
-	if pytorch {
+	switch {
+	case jobset:
+		workers, _ := strconv.ParseInt(opts["workers"], 10, 64)
+		m["apiVersion"], m["kind"] = "jobset.x-k8s.io/v1alpha2", "JobSet"
+		rj := func(name string, replicas int64) map[string]any {
+			return map[string]any{"name": name, "replicas": replicas,
+				"template": map[string]any{"spec": map[string]any{"template": runtime.DeepCopyJSONValue(tpl)}}}
+		}
+		m["spec"] = map[string]any{"suspend": true, "replicatedJobs": []any{rj("leader", 1), rj("workers", workers)}}
+	case pytorch:
 		workers, _ := strconv.ParseInt(opts["workers"], 10, 64)
 		m["apiVersion"], m["kind"] = "kubeflow.org/v1", "PyTorchJob"
 		m["spec"] = map[string]any{"runPolicy": map[string]any{"suspend": true}, "pytorchReplicaSpecs": map[string]any{
 			"Master": map[string]any{"replicas": int64(1), "template": tpl},
 			"Worker": map[string]any{"replicas": workers, "template": runtime.DeepCopyJSONValue(tpl)},
 		}}
-	} else {
+	default:
 		m["apiVersion"], m["kind"] = "batch/v1", "Job"
 		m["spec"] = map[string]any{"suspend": true, "template": tpl}
 	}
@@ -410,11 +423,19 @@ func setStatus(m map[string]any, o *kinds.Object, status map[string]any, active 
 		status["conditions"] = []any{map[string]any{"type": condition, "status": "True",
 			"lastTransitionTime": time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)}}
 	}
-	if o.Kind.GVK().Kind == "Job" {
+	switch o.Kind.GVK().Kind {
+	case "Job":
 		if active > 0 {
 			status["active"] = active
 		}
-	} else if active > 0 {
+	case "JobSet":
+		if active > 0 {
+			status["replicatedJobsStatus"] = []any{map[string]any{"name": "leader", "active": int64(1)}}
+		}
+	default:
+		if active == 0 {
+			break
+		}
 		rs := map[string]any{}
 		for _, ps := range o.PodSets {
 			rs[ps.Path[2]] = map[string]any{"active": ps.Count}
@@ -496,6 +517,25 @@ func (r *scenarioRecorder) take() []string {
 	out := r.events
 	r.events = nil
 	return out
+}
+
+// nested is the value at path in m, through maps and lists.
+func nested(m any, path []string) any {
+	for _, k := range path {
+		switch n := m.(type) {
+		case map[string]any:
+			m = n[k]
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(n) {
+				return nil
+			}
+			m = n[i]
+		default:
+			return nil
+		}
+	}
+	return m
 }
 
 // mergePatch applies an RFC 7386 JSON merge patch to m.

@@ -167,8 +167,9 @@ type fields struct {
 	labels, annotations map[string]string
 	suspend             bool
 	// Per pod set.
-	affinity    []*corev1.Affinity
-	tolerations [][]corev1.Toleration
+	affinity     []*corev1.Affinity
+	tolerations  [][]corev1.Toleration
+	nodeSelector []map[string]string
 }
 
 // mutable copies out the parts of o that Mutate may change.
@@ -178,6 +179,7 @@ func mutable(o *kinds.Object) fields {
 		spec := &ps.Template.Spec
 		f.affinity = append(f.affinity, spec.Affinity.DeepCopy())
 		f.tolerations = append(f.tolerations, slices.Clone(spec.Tolerations))
+		f.nodeSelector = append(f.nodeSelector, maps.Clone(spec.NodeSelector))
 	}
 	return f
 }
@@ -197,9 +199,15 @@ func (f fields) patch(after fields, o *kinds.Object) []jsonpatch.Operation {
 	path, value := o.SuspendOp(after.suspend)
 	set(path, f.suspend != after.suspend, value)
 	for i, ps := range o.PodSets {
+		if ps.Path == nil {
+			continue // not held by the object
+		}
 		spec := kinds.Pointer(ps.Path) + "/spec"
 		set(spec+"/affinity", !equality.Semantic.DeepEqual(f.affinity[i], after.affinity[i]), after.affinity[i])
 		set(spec+"/tolerations", !equality.Semantic.DeepEqual(f.tolerations[i], after.tolerations[i]), after.tolerations[i])
+		if !maps.Equal(f.nodeSelector[i], after.nodeSelector[i]) {
+			ops = append(ops, jsonpatch.NewOperation("remove", spec+"/nodeSelector", nil))
+		}
 	}
 	return ops
 }
@@ -234,9 +242,16 @@ func Mutate(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[stri
 	names := o.PodSetNames()
 	user := map[string][]corev1.NodeSelectorTerm{}
 	enc, annotated := meta.Annotations[queues.AnnotationUserAffinity]
+	bySelector := kinds.NarrowsBySelector(o.Kind)
 	for _, ps := range o.PodSets {
 		if !annotated {
 			user[ps.Name] = queues.RequiredTerms(&ps.Template.Spec)
+			if bySelector {
+				// The nodeSelector becomes tally's (kinds.NarrowsBySelector):
+				// the user's own moves into the required terms.
+				user[ps.Name] = withSelector(user[ps.Name], ps.Template.Spec.NodeSelector)
+				ps.Template.Spec.NodeSelector = nil
+			}
 			continue
 		}
 		terms, err := queues.PodSetTerms(enc, ps.Name)
@@ -269,6 +284,27 @@ func Mutate(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[stri
 		spec.Tolerations = flavors.MergeTolerations(spec.Tolerations, queues.Tolerations(combos)...)
 	}
 	return nil, nil
+}
+
+// withSelector adds a nodeSelector's requirements to every term (to a
+// single term when there is none): the same nodes, as affinity.
+func withSelector(terms []corev1.NodeSelectorTerm, sel map[string]string) []corev1.NodeSelectorTerm {
+	if len(sel) == 0 {
+		return terms
+	}
+	if len(terms) == 0 {
+		terms = []corev1.NodeSelectorTerm{{}}
+	}
+	keys := slices.Sorted(maps.Keys(sel))
+	out := make([]corev1.NodeSelectorTerm, len(terms))
+	for i, t := range terms {
+		out[i] = *t.DeepCopy()
+		for _, k := range keys {
+			out[i].MatchExpressions = append(out[i].MatchExpressions,
+				corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{sel[k]}})
+		}
+	}
+	return out
 }
 
 // setRequired replaces the pod spec's required node affinity.

@@ -48,25 +48,7 @@ func pyTorchJobRequest(op admissionv1.Operation, raw, old string) admission.Requ
 // its patch to the JSON the API server holds.
 func mutatePyTorchJob(t *testing.T, raw string) (*kinds.Object, admission.Response) {
 	t.Helper()
-	m := newMutator(t, testConfig(t))
-	resp := m.Handle(context.Background(), pyTorchJobRequest(admissionv1.Create, raw, ""))
-	if !resp.Allowed {
-		return nil, resp
-	}
-	patch, _ := json.Marshal(resp.Patches)
-	out, err := applyJSONPatch([]byte(raw), patch)
-	if err != nil {
-		t.Fatalf("applying the patch %s: %v", patch, err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(out); err != nil {
-		t.Fatal(err)
-	}
-	o, err := kinds.PyTorchJob.Read(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o, resp
+	return mutateRaw(t, kinds.PyTorchJob, raw)
 }
 
 func TestPyTorchJobMutation(t *testing.T) {

@@ -1,0 +1,142 @@
+package kinds
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// RayJob is KubeRay's ray.io/v1 RayJob. Its pod sets are the head of
+// spec.rayClusterSpec (1 pod), each worker group (replicas × numOfHosts;
+// minReplicas × numOfHosts when the cluster autoscales, as Kueue counts
+// it: tally admits the minimum) and, in the default K8sJobMode, the
+// submitter: spec.submitterPodTemplate, or KubeRay's default submitter
+// (500m CPU, 200Mi), which the RayJob does not hold and so is only
+// counted. It is suspended by spec.suspend and finished when its
+// status.jobDeploymentStatus is Complete, Failed or ValidationFailed. On
+// suspend KubeRay deletes the RayCluster and the submitter Job; their
+// pods, labelled by the admission, hold the quota until they are gone.
+// A RayJob that runs on an existing cluster (spec.clusterSelector) has
+// no pods of its own to queue and is refused.
+type RayJob struct{}
+
+var (
+	rayJobSuspend = []string{"spec", "suspend"}
+	rayGVK        = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayJob"}
+	// raySubmitter is KubeRay's default submitter pod (its
+	// GetDefaultSubmitterContainer).
+	raySubmitter = corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "ray-job-submitter", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("200Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}}}}}
+)
+
+func (RayJob) GVK() schema.GroupVersionKind { return rayGVK }
+func (RayJob) Resource() string             { return "rayjobs" }
+func (RayJob) New() client.Object           { return newUnstructured(rayGVK) }
+func (RayJob) NewList() client.ObjectList   { return newUnstructuredList(rayGVK) }
+func (RayJob) SuspendPath() []string        { return rayJobSuspend }
+
+// Shape is the kind's pod templates, where it holds them.
+func (RayJob) Shape() any {
+	type group struct {
+		Template corev1.PodTemplateSpec `json:"template"`
+	}
+	return &struct {
+		Spec struct {
+			Cluster struct {
+				Head    group   `json:"headGroupSpec"`
+				Workers []group `json:"workerGroupSpecs"`
+			} `json:"rayClusterSpec"`
+			Submitter *corev1.PodTemplateSpec `json:"submitterPodTemplate"`
+		} `json:"spec"`
+	}{}
+}
+
+func (k RayJob) Read(obj client.Object) (*Object, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, errShape(k, obj)
+	}
+	o := &Object{Kind: k, Obj: u, Meta: metaOf(u), suspendParent: true}
+	o.Suspended, _, _ = unstructured.NestedBool(u.Object, "spec", "suspend")
+	status, _, _ := unstructured.NestedString(u.Object, "status", "jobDeploymentStatus")
+	o.Finished = status == "Complete" || status == "Failed" || status == "ValidationFailed"
+	cluster, ok, _ := unstructured.NestedMap(u.Object, "spec", "rayClusterSpec")
+	if !ok {
+		return nil, fmt.Errorf("spec.rayClusterSpec: a queued RayJob needs a cluster of its own; one that runs on an existing RayCluster (spec.clusterSelector) is not supported")
+	}
+	base := []string{"spec", "rayClusterSpec"}
+	head, err := template(cluster, "headGroupSpec", "template")
+	if err != nil {
+		return nil, fmt.Errorf("spec.rayClusterSpec.headGroupSpec.template: %w", err)
+	}
+	o.PodSets = append(o.PodSets, PodSet{Name: "head", Count: 1, Template: head, Path: Join(base, "headGroupSpec", "template")})
+	autoscaling, _, _ := unstructured.NestedBool(cluster, "enableInTreeAutoscaling")
+	groups, _, _ := unstructured.NestedSlice(cluster, "workerGroupSpecs")
+	seen := map[string]bool{"head": true, "submitter": true}
+	for i, g := range groups {
+		at := Join(base, "workerGroupSpecs", strconv.Itoa(i))
+		m, ok := g.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s: not an object", FieldPath(at))
+		}
+		name, _ := m["groupName"].(string)
+		if name == "" || seen[name] {
+			return nil, fmt.Errorf("%s.groupName: %q is empty or names another pod set (head, submitter, or another group)", FieldPath(at), name)
+		}
+		seen[name] = true
+		field := "replicas"
+		if autoscaling {
+			field = "minReplicas"
+		}
+		replicas, hosts := int64(0), int64(1)
+		if v, ok := m[field]; ok && v != nil {
+			if replicas, ok = number(v); !ok {
+				return nil, fmt.Errorf("%s.%s: not a number", FieldPath(at), field)
+			}
+		}
+		if v, ok := m["numOfHosts"]; ok && v != nil {
+			if hosts, ok = number(v); !ok {
+				return nil, fmt.Errorf("%s.numOfHosts: not a number", FieldPath(at))
+			}
+			hosts = max(hosts, 1)
+		}
+		tpl, err := template(m, "template")
+		if err != nil {
+			return nil, fmt.Errorf("%s.template: %w", FieldPath(at), err)
+		}
+		o.PodSets = append(o.PodSets, PodSet{Name: name, Count: replicas * hosts, Template: tpl,
+			Path: Join(at, "template"), CountPath: Join(at, field)})
+	}
+	mode, _, _ := unstructured.NestedString(u.Object, "spec", "submissionMode")
+	if mode == "" || mode == "K8sJobMode" {
+		submitter := PodSet{Name: "submitter", Count: 1, Template: raySubmitter.DeepCopy()}
+		if raw, ok, _ := unstructured.NestedMap(u.Object, "spec", "submitterPodTemplate"); ok {
+			tpl := &corev1.PodTemplateSpec{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, tpl); err != nil {
+				return nil, fmt.Errorf("spec.submitterPodTemplate: %w", err)
+			}
+			submitter.Template, submitter.Path = tpl, []string{"spec", "submitterPodTemplate"}
+		}
+		o.PodSets = append(o.PodSets, submitter)
+	}
+	return o, nil
+}
+
+// template converts the pod template at path in m.
+func template(m map[string]any, path ...string) (*corev1.PodTemplateSpec, error) {
+	tpl := &corev1.PodTemplateSpec{}
+	raw, ok, err := unstructured.NestedMap(m, path...)
+	if err != nil || !ok {
+		return tpl, err
+	}
+	return tpl, runtime.DefaultUnstructuredConverter.FromUnstructured(raw, tpl)
+}

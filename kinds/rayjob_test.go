@@ -1,0 +1,163 @@
+package kinds
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+const rayJob = `{
+  "apiVersion": "ray.io/v1", "kind": "RayJob",
+  "metadata": {"name": "r", "namespace": "n", "uid": "u1"},
+  "spec": {
+    "suspend": true,
+    "entrypoint": "python train.py",
+    "rayClusterSpec": {
+      "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "head", "image": "ray",
+        "resources": {"requests": {"cpu": "2"}}}]}}},
+      "workerGroupSpecs": [
+        {"groupName": "cpu", "replicas": 3, "minReplicas": 1, "maxReplicas": 5, "rayStartParams": {},
+         "template": {"spec": {"containers": [{"name": "w", "image": "ray", "resources": {"requests": {"cpu": "1"}}}]}}},
+        {"groupName": "gpu", "replicas": 1, "numOfHosts": 2, "rayStartParams": {},
+         "template": {"metadata": {"labels": {"team": "a"}}, "spec": {"containers": [{"name": "w", "image": "ray",
+           "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}]}}}
+      ]
+    }
+  },
+  "status": {"jobDeploymentStatus": "Running"}
+}`
+
+func TestRayJobRead(t *testing.T) {
+	u := decode(t, rayJob)
+	o, ok := Of(u)
+	if !ok {
+		t.Fatal("not read")
+	}
+	if got, want := o.PodSetNames(), []string{"head", "cpu", "gpu", "submitter"}; !slices.Equal(got, want) {
+		t.Fatalf("pod sets %v, want %v", got, want)
+	}
+	counts := []int64{1, 3, 2, 1}
+	paths := []string{"spec.rayClusterSpec.headGroupSpec.template", "spec.rayClusterSpec.workerGroupSpecs.0.template",
+		"spec.rayClusterSpec.workerGroupSpecs.1.template", ""}
+	for i, ps := range o.PodSets {
+		if ps.Count != counts[i] || FieldPath(ps.Path) != paths[i] {
+			t.Errorf("pod set %s: %d pods at %q, want %d at %q", ps.Name, ps.Count, FieldPath(ps.Path), counts[i], paths[i])
+		}
+	}
+	// The default submitter counts 500m CPU.
+	w := o.Workload("q", 0)
+	if got := w.Total()[corev1.ResourceCPU].Format(corev1.ResourceCPU); got != "7500m" {
+		t.Errorf("cpu %s, want 7500m (head 2 + 3×1 + 2×1 + submitter 0.5)", got)
+	}
+	if !o.Suspended || o.Finished || o.Active != 0 || o.Started {
+		t.Errorf("suspended %v finished %v active %d started %v", o.Suspended, o.Finished, o.Active, o.Started)
+	}
+	if p, v := o.SuspendOp(false); p != "/spec/suspend" || v != false {
+		t.Errorf("suspend op %s %v", p, v)
+	}
+	for _, status := range []string{"Complete", "Failed", "ValidationFailed"} {
+		u.Object["status"] = map[string]any{"jobDeploymentStatus": status}
+		if o, _ := Of(u); !o.Finished {
+			t.Errorf("%s: not finished", status)
+		}
+	}
+}
+
+func TestRayJobVariants(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, to string
+		want           []int64
+		err            string
+	}{
+		{"autoscaling counts minReplicas", `"rayClusterSpec": {`, `"rayClusterSpec": {"enableInTreeAutoscaling": true, `, []int64{1, 1, 0, 1}, ""},
+		{"own submitter template", `"entrypoint"`, `"submitterPodTemplate": {"spec": {"containers": [{"name": "s"}]}}, "entrypoint"`, []int64{1, 3, 2, 1}, ""},
+		{"HTTPMode has no submitter", `"entrypoint"`, `"submissionMode": "HTTPMode", "entrypoint"`, []int64{1, 3, 2}, ""},
+		{"a worker group named head", `"groupName": "cpu"`, `"groupName": "head"`, nil,
+			`spec.rayClusterSpec.workerGroupSpecs.0.groupName: "head" is empty or names another pod set`},
+		{"an existing cluster", `"rayClusterSpec": {`, `"clusterSelector": {"ray.io/cluster": "c"}, "unused": {`, nil,
+			"spec.rayClusterSpec: a queued RayJob needs a cluster of its own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := strings.Replace(rayJob, tc.from, tc.to, 1)
+			if s == rayJob {
+				t.Fatal("the variant changes nothing")
+			}
+			o, err := RayJob{}.Read(decode(t, s))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for _, ps := range o.PodSets {
+				got = append(got, ps.Count)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("counts %v, want %v", got, tc.want)
+			}
+			if tc.name == "own submitter template" && FieldPath(o.PodSets[3].Path) != "spec.submitterPodTemplate" {
+				t.Errorf("submitter at %q", FieldPath(o.PodSets[3].Path))
+			}
+		})
+	}
+}
+
+// TestMergePatchIntoList: a path that crosses a list copies the list
+// whole from the object, once, and changes the element in the copy.
+func TestMergePatchIntoList(t *testing.T) {
+	u := decode(t, rayJob)
+	o, _ := Of(u)
+	p := MergePatch{}
+	p.Set(o.Kind.SuspendPath(), false)
+	for _, ps := range o.PodSets {
+		if ps.Path != nil {
+			p.SetIn(o.Source(), Join(ps.Path, "metadata", "labels", "tally.dev/workload"), "u1")
+		}
+	}
+	p.SetIn(o.Source(), Join(o.PodSets[2].Path, "spec", "affinity"), map[string]any{"nodeAffinity": nil})
+	p.SetIn(o.Source(), []string{"spec", "rayClusterSpec", "workerGroupSpecs", "7", "template"}, 1)
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"spec":{"rayClusterSpec":{"headGroupSpec":{"template":{"metadata":{"labels":{"tally.dev/workload":"u1"}}}},` +
+		`"workerGroupSpecs":[{"groupName":"cpu","maxReplicas":5,"minReplicas":1,"rayStartParams":{},"replicas":3,` +
+		`"template":{"metadata":{"labels":{"tally.dev/workload":"u1"}},"spec":{"containers":[{"image":"ray","name":"w","resources":{"requests":{"cpu":"1"}}}]}}},` +
+		`{"groupName":"gpu","numOfHosts":2,"rayStartParams":{},"replicas":1,` +
+		`"template":{"metadata":{"labels":{"tally.dev/workload":"u1","team":"a"}},"spec":{"affinity":{},"containers":[{"image":"ray","name":"w","resources":{"requests":{"cpu":"1","nvidia.com/gpu":"1"}}}]}}}]},` +
+		`"suspend":false}}`
+	if string(b) != want {
+		t.Errorf("patch\n got %s\nwant %s", b, want)
+	}
+	// The object itself is untouched.
+	if labels := u.Object["spec"].(map[string]any)["rayClusterSpec"].(map[string]any)["workerGroupSpecs"].([]any)[0].(map[string]any)["template"].(map[string]any)["metadata"]; labels != nil {
+		t.Errorf("the object changed: %v", labels)
+	}
+}
+
+func TestMPIJobRead(t *testing.T) {
+	u := decode(t, `{"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "m", "namespace": "n"},
+	  "spec": {"runPolicy": {"suspend": true}, "mpiReplicaSpecs": {
+	    "Worker": {"template": {"spec": {"containers": [{"name": "w"}]}}},
+	    "Launcher": {"template": {"spec": {"containers": [{"name": "l"}]}}}}}}`)
+	o, ok := Of(u)
+	if !ok {
+		t.Fatal("not read")
+	}
+	if got := o.PodSetNames(); !slices.Equal(got, []string{"launcher", "worker"}) {
+		t.Errorf("pod sets %v", got)
+	}
+	if o.PodSets[0].Count != 1 || o.PodSets[1].Count != 0 {
+		t.Errorf("default replicas: launcher %d worker %d, want 1 and 0", o.PodSets[0].Count, o.PodSets[1].Count)
+	}
+	if !o.Suspended || o.Kind.GVK().Version != "v2beta1" {
+		t.Errorf("suspended %v version %s", o.Suspended, o.Kind.GVK().Version)
+	}
+}

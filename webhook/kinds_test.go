@@ -1,0 +1,106 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/queues"
+)
+
+// mutateRaw runs the mutating webhook on a created object of kind k and
+// reads the object its JSON patch leaves (nil when denied).
+func mutateRaw(t *testing.T, k kinds.Kind, raw string) (*kinds.Object, admission.Response) {
+	t.Helper()
+	gvk := k.GVK()
+	resp := newMutator(t, testConfig(t)).Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "1", Operation: admissionv1.Create, Namespace: "team", Name: "x",
+		Kind:   metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+		Object: runtime.RawExtension{Raw: []byte(raw)},
+	}})
+	if !resp.Allowed {
+		return nil, resp
+	}
+	patch, _ := json.Marshal(resp.Patches)
+	out, err := applyJSONPatch([]byte(raw), patch)
+	if err != nil {
+		t.Fatalf("applying the patch %s: %v", patch, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(out); err != nil {
+		t.Fatal(err)
+	}
+	if _, set, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "affinity"); set {
+		t.Errorf("the patch wrote spec.affinity on the %s itself: %s", gvk.Kind, patch)
+	}
+	o, err := k.Read(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, resp
+}
+
+// mutateKind is mutateRaw for an object that is queued.
+func mutateKind(t *testing.T, k kinds.Kind, raw string) *kinds.Object {
+	t.Helper()
+	o, resp := mutateRaw(t, k, raw)
+	if o == nil {
+		t.Fatalf("denied: %v", resp.Result)
+	}
+	if !o.Suspended || o.Meta.Labels[queues.LabelQueue] != "q" {
+		t.Errorf("not suspended and queued: suspended %v, labels %v", o.Suspended, o.Meta.Labels)
+	}
+	return o
+}
+
+// TestRayJobMutation: every template the RayJob holds, in the worker
+// group list too, requires its candidate flavors; KubeRay's default
+// submitter, which it does not hold, is left alone.
+func TestRayJobMutation(t *testing.T) {
+	o := mutateKind(t, kinds.RayJob{}, `{"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "r", "namespace": "team"},
+	  "spec": {"entrypoint": "python x.py", "rayClusterSpec": {
+	    "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [{"name": "h", "resources": {"requests": {"cpu": "1"}}}]}}},
+	    "workerGroupSpecs": [{"groupName": "w", "replicas": 2, "rayStartParams": {},
+	      "template": {"spec": {"containers": [{"name": "w", "resources": {"requests": {"cpu": "1"}}}]}}}]}}}`)
+	for _, ps := range o.PodSets {
+		aff := ps.Template.Spec.Affinity
+		switch {
+		case ps.Path == nil && aff != nil:
+			t.Errorf("%s: the default submitter got an affinity", ps.Name)
+		case ps.Path != nil && (aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil):
+			t.Errorf("%s at %s: no required node affinity", ps.Name, kinds.FieldPath(ps.Path))
+		}
+	}
+}
+
+// TestJobSetMutation: a JobSet's own nodeSelector moves into the
+// required node affinity, so the nodeSelector is tally's to narrow.
+func TestJobSetMutation(t *testing.T) {
+	o := mutateKind(t, kinds.JobSet{}, `{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace": "team"},
+	  "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {"template": {"spec": {
+	    "nodeSelector": {"disk": "ssd"}, "containers": [{"name": "w", "resources": {"requests": {"cpu": "1"}}}]}}}}}]}}`)
+	spec := o.PodSets[0].Template.Spec
+	if spec.NodeSelector != nil {
+		t.Errorf("nodeSelector %v left", spec.NodeSelector)
+	}
+	if spec.Affinity == nil || spec.Affinity.NodeAffinity == nil {
+		t.Fatal("no node affinity")
+	}
+	for _, term := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		b, _ := json.Marshal(term)
+		if !strings.Contains(string(b), `{"key":"disk","operator":"In","values":["ssd"]}`) {
+			t.Errorf("term %s lacks the user's disk=ssd", b)
+		}
+	}
+	if ann := o.Meta.Annotations[queues.AnnotationUserAffinity]; !strings.Contains(ann, "disk") {
+		t.Errorf("the user's own terms (%q) do not keep disk=ssd for the next mutation", ann)
+	}
+}
