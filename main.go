@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -78,13 +80,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 // its field path.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, "Usage: tally check-config FILE...\n\nValidates ResourceFlavor, ClusterQueue, LocalQueue and WorkloadPriorityClass documents\nand prints every error with its field path. Exits 1 if there is any.")
+		fmt.Fprintln(stderr, "Usage: tally check-config FILE...\n\nValidates ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass and WorkloadKind\ndocuments and prints every error with its field path. Exits 1 if there is any. The paths of a\nWorkloadKind are checked against its CRD's schema too when the API server ($KUBECONFIG, or\nin-cluster) can be reached.")
 		if len(args) == 0 {
 			return 2
 		}
 		return 0
 	}
 	cfg, warnings, errs := queues.ParseFiles(args...)
+	if cfg != nil {
+		errs = kinds.CheckDeclared(cfg.WorkloadKinds)
+		more, notes := checkKindSchemas(cfg.WorkloadKinds)
+		errs, warnings = append(errs, more...), append(warnings, notes...)
+	}
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
@@ -95,9 +102,57 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%d error(s)\n", len(errs))
 		return 1
 	}
-	fmt.Fprintf(stdout, "ok: %d ResourceFlavor(s), %d ClusterQueue(s), %d LocalQueue(s), %d WorkloadPriorityClass(es)\n",
-		len(cfg.Flavors), len(cfg.ClusterQueues), len(cfg.LocalQueues), len(cfg.PriorityClasses))
+	fmt.Fprintf(stdout, "ok: %d ResourceFlavor(s), %d ClusterQueue(s), %d LocalQueue(s), %d WorkloadPriorityClass(es), %d WorkloadKind(s)\n",
+		len(cfg.Flavors), len(cfg.ClusterQueues), len(cfg.LocalQueues), len(cfg.PriorityClasses), len(cfg.WorkloadKinds))
 	return 0
+}
+
+// checkKindSchemas checks the declared kinds' paths against their CRDs'
+// schemas when the API server ($KUBECONFIG, or in-cluster) can be
+// reached; notes say what could not be checked.
+func checkKindSchemas(specs []queues.WorkloadKind) (field.ErrorList, []string) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	offline := func(why error) []string {
+		return []string{fmt.Sprintf("WorkloadKind paths are checked for their syntax only, not against the CRDs: %v", why)}
+	}
+	restCfg, err := restConfig("")
+	if err != nil {
+		return nil, offline(err)
+	}
+	restCfg.Timeout = 10 * time.Second
+	scheme := runtime.NewScheme()
+	_ = apiextensionsv1.AddToScheme(scheme)
+	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, offline(err)
+	}
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(context.Background(), crds); err != nil {
+		return nil, offline(err)
+	}
+	var errs field.ErrorList
+	var notes []string
+	for _, spec := range specs {
+		i := slices.IndexFunc(crds.Items, func(crd apiextensionsv1.CustomResourceDefinition) bool {
+			return crd.Spec.Group == spec.Group && crd.Spec.Names.Kind == spec.Kind
+		})
+		if i < 0 {
+			notes = append(notes, fmt.Sprintf("WorkloadKind %q: no CRD of the API server serves %s %s; its paths are checked for their syntax only", spec.Name, spec.Group, spec.Kind))
+			continue
+		}
+		crd := &crds.Items[i]
+		v := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == spec.Version })
+		if v < 0 {
+			errs = append(errs, field.NotFound(field.NewPath(fmt.Sprintf("WorkloadKind %q", spec.Name)).Child("spec", "version"), spec.Version))
+			continue
+		}
+		if s := crd.Spec.Versions[v].Schema; s != nil && s.OpenAPIV3Schema != nil {
+			errs = append(errs, kinds.CheckSchema(spec, s.OpenAPIV3Schema)...)
+		}
+	}
+	return errs, notes
 }
 
 // status prints every ClusterQueue's books, rebuilt from the API server
@@ -158,6 +213,10 @@ func statusWith(ctx context.Context, c client.Reader, namespace, configFile stri
 	if len(errs) > 0 {
 		return fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
 			strings.Join(queues.FormatErrors(errs), "; "))
+	}
+	// The client maps each kind to its resource itself.
+	if err := ledger.DeclareKinds(cfg, nil, logr.Discard()); err != nil {
+		return fmt.Errorf("the config's WorkloadKinds: %w", err)
 	}
 	var jobs []*kinds.Object
 	for _, k := range kinds.Registered() {
@@ -354,6 +413,11 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
+	}
+	if cfg := store.Load(); cfg != nil {
+		if err := ledger.DeclareKinds(cfg, mgr.GetRESTMapper(), log); err != nil {
+			return fmt.Errorf("--config %s: %w", f.configFile, err)
+		}
 	}
 
 	direct, err := client.New(restCfg, client.Options{Scheme: scheme})

@@ -6,6 +6,19 @@
 // The webhook's patch, the guard, the admission and eviction writes, the
 // informers and the webhook and RBAC rules are all built from that.
 //
+// # Declared kinds
+//
+// A WorkloadKind document of the config declares any other kind with a
+// suspend field (Declared): its suspend path, its pod sets as template
+// and count paths, and the conditions that mean finished. The config
+// loader declares them (Declare) with the resource names the API server
+// serves them under, the ledger watches them once they are declared, and
+// the webhook's rules follow (webhook.RuleSync), all without a restart. A
+// built-in kind is such a declaration plus its special cases: pod sets
+// that depend on the object (a map of replica specs, a list of replicated
+// Jobs or worker groups), status fields, and JobSet's narrowing by
+// nodeSelector (NarrowsBySelector).
+//
 // # Adding a kind
 //
 //  1. Write kinds/<kind>.go: a type that implements Kind. A kind served
@@ -13,7 +26,7 @@
 //     only its pod templates are converted to corev1 types, so tally
 //     follows no operator's Go API module.
 //  2. Write kinds/<kind>_test.go: Read on a literal object.
-//  3. Add it to the list in Registered.
+//  3. Add it to the list builtin (see Registered).
 //  4. Add its resource to deploy/base/rbac.yaml (get, list, watch, patch)
 //     and to both workload webhooks of deploy/base/webhooks.yaml. Tests
 //     keep each in step with Registered (kinds.TestDeployedRBAC,

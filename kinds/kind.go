@@ -38,12 +38,17 @@ type Kind interface {
 	Read(obj client.Object) (*Object, error)
 }
 
-// Registered lists the kinds tally queues, batch/v1 Job first.
+// Registered lists the kinds tally queues: the built-in ones, batch/v1
+// Job first, then the declared ones (Declare). The result must not be
+// modified.
 func Registered() []Kind {
-	return registered
+	if all := current.Load(); all != nil {
+		return *all
+	}
+	return builtin
 }
 
-var registered = []Kind{
+var builtin = []Kind{
 	Job{},
 	PyTorchJob,
 	TFJob,
@@ -69,7 +74,7 @@ func NarrowsBySelector(k Kind) bool {
 
 // For returns the registered kind of gvk, or nil.
 func For(gvk schema.GroupVersionKind) Kind {
-	for _, k := range registered {
+	for _, k := range Registered() {
 		if k.GVK() == gvk {
 			return k
 		}

@@ -3,14 +3,19 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -29,6 +34,14 @@ type ConfigLoader struct {
 	Log       logr.Logger
 	// Report says whether this replica writes the Events (the leader).
 	Report func() bool
+	// Mapper resolves a declared kind's resource name (nil: the kind's
+	// name in lower case with an s).
+	Mapper meta.RESTMapper
+
+	// declared holds every kind a config declared since the start: one
+	// whose declaration goes stays known until tally restarts, so that
+	// its workloads keep their quota.
+	declared map[schema.GroupVersionKind]*kinds.Declared
 }
 
 // NeedLeaderElection: every replica loads the config.
@@ -57,6 +70,9 @@ func (c *ConfigLoader) load(obj any) {
 		return
 	}
 	cfg, warnings, errs := queues.Parse([]byte(cm.Data[queues.ConfigKey]))
+	if cfg != nil {
+		errs = kinds.CheckDeclared(cfg.WorkloadKinds)
+	}
 	report := c.Report == nil || c.Report()
 	if len(errs) > 0 {
 		msg := strings.Join(queues.FormatErrors(errs), "; ")
@@ -69,9 +85,68 @@ func (c *ConfigLoader) load(obj any) {
 	for _, w := range warnings {
 		c.Log.Info("config warning", "warning", w)
 	}
+	c.declare(cfg, cm, report)
 	c.Store.Set(cfg)
 	c.Log.Info("config loaded", "configMap", cm.Namespace+"/"+cm.Name, "resourceVersion", cm.ResourceVersion, "clusterQueues", len(cfg.QueueNames))
 	if report {
 		c.Recorder.Eventf(cm, corev1.EventTypeNormal, ReasonConfigLoaded, "Loaded %d ClusterQueues, %d ResourceFlavors", len(cfg.QueueNames), len(cfg.Flavors))
 	}
+}
+
+// declare puts the config's declared kinds in force (kinds.Declare), with
+// those declared by earlier configs. A kind the API server does not serve
+// is reported and left out until a later load finds it served.
+func (c *ConfigLoader) declare(cfg *queues.Config, cm *corev1.ConfigMap, report bool) {
+	if c.declared == nil {
+		c.declared = map[schema.GroupVersionKind]*kinds.Declared{}
+	}
+	for _, d := range resolveKinds(cfg.WorkloadKinds, c.Mapper, func(spec queues.WorkloadKind, err error) {
+		c.Log.Info("declared workload kind not served by the API server; not queued until its CRD is installed and the config is reloaded",
+			"workloadKind", spec.Name, "reason", err.Error())
+		if report {
+			c.Recorder.Eventf(cm, corev1.EventTypeWarning, ReasonConfigInvalid,
+				"WorkloadKind %s: %s/%s %s is not served by the API server (%v); it is not queued until its CRD is installed and the config is reloaded",
+				spec.Name, spec.Group, spec.Version, spec.Kind, err)
+		}
+	}) {
+		c.declared[d.GVK()] = d
+	}
+	all := make([]*kinds.Declared, 0, len(c.declared))
+	for _, gvk := range slices.SortedFunc(maps.Keys(c.declared), func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) }) {
+		all = append(all, c.declared[gvk])
+	}
+	kinds.Declare(all)
+}
+
+// DeclareKinds puts the kinds a config file declares in force (the
+// ConfigLoader does it for the ConfigMap), each with the resource name
+// mapper finds for it.
+func DeclareKinds(cfg *queues.Config, mapper meta.RESTMapper, log logr.Logger) error {
+	if errs := kinds.CheckDeclared(cfg.WorkloadKinds); len(errs) > 0 {
+		return errs.ToAggregate()
+	}
+	kinds.Declare(resolveKinds(cfg.WorkloadKinds, mapper, func(spec queues.WorkloadKind, err error) {
+		log.Info("declared workload kind not served by the API server; not queued", "workloadKind", spec.Name, "reason", err.Error())
+	}))
+	return nil
+}
+
+// resolveKinds makes the kinds specs declare, each with the resource name
+// mapper serves it under (nil mapper: its kind in lower case with an s);
+// a kind mapper does not know is passed to skip.
+func resolveKinds(specs []queues.WorkloadKind, mapper meta.RESTMapper, skip func(queues.WorkloadKind, error)) []*kinds.Declared {
+	var out []*kinds.Declared
+	for _, spec := range specs {
+		plural := strings.ToLower(spec.Kind) + "s"
+		if mapper != nil {
+			m, err := mapper.RESTMapping(schema.GroupKind{Group: spec.Group, Kind: spec.Kind}, spec.Version)
+			if err != nil {
+				skip(spec, err)
+				continue
+			}
+			plural = m.Resource.Resource
+		}
+		out = append(out, kinds.NewDeclared(spec, plural))
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,18 +181,8 @@ func (l *Ledger) Start(ctx context.Context) error {
 	if err := l.watch(ctx, &corev1.Pod{}, l.onPod, l.onPodDelete); err != nil {
 		return err
 	}
-	for _, k := range kinds.Registered() {
-		if _, typed := k.New().(*batchv1.Job); !typed {
-			gvk := k.GVK()
-			if _, err := l.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) {
-				l.log.Info("workload kind not served by the API server; not watched (restart tally once its CRD is installed)", "kind", gvk.String())
-				continue
-			}
-		}
-		if err := l.watch(ctx, k.New(), l.onJob, l.onJobDelete); err != nil {
-			return err
-		}
-		l.watched = append(l.watched, k)
+	if err := l.watchKinds(ctx); err != nil {
+		return err
 	}
 	// The first pass waits until every handler has been given what the
 	// informers listed: workloads, and the pods that hold quota.
@@ -229,6 +220,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-configChanged:
+			if err := l.watchKinds(ctx); err != nil {
+				l.log.Error(err, "watching the workload kinds of the new config")
+			}
 			l.reconfigure(l.store.Load())
 			l.captureManaged(ctx)
 			l.adoptOrphans(ctx)
@@ -299,6 +293,33 @@ func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any),
 		return fmt.Errorf("ledger: handler for %T: %w", obj, err)
 	}
 	l.handlersSynced = append(l.handlersSynced, reg.HasSynced)
+	return nil
+}
+
+// watchKinds watches every registered kind (kinds.Registered: built in,
+// or declared by the config) that the API server serves and that is not
+// watched yet. It runs at the start and after each config change, so a
+// kind declared, or whose CRD was installed, since then is picked up
+// without a restart.
+func (l *Ledger) watchKinds(ctx context.Context) error {
+	for _, k := range kinds.Registered() {
+		gvk := k.GVK()
+		if slices.ContainsFunc(l.watched, func(w kinds.Kind) bool { return w.GVK() == gvk }) {
+			continue
+		}
+		if _, typed := k.New().(*batchv1.Job); !typed {
+			if _, err := l.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+				l.log.Info("workload kind not served by the API server; not watched (it is once its CRD is installed and the config is reloaded)",
+					"kind", gvk.String(), "reason", err.Error())
+				continue
+			}
+		}
+		if err := l.watch(ctx, k.New(), l.onJob, l.onJobDelete); err != nil {
+			return err
+		}
+		l.watched = append(l.watched, k)
+		l.log.V(1).Info("watching a workload kind", "kind", gvk.String())
+	}
 	return nil
 }
 

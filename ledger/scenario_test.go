@@ -231,7 +231,7 @@ func (s *scenario) step(f []string) {
 				return
 			}
 			for _, path := range w.paths {
-				if v := nested(m, kinds.Join(path, "metadata", "labels", queues.LabelWorkload)); path != nil && v != string(w.w.UID) {
+				if v := kinds.At(m, kinds.Join(path, "metadata", "labels", queues.LabelWorkload)); path != nil && v != string(w.w.UID) {
 					s.t.Errorf("landed %s: pod template at %s labelled %s=%v, want its UID", name, kinds.FieldPath(path), queues.LabelWorkload, v)
 				}
 			}
@@ -517,25 +517,6 @@ func (r *scenarioRecorder) take() []string {
 	out := r.events
 	r.events = nil
 	return out
-}
-
-// nested is the value at path in m, through maps and lists.
-func nested(m any, path []string) any {
-	for _, k := range path {
-		switch n := m.(type) {
-		case map[string]any:
-			m = n[k]
-		case []any:
-			i, err := strconv.Atoi(k)
-			if err != nil || i < 0 || i >= len(n) {
-				return nil
-			}
-			m = n[i]
-		default:
-			return nil
-		}
-	}
-	return m
 }
 
 // mergePatch applies an RFC 7386 JSON merge patch to m.

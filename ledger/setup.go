@@ -39,6 +39,7 @@ func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log log
 		elected := mgr.Elected()
 		if err := mgr.Add(&ConfigLoader{
 			Cache: mgr.GetCache(), Store: store, Recorder: recorder, Namespace: opts.Namespace, Log: log.WithName("config"),
+			Mapper: mgr.GetRESTMapper(),
 			Report: func() bool {
 				select {
 				case <-elected:

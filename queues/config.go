@@ -25,6 +25,8 @@ type Config struct {
 	LocalQueues map[string]string
 	// PriorityClasses maps a WorkloadPriorityClass name to its value.
 	PriorityClasses map[string]int32
+	// WorkloadKinds are the declared kinds of workload, in config order.
+	WorkloadKinds []WorkloadKind
 	// Warnings are non-fatal remarks, such as a deprecated alias.
 	Warnings []string
 

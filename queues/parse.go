@@ -57,12 +57,12 @@ func supportedAPIVersions() []string {
 }
 
 func supportedKinds() []string {
-	return []string{kindResourceFlavor, kindClusterQueue, kindLocalQueue, kindWorkloadPriorityClass}
+	return []string{kindResourceFlavor, kindClusterQueue, kindLocalQueue, kindWorkloadPriorityClass, kindWorkloadKind}
 }
 
 // Parse reads a config: multi-document YAML holding ResourceFlavor,
 // ClusterQueue, LocalQueue and WorkloadPriorityClass documents with Kueue's
-// field names. It returns the validated Config, or nil and every error
+// field names, and tally's WorkloadKind documents. It returns the validated Config, or nil and every error
 // found, each with its field path. Warnings, such as unknown fields, never
 // make a config invalid.
 //
@@ -135,6 +135,7 @@ type document struct {
 	cq     *rawClusterQueue
 	lq     *rawLocalQueue
 	wpc    *rawPriorityClass
+	wk     *rawWorkloadKind
 }
 
 // run runs read, validates what it read and builds the Config. A panic,
@@ -293,6 +294,9 @@ func (p *parser) decodeBody(d *document, js []byte) {
 	case kindWorkloadPriorityClass:
 		d.wpc = &rawPriorityClass{}
 		target = d.wpc
+	case kindWorkloadKind:
+		d.wk = &rawWorkloadKind{}
+		target = d.wk
 	}
 	strict, err := kjson.UnmarshalStrict(js, target, kjson.DisallowUnknownFields)
 	if err != nil {
@@ -617,6 +621,8 @@ func (p *parser) build() *Config {
 			cfg.LocalQueues[d.key] = d.lq.Spec.ClusterQueue
 		case kindWorkloadPriorityClass:
 			cfg.PriorityClasses[d.key], _ = parseInt32(d.wpc.Value)
+		case kindWorkloadKind:
+			cfg.WorkloadKinds = append(cfg.WorkloadKinds, toWorkloadKind(d.wk))
 		}
 	}
 	cfg.QueueNames = SortedKeys(cfg.ClusterQueues)

@@ -106,7 +106,7 @@ func validateDocuments(docs []*document) field.ErrorList {
 		}
 	}
 	var errs field.ErrorList
-	seen := map[string]*document{}
+	seen, declared := map[string]*document{}, map[string]*document{}
 	for _, d := range docs {
 		errs = append(errs, validateUnique(d, seen)...)
 		if d.broken {
@@ -121,6 +121,15 @@ func validateDocuments(docs []*document) field.ErrorList {
 			errs = append(errs, validateLocalQueue(d.lq, d.root, queueNames)...)
 		case kindWorkloadPriorityClass:
 			errs = append(errs, validatePriorityClass(d.wpc, d.root)...)
+		case kindWorkloadKind:
+			errs = append(errs, validateWorkloadKind(d.wk, d.root)...)
+			gvk := d.wk.Spec.Group + "/" + d.wk.Spec.Version + "/" + d.wk.Spec.Kind
+			if first, dup := declared[gvk]; dup {
+				errs = append(errs, withDetail(field.Duplicate(d.root.Child("spec", "kind"), d.wk.Spec.Kind),
+					"%s is declared twice: in %s and %s", gvk, first.where, d.where))
+			} else {
+				declared[gvk] = d
+			}
 		}
 	}
 	return errs

@@ -360,12 +360,12 @@ spec:
 			in: "metadata: {name: a}\n",
 			want: []string{
 				`document[0].apiVersion: is required: one of tally.dev/v1, kueue.x-k8s.io/v1beta1, kueue.x-k8s.io/v1beta2`,
-				`document[0].kind: is required: one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass`,
+				`document[0].kind: is required: one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, WorkloadKind`,
 			},
 		},
 		"an unknown kind": {
 			in:   stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: prov}\n"),
-			want: []string{`document[2].kind: unknown kind "AdmissionCheck": must be one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass`},
+			want: []string{`document[2].kind: unknown kind "AdmissionCheck": must be one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, WorkloadKind`},
 		},
 		"a hierarchical Cohort document": {
 			in:   "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Cohort\nmetadata: {name: ml}\nspec: {parentName: org}\n",

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -149,6 +152,95 @@ func Register(ctx context.Context, c client.Client, e Endpoint, own string, user
 	v := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, c, v, func() error { v.Webhooks = wantV.Webhooks; return nil }); err != nil {
 		return fmt.Errorf("registering ValidatingWebhookConfiguration %s: %w", ConfigurationName, err)
+	}
+	return nil
+}
+
+// RuleSync keeps the rules of tally's two workload webhooks (in the
+// webhook configurations named ConfigurationName) in step with the kinds
+// tally queues, kinds.Registered, which change when a config declares a
+// kind: it updates them at the start and after every config load. Only
+// the leader runs it.
+type RuleSync struct {
+	Client client.Client
+	Store  *queues.Store
+	// Namespace and Users are as for Configurations.
+	Namespace string
+	Users     []string
+	Log       logr.Logger
+}
+
+// NeedLeaderElection: one replica writes.
+func (r *RuleSync) NeedLeaderElection() bool { return true }
+
+// Start syncs the rules until ctx ends.
+func (r *RuleSync) Start(ctx context.Context) error {
+	changed := r.Store.Subscribe()
+	for {
+		if err := r.Sync(ctx); err != nil {
+			r.Log.Error(err, "updating the webhook rules to the workload kinds; a kind declared since may not be queued")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// Sync updates the workload webhooks' rules, if they differ.
+func (r *RuleSync) Sync(ctx context.Context) error {
+	wantM, wantV := Configurations(Endpoint{}, r.Namespace, r.Users...)
+	rules := map[string][]admissionregistrationv1.RuleWithOperations{}
+	for _, w := range wantM.Webhooks {
+		rules[w.Name] = w.Rules
+	}
+	for _, w := range wantV.Webhooks {
+		rules[w.Name] = w.Rules
+	}
+	// set gives one webhook its rules and says whether they changed.
+	set := func(name string, have *[]admissionregistrationv1.RuleWithOperations) bool {
+		want, ok := rules[name]
+		if !ok || equality.Semantic.DeepEqual(*have, want) {
+			return false
+		}
+		*have = want
+		return true
+	}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := r.update(ctx, m, func() (changed bool) {
+		for i := range m.Webhooks {
+			changed = set(m.Webhooks[i].Name, &m.Webhooks[i].Rules) || changed
+		}
+		return changed
+	}); err != nil {
+		return err
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	return r.update(ctx, v, func() (changed bool) {
+		for i := range v.Webhooks {
+			changed = set(v.Webhooks[i].Name, &v.Webhooks[i].Rules) || changed
+		}
+		return changed
+	})
+}
+
+// update reads the configuration obj named ConfigurationName, lets
+// change change it, and writes it if it did, again on a conflict.
+func (r *RuleSync) update(ctx context.Context, obj client.Object, change func() bool) error {
+	kind := fmt.Sprintf("%T", obj)[len("*v1."):]
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: ConfigurationName}, obj); err != nil {
+			return err
+		}
+		if !change() {
+			return nil
+		}
+		r.Log.Info("webhook rules updated to the workload kinds", "configuration", kind+"/"+ConfigurationName)
+		return r.Client.Update(ctx, obj)
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", kind, ConfigurationName, err)
 	}
 	return nil
 }

@@ -523,7 +523,7 @@ func TestHostileConfigValidator(t *testing.T) {
 		hostile{name: "an unknown kind", req: cfg("apiVersion: tally.dev/v1\nkind: Cohort\nmetadata: {name: x}\n"),
 			want: denied(invalid + `document[0].kind: kind Cohort is not supported: cohorts are flat, named by each ClusterQueue's spec.cohort`)},
 		hostile{name: "a kind that does not exist", req: cfg("apiVersion: tally.dev/v1\nkind: Evil\nmetadata: {name: x}\n"),
-			want: denied(invalid + `document[0].kind: unknown kind "Evil": must be one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass`)},
+			want: denied(invalid + `document[0].kind: unknown kind "Evil": must be one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, WorkloadKind`)},
 		hostile{name: "an unknown apiVersion", req: cfg("apiVersion: evil/v1\nkind: ResourceFlavor\nmetadata: {name: x}\n"), want: denied(invalid + "document[0].apiVersion")},
 		hostile{name: "duplicate flavor names", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + fmt.Sprintf(flavor, "f")), want: denied(`ResourceFlavor "f"`)},
 		hostile{name: "duplicate ClusterQueue names", req: cfg(good + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "2"))), want: denied(`ClusterQueue "a"`)},

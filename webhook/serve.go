@@ -37,7 +37,8 @@ type Options struct {
 // Setup serves every webhook on the manager's webhook server, each bounded
 // in body size and time (Limit), and makes the serving certificate (or,
 // with cert-manager, finds it) and registers the webhook configurations
-// with its CA bundle. c reads from the API server, not a cache.
+// with its CA bundle, whose workload rules RuleSync keeps in step with the
+// declared kinds. c reads from the API server, not a cache.
 func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Options, log logr.Logger) error {
 	if err := setUpCerts(ctx, mgr, c, opts, log); err != nil {
 		return err
@@ -53,7 +54,7 @@ func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Optio
 	} {
 		srv.Register(path, Limit(&ctrlwebhook.Admission{Handler: h}))
 	}
-	return nil
+	return mgr.Add(&RuleSync{Client: c, Store: opts.Store, Namespace: opts.Namespace, Users: opts.Users, Log: log.WithName("webhook-rules")})
 }
 
 // setUpCerts makes (or, with cert-manager, finds) the serving certificate
