@@ -79,6 +79,16 @@ func (p *Process) Start() error {
 }
 
 // Running says whether the process started last is still alive.
+// Pid is the process's id, 0 when it has not been started.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 func (p *Process) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
