@@ -3,8 +3,10 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -102,5 +104,60 @@ func TestJobSetMutation(t *testing.T) {
 	}
 	if ann := o.Meta.Annotations[queues.AnnotationUserAffinity]; !strings.Contains(ann, "disk") {
 		t.Errorf("the user's own terms (%q) do not keep disk=ssd for the next mutation", ann)
+	}
+}
+
+// benchWebhook measures the mutating webhook on req, reporting the median
+// and 99th percentile latency of single requests.
+func benchWebhook(b *testing.B, req admission.Request) {
+	m := newMutator(b, testConfig(b))
+	b.ReportAllocs()
+	lat := make([]time.Duration, 0, 1<<16)
+	for b.Loop() {
+		start := time.Now()
+		resp := m.Handle(context.Background(), req)
+		lat = append(lat, time.Since(start))
+		if !resp.Allowed || len(resp.Patches) == 0 {
+			b.Fatalf("allowed %v, %d patches: %v", resp.Allowed, len(resp.Patches), resp.Result)
+		}
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkKindWebhook measures the mutating webhook on a workload of each
+// kind beyond Job and PyTorchJob: an MPIJob (launcher and 2 workers), a
+// JobSet (2 replicated Jobs), a RayJob (head, a worker group, the default
+// submitter) and a declared kind.
+func BenchmarkKindWebhook(b *testing.B) {
+	containers := `"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]`
+	declared := kinds.NewDeclared(queues.WorkloadKind{Name: "t", Group: "example.com", Version: "v1", Kind: "TrainJob",
+		SuspendPath: []string{"spec", "suspend"}, FinishedConditions: []string{"Succeeded"},
+		PodSets: []queues.WorkloadKindPodSet{{Name: "worker", TemplatePath: []string{"spec", "worker", "template"}, CountPath: []string{"spec", "worker", "replicas"}}}}, "trainjobs")
+	kinds.Declare([]*kinds.Declared{declared})
+	defer kinds.Declare(nil)
+	for _, tc := range []struct {
+		k   kinds.Kind
+		raw string
+	}{
+		{kinds.MPIJob, `{"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "m", "namespace": "team"}, "spec": {"mpiReplicaSpecs": {
+		  "Launcher": {"replicas": 1, "template": {"spec": {` + containers + `}}}, "Worker": {"replicas": 2, "template": {"spec": {` + containers + `}}}}}}`},
+		{kinds.JobSet{}, `{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace": "team"}, "spec": {"replicatedJobs": [
+		  {"name": "leader", "template": {"spec": {"template": {"spec": {` + containers + `}}}}},
+		  {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 2, "template": {"spec": {"nodeSelector": {"disk": "ssd"}, ` + containers + `}}}}}]}}`},
+		{kinds.RayJob{}, `{"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "r", "namespace": "team"}, "spec": {"entrypoint": "python x.py", "rayClusterSpec": {
+		  "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {` + containers + `}}},
+		  "workerGroupSpecs": [{"groupName": "w", "replicas": 2, "rayStartParams": {}, "template": {"spec": {` + containers + `}}}]}}}`},
+		{declared, `{"apiVersion": "example.com/v1", "kind": "TrainJob", "metadata": {"name": "t", "namespace": "team"}, "spec": {"worker": {"replicas": 3, "template": {"spec": {` + containers + `}}}}}`},
+	} {
+		gvk := tc.k.GVK()
+		b.Run(gvk.Kind, func(b *testing.B) {
+			benchWebhook(b, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "1", Operation: admissionv1.Create, Namespace: "team", Name: "x",
+				Kind:   metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+				Object: runtime.RawExtension{Raw: []byte(tc.raw)},
+			}})
+		})
 	}
 }

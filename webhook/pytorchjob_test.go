@@ -3,10 +3,8 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -189,19 +187,5 @@ func TestPyTorchJobGuard(t *testing.T) {
 // PyTorchJob (a master and workers), reporting the median and 99th
 // percentile latency of single requests.
 func BenchmarkPyTorchJobWebhook(b *testing.B) {
-	m := newMutator(b, testConfig(b))
-	req := pyTorchJobRequest(admissionv1.Create, pyTorchJobJSON(`, "labels": {"app": "train"}`, `{"cleanPodPolicy": "Running"}`, ""), "")
-	b.ReportAllocs()
-	lat := make([]time.Duration, 0, 1<<16)
-	for b.Loop() {
-		start := time.Now()
-		resp := m.Handle(context.Background(), req)
-		lat = append(lat, time.Since(start))
-		if !resp.Allowed || len(resp.Patches) == 0 {
-			b.Fatalf("allowed %v, %d patches: %v", resp.Allowed, len(resp.Patches), resp.Result)
-		}
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+	benchWebhook(b, pyTorchJobRequest(admissionv1.Create, pyTorchJobJSON(`, "labels": {"app": "train"}`, `{"cleanPodPolicy": "Running"}`, ""), ""))
 }
