@@ -13,7 +13,7 @@ TOOL_BINARIES := etcd kube-apiserver kube-controller-manager kube-scheduler kube
 GO ?= go
 BIN := $(CURDIR)/bin/tally
 TEST_TIMEOUT ?= 45m
-E2E_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 45m
 # One test binary at a time: the envtest and e2e suites each run a control
 # plane, and two of them at once on a small machine make timings meaningless.
 TEST_PARALLEL ?= 1
