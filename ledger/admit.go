@@ -137,13 +137,20 @@ func (l *Ledger) decide() []write {
 				l.event(w, corev1.EventTypeNormal, ReasonQueued, "%s", queues.Position(cq, pos, len(lists[w.Queue])))
 			}
 		}
-		if v.Kind == queues.Fits || v.Kind == queues.Preempting || v.Code == e.lastCode {
+		if v.Kind == queues.Fits || v.Kind == queues.Preempting {
+			return
+		}
+		if v.Kind == queues.Never {
+			// Set aside again after a reload that did not help, with no
+			// second Event for the same reason.
+			never = append(never, e)
+		}
+		if v.Code == e.lastCode {
 			return
 		}
 		e.lastCode = v.Code
 		if v.Kind == queues.Never {
 			l.event(w, corev1.EventTypeWarning, ReasonInadmissible, "%s", v.Message)
-			never = append(never, e)
 			return
 		}
 		l.event(w, corev1.EventTypeNormal, ReasonPending, "%s", v.Message)
