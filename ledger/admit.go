@@ -44,6 +44,9 @@ type write struct {
 	// claim took over.
 	moved   queues.Usage
 	message string
+	// waitingSince is when the admitted workload started waiting: its
+	// creation, or its last return to its queue after it ran.
+	waitingSince time.Time
 }
 
 // pass runs one admission pass: decide under the lock on a snapshot of
@@ -158,6 +161,7 @@ func (l *Ledger) decide() []write {
 	for _, e := range never {
 		l.untree(e)
 		e.phase = inadmissible
+		l.notePendingLocked(e)
 		if e.labelState != string(queues.StateInadmissible) {
 			l.labelQueue.Add(e.w.UID)
 		}
@@ -168,14 +172,18 @@ func (l *Ledger) decide() []write {
 		l.untree(e)
 		e.phase = assumed
 		e.lastCode = ""
+		l.notePendingLocked(e)
 		l.chargeLocked(e, d.Workload.Queue, d.Assignment.Usage)
 		out = append(out, write{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity, src: e.src,
-			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend})
+			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend,
+			waitingSince: e.waitingSince()})
 	}
 	for _, p := range decided.Preemptions {
 		out = append(out, l.preemptLocked(p)...)
 	}
-	l.metrics.pending.Set(float64(l.pendingLenLocked()))
+	if len(lists) > 0 {
+		l.metrics.observeAttempt(len(decided.Admissions) > 0)
+	}
 	if l.cfg.HasFairSharing() {
 		l.metrics.observeShares(snap)
 	}
@@ -245,12 +253,13 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	return writes
 }
 
-func (l *Ledger) pendingLenLocked() int {
-	n := 0
-	for _, t := range l.pending {
-		n += t.Len()
+// waitingSince is when e started waiting for its admission: its
+// creation, or its last return to its queue after it ran.
+func (e *entry) waitingSince() time.Time {
+	if e.requeuedAt == 0 {
+		return e.w.Created
 	}
-	return n
+	return time.Unix(0, e.requeuedAt)
 }
 
 // writeAll starts the writes, at most Workers at a time, and returns
@@ -317,6 +326,7 @@ func evictionPatch(w write) ([]byte, error) {
 
 // evicted records a preemption write that landed.
 func (l *Ledger) evicted(w write) {
+	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedPreempted).Inc()
 	l.event(w.w, corev1.EventTypeWarning, ReasonPreempted, "%s", w.message)
 }
 
@@ -337,7 +347,7 @@ func (l *Ledger) admit(ctx context.Context, adm write) {
 
 // admitted records an admission write that landed.
 func (l *Ledger) admitted(adm write, now time.Time) {
-	l.metrics.admitted.Inc()
+	l.metrics.observeAdmission(adm.w.Queue, now.Sub(adm.waitingSince))
 	l.event(adm.w, corev1.EventTypeNormal, ReasonAdmitted, "Admitted by ClusterQueue %s in flavor %s (%s%s) after %s",
 		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), podSetsNote(adm.w), now.Sub(adm.w.Created).Round(time.Second))
 }
@@ -350,6 +360,7 @@ func (l *Ledger) rollback(adm write, err error) {
 		return
 	}
 	e.phase = pending
+	l.notePendingLocked(e)
 	l.releaseLocked(e, false)
 	// After a conflict the Job waits out of its queue until the informer
 	// brings its newer version (onJob queues it again): decided on the

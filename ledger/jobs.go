@@ -30,6 +30,11 @@ type entry struct {
 	// is in its queue's pending tree.
 	phase  phase
 	inTree bool
+	// pendingAs is how tally_pending_workloads counts it (0: not at
+	// all, 1: active, 2: inadmissible), in pendingIn's ClusterQueue
+	// (metrics.notePending).
+	pendingAs uint8
+	pendingIn *queueMetrics
 	// claim, for a preemptor, is what it waits for: it rejoins its queue
 	// when its last victim is gone.
 	claim *claim
@@ -45,6 +50,11 @@ type entry struct {
 	admittedAt   time.Time
 	// evictedAt is when tally decided to preempt it.
 	evictedAt time.Time
+	// requeuedAt is when it last went back to its queue after it ran
+	// (an eviction, or a late capture that suspended it), in Unix
+	// nanoseconds; its admission wait counts from then, else from its
+	// creation.
+	requeuedAt int64
 	// seen is its last view, folded again when its count of live pods
 	// changes.
 	seen observed
@@ -140,6 +150,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	l.untree(e)
 	delete(l.jobs, uid)
 	delete(l.late, uid)
+	l.metrics.notePending(l.cfg, e, true)
 	if e.charged != nil && l.livePods[uid] > 0 {
 		// Its pods outlive it: its quota, and its preemptor's wait,
 		// last until they are gone (pods.go).
@@ -309,7 +320,7 @@ func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
 		l.usage[queue] = cur
 	}
 	cur.Add(u)
-	l.metrics.setUsage(queue, cur, u)
+	l.metrics.setUsage(l.cfg, queue, cur, u)
 }
 
 func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
@@ -318,7 +329,7 @@ func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
 		if len(cur) == 0 {
 			delete(l.usage, queue)
 		}
-		l.metrics.setUsage(queue, cur, u)
+		l.metrics.setUsage(l.cfg, queue, cur, u)
 	}
 }
 
@@ -413,6 +424,7 @@ func (l *Ledger) rebuildPendingLocked() {
 		e.w = &w
 		e.phase = pending
 		l.entree(e)
+		l.notePendingLocked(e)
 	}
 	l.poke()
 }

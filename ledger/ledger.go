@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/btree"
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -39,6 +40,9 @@ type Options struct {
 	// Held, when set, is asked before every write, which is refused
 	// while it returns an error (see Lease.Held).
 	Held func() error
+	// Registry is where the ledger's metrics are registered;
+	// controller-runtime's registry when nil.
+	Registry prometheus.Registerer
 }
 
 // Ledger keeps quota usage and admits Jobs. It is a manager Runnable that
@@ -149,7 +153,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
 		nsQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
-		metrics: newMetrics(),
+		metrics: newMetrics(opts.Registry),
 	}
 	if opts.Held != nil {
 		l.client = fenced{Client: cl, held: opts.Held, log: log}
@@ -168,7 +172,12 @@ func (l *Ledger) NeedLeaderElection() bool { return true }
 func (l *Ledger) Start(ctx context.Context) error {
 	defer l.labelQueue.ShutDown()
 	defer l.nsQueue.ShutDown()
+	l.mu.Lock()
 	l.cfg = l.store.Load()
+	if l.cfg != nil {
+		l.metrics.observeConfig(l.cfg, l.usage)
+	}
+	l.mu.Unlock()
 	l.ctx = ctx
 	configChanged := l.store.Subscribe()
 
@@ -332,6 +341,7 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cfg = cfg
+	l.metrics.observeConfig(cfg, l.usage)
 	l.rebuildPendingLocked()
 	l.relabelLocked()
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))

@@ -361,6 +361,11 @@ func (l *Ledger) apply(e *entry, next entry, fx []effect) {
 			l.untree(e)
 		}
 	}
+	if next.phase == pending && (e.phase == admitted || e.phase == evicting || e.phase == unrecorded || e.phase == capturing) {
+		// Back in its queue after it ran: Kueue's requeue, from which
+		// its next admission's wait counts.
+		next.requeuedAt = l.opts.Clock.Now().UnixNano()
+	}
 	*e = next
 	for _, f := range fx {
 		switch f := f.(type) {
@@ -391,4 +396,5 @@ func (l *Ledger) apply(e *entry, next entry, fx []effect) {
 	} else {
 		delete(l.holding, e)
 	}
+	l.notePendingLocked(e)
 }

@@ -2,58 +2,180 @@ package ledger
 
 import (
 	"errors"
+	"math"
+	"sort"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"tally.dev/tally/flavors"
 	"tally.dev/tally/queues"
 )
 
+// The ledger's metrics. Those named after one of Kueue's (tally_X for
+// kueue_X) have its labels and meaning, as far as tally's model allows
+// (README, "Metrics", says where they differ); the others are tally's own.
+// All are kept from the ledger's own events, under its lock, at the cost
+// of the change: no metric walks the workloads. Only the replica that
+// leads runs the ledger, so only its series move.
+
+// Label values, as Kueue's.
+const (
+	pendingActive       = "active"
+	pendingInadmissible = "inadmissible"
+
+	cqStatusPending     = "pending"
+	cqStatusActive      = "active"
+	cqStatusTerminating = "terminating"
+
+	// evictedPreempted: suspended by tally to make room for another
+	// workload (Kueue's reason of the same name).
+	evictedPreempted = "Preempted"
+	// evictedSuspendedLate: found running without tally's admission and
+	// suspended, as it does not fit (late.go; Kueue has no such reason).
+	evictedSuspendedLate = ReasonSuspendedLate
+
+	attemptSuccess      = "success"
+	attemptInadmissible = "inadmissible"
+)
+
+var (
+	cqStatuses      = [...]string{cqStatusPending, cqStatusActive, cqStatusTerminating}
+	pendingStatuses = [...]string{pendingActive, pendingInadmissible}
+)
+
+// waitBuckets are Kueue's buckets for its wait times: 1s, then 2.5s
+// doubling up to 10240s (about 2h50m).
+var waitBuckets = append([]float64{1}, prometheus.ExponentialBuckets(2.5, 2, 13)...)
+
 type metrics struct {
-	usage       *prometheus.GaugeVec
+	// names are the metric names, in registration order.
+	names []string
+
+	// Kueue's.
+	pending   *prometheus.GaugeVec     // {cluster_queue, status}
+	admitted  *prometheus.CounterVec   // {cluster_queue}
+	waitTime  *prometheus.HistogramVec // {cluster_queue}
+	evicted   *prometheus.CounterVec   // {cluster_queue, reason}
+	usage     *prometheus.GaugeVec     // {cluster_queue, cohort, flavor, resource}
+	nominal   *prometheus.GaugeVec     // likewise
+	borrowing *prometheus.GaugeVec     // likewise
+	lending   *prometheus.GaugeVec     // likewise
+	status    *prometheus.GaugeVec     // {cluster_queue, status}
+	attempts  *prometheus.CounterVec   // {result}
+
+	// tally's own.
 	share       *prometheus.GaugeVec
-	pending     prometheus.Gauge
-	admitted    prometheus.Counter
 	preempted   prometheus.Counter
 	drift       prometheus.Counter
 	repairs     *prometheus.CounterVec
 	passSeconds prometheus.Histogram
+
+	// queues holds, per ClusterQueue that has series, what they were set
+	// from. It changes under the ledger's lock.
+	queues map[string]*queueMetrics
 }
 
-func newMetrics() *metrics {
-	return &metrics{
-		usage: register(prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tally_cluster_queue_usage", Help: "Quota in use per ClusterQueue, flavor and resource, in canonical units (millicores for cpu).",
-		}, []string{"cluster_queue", "flavor", "resource"})),
-		share: register(prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tally_cluster_queue_share", Help: "Weighted dominant-resource share of each ClusterQueue in a cohort with fair sharing (0 within nominal quota; 1000 = borrowing all the cohort lends).",
-		}, []string{"cluster_queue", "cohort"})),
-		pending: register(prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tally_pending_jobs", Help: "Jobs waiting for quota.",
-		})),
-		admitted: register(prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tally_admissions_total", Help: "Jobs admitted.",
-		})),
-		preempted: register(prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tally_preemptions_total", Help: "Jobs preempted.",
-		})),
-		drift: register(prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tally_usage_drift_repairs_total", Help: "ClusterQueues whose usage a recount had to repair.",
-		})),
-		repairs: register(prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tally_recount_repairs_total", Help: "Job events the ledger missed and a recount replayed, by kind: missed-admission, missed-finish, missed-delete, missed-update.",
-		}, []string{"kind"})),
-		passSeconds: register(prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "tally_admission_pass_seconds", Help: "Time one admission pass holds the ledger.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		})),
+// queueMetrics is what the metrics keep of one ClusterQueue.
+type queueMetrics struct {
+	name string
+	// cohort is the cohort label of its resource series.
+	cohort string
+	// inConfig: the config in force has it. removed: a config had it,
+	// the one in force has not, and the ledger still counts workloads in
+	// it (its status is terminating until they are gone).
+	inConfig, removed bool
+	// quota holds the cells that have quota series.
+	quota map[queues.FlavorResource]bool
+	// used: the ledger counts usage in it.
+	used bool
+	// pending counts its workloads by pending status (pendingStatuses),
+	// with their gauges.
+	pending      [2]int
+	pendingGauge [2]prometheus.Gauge
+}
+
+// newMetrics makes the ledger's metrics and registers them with reg
+// (controller-runtime's registry when nil).
+func newMetrics(reg prometheus.Registerer) *metrics {
+	if reg == nil {
+		reg = ctrlmetrics.Registry
 	}
+	m := &metrics{queues: map[string]*queueMetrics{}}
+	resourceLabels := []string{"cluster_queue", "cohort", "flavor", "resource"}
+	gauges := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		m.names = append(m.names, name)
+		return register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+	}
+	counters := func(name, help string, labels ...string) *prometheus.CounterVec {
+		m.names = append(m.names, name)
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+	}
+
+	m.pending = gauges("tally_pending_workloads",
+		`Workloads waiting for quota, per ClusterQueue and status: "active" waits in the queue (a preemptor waiting for its victims to stop included); "inadmissible" cannot fit under the config in force and waits for a config change, or a change to itself.`,
+		"cluster_queue", "status")
+	m.admitted = counters("tally_admitted_workloads_total",
+		"Workloads admitted (the admission write landed), per ClusterQueue.", "cluster_queue")
+	m.names = append(m.names, "tally_admission_wait_time_seconds")
+	m.waitTime = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tally_admission_wait_time_seconds",
+		Help:    "Time from a workload's creation, or its return to its queue after an eviction, until its admission, per ClusterQueue.",
+		Buckets: waitBuckets,
+	}, []string{"cluster_queue"}))
+	m.evicted = counters("tally_evicted_workloads_total",
+		`Running workloads tally suspended, per ClusterQueue and reason: "Preempted" (to make room for another workload) or "SuspendedLate" (found running without tally's admission, and it does not fit).`,
+		"cluster_queue", "reason")
+	m.usage = gauges("tally_cluster_queue_resource_usage",
+		"Quota in use per ClusterQueue, flavor and resource (cpu in cores, memory in bytes, other resources in their own units): admitted workloads until their pods are gone, admissions in flight and preemptors' claims.",
+		resourceLabels...)
+	m.nominal = gauges("tally_cluster_queue_nominal_quota",
+		"Nominal quota per ClusterQueue, flavor and resource (cpu in cores, memory in bytes).", resourceLabels...)
+	m.borrowing = gauges("tally_cluster_queue_borrowing_limit",
+		"Borrowing limit per ClusterQueue, flavor and resource (cpu in cores, memory in bytes); +Inf when unset.", resourceLabels...)
+	m.lending = gauges("tally_cluster_queue_lending_limit",
+		"Lending limit per ClusterQueue, flavor and resource (cpu in cores, memory in bytes); +Inf when unset.", resourceLabels...)
+	m.status = gauges("tally_cluster_queue_status",
+		`1 for the status of each ClusterQueue, 0 for the others: "active" (in the config in force, admitting), "pending" (in the config, stopped by its stopPolicy), "terminating" (gone from the config while workloads still hold quota or wait in it).`,
+		"cluster_queue", "status")
+	m.attempts = counters("tally_admission_attempts_total",
+		`Admission passes over waiting workloads: "success" when the pass admitted at least one, else "inadmissible".`, "result")
+
+	m.share = gauges("tally_cluster_queue_share",
+		"Weighted dominant-resource share of each ClusterQueue in a cohort with fair sharing (0 within nominal quota; 1000 = borrowing all the cohort lends).",
+		"cluster_queue", "cohort")
+	m.names = append(m.names, "tally_preemptions_total")
+	m.preempted = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_preemptions_total", Help: "Workloads a pass decided to preempt (whether or not the preemption write then landed).",
+	}))
+	m.names = append(m.names, "tally_usage_drift_repairs_total")
+	m.drift = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_usage_drift_repairs_total", Help: "ClusterQueues whose usage a recount had to repair.",
+	}))
+	m.repairs = counters("tally_recount_repairs_total",
+		"Job events the ledger missed and a recount replayed, by kind: missed-admission, missed-finish, missed-delete, missed-update.", "kind")
+	m.names = append(m.names, "tally_admission_pass_seconds")
+	m.passSeconds = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "tally_admission_pass_seconds", Help: "Time one admission pass holds the ledger.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+	}))
+	return m
 }
 
-// register registers c with controller-runtime's registry, reusing an
-// already registered collector of the same name.
-func register[C prometheus.Collector](c C) C {
-	if err := ctrlmetrics.Registry.Register(c); err != nil {
+// MetricNames lists the names of the ledger's metrics, sorted (a
+// histogram's series add _bucket, _sum and _count to its name).
+func MetricNames() []string {
+	names := append([]string(nil), newMetrics(prometheus.NewRegistry()).names...)
+	sort.Strings(names)
+	return names
+}
+
+// register registers c with reg, reusing an already registered collector
+// of the same name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
 			if existing, ok := are.ExistingCollector.(C); ok {
@@ -64,20 +186,233 @@ func register[C prometheus.Collector](c C) C {
 	return c
 }
 
+// amountValue is a in the resource's standard unit, as Kueue reports it:
+// cpu in cores (tally counts millicores), +Inf for Unlimited.
+func amountValue(r corev1.ResourceName, a flavors.Amount) float64 {
+	if a.IsUnlimited() {
+		return math.Inf(1)
+	}
+	if r == corev1.ResourceCPU {
+		return float64(a) / 1000
+	}
+	return float64(a)
+}
+
+// queue returns the metrics of the ClusterQueue named name, made (with
+// its pending gauges at 0) if it has none yet; cfg is the config in force.
+func (m *metrics) queue(cfg *queues.Config, name string) *queueMetrics {
+	if q := m.queues[name]; q != nil {
+		return q
+	}
+	q := &queueMetrics{name: name}
+	if cfg != nil {
+		if cq := cfg.ClusterQueues[name]; cq != nil {
+			q.cohort, q.inConfig = cq.Cohort, true
+		}
+	}
+	for i, s := range pendingStatuses {
+		q.pendingGauge[i] = m.pending.WithLabelValues(name, s)
+		q.pendingGauge[i].Set(0)
+	}
+	m.queues[name] = q
+	return q
+}
+
 // setUsage sets the usage gauge of the cells of queue named in changed to
 // their value in cur: 0 for a cell cur no longer holds.
-func (m *metrics) setUsage(queue string, cur, changed queues.Usage) {
+func (m *metrics) setUsage(cfg *queues.Config, queue string, cur, changed queues.Usage) {
+	q := m.queue(cfg, queue)
 	for fr := range changed {
-		m.usage.WithLabelValues(queue, fr.Flavor, string(fr.Resource)).Set(float64(cur[fr]))
+		m.usage.WithLabelValues(queue, q.cohort, fr.Flavor, string(fr.Resource)).Set(amountValue(fr.Resource, cur[fr]))
 	}
+	q.used = len(cur) > 0
+	m.forgetIfDone(q)
 }
 
 // observeUsage sets the usage gauge to a recount's totals, fresh, where
 // the gauge showed old: a cell in old only reads 0.
-func (m *metrics) observeUsage(old, fresh map[string]queues.Usage) {
+func (m *metrics) observeUsage(cfg *queues.Config, old, fresh map[string]queues.Usage) {
 	for q := range unionKeys(old, fresh) {
-		m.setUsage(q, fresh[q], old[q])
-		m.setUsage(q, fresh[q], fresh[q])
+		m.setUsage(cfg, q, fresh[q], old[q])
+		m.setUsage(cfg, q, fresh[q], fresh[q])
+	}
+}
+
+// notePendingLocked keeps tally_pending_workloads in step with e, whose
+// phase or queue may have changed.
+func (l *Ledger) notePendingLocked(e *entry) {
+	if as := pendingStatus(e, false); as == e.pendingAs && (as == 0 || e.pendingIn.name == e.w.Queue) {
+		return
+	}
+	l.metrics.notePending(l.cfg, e, e.w == nil || l.jobs[e.w.UID] != e)
+}
+
+// pendingStatus is how tally_pending_workloads counts e (see
+// entry.pendingAs); gone says it has left the ledger.
+func pendingStatus(e *entry, gone bool) uint8 {
+	if gone || e.w == nil {
+		return 0
+	}
+	switch e.phase {
+	case pending:
+		return 1
+	case inadmissible:
+		return 2
+	}
+	return 0
+}
+
+// notePending keeps tally_pending_workloads in step with e, whose phase or
+// queue may have changed; gone says it has left the ledger. A workload
+// counts as active while pending, as inadmissible while inadmissible.
+func (m *metrics) notePending(cfg *queues.Config, e *entry, gone bool) {
+	as := pendingStatus(e, gone)
+	if as == e.pendingAs && (as == 0 || e.pendingIn.name == e.w.Queue) {
+		return
+	}
+	if q := e.pendingIn; q != nil {
+		i := e.pendingAs - 1
+		q.pending[i]--
+		q.pendingGauge[i].Set(float64(q.pending[i]))
+		e.pendingAs, e.pendingIn = 0, nil
+		m.forgetIfDone(q)
+	}
+	if as != 0 {
+		q := m.queue(cfg, e.w.Queue)
+		q.pending[as-1]++
+		q.pendingGauge[as-1].Set(float64(q.pending[as-1]))
+		e.pendingAs, e.pendingIn = as, q
+	}
+}
+
+// setStatus reports status as the ClusterQueue's.
+func (m *metrics) setStatus(queue, status string) {
+	for _, s := range cqStatuses {
+		v := 0.0
+		if s == status {
+			v = 1
+		}
+		m.status.WithLabelValues(queue, s).Set(v)
+	}
+}
+
+// observeConfig puts cfg in force: the quota series of every ClusterQueue
+// and a usage series for each of its quota cells, its status, and the
+// series of ClusterQueues and cells that went away removed. usage is the
+// ledger's.
+func (m *metrics) observeConfig(cfg *queues.Config, usage map[string]queues.Usage) {
+	for _, name := range cfg.QueueNames {
+		cq := cfg.ClusterQueues[name]
+		q := m.queue(cfg, name)
+		if q.cohort != cq.Cohort {
+			// Every resource series carries the cohort: all are set
+			// again under the new one.
+			m.deleteResourceSeries(q)
+			q.cohort = cq.Cohort
+			for fr, a := range usage[name] {
+				m.usage.WithLabelValues(name, q.cohort, fr.Flavor, string(fr.Resource)).Set(amountValue(fr.Resource, a))
+			}
+		}
+		q.inConfig, q.removed = true, false
+		cells := map[queues.FlavorResource]queues.Quota{}
+		for gi := range cq.ResourceGroups {
+			for _, fq := range cq.ResourceGroups[gi].Flavors {
+				for r, quota := range fq.Quotas {
+					fr := queues.FlavorResource{Flavor: fq.Name, Resource: r}
+					if _, dup := cells[fr]; !dup {
+						cells[fr] = quota
+					}
+				}
+			}
+		}
+		for fr := range q.quota {
+			if _, ok := cells[fr]; !ok {
+				m.deleteQuotaSeries(q, fr, usage[name])
+			}
+		}
+		q.quota = make(map[queues.FlavorResource]bool, len(cells))
+		for fr, quota := range cells {
+			labels := []string{name, q.cohort, fr.Flavor, string(fr.Resource)}
+			m.nominal.WithLabelValues(labels...).Set(amountValue(fr.Resource, quota.Nominal))
+			m.borrowing.WithLabelValues(labels...).Set(amountValue(fr.Resource, quota.BorrowingLimit))
+			m.lending.WithLabelValues(labels...).Set(amountValue(fr.Resource, quota.LendingLimit))
+			m.usage.WithLabelValues(labels...).Set(amountValue(fr.Resource, usage[name][fr]))
+			q.quota[fr] = true
+		}
+		if cq.StopPolicy == "Hold" || cq.StopPolicy == "HoldAndDrain" {
+			m.setStatus(name, cqStatusPending)
+		} else {
+			m.setStatus(name, cqStatusActive)
+		}
+	}
+	for name, q := range m.queues {
+		if cfg.ClusterQueues[name] != nil {
+			continue
+		}
+		if q.inConfig {
+			q.inConfig, q.removed = false, true
+			for fr := range q.quota {
+				m.deleteQuotaSeries(q, fr, usage[name])
+			}
+			q.quota = nil
+			m.setStatus(name, cqStatusTerminating)
+		}
+		m.forgetIfDone(q)
+	}
+}
+
+// deleteQuotaSeries removes the quota series of a cell, and its usage
+// series unless the queue uses it.
+func (m *metrics) deleteQuotaSeries(q *queueMetrics, fr queues.FlavorResource, used queues.Usage) {
+	labels := []string{q.name, q.cohort, fr.Flavor, string(fr.Resource)}
+	m.nominal.DeleteLabelValues(labels...)
+	m.borrowing.DeleteLabelValues(labels...)
+	m.lending.DeleteLabelValues(labels...)
+	if _, ok := used[fr]; !ok {
+		m.usage.DeleteLabelValues(labels...)
+	}
+}
+
+// deleteResourceSeries removes every resource series of a ClusterQueue.
+func (m *metrics) deleteResourceSeries(q *queueMetrics) {
+	match := prometheus.Labels{"cluster_queue": q.name}
+	for _, v := range []*prometheus.GaugeVec{m.usage, m.nominal, m.borrowing, m.lending} {
+		v.DeletePartialMatch(match)
+	}
+	q.quota = nil
+}
+
+// forgetIfDone removes every series of a ClusterQueue that the config in
+// force does not have once the ledger counts nothing in it.
+func (m *metrics) forgetIfDone(q *queueMetrics) {
+	if q.inConfig || q.used || q.pending != [2]int{} || m.queues[q.name] != q {
+		return
+	}
+	m.deleteResourceSeries(q)
+	for _, s := range pendingStatuses {
+		m.pending.DeleteLabelValues(q.name, s)
+	}
+	if q.removed {
+		for _, s := range cqStatuses {
+			m.status.DeleteLabelValues(q.name, s)
+		}
+	}
+	delete(m.queues, q.name)
+}
+
+// observeAdmission counts an admission that landed, wait after the
+// workload started waiting.
+func (m *metrics) observeAdmission(queue string, wait time.Duration) {
+	m.admitted.WithLabelValues(queue).Inc()
+	m.waitTime.WithLabelValues(queue).Observe(wait.Seconds())
+}
+
+// observeAttempt counts an admission pass over waiting workloads.
+func (m *metrics) observeAttempt(admitted bool) {
+	if admitted {
+		m.attempts.WithLabelValues(attemptSuccess).Inc()
+	} else {
+		m.attempts.WithLabelValues(attemptInadmissible).Inc()
 	}
 }
 

@@ -1,9 +1,20 @@
 package ledger
 
 import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
@@ -25,10 +36,55 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	return out.Counter.GetValue()
 }
 
-// TestUsageGaugeIsLive: tally_cluster_queue_usage follows every charge and
-// release as it happens, with no recount: an admission decided by a pass,
-// one the informer shows, a finish and a delete. The gauge is shared by
-// every Ledger of the test binary; this test's ClusterQueue is its own.
+// gather reads every series of reg as `name{k="v",...}` (labels sorted):
+// a gauge's or counter's value, a histogram's _count and _sum.
+func gather(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			sort.Strings(labels)
+			series := func(suffix string) string {
+				return f.GetName() + suffix + "{" + strings.Join(labels, ",") + "}"
+			}
+			switch {
+			case m.Gauge != nil:
+				out[series("")] = m.Gauge.GetValue()
+			case m.Counter != nil:
+				out[series("")] = m.Counter.GetValue()
+			case m.Histogram != nil:
+				out[series("_count")] = float64(m.Histogram.GetSampleCount())
+				out[series("_sum")] = m.Histogram.GetSampleSum()
+			}
+		}
+	}
+	return out
+}
+
+// only keeps the series of got whose name starts with one of prefixes.
+func only(got map[string]float64, prefixes ...string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range got {
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p+"{") {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// TestUsageGaugeIsLive: tally_cluster_queue_resource_usage follows every
+// charge and release as it happens, with no recount: an admission decided
+// by a pass, one the informer shows, a finish and a delete.
 func TestUsageGaugeIsLive(t *testing.T) {
 	const queue = "gauge-live"
 	cfg, _, errs := queues.Parse([]byte(`apiVersion: tally.dev/v1
@@ -49,8 +105,9 @@ spec:
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{})
-	l.cfg = cfg
+	reg := prometheus.NewRegistry()
+	l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{Registry: reg})
+	l.reconfigure(cfg)
 	l.synced = true
 	l.namespaces["ns-gauge"] = &nsInfo{}
 	job := func(i int) *batchv1.Job {
@@ -61,31 +118,418 @@ spec:
 	}
 	check := func(when string, cpu, memory float64) {
 		t.Helper()
-		if got := metricValue(t, l.metrics.usage.WithLabelValues(queue, "default", "cpu")); got != cpu {
-			t.Errorf("%s: cpu gauge %v, want %v", when, got, cpu)
+		want := map[string]float64{
+			`tally_cluster_queue_resource_usage{cluster_queue="gauge-live",cohort="",flavor="default",resource="cpu"}`:    cpu,
+			`tally_cluster_queue_resource_usage{cluster_queue="gauge-live",cohort="",flavor="default",resource="memory"}`: memory,
 		}
-		if got := metricValue(t, l.metrics.usage.WithLabelValues(queue, "default", "memory")); got != memory {
-			t.Errorf("%s: memory gauge %v, want %v", when, got, memory)
+		if diff := cmp.Diff(want, only(gather(t, reg), "tally_cluster_queue_resource_usage")); diff != "" {
+			t.Errorf("%s: usage (-want +got):\n%s", when, diff)
 		}
 	}
 
+	check("no Job", 0, 0)
 	a := job(0)
 	l.onJob(a)
 	check("pending", 0, 0)
 	if writes := l.decide(); len(writes) != 1 {
 		t.Fatalf("the pass decided %d writes, want 1", len(writes))
 	}
-	check("a decided", 1000, 1<<30)
+	check("a decided", 1, 1<<30)
 	aAdmitted := jobAt(a, "2", markAdmitted)
 	l.onJob(aAdmitted)
-	check("a admitted", 1000, 1<<30)
+	check("a admitted", 1, 1<<30)
 
 	b := jobAt(job(1), "2", markAdmitted)
 	l.onJob(b)
-	check("b admitted", 2000, 2<<30)
+	check("b admitted", 2, 2<<30)
 
 	l.onJob(jobAt(aAdmitted, "3", markFinished))
-	check("a finished", 1000, 1<<30)
+	check("a finished", 1, 1<<30)
 	l.onJobDelete(b)
 	check("b deleted", 0, 0)
+}
+
+// TestMetricsScenario drives the scenario ledger through admissions, a
+// preemption, a requeue, a reload and a Job that can never fit, and checks
+// Kueue's metrics after each step that changes them. The scenarios'
+// ClusterQueues q (4 cpu, preempts lower priorities) and r (2 cpu) share
+// cohort c; step N runs at second N.
+func TestMetricsScenario(t *testing.T) {
+	s := newScenario(t)
+	run := func(lines ...string) {
+		t.Helper()
+		for _, line := range lines {
+			s.step(strings.Fields(line))
+			s.clock.Step(time.Second)
+		}
+	}
+	q := func(name string, labels ...string) string {
+		return name + `{cluster_queue="q"` + strings.Join(append([]string{""}, labels...), ",") + "}"
+	}
+	cpu := []string{`cohort="c"`, `flavor="default"`, `resource="cpu"`}
+	var (
+		active       = q("tally_pending_workloads", `status="active"`)
+		inadmissible = q("tally_pending_workloads", `status="inadmissible"`)
+		usage        = q("tally_cluster_queue_resource_usage", cpu...)
+		nominal      = q("tally_cluster_queue_nominal_quota", cpu...)
+		admitted     = q("tally_admitted_workloads_total")
+		waitCount    = q("tally_admission_wait_time_seconds_count")
+		waitSum      = q("tally_admission_wait_time_seconds_sum")
+		evicted      = q("tally_evicted_workloads_total", `reason="Preempted"`)
+		success      = `tally_admission_attempts_total{result="success"}`
+		failure      = `tally_admission_attempts_total{result="inadmissible"}`
+		preemptions  = `tally_preemptions_total{}`
+	)
+	check := func(when string, want map[string]float64) {
+		t.Helper()
+		got := gather(t, s.reg)
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %v, want %v", when, k, got[k], v)
+			}
+		}
+	}
+
+	check("start", map[string]float64{
+		nominal: 4, q("tally_cluster_queue_borrowing_limit", cpu...): math.Inf(1), q("tally_cluster_queue_lending_limit", cpu...): math.Inf(1),
+		`tally_cluster_queue_nominal_quota{cluster_queue="r",cohort="c",flavor="default",resource="cpu"}`: 2,
+		usage: 0, `tally_cluster_queue_resource_usage{cluster_queue="r",cohort="c",flavor="default",resource="cpu"}`: 0,
+		q("tally_cluster_queue_status", `status="active"`): 1, q("tally_cluster_queue_status", `status="pending"`): 0,
+		q("tally_cluster_queue_status", `status="terminating"`): 0,
+		active: 0, inadmissible: 0,
+	})
+	if _, ok := gather(t, s.reg)[admitted]; ok {
+		t.Errorf("start: %s exists before any admission", admitted)
+	}
+
+	// huge can never fit (q's 4 and the 2 r lends); r1 takes r's 2; a
+	// and b fill q; c waits.
+	run("create huge cpu=7", "create r1 cpu=2 queue=r", "create a cpu=2", "create b cpu=2", "create c cpu=4")
+	check("created", map[string]float64{active: 4, inadmissible: 0})
+	run("pass") // 5
+	check("first pass", map[string]float64{active: 1, inadmissible: 1, usage: 4, success: 1, failure: 0, admitted: 0})
+	run("landed r1", "landed a", "landed b") // 6, 7, 8: each 5s after its creation
+	check("admitted", map[string]float64{admitted: 2, waitCount: 2, waitSum: 5 + 5, usage: 4,
+		`tally_admitted_workloads_total{cluster_queue="r"}`: 1, `tally_admission_wait_time_seconds_sum{cluster_queue="r"}`: 5})
+	run("running a", "running b")
+
+	// urgent preempts one of a and b: the pass admits nothing. Its claim
+	// takes over the victim's quota, which counts once until the
+	// victim's pods are gone.
+	run("create urgent cpu=2 prio=10", "pass") // 11, 12
+	check("urgent preempts", map[string]float64{active: 2, usage: 4, success: 1, failure: 1, preemptions: 1, evicted: 0})
+	victim := ""
+	for name, w := range s.writes {
+		if w.preemptor != nil {
+			victim = name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no preemption decided; writes %v", s.writes)
+	}
+	run("landed " + victim) // 13
+	check("preemption landed", map[string]float64{evicted: 1, active: 2, usage: 4})
+	// Its pods are gone: it queues again, and its next wait counts from
+	// now; urgent's claim is given back, until the pass admits it.
+	run("stopped " + victim) // 14
+	check("victim stopped", map[string]float64{active: 3, usage: 2})
+	run("pass", "landed urgent") // 15, 16: 5s after its creation
+	check("urgent admitted", map[string]float64{admitted: 3, waitSum: 15, active: 2, usage: 4, success: 2})
+
+	// The other one finishes: the victim comes back, 5s after it queued
+	// again (a wait from its creation would be 17s or more).
+	other := map[string]string{"a": "b", "b": "a"}[victim]
+	run("finish "+other, "pass", "landed "+victim) // 17, 18, 19
+	check("victim admitted again", map[string]float64{admitted: 4, waitCount: 4, waitSum: 20, usage: 4, active: 1, inadmissible: 1})
+
+	// A reload gives huge another chance; the next pass sets it aside
+	// again.
+	run("delete c", "finish urgent", "finish "+victim)
+	check("done", map[string]float64{usage: 0, active: 0, inadmissible: 1})
+	run("quota 3")
+	check("reload", map[string]float64{nominal: 3, active: 1, inadmissible: 0})
+	run("pass")
+	check("huge again", map[string]float64{active: 0, inadmissible: 1, success: 3, failure: 2})
+	run("delete huge")
+	check("deleted", map[string]float64{active: 0, inadmissible: 0})
+}
+
+// TestMetricsFollowScenarios runs every golden scenario and checks after
+// each step that the incrementally kept pending and usage gauges equal a
+// count from scratch of the ledger's workloads and usage.
+func TestMetricsFollowScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/scenarios/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			step := 0
+			runScenario(t, string(script), func(s *scenario) {
+				step++
+				if diff := cmp.Diff(recountedMetrics(s.l), keptMetrics(t, s.reg)); diff != "" {
+					t.Errorf("step %d: gauges differ from a recount (-recount +gauges):\n%s", step, diff)
+				}
+			})
+		})
+	}
+}
+
+// recountedMetrics counts from scratch what tally_pending_workloads and
+// tally_cluster_queue_resource_usage must show, leaving out zeros.
+func recountedMetrics(l *Ledger) map[string]float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]float64{}
+	for _, e := range l.jobs {
+		if e.w == nil {
+			continue
+		}
+		switch e.phase {
+		case pending:
+			out[fmt.Sprintf(`tally_pending_workloads{cluster_queue=%q,status="active"}`, e.w.Queue)]++
+		case inadmissible:
+			out[fmt.Sprintf(`tally_pending_workloads{cluster_queue=%q,status="inadmissible"}`, e.w.Queue)]++
+		}
+	}
+	for q, u := range l.usage {
+		cohort := ""
+		if cq := l.cfg.ClusterQueues[q]; cq != nil {
+			cohort = cq.Cohort
+		}
+		for fr, a := range u {
+			out[fmt.Sprintf(`tally_cluster_queue_resource_usage{cluster_queue=%q,cohort=%q,flavor=%q,resource=%q}`, q, cohort, fr.Flavor, fr.Resource)] = amountValue(fr.Resource, a)
+		}
+	}
+	return out
+}
+
+// keptMetrics reads the non-zero pending and usage gauges.
+func keptMetrics(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range only(gather(t, reg), "tally_pending_workloads", "tally_cluster_queue_resource_usage") {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestQuotaMetricsFollowConfig: the quota gauges are set from each config
+// in force; a flavor that leaves a ClusterQueue takes its series along, a
+// cohort change moves them all, and a ClusterQueue that leaves the config
+// is terminating until the quota its workloads hold is released, then all
+// its series go.
+func TestQuotaMetricsFollowConfig(t *testing.T) {
+	parse := func(doc string) *queues.Config {
+		t.Helper()
+		cfg, _, errs := queues.Parse([]byte(doc))
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return cfg
+	}
+	const flavors = `apiVersion: tally.dev/v1
+kind: ResourceFlavor
+metadata: {name: f1}
+---
+apiVersion: tally.dev/v1
+kind: ResourceFlavor
+metadata: {name: f2}
+`
+	first := parse(flavors + `---
+apiVersion: tally.dev/v1
+kind: ClusterQueue
+metadata: {name: qx}
+spec:
+  cohort: c1
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: f1
+      resources: [{name: cpu, nominalQuota: 1500m, borrowingLimit: 500m, lendingLimit: 1}, {name: memory, nominalQuota: 1Gi}]
+    - name: f2
+      resources: [{name: cpu, nominalQuota: 2}, {name: memory, nominalQuota: 2Gi}]
+---
+apiVersion: tally.dev/v1
+kind: ClusterQueue
+metadata: {name: qy}
+spec:
+  stopPolicy: Hold
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: f1
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+`)
+	second := parse(flavors + `---
+apiVersion: tally.dev/v1
+kind: ClusterQueue
+metadata: {name: qx}
+spec:
+  cohort: c2
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: f1
+      resources: [{name: cpu, nominalQuota: 3}, {name: memory, nominalQuota: 1Gi}]
+`)
+	reg := prometheus.NewRegistry()
+	l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{Registry: reg})
+	resourceMetrics := []string{"tally_cluster_queue_nominal_quota", "tally_cluster_queue_borrowing_limit",
+		"tally_cluster_queue_lending_limit", "tally_cluster_queue_resource_usage", "tally_cluster_queue_status"}
+	check := func(when string, want map[string]float64) {
+		t.Helper()
+		if diff := cmp.Diff(want, only(gather(t, reg), resourceMetrics...)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", when, diff)
+		}
+	}
+	cell := func(name, q, cohort, flavor, resource string) string {
+		return fmt.Sprintf(`%s{cluster_queue=%q,cohort=%q,flavor=%q,resource=%q}`, name, q, cohort, flavor, resource)
+	}
+	status := func(name string, active, pending, terminating float64) map[string]float64 {
+		return map[string]float64{
+			fmt.Sprintf(`tally_cluster_queue_status{cluster_queue=%q,status="active"}`, name):      active,
+			fmt.Sprintf(`tally_cluster_queue_status{cluster_queue=%q,status="pending"}`, name):     pending,
+			fmt.Sprintf(`tally_cluster_queue_status{cluster_queue=%q,status="terminating"}`, name): terminating,
+		}
+	}
+	merge := func(ms ...map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for _, m := range ms {
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	inf := math.Inf(1)
+	gpu := queues.FlavorResource{Flavor: "f1", Resource: "nvidia.com/gpu"}
+
+	l.reconfigure(first)
+	l.mu.Lock()
+	l.addUsageLocked("qy", queues.Usage{gpu: 3})
+	l.mu.Unlock()
+	check("first config", merge(map[string]float64{
+		cell("tally_cluster_queue_nominal_quota", "qx", "c1", "f1", "cpu"):            1.5,
+		cell("tally_cluster_queue_borrowing_limit", "qx", "c1", "f1", "cpu"):          0.5,
+		cell("tally_cluster_queue_lending_limit", "qx", "c1", "f1", "cpu"):            1,
+		cell("tally_cluster_queue_resource_usage", "qx", "c1", "f1", "cpu"):           0,
+		cell("tally_cluster_queue_nominal_quota", "qx", "c1", "f1", "memory"):         1 << 30,
+		cell("tally_cluster_queue_borrowing_limit", "qx", "c1", "f1", "memory"):       inf,
+		cell("tally_cluster_queue_lending_limit", "qx", "c1", "f1", "memory"):         inf,
+		cell("tally_cluster_queue_resource_usage", "qx", "c1", "f1", "memory"):        0,
+		cell("tally_cluster_queue_nominal_quota", "qx", "c1", "f2", "cpu"):            2,
+		cell("tally_cluster_queue_borrowing_limit", "qx", "c1", "f2", "cpu"):          inf,
+		cell("tally_cluster_queue_lending_limit", "qx", "c1", "f2", "cpu"):            inf,
+		cell("tally_cluster_queue_resource_usage", "qx", "c1", "f2", "cpu"):           0,
+		cell("tally_cluster_queue_nominal_quota", "qx", "c1", "f2", "memory"):         2 << 30,
+		cell("tally_cluster_queue_borrowing_limit", "qx", "c1", "f2", "memory"):       inf,
+		cell("tally_cluster_queue_lending_limit", "qx", "c1", "f2", "memory"):         inf,
+		cell("tally_cluster_queue_resource_usage", "qx", "c1", "f2", "memory"):        0,
+		cell("tally_cluster_queue_nominal_quota", "qy", "", "f1", "nvidia.com/gpu"):   4,
+		cell("tally_cluster_queue_borrowing_limit", "qy", "", "f1", "nvidia.com/gpu"): inf,
+		cell("tally_cluster_queue_lending_limit", "qy", "", "f1", "nvidia.com/gpu"):   inf,
+		cell("tally_cluster_queue_resource_usage", "qy", "", "f1", "nvidia.com/gpu"):  3,
+	}, status("qx", 1, 0, 0), status("qy", 0, 1, 0)))
+
+	l.mu.Lock()
+	l.addUsageLocked("qx", queues.Usage{{Flavor: "f1", Resource: "cpu"}: 250})
+	l.mu.Unlock()
+	l.reconfigure(second)
+	check("second config", merge(map[string]float64{
+		cell("tally_cluster_queue_nominal_quota", "qx", "c2", "f1", "cpu"):      3,
+		cell("tally_cluster_queue_borrowing_limit", "qx", "c2", "f1", "cpu"):    inf,
+		cell("tally_cluster_queue_lending_limit", "qx", "c2", "f1", "cpu"):      inf,
+		cell("tally_cluster_queue_resource_usage", "qx", "c2", "f1", "cpu"):     0.25,
+		cell("tally_cluster_queue_nominal_quota", "qx", "c2", "f1", "memory"):   1 << 30,
+		cell("tally_cluster_queue_borrowing_limit", "qx", "c2", "f1", "memory"): inf,
+		cell("tally_cluster_queue_lending_limit", "qx", "c2", "f1", "memory"):   inf,
+		cell("tally_cluster_queue_resource_usage", "qx", "c2", "f1", "memory"):  0,
+		// qy has left the config; its workloads still hold 3 GPUs.
+		cell("tally_cluster_queue_resource_usage", "qy", "", "f1", "nvidia.com/gpu"): 3,
+	}, status("qx", 1, 0, 0), status("qy", 0, 0, 1)))
+
+	l.mu.Lock()
+	l.subUsageLocked("qy", queues.Usage{gpu: 3})
+	l.mu.Unlock()
+	check("qy released", merge(map[string]float64{
+		cell("tally_cluster_queue_nominal_quota", "qx", "c2", "f1", "cpu"):      3,
+		cell("tally_cluster_queue_borrowing_limit", "qx", "c2", "f1", "cpu"):    inf,
+		cell("tally_cluster_queue_lending_limit", "qx", "c2", "f1", "cpu"):      inf,
+		cell("tally_cluster_queue_resource_usage", "qx", "c2", "f1", "cpu"):     0.25,
+		cell("tally_cluster_queue_nominal_quota", "qx", "c2", "f1", "memory"):   1 << 30,
+		cell("tally_cluster_queue_borrowing_limit", "qx", "c2", "f1", "memory"): inf,
+		cell("tally_cluster_queue_lending_limit", "qx", "c2", "f1", "memory"):   inf,
+		cell("tally_cluster_queue_resource_usage", "qx", "c2", "f1", "memory"):  0,
+	}, status("qx", 1, 0, 0)))
+	if got := only(gather(t, reg), "tally_pending_workloads"); len(got) != 2 {
+		t.Errorf("pending series %v, want qx's two", got)
+	}
+}
+
+// TestDashboardQueriesKnownMetrics: deploy/grafana/tally-dashboard.json is
+// valid JSON, and every tally_ metric its queries name is one of the
+// ledger's (a histogram's by its _bucket, _sum or _count series); every
+// metric of Kueue's that tally has is on some panel.
+func TestDashboardQueriesKnownMetrics(t *testing.T) {
+	data, err := os.ReadFile("../deploy/grafana/tally-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash map[string]any
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	var exprs []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if s, ok := x.(string); ok && (k == "expr" || k == "query") {
+					exprs = append(exprs, s)
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(dash)
+	if len(exprs) == 0 {
+		t.Fatal("the dashboard has no queries")
+	}
+	known := MetricNames()
+	used := map[string]bool{}
+	name := regexp.MustCompile(`\btally_[a-z_]+`)
+	for _, e := range exprs {
+		for _, n := range name.FindAllString(e, -1) {
+			base := n
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if b, ok := strings.CutSuffix(n, suffix); ok && strings.HasSuffix(b, "_seconds") {
+					base = b
+				}
+			}
+			if !slices.Contains(known, base) {
+				t.Errorf("the dashboard queries %s, which tally does not export (query %q)", n, e)
+			}
+			used[base] = true
+		}
+	}
+	for _, n := range []string{"tally_pending_workloads", "tally_admitted_workloads_total", "tally_admission_wait_time_seconds",
+		"tally_evicted_workloads_total", "tally_cluster_queue_resource_usage", "tally_cluster_queue_nominal_quota"} {
+		if !used[n] {
+			t.Errorf("no panel shows %s", n)
+		}
+	}
 }

@@ -236,7 +236,7 @@ func (l *Ledger) recountUsage() {
 			l.log.Info("usage drift repaired", "clusterQueue", q, "kept", describeUsage(l.usage[q]), "recounted", describeUsage(fresh[q]))
 		}
 	}
-	l.metrics.observeUsage(l.usage, fresh)
+	l.metrics.observeUsage(l.cfg, l.usage, fresh)
 	l.usage = fresh
 	if l.cfg != nil {
 		if shares := l.metrics.observeShares(queues.NewSnapshot(l.cfg, queues.CloneUsages(fresh), nil)); len(shares) > 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -139,12 +140,21 @@ type scenario struct {
 	writes  map[string]write
 	pods    map[string]int
 	out     strings.Builder
+	// reg holds the ledger's metrics (a new one with each ledger).
+	reg *prometheus.Registry
 }
 
-func runScenario(t *testing.T, script string) string {
+func newScenario(t *testing.T) *scenario {
 	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}, pods: map[string]int{}}
 	s.newLedger(s.config(4))
+	return s
+}
+
+// runScenario runs script and returns what the ledger did; after, if
+// given, is called after each step.
+func runScenario(t *testing.T, script string, after ...func(*scenario)) string {
+	s := newScenario(t)
 	sc := bufio.NewScanner(strings.NewReader(script))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -157,14 +167,19 @@ func runScenario(t *testing.T, script string) string {
 		fmt.Fprintf(&s.out, "> %s\n", line)
 		s.step(strings.Fields(line))
 		s.report()
+		for _, f := range after {
+			f(s)
+		}
 		s.clock.Step(time.Second)
 	}
 	return s.out.String()
 }
 
 func (s *scenario) newLedger(cfg *queues.Config) {
-	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock})
+	s.reg = prometheus.NewRegistry()
+	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock, Registry: s.reg})
 	s.l.cfg = cfg
+	s.l.metrics.observeConfig(cfg, s.l.usage)
 	s.l.synced = true
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
 }
