@@ -3,7 +3,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,9 +20,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -34,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
 
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger"
@@ -46,10 +54,12 @@ const usage = `tally gives Kubernetes batch Jobs fair, quota-based queueing, wit
 Usage:
   tally [serve] [flags]          run the webhooks and the ledger (the default)
   tally status [flags]           show each ClusterQueue's usage, quota and Jobs
+  tally explain [flags] [KIND/]NAME | -f FILE
+                                 say why a workload waits, where it stands and when it may start
   tally check-config FILE...     validate config documents offline
   tally help                     show this help
 
-Run "tally serve --help" or "tally status --help" for their flags.
+Run "tally serve --help", "tally status --help" or "tally explain --help" for their flags.
 `
 
 func main() {
@@ -66,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args, stderr)
 	case "status":
 		return status(args, stdout, stderr)
+	case "explain":
+		return explain(args, stdout, stderr)
 	case "check-config":
 		return checkConfig(args, stdout, stderr)
 	case "help":
@@ -155,6 +167,277 @@ func checkKindSchemas(specs []queues.WorkloadKind) (field.ErrorList, []string) {
 	return errs, notes
 }
 
+// loadConfig reads the config in force from file, or else from the
+// ConfigMap in tally's namespace, and declares its kinds.
+func loadConfig(ctx context.Context, c client.Reader, namespace, file string) (*queues.Config, error) {
+	var (
+		cfg  *queues.Config
+		errs field.ErrorList
+	)
+	if file != "" {
+		cfg, _, errs = queues.ParseFiles(file)
+	} else {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ledger.ConfigName}, cm); err != nil {
+			return nil, fmt.Errorf("reading the config: %w", err)
+		}
+		cfg, _, errs = queues.Parse([]byte(cm.Data[queues.ConfigKey]))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
+			strings.Join(queues.FormatErrors(errs), "; "))
+	}
+	// The client maps each kind to its resource itself.
+	if err := ledger.DeclareKinds(cfg, nil, logr.Discard()); err != nil {
+		return nil, fmt.Errorf("the config's WorkloadKinds: %w", err)
+	}
+	return cfg, nil
+}
+
+// listWorkloads lists the managed workloads of every registered kind, as
+// the ledger counts them (each stripped to what the books need: a cluster
+// may hold 100k Jobs). A kind whose CRD is not installed has none.
+func listWorkloads(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]*kinds.Object, error) {
+	var out []*kinds.Object
+	for _, k := range kinds.Registered() {
+		list := k.NewList()
+		for {
+			err := c.List(ctx, list, append([]client.ListOption{client.HasLabels{queues.LabelQueue}, client.Limit(1000), client.Continue(list.GetContinue())}, opts...)...)
+			if meta.IsNoMatchError(err) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("listing %s: %w", k.GVK().Kind, err)
+			}
+			if err := meta.EachListItem(list, func(obj runtime.Object) error {
+				_, _ = ledger.StripJob(obj)
+				if o, ok := kinds.Of(obj); ok {
+					out = append(out, o)
+				}
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+			if list.GetContinue() == "" {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// explain prints where one workload stands (see ledger.Explain).
+func explain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tally explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then the in-cluster config.")
+	ns := fs.String("n", "", "The workload's namespace. Defaults to the kubeconfig context's.")
+	tallyNS := fs.String("tally-namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+ledger.ConfigName+".")
+	configFile := fs.String("config", "", "Read the config from this file instead of the ConfigMap.")
+	file := fs.String("f", "", "Explain the workload in this YAML or JSON file, as if it were submitted now.")
+	output := fs.String("o", "text", "Output format: text or json.")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: tally explain [flags] [KIND/]NAME
+       tally explain [flags] -f FILE
+
+Says where a workload stands, rebuilt from the API server with the ledger's own rules:
+its state, ClusterQueue and cohort, its position in the queue and in its namespace, what
+it needs against what is free, the workloads ahead of it and the running ones that must
+finish first, whom it would preempt or who preempted it, and when it may start (replayed
+from the run times of finished workloads). KIND is Job (the default), or any kind tally
+queues (pytorchjob, jobset, rayjob, mpijob, a declared kind). With -f, for a workload not
+submitted yet: the queue it would go to, whether it can ever fit, its flavor and its wait.
+
+It reads the config ConfigMap, the workload, its Events, and the queued workloads of every
+namespace; a user who may list workloads only in their own namespace gets counts, not
+names, for the others (see the README for the RBAC).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if (*file == "") == (fs.NArg() != 1) || fs.NArg() > 1 || (*output != "text" && *output != "json") {
+		fs.Usage()
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "tally explain: %v\n", err)
+		return 1
+	}
+	loading := clientcmd.NewDefaultClientConfigLoadingRules()
+	loading.ExplicitPath = *kubeconfig
+	kcfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{})
+	if *ns == "" {
+		if n, _, err := kcfg.Namespace(); err == nil {
+			*ns = n
+		}
+	}
+	restCfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return fail(fmt.Errorf("kubeconfig: %w", err))
+	}
+	c, err := client.New(restCfg, client.Options{})
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	x, err := explainWith(ctx, c, explainRequest{namespace: *ns, tallyNamespace: *tallyNS, configFile: *configFile, file: *file, name: fs.Arg(0)}, time.Now())
+	if err != nil {
+		return fail(err)
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(x)
+	} else {
+		err = ledger.WriteExplanation(stdout, x)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// explainRequest is what tally explain was asked.
+type explainRequest struct {
+	namespace, tallyNamespace, configFile string
+	// file names a workload not submitted yet; else name is [KIND/]NAME.
+	file, name string
+}
+
+func explainWith(ctx context.Context, c client.Reader, req explainRequest, now time.Time) (ledger.Explanation, error) {
+	cfg, err := loadConfig(ctx, c, req.tallyNamespace, req.configFile)
+	if err != nil {
+		return ledger.Explanation{}, err
+	}
+	in := ledger.ExplainInput{Config: cfg, Now: now, AllNamespaces: true, PriorityClasses: map[string]int32{}}
+	if req.file != "" {
+		if in.Target, err = readWorkloadFile(req.file, req.namespace); err != nil {
+			return ledger.Explanation{}, err
+		}
+		in.New = true
+		meta := in.Target.Meta
+		nsObj := &corev1.Namespace{}
+		// A user who cannot read namespaces is routed by labels and
+		// LocalQueues alone.
+		_ = c.Get(ctx, client.ObjectKey{Name: meta.Namespace}, nsObj)
+		if in.Queue, err = cfg.Route(meta.Namespace, nsObj.Annotations[queues.AnnotationNamespaceQueue], meta.Labels); err != nil {
+			return ledger.Explanation{}, err
+		}
+		if in.Queue == "" {
+			return ledger.Explanation{Workload: in.Target.Describe(), State: "unmanaged",
+				Notes: []string{"it would not be queued: it names no LocalQueue or ClusterQueue, and namespace " + meta.Namespace + " is not bound to one (or you cannot read it)"}}, nil
+		}
+	} else {
+		k, name, err := kindAndName(req.name)
+		if err != nil {
+			return ledger.Explanation{}, err
+		}
+		obj := k.New()
+		if err := c.Get(ctx, client.ObjectKey{Namespace: req.namespace, Name: name}, obj); err != nil {
+			return ledger.Explanation{}, fmt.Errorf("reading %s %s/%s: %w", k.GVK().Kind, req.namespace, name, err)
+		}
+		_, _ = ledger.StripJob(obj)
+		var ok bool
+		if in.Target, ok = kinds.Of(obj); !ok {
+			return ledger.Explanation{}, fmt.Errorf("%s %s/%s: not a workload tally can read", k.GVK().Kind, req.namespace, name)
+		}
+		events := &corev1.EventList{}
+		if err := c.List(ctx, events, client.InNamespace(req.namespace), client.MatchingFields{"involvedObject.uid": string(in.Target.Meta.UID)}); err == nil {
+			in.Events = events.Items
+			slices.SortFunc(in.Events, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+		}
+	}
+	if lq := in.Target.Meta.Labels[queues.LabelKueueQueueName]; lq != "" {
+		in.LocalQueue = in.Target.Meta.Namespace + "/" + lq
+	}
+	in.Workloads, err = listWorkloads(ctx, c)
+	if apierrors.IsForbidden(err) {
+		in.AllNamespaces = false
+		in.Workloads, err = listWorkloads(ctx, c, client.InNamespace(in.Target.Meta.Namespace))
+	}
+	if err != nil {
+		return ledger.Explanation{}, err
+	}
+	pcs := &schedulingv1.PriorityClassList{}
+	if err := c.List(ctx, pcs); err == nil {
+		for _, pc := range pcs.Items {
+			in.PriorityClasses[pc.Name] = pc.Value
+		}
+	}
+	return ledger.Explain(in), nil
+}
+
+// eventTime is when an Event last happened.
+func eventTime(e corev1.Event) time.Time {
+	for _, t := range []time.Time{e.EventTime.Time, e.LastTimestamp.Time, e.FirstTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return e.CreationTimestamp.Time
+}
+
+// kindAndName reads [KIND/]NAME: KIND is a registered kind's name or
+// plural resource, in any case; Job when left out.
+func kindAndName(s string) (kinds.Kind, string, error) {
+	kind, name, found := strings.Cut(s, "/")
+	if !found {
+		return kinds.Job{}, s, nil
+	}
+	var names []string
+	for _, k := range kinds.Registered() {
+		if strings.EqualFold(kind, k.GVK().Kind) || strings.EqualFold(kind, k.Resource()) {
+			return k, name, nil
+		}
+		names = append(names, strings.ToLower(k.GVK().Kind))
+	}
+	return nil, "", fmt.Errorf("unknown kind %q: tally queues %s", kind, strings.Join(names, ", "))
+}
+
+// readWorkloadFile reads one workload from a YAML or JSON file, in
+// namespace ns unless it names one.
+func readWorkloadFile(path, ns string) (*kinds.Object, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if u.GetNamespace() == "" {
+		u.SetNamespace(cmp.Or(ns, "default"))
+	}
+	if ts := u.GetCreationTimestamp(); ts.IsZero() {
+		u.SetCreationTimestamp(metav1.Now())
+	}
+	k := kinds.For(u.GroupVersionKind())
+	if k == nil {
+		return nil, fmt.Errorf("%s: %s is not a kind tally queues", path, u.GroupVersionKind())
+	}
+	obj := k.New()
+	if _, typed := obj.(*batchv1.Job); typed {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	} else {
+		obj = u
+	}
+	o, err := k.Read(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return o, nil
+}
+
 // status prints every ClusterQueue's books, rebuilt from the API server
 // as the ledger builds them.
 func status(args []string, stdout, stderr io.Writer) int {
@@ -197,52 +480,13 @@ func status(args []string, stdout, stderr io.Writer) int {
 }
 
 func statusWith(ctx context.Context, c client.Reader, namespace, configFile string, out io.Writer) error {
-	var (
-		cfg  *queues.Config
-		errs field.ErrorList
-	)
-	if configFile != "" {
-		cfg, _, errs = queues.ParseFiles(configFile)
-	} else {
-		cm := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ledger.ConfigName}, cm); err != nil {
-			return fmt.Errorf("reading the config: %w", err)
-		}
-		cfg, _, errs = queues.Parse([]byte(cm.Data[queues.ConfigKey]))
+	cfg, err := loadConfig(ctx, c, namespace, configFile)
+	if err != nil {
+		return err
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
-			strings.Join(queues.FormatErrors(errs), "; "))
-	}
-	// The client maps each kind to its resource itself.
-	if err := ledger.DeclareKinds(cfg, nil, logr.Discard()); err != nil {
-		return fmt.Errorf("the config's WorkloadKinds: %w", err)
-	}
-	var jobs []*kinds.Object
-	for _, k := range kinds.Registered() {
-		list := k.NewList()
-		for {
-			err := c.List(ctx, list, client.HasLabels{queues.LabelQueue}, client.Limit(1000), client.Continue(list.GetContinue()))
-			if meta.IsNoMatchError(err) {
-				break // a kind whose CRD is not installed has no workloads
-			}
-			if err != nil {
-				return fmt.Errorf("listing %s: %w", k.GVK().Kind, err)
-			}
-			if err := meta.EachListItem(list, func(obj runtime.Object) error {
-				// Only what the books need is kept: a cluster may hold 100k Jobs.
-				_, _ = ledger.StripJob(obj)
-				if o, ok := kinds.Of(obj); ok {
-					jobs = append(jobs, o)
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			if list.GetContinue() == "" {
-				break
-			}
-		}
+	jobs, err := listWorkloads(ctx, c)
+	if err != nil {
+		return err
 	}
 	return ledger.WriteStatus(out, cfg, ledger.Status(cfg, jobs))
 }

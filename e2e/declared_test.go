@@ -46,15 +46,7 @@ func TestDeclaredKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := s.tally.Pid()
-	cfg := s.config + "\n---\n" + framework.TrainJobKind + "\n---\n" + declaredQueue
-	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := framework.ApplyConfig(context.Background(), s.client, tallyNamespace, s.config); err != nil {
-			t.Errorf("restoring the suite's config: %v", err)
-		}
-	})
+	withConfig(ctx, t, s, framework.TrainJobKind, declaredQueue)
 	if err := framework.Poll(ctx, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
 		ok, err := framework.WebhookCovers(ctx, s.client, framework.TrainJobGVK.Group, "trainjobs")
 		return ok, "tally's mutating webhook has no rule for trainjobs", err

@@ -70,14 +70,7 @@ func TestKindsQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, s.config+"\n---\n"+kindsConfig); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := framework.ApplyConfig(context.Background(), s.client, tallyNamespace, s.config); err != nil {
-			t.Errorf("restoring the suite's config: %v", err)
-		}
-	})
+	withConfig(ctx, t, s, kindsConfig)
 	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -269,11 +262,11 @@ func countEvents(es []corev1.Event) int {
 	return n
 }
 
-// waitJobFinished waits until Job ns/name has completed.
-func waitJobFinished(ctx context.Context, t *testing.T, s *suite, ns, name string) {
+// waitJobFinished waits until Job ns/name has completed, and returns it.
+func waitJobFinished(ctx context.Context, t *testing.T, s *suite, ns, name string) *batchv1.Job {
 	t.Helper()
+	j := &batchv1.Job{}
 	err := framework.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-		j := &batchv1.Job{}
 		if err := s.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, j); err != nil {
 			return false, "", err
 		}
@@ -282,6 +275,7 @@ func waitJobFinished(ctx context.Context, t *testing.T, s *suite, ns, name strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	return j
 }
 
 // watchCPU polls the CPU requests of the live pods of namespace ns until
@@ -330,4 +324,18 @@ func watchCPU(ctx context.Context, t *testing.T, s *suite, ns string, limit int6
 		}
 	})
 	return peak.Load
+}
+
+// withConfig loads the suite's config plus docs, and the suite's config
+// alone again when the test ends.
+func withConfig(ctx context.Context, t *testing.T, s *suite, docs ...string) {
+	t.Helper()
+	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, strings.Join(append([]string{s.config}, docs...), "\n---\n")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := framework.ApplyConfig(context.Background(), s.client, tallyNamespace, s.config); err != nil {
+			t.Errorf("restoring the suite's config: %v", err)
+		}
+	})
 }

@@ -76,13 +76,7 @@ func (d *Declared) Read(obj client.Object) (*Object, error) {
 		}
 		o.PodSets = append(o.PodSets, PodSet{Name: ps.Name, Count: n, Template: tpl, Path: ps.TemplatePath, CountPath: ps.CountPath})
 	}
-	conds, stopped := conditionsTrue(u, "Suspended")
-	for _, c := range d.spec.FinishedConditions {
-		o.Finished = o.Finished || conds[c]
-	}
-	if conds["Suspended"] {
-		o.StoppedSince = stopped
-	}
+	o.readConditions(u, d.spec.FinishedConditions...)
 	return o, nil
 }
 

@@ -53,7 +53,7 @@ func (k Job) Read(obj client.Object) (*Object, error) {
 		}
 		switch c.Type {
 		case batchv1.JobComplete, batchv1.JobFailed:
-			o.Finished = true
+			o.Finished, o.FinishedAt = true, c.LastTransitionTime.Time
 		case batchv1.JobSuspended:
 			o.StoppedSince = c.LastTransitionTime.Time
 		}

@@ -101,11 +101,7 @@ func (k JobSet) Read(obj client.Object) (*Object, error) {
 			}
 		}
 	}
-	conds, stopped := conditionsTrue(u, "Suspended")
-	o.Finished = conds["Completed"] || conds["Failed"]
-	if conds["Suspended"] {
-		o.StoppedSince = stopped
-	}
+	o.readConditions(u, "Completed", "Failed")
 	return o, nil
 }
 

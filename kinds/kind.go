@@ -104,6 +104,8 @@ type Object struct {
 	// StoppedSince is when the kind's controller last marked it
 	// stopped (a Suspended condition that is true), zero if it has not.
 	StoppedSince time.Time
+	// FinishedAt is when it finished, if it has and its status says.
+	FinishedAt time.Time
 	// suspendParent says the suspend field's parent object exists.
 	suspendParent bool
 	// templates, when set, is what TemplatePaths returns.
@@ -353,11 +355,10 @@ func Join(path []string, elems ...string) []string {
 	return append(append(make([]string, 0, len(path)+len(elems)), path...), elems...)
 }
 
-// conditionsTrue reads the types of the true conditions of an
-// unstructured status, and when a condition of type since became true.
-func conditionsTrue(u *unstructured.Unstructured, since string) (map[string]bool, time.Time) {
-	out := map[string]bool{}
-	var at time.Time
+// conditionsTrue reads the true conditions of an unstructured status:
+// each type, with when it became true (zero if that is not set).
+func conditionsTrue(u *unstructured.Unstructured) map[string]time.Time {
+	out := map[string]time.Time{}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		m, ok := c.(map[string]any)
@@ -368,13 +369,28 @@ func conditionsTrue(u *unstructured.Unstructured, since string) (map[string]bool
 		if s, _ := m["status"].(string); s != string(corev1.ConditionTrue) {
 			continue
 		}
-		out[t] = true
-		if t == since {
-			ts, _ := m["lastTransitionTime"].(string)
-			at, _ = time.Parse(time.RFC3339, ts)
+		ts, _ := m["lastTransitionTime"].(string)
+		out[t], _ = time.Parse(time.RFC3339, ts)
+	}
+	return out
+}
+
+// readConditions sets o's Finished and FinishedAt from the true
+// conditions of u among finished, and its StoppedSince from a true
+// Suspended condition.
+func (o *Object) readConditions(u *unstructured.Unstructured, finished ...string) {
+	conds := conditionsTrue(u)
+	for _, c := range finished {
+		if at, ok := conds[c]; ok {
+			o.Finished = true
+			if at.After(o.FinishedAt) {
+				o.FinishedAt = at
+			}
 		}
 	}
-	return out, at
+	if at, ok := conds["Suspended"]; ok {
+		o.StoppedSince = at
+	}
 }
 
 // newUnstructured returns an empty object of gvk, and newUnstructuredList

@@ -127,11 +127,7 @@ func (k Kubeflow) Read(obj client.Object) (*Object, error) {
 		}
 	}
 	_, o.Started, _ = unstructured.NestedString(u.Object, "status", "startTime")
-	conds, stopped := conditionsTrue(u, "Suspended")
-	o.Finished = conds["Succeeded"] || conds["Failed"]
-	if conds["Suspended"] {
-		o.StoppedSince = stopped
-	}
+	o.readConditions(u, "Succeeded", "Failed")
 	return o, nil
 }
 

@@ -3,6 +3,7 @@ package kinds
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -69,6 +70,9 @@ func (k RayJob) Read(obj client.Object) (*Object, error) {
 	o.Suspended, _, _ = unstructured.NestedBool(u.Object, "spec", "suspend")
 	status, _, _ := unstructured.NestedString(u.Object, "status", "jobDeploymentStatus")
 	o.Finished = status == "Complete" || status == "Failed" || status == "ValidationFailed"
+	if end, _, _ := unstructured.NestedString(u.Object, "status", "endTime"); o.Finished {
+		o.FinishedAt, _ = time.Parse(time.RFC3339, end)
+	}
 	cluster, ok, _ := unstructured.NestedMap(u.Object, "spec", "rayClusterSpec")
 	if !ok {
 		return nil, fmt.Errorf("spec.rayClusterSpec: a queued RayJob needs a cluster of its own; one that runs on an existing RayCluster (spec.clusterSelector) is not supported")

@@ -1,0 +1,519 @@
+package ledger
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/queues"
+)
+
+// ExplainInput is what Explain reads: the config, the managed workloads
+// the caller can see, and the one to explain.
+type ExplainInput struct {
+	Config *queues.Config
+	// Workloads are the managed workloads listed, in every namespace when
+	// AllNamespaces, else in the target's only.
+	Workloads     []*kinds.Object
+	AllNamespaces bool
+	// Target is the workload explained; New says it is not submitted yet
+	// (tally explain -f), so it is placed as if created at Now.
+	Target *kinds.Object
+	New    bool
+	// Queue is the target's ClusterQueue when New (its route), and
+	// LocalQueue the LocalQueue it names, if any.
+	Queue, LocalQueue string
+	// Events are the target's Events, newest last.
+	Events []corev1.Event
+	// PriorityClasses maps a PriorityClass name to its value.
+	PriorityClasses map[string]int32
+	Now             time.Time
+}
+
+// Explanation is what `tally explain` says of one workload.
+type Explanation struct {
+	Workload     string `json:"workload"`
+	State        string `json:"state"`
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	Cohort       string `json:"cohort,omitempty"`
+	LocalQueue   string `json:"localQueue,omitempty"`
+	Priority     int32  `json:"priority"`
+	// Position is 1-based among the pending workloads of the ClusterQueue,
+	// in admission order; NamespacePosition among those of its namespace
+	// in that queue.
+	Position          *Place `json:"position,omitempty"`
+	NamespacePosition *Place `json:"namespacePosition,omitempty"`
+	Needs             string `json:"needs,omitempty"`
+	// Flavors is where it runs (admitted) or would run if admitted now.
+	Flavors string `json:"flavors,omitempty"`
+	// Reason is the admission decision now, as its Events word it.
+	Reason string `json:"reason,omitempty"`
+	// Free is, per flavor and resource of its queue, what it needs
+	// against what is free.
+	Free []FreeCell `json:"free,omitempty"`
+	// Ahead are the workloads admitted before it; AheadHidden counts
+	// those in namespaces the caller cannot see, when it cannot.
+	Ahead       []WorkloadRef `json:"ahead,omitempty"`
+	AheadHidden int           `json:"aheadHidden,omitempty"`
+	// MustFinish are the running workloads whose end the estimate waits
+	// for.
+	MustFinish   []WorkloadRef `json:"mustFinish,omitempty"`
+	WouldPreempt []WorkloadRef `json:"wouldPreempt,omitempty"`
+	PreemptedBy  []string      `json:"preemptedBy,omitempty"`
+	Estimate     *Estimate     `json:"estimate,omitempty"`
+	Notes        []string      `json:"notes,omitempty"`
+}
+
+// Place is a 1-based position among Of.
+type Place struct {
+	Index int `json:"index"`
+	Of    int `json:"of"`
+}
+
+// FreeCell is one flavor and resource of a ClusterQueue.
+type FreeCell struct {
+	Flavor   string `json:"flavor"`
+	Resource string `json:"resource"`
+	Needs    string `json:"needs"`
+	Used     string `json:"used"`
+	Nominal  string `json:"nominal"`
+	// Available is what the queue may still take: up to its nominal
+	// quota plus what its cohort lends, within its borrowing limit.
+	Available string `json:"available"`
+}
+
+// WorkloadRef names a workload.
+type WorkloadRef struct {
+	Name     string `json:"name"`
+	Priority int32  `json:"priority"`
+	// EndsAt is, for a running workload, when the estimate expects it to
+	// end.
+	EndsAt *time.Time `json:"endsAt,omitempty"`
+}
+
+// Estimate is when the workload is expected to start, and how that was
+// reckoned.
+type Estimate struct {
+	Start  time.Time `json:"start"`
+	In     string    `json:"in"`
+	Method string    `json:"method"`
+}
+
+// explained is one workload as Explain sees it.
+type explained struct {
+	o  *kinds.Object
+	w  *queues.Workload
+	e  entry
+	at time.Time // admitted at
+}
+
+// maxSimulated bounds the steps of the start-time simulation.
+const maxSimulated = 20000
+
+// Explain rebuilds, with the ledger's own rules, where a workload stands:
+// its state and queue, its position among the pending workloads of its
+// ClusterQueue and namespace, what it needs against what is free, who is
+// ahead of it, whom it would preempt or who preempted it, and when it is
+// expected to start. The estimate replays admission passes (queues.Decide)
+// forward in time: each running workload ends at its admission plus the
+// median run time of the finished workloads of its queue, and each
+// workload admitted on the way runs that long too. It ignores preemption
+// and workloads not submitted yet.
+func Explain(in ExplainInput) Explanation {
+	cfg := permissive(in.Config)
+	prio := func(o *kinds.Object) int32 {
+		if c := firstNonEmpty(o.Meta.Labels[queues.LabelPriorityClass], o.Meta.Labels[queues.LabelKueuePriorityClass]); c != "" {
+			if v, ok := cfg.PriorityClasses[c]; ok {
+				return v
+			}
+		}
+		class, v := o.Priority()
+		if v != nil {
+			return *v
+		}
+		return in.PriorityClasses[class]
+	}
+	var all []*explained
+	var target *explained
+	for _, o := range in.Workloads {
+		if in.Target != nil && !in.New && o.Meta.UID == in.Target.Meta.UID {
+			continue
+		}
+		if q := o.Meta.Labels[queues.LabelQueue]; q != "" && o.Meta.Labels[queues.LabelState] != "" {
+			all = append(all, read(cfg, o, q, prio(o)))
+		}
+	}
+	out := Explanation{Workload: in.Target.Describe(), Priority: prio(in.Target), LocalQueue: in.LocalQueue}
+	q := in.Queue
+	if !in.New {
+		q = in.Target.Meta.Labels[queues.LabelQueue]
+		if q == "" || in.Target.Meta.Labels[queues.LabelState] == "" {
+			out.State = "unmanaged"
+			out.Notes = append(out.Notes, "tally does not queue it: it has no "+queues.LabelQueue+" label (created outside a managed namespace, or part of another workload)")
+			return out
+		}
+	}
+	target = read(cfg, in.Target, q, out.Priority)
+	if in.New {
+		target.w.Created = in.Now
+		target.e.phase, target.e.charged = pending, nil
+	}
+	all = append(all, target)
+	out.ClusterQueue = q
+	cq := cfg.ClusterQueues[q]
+	if cq != nil {
+		out.Cohort = cq.Cohort
+	}
+	out.State = string(target.e.phase.label())
+	if target.e.phase == evicting {
+		out.State = "evicting (preempted or suspended; its pods are going)"
+	}
+	out.Needs = target.w.Total().String()
+	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.phase == admitted {
+		out.Flavors = f
+	}
+	for _, ev := range in.Events {
+		if ev.Reason == ReasonPreempted {
+			out.PreemptedBy = append(out.PreemptedBy, ev.Message)
+		}
+	}
+
+	// The books as the ledger keeps them.
+	usage := map[string]queues.Usage{}
+	lists := map[string][]*queues.Workload{}
+	admittedByQueue := map[string][]*queues.Admitted{}
+	var running []*explained
+	for _, x := range all {
+		if x.e.charged != nil {
+			u := usage[x.e.chargedQueue]
+			if u == nil {
+				u = queues.Usage{}
+				usage[x.e.chargedQueue] = u
+			}
+			u.Add(x.e.charged)
+			running = append(running, x)
+			if x.e.phase == admitted {
+				admittedByQueue[x.e.chargedQueue] = append(admittedByQueue[x.e.chargedQueue], &queues.Admitted{W: x.w, Usage: x.e.charged, AdmittedAt: x.at})
+			}
+		}
+		if x.e.phase == pending {
+			lists[x.w.Queue] = append(lists[x.w.Queue], x.w)
+		}
+	}
+	for _, l := range lists {
+		slices.SortFunc(l, func(a, b *queues.Workload) int {
+			if queues.Before(a, b) {
+				return -1
+			}
+			return 1
+		})
+	}
+	if cq == nil {
+		out.Notes = append(out.Notes, fmt.Sprintf("ClusterQueue %q is not in the config in force", q))
+		return out
+	}
+	if target.e.phase != pending {
+		if target.e.phase == inadmissible {
+			_, v := queues.NewSnapshot(cfg, nil, nil).Assign(target.w)
+			out.Reason = v.Message
+		}
+		return out
+	}
+
+	// Position, and who is ahead.
+	list := lists[q]
+	i := slices.Index(list, target.w)
+	out.Position = &Place{Index: i + 1, Of: len(list)}
+	ns, nsIndex, nsCount := in.Target.Meta.Namespace, 0, 0
+	for j, w := range list {
+		if w.Namespace != ns {
+			if j < i && !in.AllNamespaces {
+				out.AheadHidden++
+			}
+			continue
+		}
+		nsCount++
+		if j <= i {
+			nsIndex = nsCount
+		}
+	}
+	out.NamespacePosition = &Place{Index: nsIndex, Of: nsCount}
+	for _, w := range list[:i] {
+		out.Ahead = append(out.Ahead, WorkloadRef{Name: w.Key(), Priority: w.Priority})
+	}
+	if !in.AllNamespaces {
+		out.Position = nil
+		out.Notes = append(out.Notes, "you cannot list workloads in other namespaces: the position, the workloads ahead and the estimate count only those of namespace "+ns)
+		if m := lastEvent(in.Events, ReasonQueued); m != "" {
+			out.Notes = append(out.Notes, "tally's last Queued Event says: "+m)
+		}
+	}
+
+	// What it needs against what is free, and the decision now.
+	snap := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
+	a, v := snap.Assign(target.w)
+	out.Reason = v.Message
+	if v.Kind == queues.Fits {
+		out.Reason = "fits now: the next admission pass admits it unless a workload ahead of it takes the room"
+		out.Flavors = a.Annotation(target.w)
+	}
+	out.Free = freeCells(snap, cq, target.w)
+	if v.Kind == queues.Never {
+		return out
+	}
+	dry := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
+	dry.Admitted = admittedByQueue
+	for _, p := range queues.Decide(dry, cloneLists(lists), ignore).Preemptions {
+		if p.Preemptor == target.w {
+			for _, victim := range p.Victims {
+				out.WouldPreempt = append(out.WouldPreempt, WorkloadRef{Name: victim.W.Key(), Priority: victim.W.Priority})
+			}
+		}
+	}
+
+	// The start, replayed forward.
+	runtimes, method := runTimes(all)
+	if runtimes == nil {
+		out.Notes = append(out.Notes, "no estimate: no finished workload with an admission time and an end was seen")
+		return out
+	}
+	out.Estimate, out.MustFinish = simulate(cfg, usage, lists, running, target.w, runtimes, in.Now)
+	if out.Estimate != nil {
+		out.Estimate.Method = method
+	}
+	return out
+}
+
+// read folds o, of queue q and priority p, as the ledger would.
+func read(cfg *queues.Config, o *kinds.Object, q string, p int32) *explained {
+	e := statusEntry(cfg, o, q)
+	w := *e.w
+	w.Priority = p
+	e.w = &w
+	x := &explained{o: o, w: e.w, e: e}
+	x.at, _ = time.Parse(time.RFC3339, o.Meta.Annotations[queues.AnnotationAdmittedAt])
+	return x
+}
+
+// permissive is cfg with every ClusterQueue selecting every namespace:
+// the workloads it reads were queued already, so their namespaces were
+// selected, and the caller may not be able to read namespace labels.
+func permissive(cfg *queues.Config) *queues.Config {
+	out := &queues.Config{Flavors: cfg.Flavors, ClusterQueues: map[string]*queues.ClusterQueue{}, QueueNames: cfg.QueueNames,
+		Cohorts: cfg.Cohorts, LocalQueues: cfg.LocalQueues, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds}
+	for name, cq := range cfg.ClusterQueues {
+		c := *cq
+		c.NamespaceSelector = labels.Everything()
+		out.ClusterQueues[name] = &c
+	}
+	return out
+}
+
+func cloneLists(lists map[string][]*queues.Workload) map[string][]*queues.Workload {
+	out := make(map[string][]*queues.Workload, len(lists))
+	for q, l := range lists {
+		out[q] = slices.Clone(l)
+	}
+	return out
+}
+
+// freeCells lists, for each flavor and resource of cq that w needs, what
+// it needs, what the queue uses, its nominal quota and what it may take.
+func freeCells(s *queues.Snapshot, cq *queues.ClusterQueue, w *queues.Workload) []FreeCell {
+	total := w.Total()
+	var out []FreeCell
+	for _, g := range cq.ResourceGroups {
+		for _, f := range g.Flavors {
+			for _, r := range g.Covered {
+				need, ok := total[r]
+				if !ok {
+					continue
+				}
+				fr := queues.FlavorResource{Flavor: f.Name, Resource: r}
+				q, _ := s.Config.QuotaOf(cq.Name, fr)
+				out = append(out, FreeCell{Flavor: f.Name, Resource: string(r), Needs: need.Format(r),
+					Used: s.Usage[cq.Name][fr].Format(r), Nominal: q.Nominal.Format(r), Available: s.Available(cq, fr).Format(r)})
+			}
+		}
+	}
+	return out
+}
+
+// runTimes returns, per ClusterQueue, the median run time of its
+// finished workloads (admission to end), with "" for the median over all
+// queues, and says how; nil when none is known.
+func runTimes(all []*explained) (map[string]time.Duration, string) {
+	byQueue := map[string][]time.Duration{}
+	var every []time.Duration
+	for _, x := range all {
+		if x.e.phase != finished || x.at.IsZero() || x.o.FinishedAt.IsZero() || !x.o.FinishedAt.After(x.at) {
+			continue
+		}
+		d := x.o.FinishedAt.Sub(x.at)
+		byQueue[x.w.Queue] = append(byQueue[x.w.Queue], d)
+		every = append(every, d)
+	}
+	if len(every) == 0 {
+		return nil, ""
+	}
+	out := map[string]time.Duration{"": median(every)}
+	var parts []string
+	for _, q := range queues.SortedKeys(byQueue) {
+		out[q] = median(byQueue[q])
+		parts = append(parts, fmt.Sprintf("%s %s (%d)", q, out[q].Round(time.Second), len(byQueue[q])))
+	}
+	return out, "admission passes replayed forward in time; every workload runs the median run time of the finished workloads of its ClusterQueue (" +
+		strings.Join(parts, ", ") + "; elsewhere " + out[""].Round(time.Second).String() + "), from its admission for those running; preemption and workloads not yet submitted are left out"
+}
+
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// simulate replays admission passes from now: running workloads end at
+// their admission plus their queue's run time (now, if that is past), and
+// each admission runs that long from its start. It returns when target
+// starts, and the running workloads that end before then.
+func simulate(cfg *queues.Config, usage map[string]queues.Usage, lists map[string][]*queues.Workload, running []*explained,
+	target *queues.Workload, runtimes map[string]time.Duration, now time.Time) (*Estimate, []WorkloadRef) {
+	type end struct {
+		at    time.Time
+		queue string
+		usage queues.Usage
+		ref   *WorkloadRef
+	}
+	runtime := func(q string) time.Duration { return cmp.Or(runtimes[q], runtimes[""]) }
+	var ends []end
+	for _, x := range running {
+		at := x.at.Add(runtime(x.w.Queue))
+		if x.at.IsZero() || at.Before(now) {
+			at = now
+		}
+		t := at
+		ends = append(ends, end{at: at, queue: x.e.chargedQueue, usage: x.e.charged,
+			ref: &WorkloadRef{Name: x.w.Key(), Priority: x.w.Priority, EndsAt: &t}})
+	}
+	snap := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
+	lists = cloneLists(lists)
+	var mustFinish []WorkloadRef
+	t := now
+	for range maxSimulated {
+		d := queues.Decide(snap, lists, ignore)
+		for _, adm := range d.Admissions {
+			if adm.Workload == target {
+				return &Estimate{Start: t, In: t.Sub(now).Round(time.Second).String()}, mustFinish
+			}
+			l := lists[adm.Workload.Queue]
+			lists[adm.Workload.Queue] = slices.DeleteFunc(l, func(w *queues.Workload) bool { return w == adm.Workload })
+			ends = append(ends, end{at: t.Add(runtime(adm.Workload.Queue)), queue: adm.Workload.Queue, usage: adm.Assignment.Usage})
+		}
+		if len(ends) == 0 {
+			return nil, mustFinish
+		}
+		slices.SortFunc(ends, func(a, b end) int { return a.at.Compare(b.at) })
+		next := ends[0]
+		ends = ends[1:]
+		t = next.at
+		snap.Charge(next.queue, next.usage, -1)
+		if next.ref != nil {
+			mustFinish = append(mustFinish, *next.ref)
+		}
+	}
+	return nil, mustFinish
+}
+
+// ignore is an Observer that looks at nothing.
+func ignore(*queues.Workload, queues.Verdict, int) {}
+
+func lastEvent(events []corev1.Event, reason string) string {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Reason == reason {
+			return events[i].Message
+		}
+	}
+	return ""
+}
+
+// WriteExplanation prints x for a person.
+func WriteExplanation(out io.Writer, x Explanation) error {
+	var b strings.Builder
+	line := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-14s%s\n", k+":", fmt.Sprintf(format, args...)) }
+	fmt.Fprintln(&b, x.Workload)
+	line("State", "%s", x.State)
+	if x.ClusterQueue != "" {
+		q := x.ClusterQueue
+		if x.Cohort != "" {
+			q += " (cohort " + x.Cohort + ")"
+		}
+		if x.LocalQueue != "" {
+			q += ", through LocalQueue " + x.LocalQueue
+		}
+		line("ClusterQueue", "%s", q)
+	}
+	line("Priority", "%d", x.Priority)
+	if x.Needs != "" {
+		line("Needs", "%s", x.Needs)
+	}
+	if x.Flavors != "" {
+		line("Flavors", "%s", x.Flavors)
+	}
+	if x.Position != nil {
+		line("Position", "%d of %d in ClusterQueue %s", x.Position.Index, x.Position.Of, x.ClusterQueue)
+	}
+	if x.NamespacePosition != nil {
+		line("In namespace", "%d of %d", x.NamespacePosition.Index, x.NamespacePosition.Of)
+	}
+	if x.Reason != "" {
+		line("Why", "%s", x.Reason)
+	}
+	if len(x.Free) > 0 {
+		fmt.Fprintln(&b, "Quota:")
+		for _, c := range x.Free {
+			fmt.Fprintf(&b, "  %s in flavor %s: needs %s; ClusterQueue uses %s of nominal %s, may still take %s\n", c.Resource, c.Flavor, c.Needs, c.Used, c.Nominal, c.Available)
+		}
+	}
+	if len(x.Ahead) > 0 || x.AheadHidden > 0 {
+		names := refs(x.Ahead, false)
+		if x.AheadHidden > 0 {
+			names = append(names, fmt.Sprintf("%d in namespaces you cannot see", x.AheadHidden))
+		}
+		line("Ahead", "%s", strings.Join(names, ", "))
+	}
+	if len(x.WouldPreempt) > 0 {
+		line("Would preempt", "%s", strings.Join(refs(x.WouldPreempt, false), ", "))
+	}
+	for _, p := range x.PreemptedBy {
+		line("Preempted", "%s", p)
+	}
+	if len(x.MustFinish) > 0 {
+		line("Must finish", "%s", strings.Join(refs(x.MustFinish, true), ", "))
+	}
+	if x.Estimate != nil {
+		line("Estimate", "starts in about %s (%s)", x.Estimate.In, x.Estimate.Start.Format(time.RFC3339))
+		line("How", "%s", x.Estimate.Method)
+	}
+	for _, n := range x.Notes {
+		line("Note", "%s", n)
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+func refs(rs []WorkloadRef, ends bool) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%s (priority %d)", r.Name, r.Priority)
+		if ends && r.EndsAt != nil {
+			out[i] = fmt.Sprintf("%s (ends about %s)", r.Name, r.EndsAt.Format(time.RFC3339))
+		}
+	}
+	return out
+}

@@ -1,0 +1,203 @@
+package ledger
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/queues"
+)
+
+const explainConfig = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: q}
+spec:
+  namespaceSelector: {matchLabels: {team: a}}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources:
+      - {name: cpu, nominalQuota: 4}
+`
+
+var explainNow = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// explainJob is a Job of queue q in namespace ns with cpu CPUs, created
+// ago before explainNow; state is its tally.dev/state label, and for an
+// admitted or finished one admitted is how long ago it was admitted and
+// ran how long it ran.
+func explainJob(ns, name string, cpu int64, ago time.Duration, state queues.State, admitted, ran time.Duration, prio int32) *kinds.Object {
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name),
+			CreationTimestamp: metav1.NewTime(explainNow.Add(-ago)),
+			Labels:            map[string]string{queues.LabelQueue: "q", queues.LabelState: string(state)},
+			Annotations:       map[string]string{}},
+		Spec: batchv1.JobSpec{Suspend: ptr.To(state != queues.StateAdmitted), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Priority: ptr.To(prio),
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cpu, resource.DecimalSI)}}}}}}},
+	}
+	if state == queues.StateAdmitted || state == queues.StateFinished {
+		job.Annotations[queues.AnnotationFlavors] = "main=default"
+		job.Annotations[queues.AnnotationAdmittedAt] = explainNow.Add(-admitted).Format(time.RFC3339)
+		job.Spec.Suspend = ptr.To(false)
+	}
+	if state == queues.StateAdmitted {
+		job.Status.Active = 1
+	}
+	if state == queues.StateFinished {
+		job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue,
+			LastTransitionTime: metav1.NewTime(explainNow.Add(-admitted + ran))}}
+	}
+	o, _ := kinds.Of(job)
+	return o
+}
+
+func explainInput(t *testing.T, target *kinds.Object, others ...*kinds.Object) ExplainInput {
+	t.Helper()
+	cfg, _, errs := queues.Parse([]byte(explainConfig))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return ExplainInput{Config: cfg, Workloads: append(others, target), AllNamespaces: true, Target: target, Now: explainNow}
+}
+
+// explainBooks: two running Jobs of 2 CPUs fill the 4-CPU queue (admitted
+// 1 and 3 minutes ago); three finished ones ran 4, 5 and 6 minutes (median
+// 5); p1 (2 CPUs) waits ahead of the target, p2 (1 CPU) behind it.
+func explainBooks() []*kinds.Object {
+	return []*kinds.Object{
+		explainJob("a", "r1", 2, 10*time.Minute, queues.StateAdmitted, time.Minute, 0, 0),
+		explainJob("a", "r2", 2, 10*time.Minute, queues.StateAdmitted, 3*time.Minute, 0, 0),
+		explainJob("a", "f1", 1, time.Hour, queues.StateFinished, 50*time.Minute, 4*time.Minute, 0),
+		explainJob("a", "f2", 1, time.Hour, queues.StateFinished, 50*time.Minute, 5*time.Minute, 0),
+		explainJob("b", "f3", 1, time.Hour, queues.StateFinished, 50*time.Minute, 6*time.Minute, 0),
+		explainJob("b", "p1", 2, 10*time.Minute, queues.StatePending, 0, 0, 0),
+		explainJob("a", "p2", 1, time.Minute, queues.StatePending, 0, 0, 0),
+	}
+}
+
+// TestExplainPending: the position, who is ahead, what is free, and the
+// start replayed forward: r2 ends at +2m and p1 starts; r1 ends at +4m and
+// p2 (1 CPU, behind, but it fits) starts; p1 ends at +7m and the target
+// starts.
+func TestExplainPending(t *testing.T) {
+	target := explainJob("a", "target", 3, 5*time.Minute, queues.StatePending, 0, 0, 0)
+	x := Explain(explainInput(t, target, explainBooks()...))
+	if x.State != "pending" || x.ClusterQueue != "q" || x.Needs != "cpu=3" {
+		t.Errorf("state %q queue %q needs %q", x.State, x.ClusterQueue, x.Needs)
+	}
+	if x.Position == nil || *x.Position != (Place{2, 3}) || x.NamespacePosition == nil || *x.NamespacePosition != (Place{1, 2}) {
+		t.Errorf("position %+v, in namespace %+v; want 2 of 3, 1 of 2", x.Position, x.NamespacePosition)
+	}
+	if len(x.Ahead) != 1 || x.Ahead[0].Name != "b/p1" {
+		t.Errorf("ahead %+v, want b/p1", x.Ahead)
+	}
+	if !strings.Contains(x.Reason, "needs cpu=3") || len(x.Free) != 1 || x.Free[0].Used != "4" || x.Free[0].Available != "0" {
+		t.Errorf("reason %q, free %+v", x.Reason, x.Free)
+	}
+	if x.Estimate == nil || x.Estimate.In != "7m0s" || !strings.Contains(x.Estimate.Method, "q 5m0s (3)") {
+		t.Fatalf("estimate %+v, want in 7m0s from a median of 5m0s", x.Estimate)
+	}
+	var must []string
+	for _, r := range x.MustFinish {
+		must = append(must, r.Name)
+	}
+	if !slices.Equal(must, []string{"a/r2", "a/r1"}) {
+		t.Errorf("must finish %v, want a/r2 then a/r1", must)
+	}
+	var b bytes.Buffer
+	if err := WriteExplanation(&b, x); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Job a/target", "Position:     2 of 3 in ClusterQueue q", "Ahead:        b/p1 (priority 0)", "starts in about 7m0s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestExplainOwnNamespace: a caller who can list only its namespace sees
+// the workloads ahead elsewhere as a count, no position in the queue, and
+// tally's last Queued Event.
+func TestExplainOwnNamespace(t *testing.T) {
+	target := explainJob("a", "target", 3, 5*time.Minute, queues.StatePending, 0, 0, 0)
+	in := explainInput(t, target, explainBooks()...)
+	in.AllNamespaces = false
+	in.Events = []corev1.Event{{Reason: ReasonQueued, Message: "Queued in ClusterQueue q, position 2 of 3"}}
+	x := Explain(in)
+	if x.Position != nil || x.AheadHidden != 1 || len(x.Ahead) != 1 {
+		t.Errorf("position %+v, hidden %d, ahead %+v", x.Position, x.AheadHidden, x.Ahead)
+	}
+	if !slices.ContainsFunc(x.Notes, func(n string) bool { return strings.Contains(n, "position 2 of 3") }) {
+		t.Errorf("notes %q lack the Queued Event", x.Notes)
+	}
+}
+
+func TestExplainCases(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		target *kinds.Object
+		check  func(t *testing.T, x Explanation)
+	}{
+		{"admitted", explainJob("a", "r9", 1, time.Minute, queues.StateAdmitted, time.Minute, 0, 0), func(t *testing.T, x Explanation) {
+			if x.State != "admitted" || x.Flavors != "main=default" || x.Position != nil {
+				t.Errorf("%+v", x)
+			}
+		}},
+		{"never fits", explainJob("a", "huge", 5, time.Minute, queues.StatePending, 0, 0, 0), func(t *testing.T, x Explanation) {
+			if !strings.HasPrefix(x.Reason, "Can never fit") || x.Estimate != nil {
+				t.Errorf("reason %q, estimate %+v", x.Reason, x.Estimate)
+			}
+		}},
+		{"would preempt", explainJob("a", "urgent", 2, time.Minute, queues.StatePending, 0, 0, 100), func(t *testing.T, x Explanation) {
+			if len(x.WouldPreempt) != 1 || x.Position == nil || x.Position.Index != 1 {
+				t.Errorf("would preempt %+v, position %+v: want one victim, first in line", x.WouldPreempt, x.Position)
+			}
+		}},
+		{"unmanaged", func() *kinds.Object {
+			o := explainJob("a", "plain", 1, time.Minute, queues.StatePending, 0, 0, 0)
+			o.Meta.Labels = nil
+			return o
+		}(), func(t *testing.T, x Explanation) {
+			if x.State != "unmanaged" {
+				t.Errorf("state %q", x.State)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, Explain(explainInput(t, tc.target, explainBooks()...))) })
+	}
+}
+
+// TestExplainNew: a workload not yet submitted is placed last, as if
+// created now.
+func TestExplainNew(t *testing.T) {
+	o := explainJob("a", "draft", 1, 0, queues.StatePending, 0, 0, 0)
+	o.Meta.UID, o.Meta.Labels = "", nil
+	in := explainInput(t, o, explainBooks()...)
+	in.New, in.Queue = true, "q"
+	x := Explain(in)
+	if x.Position == nil || *x.Position != (Place{3, 3}) || x.Estimate == nil {
+		t.Fatalf("position %+v, estimate %+v", x.Position, x.Estimate)
+	}
+	if x.Estimate.In != "4m0s" {
+		t.Errorf("estimate in %s, want 4m0s: r1 ends at +4m, and p2 and the draft, 1 CPU each, start then", x.Estimate.In)
+	}
+}
