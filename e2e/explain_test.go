@@ -94,6 +94,12 @@ func TestExplain(t *testing.T) {
 		t.Logf("%s: position %d of 3, estimated start %s (%s)", name, x.Position.Index, x.Estimate.In, x.Estimate.Method)
 	}
 
+	text, err := exec.CommandContext(ctx, s.env.Bin, "explain", "--kubeconfig", s.cluster.Kubeconfig, "-n", ns, "low-2").CombinedOutput()
+	if err != nil {
+		t.Fatalf("tally explain low-2: %v: %s", err, text)
+	}
+	t.Logf("tally explain -n %s low-2:\n%s", ns, text)
+
 	// The ledger admits them in that order.
 	var order []string
 	admittedAt := map[string]time.Time{}
