@@ -53,9 +53,7 @@ func TestDeclaredKind(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
-		t.Fatal(err)
-	}
+	bindToNewQueue(ctx, t, s, ns, queue)
 	ctrlErrs := framework.RunTrainJobs(ctx, s.client, ns, 100*time.Millisecond)
 
 	var names []string

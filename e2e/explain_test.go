@@ -51,9 +51,7 @@ func TestExplain(t *testing.T) {
 	ctx := testContext(t, 5*time.Minute)
 	const ns, queue = "e2e-explain", "e2e-explain"
 	withConfig(ctx, t, s, explainConfig)
-	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
-		t.Fatal(err)
-	}
+	bindToNewQueue(ctx, t, s, ns, queue)
 	job := func(name string, high bool) *batchv1.Job {
 		b := framework.NewJob(ns, name).Request("cpu", "1").Runtime(4 * time.Second)
 		if high {

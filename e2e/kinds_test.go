@@ -71,9 +71,7 @@ func TestKindsQueued(t *testing.T) {
 		}
 	}
 	withConfig(ctx, t, s, kindsConfig)
-	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	bindToNewQueue(ctx, t, s, ns, queue)
 	peak := watchCPU(ctx, t, s, ns, 4)
 	dir := filepath.Dir(s.cluster.Kubeconfig)
 
@@ -338,4 +336,27 @@ func withConfig(ctx context.Context, t *testing.T, s *suite, docs ...string) {
 			t.Errorf("restoring the suite's config: %v", err)
 		}
 	})
+}
+
+// bindToNewQueue binds namespace ns to queue, a ClusterQueue of a config
+// just applied (withConfig), once tally has loaded it: until then its
+// namespace webhook denies the binding to a queue it does not know.
+func bindToNewQueue(ctx context.Context, t *testing.T, s *suite, ns, queue string) {
+	t.Helper()
+	err := framework.Poll(ctx, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err := framework.CreateNamespace(ctx, s.client, ns, queue)
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return true, "", nil
+		case strings.Contains(err.Error(), "is not defined"):
+			return false, err.Error(), nil
+		}
+		return false, "", err
+	})
+	if err == nil {
+		err = framework.WaitManaged(ctx, s.client, ns, nil)
+	}
+	if err != nil {
+		t.Fatalf("binding namespace %s to ClusterQueue %s: %v", ns, queue, err)
+	}
 }
