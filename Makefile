@@ -44,6 +44,15 @@ toolchain: ## Build the pinned control plane and kwok into $(TOOLS) (skipped whe
 	if [ $$missing = 0 ]; then echo "toolchain: present in $(TOOLS)"; \
 	else KUBE_VERSION=$(KUBE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)"; fi
 
+# Debian's chromium renders the dashboard page in the e2e tests; apt-get
+# runs as root, or through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the dashboard test (skipped when present).
+	@command -v chromium >/dev/null || { echo "chromium: installing Debian's package (a few minutes)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
 .PHONY: build
 build: ## Build bin/tally.
 	$(GO) build -o $(BIN) .
@@ -96,7 +105,7 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: toolchain build fmt-check vet ## All tests: unit, envtest and e2e, then each fuzz target for FUZZ_SMOKE (builds missing tools first).
+test: toolchain chromium build fmt-check vet ## All tests: unit, envtest and e2e, then each fuzz target for FUZZ_SMOKE (builds missing tools first).
 	$(TEST_ENV) $(GO) test ./... -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT)
 	@$(MAKE) --no-print-directory fuzz-smoke
 
@@ -105,7 +114,7 @@ test-unit: ## Unit tests only (the envtest and e2e suites skip themselves).
 	env -u KUBEBUILDER_ASSETS -u TALLY_TOOLS -u TALLY_BIN $(GO) test ./... -count=1
 
 .PHONY: test-e2e
-test-e2e: toolchain build ## The e2e suite against a local kwok cluster.
+test-e2e: toolchain chromium build ## The e2e suite against a local kwok cluster.
 	$(TEST_ENV) $(GO) test ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
 
 # How long `make soak` injects faults (TALLY_CHAOS of e2e/chaos_test.go).

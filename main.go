@@ -498,6 +498,7 @@ type serveFlags struct {
 	webhookPort                        int
 	register, certManager, leaderElect bool
 	metricsAddr, probeAddr, pprofAddr  string
+	dashboardAddr                      string
 	shutdownDelay, recount             time.Duration
 	leaseDuration, renewDeadline       time.Duration
 	retryPeriod                        time.Duration
@@ -525,6 +526,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", "Address to serve Go's /debug/pprof profiles on; empty disables it.")
+	fs.StringVar(&f.dashboardAddr, "dashboard-bind-address", "", "Address to serve the read-only dashboard page on (for example 127.0.0.1:8090); empty disables it.")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 2*time.Second, "On SIGTERM, keep serving this long while not ready, so in-flight admissions finish.")
 	fs.DurationVar(&f.recount, "recount-interval", 5*time.Minute, "How often the ledger recounts usage from scratch and repairs drift.")
 	f.zap.Development = false
@@ -681,7 +683,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	}, log); err != nil {
 		return err
 	}
-	opts := ledger.Options{Namespace: f.namespace, Recount: f.recount}
+	opts := ledger.Options{Namespace: f.namespace, Recount: f.recount, DashboardAddr: f.dashboardAddr}
 	if lease != nil {
 		opts.Held = lease.Held
 	}

@@ -29,6 +29,11 @@ const (
 // sends asynchronously, so this is safe under the ledger's lock.
 func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, args ...any) {
 	l.recorder.Eventf(kinds.Ref(w), eventType, reason, format, args...)
+	switch reason {
+	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonQuotaReleased, ReasonInadmissible:
+		l.recent.add(Decision{At: l.opts.Clock.Now(), Reason: reason, Workload: kinds.GVKOf(w).Kind + " " + w.Key(),
+			Queue: w.Queue, Message: fmt.Sprintf(format, args...)})
+	}
 }
 
 // describeUsage renders usage as "nvidia.com/gpu=4, cpu=8 in flavor gpu",

@@ -43,6 +43,9 @@ type Options struct {
 	// Registry is where the ledger's metrics are registered;
 	// controller-runtime's registry when nil.
 	Registry prometheus.Registerer
+	// DashboardAddr, if set, is where the read-only dashboard page is
+	// served (Setup).
+	DashboardAddr string
 }
 
 // Ledger keeps quota usage and admits Jobs. It is a manager Runnable that
@@ -54,6 +57,9 @@ type Ledger struct {
 	recorder record.EventRecorder
 	opts     Options
 	log      logr.Logger
+
+	// recent holds the last decisions, for the dashboard.
+	recent recentDecisions
 
 	mu         sync.Mutex
 	jobs       map[types.UID]*entry
@@ -94,7 +100,9 @@ type Ledger struct {
 	writeSlots chan struct{}
 	inflight   sync.WaitGroup
 	synced     bool
-	wake       chan struct{}
+	// started: this replica's ledger runs (it leads).
+	started bool
+	wake    chan struct{}
 	// arrive is poked by a Job that starts waiting: after a pass that
 	// decided nothing, arrivals alone are coalesced (see arrivalDelay).
 	arrive     chan struct{}
@@ -173,7 +181,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	defer l.labelQueue.ShutDown()
 	defer l.nsQueue.ShutDown()
 	l.mu.Lock()
-	l.cfg = l.store.Load()
+	l.cfg, l.started = l.store.Load(), true
 	if l.cfg != nil {
 		l.metrics.observeConfig(l.cfg, l.usage)
 	}

@@ -52,5 +52,11 @@ func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log log
 			return err
 		}
 	}
-	return mgr.Add(New(mgr.GetClient(), mgr.GetCache(), store, recorder, log.WithName("ledger"), opts))
+	l := New(mgr.GetClient(), mgr.GetCache(), store, recorder, log.WithName("ledger"), opts)
+	if opts.DashboardAddr != "" {
+		if err := mgr.Add(&Dashboard{Addr: opts.DashboardAddr, Ledger: l, Log: log.WithName("dashboard")}); err != nil {
+			return err
+		}
+	}
+	return mgr.Add(l)
 }

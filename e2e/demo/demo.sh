@@ -28,6 +28,7 @@ NAMESPACE=tally-system
 WEBHOOK_PORT=9443
 METRICS_ADDR=127.0.0.1:8080
 PROBE_ADDR=127.0.0.1:8081
+DASHBOARD_ADDR=127.0.0.1:8090
 OPERATOR_METRICS_ADDR=127.0.0.1:8082
 OPERATOR_WEBHOOK_PORT=9444
 WAIT_SECONDS=${DEMO_WAIT_SECONDS:-300}
@@ -142,6 +143,7 @@ say "Starting tally (log: $DEMO/tally.log)"
 setsid "$TALLY_BIN" serve --kubeconfig "$KUBECONFIG_FILE" \
   --webhook-port "$WEBHOOK_PORT" --webhook-url "https://127.0.0.1:$WEBHOOK_PORT" --cert-dir "$DEMO/certs" \
   --metrics-bind-address "$METRICS_ADDR" --health-probe-bind-address "$PROBE_ADDR" \
+  --dashboard-bind-address "$DASHBOARD_ADDR" \
   >"$DEMO/tally.log" 2>&1 </dev/null &
 echo $! >"$DEMO/tally.pid"
 wait_ready 60 "$PROBE_ADDR" tally_running tally
@@ -254,6 +256,7 @@ k describe job -n team-a "$waited"
 cat <<EOF
 
 $(printf '\033[1m')The demo cluster is up and tally keeps running.$(printf '\033[0m')
+Dashboard: http://$DASHBOARD_ADDR/
 
   export KUBECONFIG=$root/$KUBECONFIG_FILE
   alias kubectl=$TOOLS/kubectl          # a kubectl matching the v1.37 API server
@@ -262,6 +265,7 @@ $(printf '\033[1m')The demo cluster is up and tally keeps running.$(printf '\033
   kubectl get pytorchjobs -n team-a -L tally.dev/state
   kubectl describe pytorchjob -n team-a pytorch-dist-mnist
   bin/tally status
+  bin/tally explain -n team-a $waited   # where a Job stands, and when it may start
   kubectl get events -n team-a --sort-by=.lastTimestamp
   tail -f .demo/tally.log .demo/training-operator.log
 

@@ -16,8 +16,8 @@ type Tally struct {
 	Process
 	Kubeconfig string
 	// Dir holds the certificates and the log.
-	Dir                                 string
-	WebhookPort, MetricsPort, ProbePort int
+	Dir                                                string
+	WebhookPort, MetricsPort, ProbePort, DashboardPort int
 	// ExtraArgs are added to every start.
 	ExtraArgs []string
 	// WebhookURL, when set, is where the webhook configurations point
@@ -29,11 +29,11 @@ type Tally struct {
 
 // NewTally picks free ports for a tally that will run against kubeconfig.
 func NewTally(bin, kubeconfig, dir string) (*Tally, error) {
-	ports, err := FreePorts(3)
+	ports, err := FreePorts(4)
 	if err != nil {
 		return nil, err
 	}
-	t := &Tally{Kubeconfig: kubeconfig, Dir: dir, WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2]}
+	t := &Tally{Kubeconfig: kubeconfig, Dir: dir, WebhookPort: ports[0], MetricsPort: ports[1], ProbePort: ports[2], DashboardPort: ports[3]}
 	t.Process = Process{Name: "tally", Path: bin, Args: t.Args, Log: filepath.Join(dir, "tally.log")}
 	return t, nil
 }
@@ -59,6 +59,7 @@ func (t *Tally) Args() []string {
 		"--cert-dir", certs,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", t.MetricsPort),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", t.ProbePort),
+		"--dashboard-bind-address", fmt.Sprintf("127.0.0.1:%d", t.DashboardPort),
 	}, t.ExtraArgs...)
 }
 

@@ -1,0 +1,76 @@
+package ledger
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestDashboard: the page's view of a queue (4 CPUs nominal, 2 more it may
+// borrow) with one admitted Job and two waiting, the higher priority first, each with the reason the next pass
+// gives; the usage bar against nominal quota; the admission among the
+// recent decisions. The page renders it, and /api/dashboard serves it.
+func TestDashboard(t *testing.T) {
+	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
+		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}, pods: map[string]int{}}
+	s.newLedger(s.config(4))
+	s.l.started = true
+	for _, line := range []string{"create a cpu=4 prio=10", "create b cpu=3", "create c cpu=3 prio=5", "pass", "landed a"} {
+		s.step(strings.Fields(line))
+	}
+	v := s.l.Dashboard()
+	if !v.Leading || len(v.Cohorts) == 0 || v.Cohorts[0].Name != "c" {
+		t.Fatalf("view %+v", v)
+	}
+	q := v.Cohorts[0].Queues[0]
+	if q.Name != "q" || q.Admitted != 1 || q.PendingTotal != 2 || len(q.Pending) != 2 {
+		t.Fatalf("queue %+v", q)
+	}
+	if q.Pending[0].Workload != "Job ns/c" || q.Pending[1].Workload != "Job ns/b" || !strings.Contains(q.Pending[0].Reason, "needs cpu=3") {
+		t.Errorf("pending %+v, want c (priority 5) then b, with reasons", q.Pending)
+	}
+	cell := q.Cells[0]
+	if cell.Resource != "cpu" || cell.Used != "4" || cell.Nominal != "4" || cell.Ceiling != "6" || cell.Borrowing || int(cell.UsedPct) != 66 {
+		t.Errorf("cell %+v", cell)
+	}
+	if len(v.Recent) == 0 || v.Recent[0].Reason != ReasonAdmitted || v.Recent[0].Workload != "Job ns/a" {
+		t.Errorf("recent %+v, want the admission of a first", v.Recent)
+	}
+
+	srv := httptest.NewServer(DashboardHandler(s.l))
+	defer srv.Close()
+	page := get(t, srv.URL+"/")
+	for _, want := range []string{`data-queue="q"`, "Job ns/c", "Job ns/b", `class="used"`, "refresh", "Admitted"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<script") || strings.Contains(page, "http://") || strings.Contains(page, "https://") {
+		t.Error("the page loads scripts or something from elsewhere")
+	}
+	var back DashboardView
+	if err := json.Unmarshal([]byte(get(t, srv.URL+"/api/dashboard")), &back); err != nil || back.Totals["pending"] != 2 {
+		t.Errorf("/api/dashboard: %v, totals %v", err, back.Totals)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(b)
+}
