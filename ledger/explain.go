@@ -284,9 +284,13 @@ func Explain(in ExplainInput) Explanation {
 		out.Notes = append(out.Notes, "no estimate: no finished workload with an admission time and an end was seen")
 		return out
 	}
-	out.Estimate, out.MustFinish = simulate(cfg, usage, lists, running, target.w, runtimes, in.Now)
+	var overdue int
+	out.Estimate, out.MustFinish, overdue = simulate(cfg, usage, lists, running, target.w, runtimes, in.Now)
 	if out.Estimate != nil {
 		out.Estimate.Method = method
+		if overdue > 0 {
+			out.Estimate.Method += fmt.Sprintf("; %d running workload(s) have run longer than that already and are taken to end now, so the start may well be later", overdue)
+		}
 	}
 	return out
 }
@@ -381,9 +385,10 @@ func median(ds []time.Duration) time.Duration {
 // simulate replays admission passes from now: running workloads end at
 // their admission plus their queue's run time (now, if that is past), and
 // each admission runs that long from its start. It returns when target
-// starts, and the running workloads that end before then.
+// starts, the running workloads that end before then, and how many
+// running workloads had already run longer than their run time.
 func simulate(cfg *queues.Config, usage map[string]queues.Usage, lists map[string][]*queues.Workload, running []*explained,
-	target *queues.Workload, runtimes map[string]time.Duration, now time.Time) (*Estimate, []WorkloadRef) {
+	target *queues.Workload, runtimes map[string]time.Duration, now time.Time) (*Estimate, []WorkloadRef, int) {
 	type end struct {
 		at    time.Time
 		queue string
@@ -392,10 +397,12 @@ func simulate(cfg *queues.Config, usage map[string]queues.Usage, lists map[strin
 	}
 	runtime := func(q string) time.Duration { return cmp.Or(runtimes[q], runtimes[""]) }
 	var ends []end
+	overdue := 0
 	for _, x := range running {
 		at := x.at.Add(runtime(x.w.Queue))
 		if x.at.IsZero() || at.Before(now) {
 			at = now
+			overdue++
 		}
 		t := at
 		ends = append(ends, end{at: at, queue: x.e.chargedQueue, usage: x.e.charged,
@@ -409,14 +416,14 @@ func simulate(cfg *queues.Config, usage map[string]queues.Usage, lists map[strin
 		d := queues.Decide(snap, lists, ignore)
 		for _, adm := range d.Admissions {
 			if adm.Workload == target {
-				return &Estimate{Start: t, In: t.Sub(now).Round(time.Second).String()}, mustFinish
+				return &Estimate{Start: t, In: t.Sub(now).Round(time.Second).String()}, mustFinish, overdue
 			}
 			l := lists[adm.Workload.Queue]
 			lists[adm.Workload.Queue] = slices.DeleteFunc(l, func(w *queues.Workload) bool { return w == adm.Workload })
 			ends = append(ends, end{at: t.Add(runtime(adm.Workload.Queue)), queue: adm.Workload.Queue, usage: adm.Assignment.Usage})
 		}
 		if len(ends) == 0 {
-			return nil, mustFinish
+			return nil, mustFinish, overdue
 		}
 		slices.SortFunc(ends, func(a, b end) int { return a.at.Compare(b.at) })
 		next := ends[0]
@@ -427,7 +434,7 @@ func simulate(cfg *queues.Config, usage map[string]queues.Usage, lists map[strin
 			mustFinish = append(mustFinish, *next.ref)
 		}
 	}
-	return nil, mustFinish
+	return nil, mustFinish, overdue
 }
 
 // ignore is an Observer that looks at nothing.
