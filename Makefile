@@ -54,8 +54,8 @@ chromium: ## Install Debian's chromium for the dashboard test (skipped when pres
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 .PHONY: build
-build: ## Build bin/tally.
-	$(GO) build -o $(BIN) .
+build: ## Build bin/tally (static, as in the image, so the two share the build cache).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN) .
 
 # The container image: its name, the architecture it is built for, the
 # static binary it holds and the OCI archive `make image` writes it to.
