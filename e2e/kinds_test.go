@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/e2e/framework"
@@ -75,7 +77,15 @@ func TestKindsQueued(t *testing.T) {
 	peak := watchCPU(ctx, t, s, ns, 4)
 	dir := filepath.Dir(s.cluster.Kubeconfig)
 
+	patches := func(resource string) func() {
+		before := apiPatches(ctx, t, s, resource)
+		return func() {
+			t.Logf("%s: %d PATCH requests on the workload (2 admissions, 1 preemption; the rest are tally's state labels and its restore of the candidate flavors after the preemption)",
+				resource, apiPatches(ctx, t, s, resource)-before)
+		}
+	}
 	t.Run("JobSet", func(t *testing.T) {
+		defer patches("jobsets")()
 		o, err := framework.NewJobSetController(ctx, s.cluster, dir)
 		if err != nil {
 			t.Fatal(err)
@@ -92,6 +102,7 @@ func TestKindsQueued(t *testing.T) {
 		})
 	})
 	t.Run("MPIJob", func(t *testing.T) {
+		defer patches("mpijobs")()
 		o, err := framework.NewMPIOperator(ctx, s.cluster, dir)
 		if err != nil {
 			t.Fatal(err)
@@ -103,6 +114,7 @@ func TestKindsQueued(t *testing.T) {
 		})
 	})
 	t.Run("RayJob", func(t *testing.T) {
+		defer patches("rayjobs")()
 		o, err := framework.NewRayOperator(ctx, s.cluster, dir)
 		if err != nil {
 			t.Fatal(err)
@@ -359,4 +371,34 @@ func bindToNewQueue(ctx context.Context, t *testing.T, s *suite, ns, queue strin
 	if err != nil {
 		t.Fatalf("binding namespace %s to ClusterQueue %s: %v", ns, queue, err)
 	}
+}
+
+// apiPatches reads from the API server's metrics how many PATCH requests
+// it has served on resource (not its subresources, such as status).
+func apiPatches(ctx context.Context, t *testing.T, s *suite, resource string) int {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.cluster.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `verb="PATCH"`) ||
+			!strings.Contains(line, `resource="`+resource+`"`) || !strings.Contains(line, `subresource=""`) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
+			n += int(v)
+		}
+	}
+	return n
 }
