@@ -7,7 +7,7 @@
 # $HOME/.cache/tally/tools-$KUBE_VERSION). Given NAMEs, it builds only those
 # binaries; besides the default set, the names may be the operators the
 # tests build when they first need them: jobset-controller, mpi-operator
-# and ray-operator. Each binary is built only when it is missing, so a
+# and ray-operator, and helm (make helm-check). Each binary is built only when it is missing, so a
 # second run is a no-op. Builds into one DIR take turns (a lock on
 # DIR/.build.lock). The wrapper modules it needs live in DIR/.src.
 set -euo pipefail
@@ -19,11 +19,12 @@ TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.9.4}
 JOBSET_VERSION=${JOBSET_VERSION:-v0.12.0}
 MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.2}
 KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.1}
+HELM_VERSION=${HELM_VERSION:-v3.17.3}
 out=${1:-$HOME/.cache/tally/tools-$KUBE_VERSION}
 [ $# -gt 0 ] && shift
 # What a run without names builds (make toolchain).
 defaults=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl training-operator)
-operators=(jobset-controller mpi-operator ray-operator)
+operators=(jobset-controller mpi-operator ray-operator helm)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${defaults[@]}")
 for b in "${wanted[@]}"; do
@@ -189,5 +190,12 @@ if need ray-operator; then
   mkdir -p "$out/crds/ray-operator"
   cp "$mod"/config/crd/bases/ray.io_*.yaml "$out/crds/ray-operator/"
   finish_module ray-operator
+fi
+# Helm, for make helm-check (the chart deploy/helm/tally): not in the
+# default set either.
+if need helm; then
+  log "building helm $HELM_VERSION (a few minutes on a cold cache)"
+  build_module helm helm.sh/helm/v3 "$HELM_VERSION" ./cmd/helm
+  finish_module helm
 fi
 log "ready in $out ($((SECONDS - started))s)"
