@@ -95,6 +95,22 @@ IMAGE_REF = $(shell r='$(IMAGE)'; first=$${r%%/*}; \
 image-test: image ## Build the image and check it (e2e/image): entrypoint, non-root user, static binary, and the binary run from its layer.
 	TALLY_IMAGE=$(IMAGE_ARCHIVE) TALLY_IMAGE_REF=$(IMAGE_REF) $(GO) test ./e2e/image -count=1 -v
 
+# helm and kubectl (kubectl kustomize renders deploy/ for the comparison)
+# are built into TOOLS by e2e/toolchain/build.sh when missing; helm is not
+# in TOOL_BINARIES.
+HELM_CHART := deploy/helm/tally
+
+.PHONY: helm-check
+helm-check: ## Lint and render the Helm chart deploy/helm/tally in both certModes and check it against deploy/ (e2e/helmchart); builds helm if missing.
+	@missing=; for b in helm kubectl; do [ -x "$(TOOLS)/$$b" ] || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then KUBE_VERSION=$(KUBE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)" $$missing; fi
+	$(TOOLS)/helm lint $(HELM_CHART)
+	$(TOOLS)/helm lint $(HELM_CHART) --set certMode=cert-manager
+	@for mode in builtin cert-manager; do \
+		echo "helm template tally $(HELM_CHART) -n tally-system --set certMode=$$mode"; \
+		$(TOOLS)/helm template tally $(HELM_CHART) -n tally-system --set certMode=$$mode >/dev/null; done
+	$(TEST_ENV) $(GO) test ./e2e/helmchart -count=1 -v
+
 .PHONY: fmt-check
 fmt-check: ## Fail if any Go file is not gofmt-ed.
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.*')); \
