@@ -130,19 +130,19 @@ for c in kwok kwokctl; do
   log "go install $c $KWOK_VERSION"
   GOBIN="$out" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/$c@$KWOK_VERSION"
 done
-# build_module BIN MODULE VERSION PACKAGE: builds PACKAGE of MODULE@VERSION
+# build_module BIN MODULE VERSION PACKAGE [LDFLAGS]: builds PACKAGE of MODULE@VERSION
 # into $out/BIN.tmp, from a writable copy of the module in $mod with
 # -mod=mod, so go may update the copy's go.mod and go.sum as the build needs
 # (the training operator's module pins versions older than its go.mod asks
 # for). The copy stays in $mod for the caller to take CRDs from;
 # finish_module then puts the binary in place, after its CRDs.
 build_module() {
-  local bin=$1 module=$2 version=$3 pkg=$4 src
+  local bin=$1 module=$2 version=$3 pkg=$4 ld=${5:-} src
   src=$(go mod download -json "$module@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [ -d "$src" ] || { log "go mod download $module@$version gave no directory"; exit 1; }
   mod="$work/$bin"
   rm -rf "$mod" && mkdir -p "$mod" && cp -r "$src/." "$mod" && chmod -R u+w "$mod"
-  (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$out/$bin.tmp" "$pkg")
+  (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w $ld" -o "$out/$bin.tmp" "$pkg")
 }
 # finish_module BIN: removes the copy and puts the binary in place.
 finish_module() {
@@ -195,7 +195,7 @@ fi
 # default set either.
 if need helm; then
   log "building helm $HELM_VERSION (a few minutes on a cold cache)"
-  build_module helm helm.sh/helm/v3 "$HELM_VERSION" ./cmd/helm
+  build_module helm helm.sh/helm/v3 "$HELM_VERSION" ./cmd/helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
   finish_module helm
 fi
 log "ready in $out ($((SECONDS - started))s)"
