@@ -3,8 +3,13 @@
 // the API server serves, read through that seam; "Job" below stands for
 // any of them) hold quota in which ClusterQueue and flavor, admits
 // pending Jobs when quota frees, keeps the tally.dev/managed label on
-// managed namespaces (annotated, or named by a LocalQueue of the config), and loads the config ConfigMap. Status rebuilds the same
-// books from a list of Jobs, for `tally status`.
+// managed namespaces (annotated, or named by a LocalQueue of the config),
+// and loads the config ConfigMap (declaring its WorkloadKinds). Status
+// rebuilds the same books from a list of Jobs, for `tally status`, and
+// Explain says where one workload stands, for `tally explain`, replaying
+// admission passes to estimate its start. Dashboard serves the read-only
+// page of the queues from the ledger's own books; metrics.go keeps
+// Kueue's metrics as the books change.
 //
 // # State machine of a workload
 //
