@@ -13,26 +13,13 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	"tally.dev/tally/e2e/framework"
 )
 
 // dashboardConfig is loaded with the suite's config by TestDashboardPage.
-const dashboardConfig = `
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata:
-  name: e2e-dashboard
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: cpu-flavor
-      resources:
-      - {name: cpu, nominalQuota: 1}
-      - {name: memory, nominalQuota: 64Gi}
-      - {name: nvidia.com/gpu, nominalQuota: 0}
-`
+var dashboardConfig = cpuQueue("e2e-dashboard", 1, "")
 
 // The dashboard page (tally serve --dashboard-bind-address), rendered by
 // headless Chromium as a person would see it: the queue's usage bar, its
@@ -47,8 +34,11 @@ func TestDashboardPage(t *testing.T) {
 	}
 	ctx := testContext(t, 3*time.Minute)
 	const ns, queue = "e2e-dashboard", "e2e-dashboard"
-	withConfig(ctx, t, s, dashboardConfig)
-	bindToNewQueue(ctx, t, s, ns, queue)
+	useQueues(ctx, t, s, []string{queue}, dashboardConfig)
+	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
+		t.Fatal(err)
+	}
+	var waiting []*batchv1.Job
 	for _, name := range []string{"dash-running", "dash-waiting-1", "dash-waiting-2"} {
 		j := framework.NewJob(ns, name).Request("cpu", "1").Runtime(time.Minute).Obj()
 		if err := s.client.Create(ctx, j); err != nil {
@@ -56,8 +46,11 @@ func TestDashboardPage(t *testing.T) {
 		}
 		if name == "dash-running" {
 			waitJobState(ctx, t, s, ns, name, "admitted")
+		} else {
+			waiting = append(waiting, j)
 		}
 	}
+	order := admissionOrder(waiting)
 	base := fmt.Sprintf("http://127.0.0.1:%d/", s.tally.DashboardPort)
 	// The ledger has seen both waiting Jobs once the JSON view lists them.
 	if err := framework.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
@@ -116,8 +109,8 @@ func TestDashboardPage(t *testing.T) {
 			t.Errorf("the rendered page lacks %q", want)
 		}
 	}
-	if i, j := strings.Index(dom, "dash-waiting-1"), strings.Index(dom, "dash-waiting-2"); i < 0 || j < i {
-		t.Error("the waiting Jobs are not listed in admission order")
+	if i, j := strings.Index(dom, ns+"/"+order[0]), strings.Index(dom, ns+"/"+order[1]); i < 0 || j < i {
+		t.Errorf("the waiting Jobs are not listed in admission order %v", order)
 	}
 	run("--screenshot="+shot, base)
 	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10000 {

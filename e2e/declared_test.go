@@ -46,14 +46,16 @@ func TestDeclaredKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := s.tally.Pid()
-	withConfig(ctx, t, s, framework.TrainJobKind, declaredQueue)
+	useQueues(ctx, t, s, []string{queue}, framework.TrainJobKind, declaredQueue)
 	if err := framework.Poll(ctx, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
 		ok, err := framework.WebhookCovers(ctx, s.client, framework.TrainJobGVK.Group, "trainjobs")
 		return ok, "tally's mutating webhook has no rule for trainjobs", err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	bindToNewQueue(ctx, t, s, ns, queue)
+	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
+		t.Fatal(err)
+	}
 	ctrlErrs := framework.RunTrainJobs(ctx, s.client, ns, 100*time.Millisecond)
 
 	var names []string

@@ -18,22 +18,7 @@ import (
 
 // explainConfig is loaded with the suite's config by TestExplain: a
 // 1-CPU ClusterQueue, so its Jobs run one at a time, and a priority.
-const explainConfig = `
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata:
-  name: e2e-explain
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: cpu-flavor
-      resources:
-      - {name: cpu, nominalQuota: 1}
-      - {name: memory, nominalQuota: 64Gi}
-      - {name: nvidia.com/gpu, nominalQuota: 0}
----
+var explainConfig = cpuQueue("e2e-explain", 1, "") + `---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: WorkloadPriorityClass
 metadata:
@@ -50,8 +35,10 @@ func TestExplain(t *testing.T) {
 	s := setup(t)
 	ctx := testContext(t, 5*time.Minute)
 	const ns, queue = "e2e-explain", "e2e-explain"
-	withConfig(ctx, t, s, explainConfig)
-	bindToNewQueue(ctx, t, s, ns, queue)
+	useQueues(ctx, t, s, []string{queue}, explainConfig)
+	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
+		t.Fatal(err)
+	}
 	job := func(name string, high bool) *batchv1.Job {
 		b := framework.NewJob(ns, name).Request("cpu", "1").Runtime(4 * time.Second)
 		if high {
@@ -72,10 +59,15 @@ func TestExplain(t *testing.T) {
 	job("running", false)
 	waitJobState(ctx, t, s, ns, "running", "admitted")
 	waiting := []string{"low-1", "high", "low-2"}
+	var low []*batchv1.Job
 	for _, name := range waiting {
-		job(name, name == "high")
+		if j := job(name, name == "high"); name != "high" {
+			low = append(low, j)
+		}
 	}
-	want := []string{"high", "low-1", "low-2"}
+	// The high-priority Job first; the two others by creation (one-second
+	// resolution), then UID.
+	want := append([]string{"high"}, admissionOrder(low)...)
 	predicted := map[string]time.Time{}
 	for _, name := range waiting {
 		x := runExplain(ctx, t, s, ns, name)

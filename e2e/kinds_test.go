@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,23 +22,7 @@ import (
 
 // kindsConfig is loaded with the suite's config by TestKindsQueued: a
 // 4-CPU ClusterQueue on the CPU nodes, and a priority that preempts.
-const kindsConfig = `
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata:
-  name: e2e-kinds
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
-    flavors:
-    - name: cpu-flavor
-      resources:
-      - {name: cpu, nominalQuota: 4}
-      - {name: memory, nominalQuota: 64Gi}
-      - {name: nvidia.com/gpu, nominalQuota: 0}
----
+var kindsConfig = cpuQueue("e2e-kinds", 4, "preemption: {withinClusterQueue: LowerPriority}") + `---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: WorkloadPriorityClass
 metadata:
@@ -72,8 +56,10 @@ func TestKindsQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	withConfig(ctx, t, s, kindsConfig)
-	bindToNewQueue(ctx, t, s, ns, queue)
+	useQueues(ctx, t, s, []string{queue}, kindsConfig)
+	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
+		t.Fatal(err)
+	}
 	peak := watchCPU(ctx, t, s, ns, 4)
 	dir := filepath.Dir(s.cluster.Kubeconfig)
 
@@ -178,6 +164,9 @@ func queuedKind(ctx context.Context, t *testing.T, s *suite, w *unstructured.Uns
 	}
 	live, _ := workloadPods(ctx, s.client, ns, string(u.GetUID()))
 	for _, p := range live {
+		if p.Spec.NodeName == "" {
+			continue // made since (a RayJob's submitter), not scheduled yet
+		}
 		node := &corev1.Node{}
 		if err := s.client.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
 			t.Fatalf("pod %s: node %q: %v", p.Name, p.Spec.NodeName, err)
@@ -336,43 +325,6 @@ func watchCPU(ctx context.Context, t *testing.T, s *suite, ns string, limit int6
 	return peak.Load
 }
 
-// withConfig loads the suite's config plus docs, and the suite's config
-// alone again when the test ends.
-func withConfig(ctx context.Context, t *testing.T, s *suite, docs ...string) {
-	t.Helper()
-	if err := framework.ApplyConfig(ctx, s.client, tallyNamespace, strings.Join(append([]string{s.config}, docs...), "\n---\n")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := framework.ApplyConfig(context.Background(), s.client, tallyNamespace, s.config); err != nil {
-			t.Errorf("restoring the suite's config: %v", err)
-		}
-	})
-}
-
-// bindToNewQueue binds namespace ns to queue, a ClusterQueue of a config
-// just applied (withConfig), once tally has loaded it: until then its
-// namespace webhook denies the binding to a queue it does not know.
-func bindToNewQueue(ctx context.Context, t *testing.T, s *suite, ns, queue string) {
-	t.Helper()
-	err := framework.Poll(ctx, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
-		err := framework.CreateNamespace(ctx, s.client, ns, queue)
-		switch {
-		case err == nil, apierrors.IsAlreadyExists(err):
-			return true, "", nil
-		case strings.Contains(err.Error(), "is not defined"):
-			return false, err.Error(), nil
-		}
-		return false, "", err
-	})
-	if err == nil {
-		err = framework.WaitManaged(ctx, s.client, ns, nil)
-	}
-	if err != nil {
-		t.Fatalf("binding namespace %s to ClusterQueue %s: %v", ns, queue, err)
-	}
-}
-
 // apiPatches reads from the API server's metrics how many PATCH requests
 // it has served on resource (not its subresources, such as status).
 func apiPatches(ctx context.Context, t *testing.T, s *suite, resource string) int {
@@ -401,4 +353,43 @@ func apiPatches(ctx context.Context, t *testing.T, s *suite, resource string) in
 		}
 	}
 	return n
+}
+
+// cpuQueue is a ClusterQueue document of cpus CPUs on the CPU nodes
+// (cpu-flavor), its spec with the extra line, if any.
+func cpuQueue(name string, cpus int, extra string) string {
+	if extra != "" {
+		extra = "\n  " + extra
+	}
+	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: %s
+spec:
+  namespaceSelector: {}%s
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: cpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: %d}
+      - {name: memory, nominalQuota: 64Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+`, name, extra, cpus)
+}
+
+// admissionOrder sorts Jobs of one priority as the ledger admits them:
+// by creation time (which has a resolution of one second), then by UID.
+func admissionOrder(jobs []*batchv1.Job) []string {
+	slices.SortFunc(jobs, func(a, b *batchv1.Job) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.UID), string(b.UID))
+	})
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = j.Name
+	}
+	return names
 }

@@ -26,32 +26,12 @@ set -euo pipefail
 # shellcheck source=e2e/cluster/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() {
-  sed -n '2,3p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
-  exit 2
-}
-[ $# -ge 2 ] || usage
-cmd=$1
-kubeconfig=$2
-k() { "$KUBECTL" --kubeconfig "$kubeconfig" "$@"; }
-[ -x "$TOOLS/jobset-controller" ] || { cluster_log "no jobset-controller in $TOOLS (run: bash e2e/toolchain/build.sh $TOOLS jobset-controller)"; exit 1; }
-
-# wait_established CRD: waits until the API server serves the CRD.
-wait_established() {
-  local deadline=$((SECONDS + 60))
-  # kubectl wait fails, rather than waits, while the CRD has no status yet.
-  until [ "$(k get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
-    [ $SECONDS -lt $deadline ] || { cluster_log "CRD $1 is not established after 60s"; exit 1; }
-    sleep 0.2
-  done
-}
+operator_init jobset-controller "$@"
 
 case $cmd in
 crds)
   [ $# -eq 2 ] || usage
-  # Server-side: the CRD is larger than client-side apply's annotation.
-  k apply --server-side --force-conflicts -f "$TOOLS/crds/jobset/jobset.x-k8s.io_jobsets.yaml" >/dev/null
-  wait_established jobsets.jobset.x-k8s.io
+  install_crds jobset jobset.x-k8s.io_jobsets
   cluster_log "JobSet CRD established"
   ;;
 run)

@@ -28,26 +28,15 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OPERATOR_NAMESPACE=mpi-operator
-usage() {
-  sed -n '2,3p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
-  exit 2
-}
-[ $# -ge 2 ] || usage
-cmd=$1
-kubeconfig=$2
-k() { "$KUBECTL" --kubeconfig "$kubeconfig" "$@"; }
-[ -x "$TOOLS/mpi-operator" ] || { cluster_log "no mpi-operator in $TOOLS (run: bash e2e/toolchain/build.sh $TOOLS mpi-operator)"; exit 1; }
+operator_init mpi-operator "$@"
 
 case $cmd in
 crds)
   [ $# -eq 2 ] || usage
-  # Server-side: the CRD is larger than client-side apply's annotation.
-  k apply --server-side --force-conflicts -f "$TOOLS/crds/mpi-operator/kubeflow.org_mpijobs.yaml" >/dev/null
-  # kubectl wait fails, rather than waits, while the CRD has no status yet;
-  # a replaced v1 CRD is established already, so wait for v2beta1 too.
+  install_crds mpi-operator kubeflow.org_mpijobs
+  # A replaced v1 CRD is established already: wait for v2beta1 too.
   deadline=$((SECONDS + 60))
-  until [ "$(k get crd mpijobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ] &&
-    k get --raw /apis/kubeflow.org/v2beta1 2>/dev/null | grep -q '"mpijobs"'; do
+  until k get --raw /apis/kubeflow.org/v2beta1 2>/dev/null | grep -q '"mpijobs"'; do
     [ $SECONDS -lt $deadline ] || { cluster_log "the MPIJob CRD (v2beta1) is not established after 60s"; exit 1; }
     sleep 0.2
   done

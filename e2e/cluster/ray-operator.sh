@@ -20,31 +20,12 @@ set -euo pipefail
 # shellcheck source=e2e/cluster/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() {
-  sed -n '2,3p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
-  exit 2
-}
-[ $# -ge 2 ] || usage
-cmd=$1
-kubeconfig=$2
-k() { "$KUBECTL" --kubeconfig "$kubeconfig" "$@"; }
-[ -x "$TOOLS/ray-operator" ] || { cluster_log "no ray-operator in $TOOLS (run: bash e2e/toolchain/build.sh $TOOLS ray-operator)"; exit 1; }
+operator_init ray-operator "$@"
 
 case $cmd in
 crds)
   [ $# -eq 2 ] || usage
-  for r in rayclusters rayjobs rayservices; do
-    # Server-side: the CRDs are larger than client-side apply's annotation.
-    k apply --server-side --force-conflicts -f "$TOOLS/crds/ray-operator/ray.io_$r.yaml" >/dev/null
-  done
-  deadline=$((SECONDS + 60))
-  for r in rayclusters rayjobs rayservices; do
-    # kubectl wait fails, rather than waits, while a CRD has no status yet.
-    until [ "$(k get crd "$r.ray.io" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
-      [ $SECONDS -lt $deadline ] || { cluster_log "CRD $r.ray.io is not established after 60s"; exit 1; }
-      sleep 0.2
-    done
-  done
+  install_crds ray-operator ray.io_rayclusters ray.io_rayjobs ray.io_rayservices
   cluster_log "RayCluster, RayJob and RayService CRDs established"
   ;;
 run)

@@ -20,27 +20,12 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OPERATOR_NAMESPACE=kubeflow
-usage() {
-  sed -n '2,3p' "${BASH_SOURCE[0]}" | sed 's/^# *//' >&2
-  exit 2
-}
-[ $# -ge 2 ] || usage
-cmd=$1
-kubeconfig=$2
-k() { "$KUBECTL" --kubeconfig "$kubeconfig" "$@"; }
-[ -x "$TOOLS/training-operator" ] || { cluster_log "no training-operator in $TOOLS (run: make toolchain)"; exit 1; }
+operator_init training-operator "$@"
 
 case $cmd in
 crds)
   [ $# -eq 2 ] || usage
-  # Server-side: the CRD is larger than client-side apply's annotation.
-  k apply --server-side --force-conflicts -f "$TOOLS/crds/training-operator/kubeflow.org_pytorchjobs.yaml" >/dev/null
-  # kubectl wait fails, rather than waits, while the CRD has no status yet.
-  deadline=$((SECONDS + 60))
-  until [ "$(k get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
-    [ $SECONDS -lt $deadline ] || { cluster_log "the PyTorchJob CRD is not established after 60s"; exit 1; }
-    sleep 0.2
-  done
+  install_crds training-operator kubeflow.org_pytorchjobs
   cluster_log "PyTorchJob CRD established"
   ;;
 run)
