@@ -155,6 +155,8 @@ func (l *Ledger) Dashboard() DashboardView {
 			reasons[w] = "fits: the next pass admits it"
 		}
 	})
+	// Ceiling only reads: one snapshot serves every queue.
+	base := queues.NewSnapshot(l.cfg, usage, nil)
 	byCohort := map[string]*DashCohort{}
 	var order []string
 	for _, name := range l.cfg.QueueNames {
@@ -171,7 +173,6 @@ func (l *Ledger) Dashboard() DashboardView {
 		}
 		v.Totals["admitted"] += q.Admitted
 		v.Totals["pending"] += q.PendingTotal
-		base := queues.NewSnapshot(l.cfg, queues.CloneUsages(usage), nil)
 		for _, g := range cq.ResourceGroups {
 			for _, f := range g.Flavors {
 				for _, r := range g.Covered {
