@@ -32,6 +32,7 @@ const (
 	stateFinished      = "finished"
 	configMapName      = "tally-config"
 	configKey          = "queues.yaml"
+	ledgerLease        = "tally-ledger"
 )
 
 type phase int
@@ -66,8 +67,9 @@ func (p phase) String() string {
 
 // trackedJob is the runner's record of one Job.
 type trackedJob struct {
-	spec *scenario.Job
-	due  time.Time
+	spec  *scenario.Job
+	index int // in the plan's Jobs
+	due   time.Time
 
 	mu      sync.Mutex
 	phase   phase
@@ -93,6 +95,8 @@ type tracker struct {
 	list    []*trackedJob          // parallel to the plan's Jobs
 	// ctx ends the completions in flight.
 	ctx context.Context
+	// onCreated, when set, is told the index of each Job once it exists.
+	onCreated func(i int)
 
 	created, admitted, finished, labelled atomic.Int64
 	admissions, preemptions               atomic.Int64
@@ -108,7 +112,7 @@ func newTracker(ctx context.Context, cs, ctl kubernetes.Interface, p *scenario.P
 	t := &tracker{cs: cs, ctl: ctl, ctx: ctx, jobs: make(map[string]*trackedJob, len(p.Jobs)), allFinished: make(chan struct{}), allLabelled: make(chan struct{})}
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
-		tj := &trackedJob{spec: j, due: start.Add(j.Arrival)}
+		tj := &trackedJob{spec: j, index: i, due: start.Add(j.Arrival)}
 		t.jobs[j.Namespace+"/"+j.Name] = tj
 		t.list = append(t.list, tj)
 	}
@@ -172,6 +176,9 @@ func (t *tracker) create(ctx context.Context, tj *trackedJob, class scenario.Cla
 	for attempt := 0; ; attempt++ {
 		_, err := t.cs.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) && attempt > 0 {
+			if t.onCreated != nil {
+				t.onCreated(tj.index)
+			}
 			return
 		}
 		if ctx.Err() != nil {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +48,14 @@ type Options struct {
 	Workers int
 	// Progress, when set, receives a line every few seconds.
 	Progress io.Writer
+	// Floor replaces tally's ledger with a replay of the ideal
+	// scheduler's decisions (see floor.go): tally still serves its
+	// webhooks, but never leads.
+	Floor bool
+	// ExplainEvery, when set, asks `tally explain` this often during the
+	// run when a few waiting Jobs are expected to start, for the
+	// estimate's error (Summary.ExplainEstimate).
+	ExplainEvery time.Duration
 	// During, when set, runs from the first creation on; its context
 	// ends with the measured window, and the run waits for it to return
 	// and returns its error.
@@ -85,6 +94,12 @@ type Result struct {
 	// WebhookSeconds is the API server's view of the Job webhooks: calls
 	// and total seconds, by webhook name.
 	WebhookCalls, WebhookSeconds map[string]float64
+	// Floor tells a floor run; ReplayFailures counts its decisions whose
+	// write failed for good.
+	Floor          bool
+	ReplayFailures int
+	// estimates are tally explain's answers (Options.ExplainEvery).
+	estimates []estimateSample
 }
 
 // Run starts a control plane and tally, runs the plan's Jobs and measures.
@@ -126,12 +141,14 @@ type session struct {
 	// completes them, as the job controller would, over its own
 	// connection: a storm of creates (each waiting on tally's webhook)
 	// must not hold up the watch that sees admissions.
-	cs      kubernetes.Interface
-	ctl     kubernetes.Interface
-	tally   *tallyProcess
-	stopped bool
-	rusage  *syscall.Rusage
-	tr      *tracker
+	cs         kubernetes.Interface
+	ctl        kubernetes.Interface
+	tally      *tallyProcess
+	kubeconfig string // tally's
+	replay     *replay
+	stopped    bool
+	rusage     *syscall.Rusage
+	tr         *tracker
 	// Figures read at the start of the measured window.
 	cpuBefore     time.Duration
 	metricsBefore metrics
@@ -162,11 +179,18 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 	if err := applyConfig(ctx, cs, tallyNS, o.Plan.Config()); err != nil {
 		return nil, err
 	}
-	tally, err := startTally(o.TallyBin, kubeconfig, tallyNS, o.Dir, o.TallyArgs)
+	args := o.TallyArgs
+	if o.Floor {
+		if err := holdLease(ctx, cs, tallyNS); err != nil {
+			return nil, err
+		}
+		args = append(slices.Clip(args), "--leader-elect")
+	}
+	tally, err := startTally(o.TallyBin, kubeconfig, tallyNS, o.Dir, args)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{cs: cs, ctl: ctl, tally: tally}
+	s := &session{cs: cs, ctl: ctl, tally: tally, kubeconfig: kubeconfig}
 	if err := tally.waitReady(ctx, 2*time.Minute); err != nil {
 		return s, err
 	}
@@ -198,6 +222,23 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	if err := watchJobs(runCtx, s.ctl, s.tr); err != nil {
 		return nil, err
 	}
+	var replayDone sync.WaitGroup
+	if o.Floor {
+		var err error
+		if s.replay, err = newReplay(s.kubeconfig, o.Plan, start); err != nil {
+			return nil, err
+		}
+		s.tr.onCreated = s.replay.arrived
+		replayDone.Add(1)
+		go func() {
+			defer replayDone.Done()
+			s.replay.run(runCtx, replayLanes)
+		}()
+	}
+	defer func() {
+		cancel()
+		replayDone.Wait()
+	}()
 	var err error
 	if s.cpuBefore, err = s.tally.cpu(); err != nil {
 		return nil, err
@@ -224,9 +265,19 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 		during <- nil
 	}
 
+	var sampled sync.WaitGroup
+	var estimates []estimateSample
+	if o.ExplainEvery > 0 && !o.Floor {
+		sampled.Add(1)
+		go func() {
+			defer sampled.Done()
+			estimates = sampleEstimates(duringCtx, o.TallyBin, s.kubeconfig, s.tr, o.ExplainEvery, explainPerTick)
+		}()
+	}
+
 	res := &Result{Start: start}
 	runErr := s.tr.wait(runCtx, s.tally, o.Timeout, o.Progress, start)
-	if runErr == nil {
+	if runErr == nil && !o.Floor {
 		// tally labels each finished Job after the fact; those writes
 		// belong to the run. Wait for them, but not for ever.
 		select {
@@ -237,6 +288,8 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.End = time.Now()
 	stopDuring()
+	sampled.Wait()
+	res.estimates = estimates
 	if err := <-during; err != nil && runErr == nil {
 		runErr = err
 	}
@@ -268,10 +321,23 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 	res.Admissions, res.Preemptions = int(tr.admissions.Load()), int(tr.preemptions.Load())
 	res.CreateRetries, res.CompleteRetries = int(tr.createRetries.Load()), int(tr.finishRetries.Load())
 	res.LabelledFinished = int(tr.labelled.Load())
+	res.Floor = o.Floor
+	if s.replay != nil {
+		s.replay.mu.Lock()
+		res.ReplayFailures = s.replay.failed
+		s.replay.mu.Unlock()
+	}
 	reqs, err := countRequests(filepath.Join(o.Dir, "audit.log"), res.Start, res.End)
 	res.Requests = reqs
 	return errors.Join(stopErr, err)
 }
+
+// explainPerTick is how many waiting Jobs each round of
+// Options.ExplainEvery asks about.
+const explainPerTick = 3
+
+// replayLanes is how many writes a floor run has in flight at most.
+const replayLanes = 128
 
 // labelGrace is how long a run waits, after the last completion, for
 // tally to label every Job finished.

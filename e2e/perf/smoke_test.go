@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"tally.dev/tally/e2e/perf/scenario"
+	"tally.dev/tally/queues"
 )
 
 // testWriter sends progress lines to the test log.
@@ -25,7 +26,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 // show the benchmark harness works: every Job is created, admitted and
 // finished, and the summary holds sane values. It asserts no timings: a
 // benchmark is not a test.
-func TestSmoke(t *testing.T) {
+func TestSmoke(t *testing.T) { smoke(t, false) }
+
+// TestSmokeFloor runs the floor on bench/smoke.yaml: the replay admits
+// every Job with one write per decision, as tally's user, and tally's
+// ledger writes nothing at all.
+func TestSmokeFloor(t *testing.T) { smoke(t, true) }
+
+func smoke(t *testing.T, floor bool) {
 	assets, bin := os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("TALLY_BIN")
 	if assets == "" || bin == "" {
 		t.Skip("KUBEBUILDER_ASSETS and TALLY_BIN are not set: no control plane or tally to run (make test sets them)")
@@ -37,7 +45,7 @@ func TestSmoke(t *testing.T) {
 	plan := sc.Expand()
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Options{
-		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir,
+		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir, Floor: floor,
 		Timeout: sc.Timeout.Duration, Progress: testWriter{t},
 	})
 	if err != nil {
@@ -77,6 +85,16 @@ func TestSmoke(t *testing.T) {
 		"%d writes (%.2f per admission) for %d admissions, %d preemptions and %d Jobs: %v",
 		sum.Requests.Writes, sum.WritesPerAdmission, sum.Admissions, sum.Preemptions, sum.Jobs, sum.Requests.ByKind)
 	check(sum.APIRequestsPerJob > 0, "API requests per Job %.2f", sum.APIRequestsPerJob)
+	if floor {
+		// Every write is the replay's: one per admission and one per
+		// eviction, none of them failed; tally's ledger never ran.
+		check(res.ReplayFailures == 0, "%d of the floor's writes failed", res.ReplayFailures)
+		check(sum.Scheduler == "floor", "scheduler %q", sum.Scheduler)
+		check(sum.WritesPerAdmission == 1 && sum.Requests.WritesByManager[queues.FieldManagerPreemption] == sum.Preemptions &&
+			sum.Requests.Writes == sum.Admissions+sum.Preemptions && sum.TallyLabelledFinished == 0,
+			"floor: %d writes (%v) for %d admissions and %d preemptions, %d Jobs labelled finished",
+			sum.Requests.Writes, sum.Requests.WritesByManager, sum.Admissions, sum.Preemptions, sum.TallyLabelledFinished)
+	}
 	check(sum.TallyCPUSeconds > 0 && sum.TallyCPUSecondsTotal >= sum.TallyCPUSeconds, "tally CPU %.2fs in the run, %.2fs in all", sum.TallyCPUSeconds, sum.TallyCPUSecondsTotal)
 	check(sum.TallyPeakRSSBytes > 1<<20, "tally peak RSS %d bytes", sum.TallyPeakRSSBytes)
 	check(len(sum.Classes) == len(sc.Classes), "%d classes in the summary, want %d", len(sum.Classes), len(sc.Classes))

@@ -26,8 +26,13 @@ import (
 //   - core: tally's own admission core (queues.Decide) with the actual
 //     creation times, a pass every CorePassInterval and no latency at all,
 //     which tells the cost of tally's decisions from that of its plumbing.
+//
+// A floor run (Options.Floor) is summarized the same way; SetFloor puts
+// one beside a run of tally.
 type Summary struct {
-	Scenario      string `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Scheduler is tally, or floor for a floor run.
+	Scheduler     string `json:"scheduler"`
 	Jobs          int    `json:"jobs"`
 	ClusterQueues int    `json:"clusterQueues"`
 	Admitted      int    `json:"admitted"`
@@ -42,6 +47,10 @@ type Summary struct {
 	WorkSeconds float64 `json:"workSeconds"`
 	// CoreMakespanSeconds is the core's (see above).
 	CoreMakespanSeconds float64 `json:"coreMakespanSeconds"`
+	// FloorWallSeconds is the wall time of a floor run (SetFloor), and
+	// FloorAPIRequestsPerJob its API requests per Job.
+	FloorWallSeconds       float64 `json:"floorWallSeconds,omitempty"`
+	FloorAPIRequestsPerJob float64 `json:"floorAPIRequestsPerJob,omitempty"`
 
 	UsagePercent                  float64 `json:"usagePercent"`
 	IdealUsagePercent             float64 `json:"idealUsagePercent"`
@@ -84,6 +93,10 @@ type Summary struct {
 	CreateRetries            int     `json:"createRetries"`
 	CompleteRetries          int     `json:"completeRetries"`
 
+	// ExplainEstimate is the error of tally explain's start estimates,
+	// when the run sampled them (Options.ExplainEvery).
+	ExplainEstimate *EstimateError `json:"explainEstimate,omitempty"`
+
 	Classes map[string]ClassSummary  `json:"classes"`
 	Cohorts map[string]CohortSummary `json:"cohorts,omitempty"`
 	Targets []Target                 `json:"targets"`
@@ -104,6 +117,8 @@ type ClassSummary struct {
 	IdealActualP99TimeToAdmissionSeconds       float64 `json:"idealActualP99TimeToAdmissionSeconds"`
 	IdealNoPreemptionAvgTimeToAdmissionSeconds float64 `json:"idealNoPreemptionAvgTimeToAdmissionSeconds"`
 	CoreAvgTimeToAdmissionSeconds              float64 `json:"coreAvgTimeToAdmissionSeconds"`
+	FloorAvgTimeToAdmissionSeconds             float64 `json:"floorAvgTimeToAdmissionSeconds,omitempty"`
+	FloorP99TimeToAdmissionSeconds             float64 `json:"floorP99TimeToAdmissionSeconds,omitempty"`
 }
 
 // CohortSummary is one cohort's usage.
@@ -113,7 +128,7 @@ type CohortSummary struct {
 }
 
 // Target is one goal for tally against the ideal scheduler with the
-// actual creation times.
+// actual creation times, or against the floor.
 type Target struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
@@ -154,7 +169,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 	got := scenario.Compute(p, r.Outcomes)
 
 	s := &Summary{
-		Scenario: p.Name, Jobs: len(p.Jobs), ClusterQueues: len(p.Queues),
+		Scenario: p.Name, Scheduler: "tally", Jobs: len(p.Jobs), ClusterQueues: len(p.Queues),
 		Admitted: got.Admitted, Finished: got.Finished,
 		WallSeconds:                      got.Wall.Seconds(),
 		IdealMakespanSeconds:             nominal.Wall.Seconds(),
@@ -227,8 +242,25 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 	for c, u := range got.CohortUsagePercent {
 		s.Cohorts[c] = CohortSummary{UsagePercent: u, IdealUsagePercent: nominal.CohortUsagePercent[c]}
 	}
-	s.Targets = targets(s, actual)
+	if r.Floor {
+		s.Scheduler = "floor"
+	}
+	s.ExplainEstimate = estimateErrors(r.estimates, r.Start, r.Outcomes)
+	s.Targets = targets(s)
 	return s, nil
+}
+
+// SetFloor puts a floor run of the same plan beside s, a run of tally,
+// and adds the targets against it.
+func (s *Summary) SetFloor(f *Summary) {
+	s.FloorWallSeconds = f.WallSeconds
+	s.FloorAPIRequestsPerJob = f.APIRequestsPerJob
+	for name, c := range s.Classes {
+		fc := f.Classes[name]
+		c.FloorAvgTimeToAdmissionSeconds, c.FloorP99TimeToAdmissionSeconds = fc.AvgTimeToAdmissionSeconds, fc.P99TimeToAdmissionSeconds
+		s.Classes[name] = c
+	}
+	s.Targets = targets(s)
 }
 
 // CorePassInterval is how often the core simulation runs a pass.
@@ -249,17 +281,24 @@ func simulate(p *scenario.Plan, arrivals []time.Duration) (scenario.Stats, error
 }
 
 // targets are the goals for tally, against the ideal scheduler given the
-// same creation times.
-func targets(s *Summary, actual scenario.Stats) []Target {
+// same creation times, and against the floor when one is set.
+func targets(s *Summary) []Target {
 	t := []Target{
-		{Name: "wall time ≤ 1.3 × ideal makespan (s)", Value: s.WallSeconds, Bound: 1.3 * actual.Wall.Seconds()},
-		{Name: "usage ≥ 90% of ideal (%)", Value: s.UsagePercent, Bound: 0.9 * actual.UsagePercent},
+		{Name: "wall time ≤ 1.3 × ideal makespan (s)", Value: s.WallSeconds, Bound: 1.3 * s.IdealActualMakespanSeconds},
+		{Name: "usage ≥ 90% of ideal (%)", Value: s.UsagePercent, Bound: 0.9 * s.IdealActualUsagePercent},
 		{Name: "writes per admission ≤ 1", Value: s.WritesPerAdmission, Bound: 1},
 		{Name: "writes per preemption ≤ 1", Value: s.WritesPerPreemption, Bound: 1},
 	}
 	for _, name := range s.order {
 		c := s.Classes[name]
 		t = append(t, Target{Name: name + " avg time to admission ≤ ideal + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.IdealActualAvgTimeToAdmissionSeconds + 2})
+	}
+	if s.FloorWallSeconds > 0 {
+		t = append(t, Target{Name: "wall time ≤ 1.15 × floor (s)", Value: s.WallSeconds, Bound: 1.15 * s.FloorWallSeconds})
+		for _, name := range s.order {
+			c := s.Classes[name]
+			t = append(t, Target{Name: name + " avg time to admission ≤ floor + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.FloorAvgTimeToAdmissionSeconds + 2})
+		}
 	}
 	for i := range t {
 		if strings.HasPrefix(t[i].Name, "usage") {
@@ -276,8 +315,16 @@ func (s *Summary) Table(w io.Writer) error {
 	fmt.Fprintf(w, "scenario %s: %d Jobs in %d ClusterQueues, %.1fs of work for the nominal quota\n", s.Scenario, s.Jobs, s.ClusterQueues, s.WorkSeconds)
 	fmt.Fprintf(w, "admitted %d, finished %d; ideal = zero-latency scheduler with the same policies; actual = with the runner's creation times;\ntally core = tally's own decisions, a pass every %s, no API latency\n\n", s.Admitted, s.Finished, CorePassInterval)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	floor := s.FloorWallSeconds > 0
+	// vsFloor are the floor's columns, when there is a floor run.
+	vsFloor := func(v, f string) []string {
+		if !floor {
+			return nil
+		}
+		return []string{v, f}
+	}
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
-	row("", "tally", "ideal", "ideal(actual)", "ideal(no preemption)", "tally vs ideal(actual)", "tally core(actual)")
+	row(append([]string{"", s.Scheduler, "ideal", "ideal(actual)", "ideal(no preemption)", s.Scheduler + " vs ideal(actual)", "tally core(actual)"}, vsFloor("floor", s.Scheduler+" vs floor")...)...)
 	secs := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	ratio := func(a, b float64) string {
 		if b == 0 {
@@ -292,13 +339,16 @@ func (s *Summary) Table(w io.Writer) error {
 		}
 		return secs(v)
 	}
-	row("wall / makespan (s)", secs(s.WallSeconds), secs(s.IdealMakespanSeconds), secs(s.IdealActualMakespanSeconds), secs(s.IdealNoPreemptionMakespanSeconds), ratio(s.WallSeconds, s.IdealActualMakespanSeconds), core(s.CoreMakespanSeconds))
+	row(append([]string{"wall / makespan (s)", secs(s.WallSeconds), secs(s.IdealMakespanSeconds), secs(s.IdealActualMakespanSeconds), secs(s.IdealNoPreemptionMakespanSeconds), ratio(s.WallSeconds, s.IdealActualMakespanSeconds), core(s.CoreMakespanSeconds)},
+		vsFloor(secs(s.FloorWallSeconds), ratio(s.WallSeconds, s.FloorWallSeconds))...)...)
 	row("usage (%)", fmt.Sprintf("%.1f", s.UsagePercent), fmt.Sprintf("%.1f", s.IdealUsagePercent), fmt.Sprintf("%.1f", s.IdealActualUsagePercent), fmt.Sprintf("%.1f", s.IdealNoPreemptionUsagePercent), ratio(s.UsagePercent, s.IdealActualUsagePercent))
 	row("preemptions", fmt.Sprintf("%d (tally: %d)", s.Preemptions, s.TallyPreemptions), fmt.Sprint(s.IdealPreemptions), fmt.Sprint(s.IdealActualPreemptions), "0", "")
 	for _, name := range s.order {
 		c := s.Classes[name]
-		row(name+" avg time to admission (s)", secs(c.AvgTimeToAdmissionSeconds), secs(c.IdealAvgTimeToAdmissionSeconds), secs(c.IdealActualAvgTimeToAdmissionSeconds), secs(c.IdealNoPreemptionAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.IdealActualAvgTimeToAdmissionSeconds), core(c.CoreAvgTimeToAdmissionSeconds))
-		row(name+" p99 time to admission (s)", secs(c.P99TimeToAdmissionSeconds), secs(c.IdealP99TimeToAdmissionSeconds), secs(c.IdealActualP99TimeToAdmissionSeconds), "", diff(c.P99TimeToAdmissionSeconds, c.IdealActualP99TimeToAdmissionSeconds))
+		row(append([]string{name + " avg time to admission (s)", secs(c.AvgTimeToAdmissionSeconds), secs(c.IdealAvgTimeToAdmissionSeconds), secs(c.IdealActualAvgTimeToAdmissionSeconds), secs(c.IdealNoPreemptionAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.IdealActualAvgTimeToAdmissionSeconds), core(c.CoreAvgTimeToAdmissionSeconds)},
+			vsFloor(secs(c.FloorAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.FloorAvgTimeToAdmissionSeconds))...)...)
+		row(append([]string{name + " p99 time to admission (s)", secs(c.P99TimeToAdmissionSeconds), secs(c.IdealP99TimeToAdmissionSeconds), secs(c.IdealActualP99TimeToAdmissionSeconds), "", diff(c.P99TimeToAdmissionSeconds, c.IdealActualP99TimeToAdmissionSeconds), ""},
+			vsFloor(secs(c.FloorP99TimeToAdmissionSeconds), diff(c.P99TimeToAdmissionSeconds, c.FloorP99TimeToAdmissionSeconds))...)...)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -311,6 +361,9 @@ func (s *Summary) Table(w io.Writer) error {
 		s.Requests.Writes-s.Requests.WritesByManager[queues.FieldManagerAdmission]-s.Requests.WritesByManager[queues.FieldManagerPreemption]-s.Requests.WritesByManager[queues.FieldManagerState]))
 	row("Jobs labelled finished", fmt.Sprintf("%d of %d by the end of the window", s.TallyLabelledFinished, s.Finished))
 	row("API requests per Job", fmt.Sprintf("%.2f (%s)", s.APIRequestsPerJob, strings.Join(s.Requests.sortedKinds(), ", ")))
+	if floor {
+		row("floor's API requests per Job", fmt.Sprintf("%.2f", s.FloorAPIRequestsPerJob))
+	}
 	row("tally CPU (s)", fmt.Sprintf("%.1f in the run, %.1f in all", s.TallyCPUSeconds, s.TallyCPUSecondsTotal))
 	row("tally peak RSS (MiB)", fmt.Sprintf("%.0f", float64(s.TallyPeakRSSBytes)/(1<<20)))
 	if s.AdmissionPasses > 0 {
@@ -319,11 +372,15 @@ func (s *Summary) Table(w io.Writer) error {
 	for _, name := range sortedKeys(s.WebhookAvgSeconds) {
 		row("webhook "+name, fmt.Sprintf("%.2f ms on average", 1000*s.WebhookAvgSeconds[name]))
 	}
+	if e := s.ExplainEstimate; e != nil {
+		row("tally explain's estimates", fmt.Sprintf("%d sampled; error median %.1fs, p90 %.1fs (signed median %+.1fs; median actual wait %.1fs)",
+			e.Samples, e.MedianSeconds, e.P90Seconds, e.MedianSignedSeconds, e.MedianWaitSeconds))
+	}
 	row("create lateness p99 / max (ms)", fmt.Sprintf("%.0f / %.0f (%d retries; %d status retries)", 1000*s.CreateLatenessP99Seconds, 1000*s.CreateLatenessMaxSeconds, s.CreateRetries, s.CompleteRetries))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\ntargets (against ideal(actual)):")
+	fmt.Fprintln(w, "\ntargets:")
 	for _, t := range s.Targets {
 		mark := "met"
 		if !t.Met {
@@ -334,8 +391,8 @@ func (s *Summary) Table(w io.Writer) error {
 	return nil
 }
 
-// Write writes the summary as dir/<scenario>.summary.yaml and returns the
-// path.
+// Write writes the summary as dir/<scenario>.summary.yaml (a floor run's
+// as dir/<scenario>.floor.summary.yaml) and returns the path.
 func (s *Summary) Write(dir string) (string, error) {
 	b, err := yaml.Marshal(s)
 	if err != nil {
@@ -344,7 +401,11 @@ func (s *Summary) Write(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, s.Scenario+".summary.yaml")
+	name := s.Scenario
+	if s.Scheduler == "floor" {
+		name += ".floor"
+	}
+	path := filepath.Join(dir, name+".summary.yaml")
 	return path, os.WriteFile(path, b, 0o644)
 }
 

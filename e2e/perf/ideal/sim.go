@@ -129,6 +129,10 @@ type sim struct {
 	seq      int
 	admitSeq int
 	now      time.Duration
+	// decided, when set, records every admission and eviction as it is
+	// made (the online scheduler's output).
+	decided []Decision
+	logging bool
 }
 
 func newSim(p *scenario.Plan) *sim {
@@ -165,8 +169,11 @@ func (s *sim) push(e event) {
 	heap.Push(&s.queue, e)
 }
 
-func (s *sim) run() {
-	for s.queue.Len() > 0 {
+func (s *sim) run() { s.runUntil(math.MaxInt64) }
+
+// runUntil handles the events due at or before until, in order.
+func (s *sim) runUntil(until time.Duration) {
+	for s.queue.Len() > 0 && s.queue[0].at <= until {
 		s.now = s.queue[0].at
 		for s.queue.Len() > 0 && s.queue[0].at == s.now {
 			e := heap.Pop(&s.queue).(event)
@@ -226,12 +233,18 @@ func (s *sim) admit(j *job) {
 	}
 	o.Admissions++
 	s.push(event{at: s.now + j.runtime, kind: finish, job: j, gen: j.gen})
+	if s.logging {
+		s.decided = append(s.decided, Decision{Job: j.index, At: s.now, Admit: true})
+	}
 }
 
 func (s *sim) evict(j *job) {
 	s.release(j)
 	s.out[j.index].Preemptions++
 	s.enqueue(j)
+	if s.logging {
+		s.decided = append(s.decided, Decision{Job: j.index, At: s.now})
+	}
 }
 
 // schedule admits what it can in one cohort, in rounds: each round takes

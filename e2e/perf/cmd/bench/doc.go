@@ -1,11 +1,15 @@
 // Command bench runs one benchmark scenario against tally and prints how
-// it compares with an ideal zero-latency scheduler. `make bench` runs it.
+// it compares with an ideal zero-latency scheduler and with the floor: the
+// same run with tally's ledger replaced by a replay of the ideal
+// scheduler's decisions, the best this API server allows. `make bench`
+// runs it.
 //
-//	bench -scenario bench/baseline.yaml -out .bench
+//	bench -scenario bench/baseline.yaml -out .bench [-mode tally|floor|both]
 //
-// It writes .bench/<scenario>.summary.yaml and .bench/<scenario>.jobs.csv,
-// and keeps the run's files (tally's log, the API server's audit log of
-// tally's requests) in .bench/<scenario>/.
+// It writes .bench/<scenario>.summary.yaml and .bench/<scenario>.jobs.csv
+// (the floor's as <scenario>.floor.*), and keeps the run's files (tally's
+// log, the API server's audit log of tally's requests) in
+// .bench/<scenario>/ and .bench/<scenario>.floor/.
 //
 // It may import the perf, ideal and scenario packages and the standard
 // library.

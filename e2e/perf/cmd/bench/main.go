@@ -35,11 +35,17 @@ func run() int {
 		bin       = flag.String("tally", os.Getenv("TALLY_BIN"), "The tally binary.")
 		timeout   = flag.Duration("timeout", 0, "Bound on the run; 0: the scenario's timeout, else 3× the ideal makespan plus 2m.")
 		workers   = flag.Int("workers", 0, "Create workers; 0: enough for the largest burst of arrivals.")
+		mode      = flag.String("mode", "both", "What to run: tally; floor (tally's webhook, the ideal scheduler's decisions replayed in place of its ledger: the best this API server allows); or both, tally then the floor, side by side.")
+		explain   = flag.Duration("explain-every", 0, "Ask `tally explain` this often during tally's run about a few waiting Jobs, and report how far its start estimates were from the actual starts; 0: never.")
 		profile   = flag.Bool("profile", false, "Take a CPU profile of tally over the run; tally must serve pprof (it is given --pprof-bind-address).")
 		tallyArgs stringList
 	)
 	flag.Var(&tallyArgs, "tally-arg", "An extra argument for `tally serve` (repeatable).")
 	flag.Parse()
+	if *mode != "tally" && *mode != "floor" && *mode != "both" {
+		fmt.Fprintf(os.Stderr, "bench: -mode %q: want tally, floor or both\n", *mode)
+		return 2
+	}
 	if *assets == "" || *bin == "" {
 		fmt.Fprintln(os.Stderr, "bench: set KUBEBUILDER_ASSETS and TALLY_BIN (or -assets and -tally); `make bench` does")
 		return 2
@@ -65,62 +71,95 @@ func run() int {
 	fmt.Printf("bench %s: %d Jobs in %d ClusterQueues; the ideal scheduler needs %.1fs (%.1fs of work for the quota)\n",
 		sc.Name, len(plan.Jobs), len(plan.Queues), bound.Wall.Seconds(), plan.WorkSeconds()/(float64(plan.NominalMilli())/1000))
 
-	dir := filepath.Join(*out, sc.Name)
-	if err := os.RemoveAll(dir); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// measure runs the plan once, against tally or as the floor, and
+	// writes the per-Job times.
+	measure := func(floor bool) (*perf.Summary, error) {
+		name := sc.Name
+		if floor {
+			name += ".floor"
+			fmt.Printf("\nthe floor: tally's webhook, the ideal scheduler's decisions replayed as patches\n")
+		}
+		dir := filepath.Join(*out, name)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		opts := perf.Options{
+			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, Floor: floor, ExplainEvery: *explain,
+			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
+		}
+		profilePrefix := filepath.Join(*out, name+".tally.cpu")
+		var profiles []string
+		if *profile && !floor {
+			addr, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			opts.TallyArgs = append(opts.TallyArgs, "--pprof-bind-address", addr)
+			opts.During = func(ctx context.Context) error {
+				var err error
+				profiles, err = perf.CPUProfiles(ctx, "http://"+addr, 10, profilePrefix)
+				return err
+			}
+		}
+		res, runErr := perf.Run(ctx, opts)
+		if res == nil {
+			return nil, runErr
+		}
+		sum, err := perf.Summarize(plan, res)
+		if err != nil {
+			return nil, errors.Join(runErr, err)
+		}
+		jobs := filepath.Join(*out, name+".jobs.csv")
+		if err := perf.WriteJobs(jobs, plan, res); err != nil {
+			return nil, err
+		}
+		fmt.Printf("per-Job times: %s; tally's log: %s\n", jobs, filepath.Join(dir, "tally.log"))
+		if len(profiles) > 0 {
+			fmt.Printf("tally CPU profiles, 10s each: go tool pprof -top %s %s\n", *bin, strings.Join(profiles, " "))
+		}
+		if res.ReplayFailures > 0 && runErr == nil {
+			runErr = fmt.Errorf("%d of the floor's writes failed", res.ReplayFailures)
+		}
+		if runErr != nil {
+			return sum, fmt.Errorf("the run did not complete: %w", runErr)
+		}
+		return sum, nil
+	}
+	var sum, floor *perf.Summary
+	var err1, err2 error
+	if *mode != "floor" {
+		sum, err1 = measure(false)
+	}
+	if *mode != "tally" && err1 == nil {
+		floor, err2 = measure(true)
+	}
+	if err := errors.Join(err1, err2); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	opts := perf.Options{
-		Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs,
-		Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
-	}
-	profilePrefix := filepath.Join(*out, sc.Name+".tally.cpu")
-	var profiles []string
-	if *profile {
-		addr, err := freeAddr()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 1
-		}
-		opts.TallyArgs = append(opts.TallyArgs, "--pprof-bind-address", addr)
-		opts.During = func(ctx context.Context) error {
-			var err error
-			profiles, err = perf.CPUProfiles(ctx, "http://"+addr, 10, profilePrefix)
-			return err
-		}
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, runErr := perf.Run(ctx, opts)
-	if res == nil {
-		fmt.Fprintln(os.Stderr, "bench:", runErr)
-		return 1
-	}
-	sum, err := perf.Summarize(plan, res)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", errors.Join(runErr, err))
-		return 1
+	if sum == nil {
+		sum = floor
+	} else if floor != nil {
+		sum.SetFloor(floor)
 	}
 	fmt.Println()
 	if err := sum.Table(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	summaryPath, err := sum.Write(*out)
-	if err == nil {
-		err = perf.WriteJobs(filepath.Join(*out, sc.Name+".jobs.csv"), plan, res)
+	toWrite := []*perf.Summary{sum}
+	if floor != nil && floor != sum {
+		toWrite = append(toWrite, floor)
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
-	}
-	fmt.Printf("\nsummary: %s; per-Job times: %s; tally's log: %s\n", summaryPath, filepath.Join(*out, sc.Name+".jobs.csv"), filepath.Join(dir, "tally.log"))
-	if len(profiles) > 0 {
-		fmt.Printf("tally CPU profiles, 10s each: go tool pprof -top %s %s\n", *bin, strings.Join(profiles, " "))
-	}
-	if runErr != nil {
-		fmt.Fprintln(os.Stderr, "bench: the run did not complete:", runErr)
-		return 1
+	for _, s := range toWrite {
+		path, err := s.Write(*out)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		fmt.Printf("summary: %s\n", path)
 	}
 	return 0
 }

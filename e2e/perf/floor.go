@@ -1,0 +1,155 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"tally.dev/tally/e2e/perf/ideal"
+	"tally.dev/tally/e2e/perf/scenario"
+	"tally.dev/tally/queues"
+)
+
+// The floor is what this API server allows at best: everything as in a
+// measured run (control plane, runner, tally's webhook, arrivals), but
+// tally's ledger never leads, and a replay of the ideal scheduler admits
+// and evicts the Jobs instead, one patch per decision, sent the moment the
+// scheduler makes it. The scheduler is fed each Job when its create
+// returns, so it decides on the arrivals as they actually happened.
+
+// floorHolder holds tally's leader lease through a floor run, so that
+// tally serves its webhooks but its ledger never runs.
+const floorHolder = "tally-bench-floor"
+
+// holdLease takes tally's ledger lease for the whole run: tally, started
+// with --leader-elect after it, waits for a lease that does not expire.
+func holdLease(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ledgerLease},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(floorHolder),
+			LeaseDurationSeconds: ptr.To[int32](7 * 24 * 3600),
+			AcquireTime:          &now,
+			RenewTime:            &now,
+		},
+	}
+	_, err := cs.CoordinationV1().Leases(ns).Create(ctx, lease, metav1.CreateOptions{})
+	return err
+}
+
+// replay writes the ideal scheduler's decisions as tally's user, with
+// tally's field managers, so the audit log counts them as tally's writes.
+type replay struct {
+	cs    kubernetes.Interface
+	plan  *scenario.Plan
+	start time.Time
+
+	mu     sync.Mutex
+	online *ideal.Online
+	wake   chan struct{}
+	// failed counts decisions whose write failed for good.
+	failed int
+}
+
+func newReplay(kubeconfig string, p *scenario.Plan, start time.Time) (*replay, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.UserAgent = "tally-bench-floor"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &replay{cs: cs, plan: p, start: start, online: ideal.NewOnline(p), wake: make(chan struct{}, 1)}, nil
+}
+
+// arrived tells the scheduler that Job i exists from now on.
+func (r *replay) arrived(i int) {
+	r.mu.Lock()
+	r.online.Arrive(i, time.Since(r.start))
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run advances the scheduler every millisecond and at every arrival, and
+// hands its decisions to workers, all of one Job's to the same worker so
+// that they land in order.
+func (r *replay) run(ctx context.Context, workers int) {
+	lanes := make([]chan ideal.Decision, workers)
+	var wg sync.WaitGroup
+	for w := range lanes {
+		lanes[w] = make(chan ideal.Decision, 1024)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range lanes[w] {
+				r.write(ctx, d)
+			}
+		}()
+	}
+	defer func() {
+		for _, q := range lanes {
+			close(q)
+		}
+		wg.Wait()
+	}()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-r.wake:
+		}
+		r.mu.Lock()
+		decided := r.online.Advance(time.Since(r.start))
+		r.mu.Unlock()
+		for _, d := range decided {
+			select {
+			case lanes[d.Job%workers] <- d:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// write sends one decision as a merge patch: an admission un-suspends the
+// Job and labels it admitted, an eviction suspends it and labels it
+// pending. A failed write is retried a few times, then counted.
+func (r *replay) write(ctx context.Context, d ideal.Decision) {
+	j := r.plan.Jobs[d.Job]
+	state, suspend, manager := stateAdmitted, false, queues.FieldManagerAdmission
+	if !d.Admit {
+		state, suspend, manager = statePending, true, queues.FieldManagerPreemption
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}},"spec":{"suspend":%t}}`, labelState, state, suspend)
+	for attempt := 0; ; attempt++ {
+		_, err := r.cs.BatchV1().Jobs(j.Namespace).Patch(ctx, j.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: manager})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if attempt == 5 {
+			r.mu.Lock()
+			r.failed++
+			r.mu.Unlock()
+			return
+		}
+		sleepCtx(ctx, backoff(attempt))
+	}
+}

@@ -1,0 +1,87 @@
+package ideal
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestOnlineMatchesSimulate feeds random plans to the online scheduler
+// arrival by arrival, advancing it at random times in between, and expects
+// Simulate's outcomes, with one decision logged per admission and per
+// eviction.
+func TestOnlineMatchesSimulate(t *testing.T) {
+	for seed := range uint64(300) {
+		p := randomPlan(seed, 2)
+		want, err := Simulate(p, p.Arrivals())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(seed, 3))
+		order := make([]int, len(p.Jobs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return int(p.Jobs[a].Arrival - p.Jobs[b].Arrival) })
+		o := NewOnline(p)
+		var decided []Decision
+		last := time.Duration(0)
+		for k, i := range order {
+			at := p.Jobs[i].Arrival
+			if at > last && r.IntN(2) == 0 {
+				// Somewhere in [last, at): nothing new has arrived yet.
+				decided = append(decided, o.Advance(last+time.Duration(r.Int64N(int64(at-last))))...)
+			}
+			o.Arrive(i, at)
+			if k+1 == len(order) || p.Jobs[order[k+1]].Arrival > at {
+				decided = append(decided, o.Advance(at)...)
+			}
+			last = at
+		}
+		decided = append(decided, o.Advance(time.Hour)...)
+		got := o.Outcomes()
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("seed %d: online outcomes differ from Simulate's (-want +got):\n%s", seed, d)
+		}
+		admits, evictions := make([]int, len(p.Jobs)), make([]int, len(p.Jobs))
+		for k, d := range decided {
+			if k > 0 && d.At < decided[k-1].At {
+				t.Fatalf("seed %d: decision %d at %s comes after one at %s", seed, k, d.At, decided[k-1].At)
+			}
+			if d.Admit {
+				if admits[d.Job] == 0 && d.At != want[d.Job].Admitted {
+					t.Fatalf("seed %d: Job %d first admitted at %s, Simulate says %s", seed, d.Job, d.At, want[d.Job].Admitted)
+				}
+				admits[d.Job]++
+			} else {
+				evictions[d.Job]++
+			}
+		}
+		for i, w := range want {
+			if admits[i] != w.Admissions || evictions[i] != w.Preemptions {
+				t.Fatalf("seed %d: Job %d: %d admissions and %d evictions logged, Simulate says %d and %d", seed, i, admits[i], evictions[i], w.Admissions, w.Preemptions)
+			}
+		}
+	}
+}
+
+// TestOnlineLateArrival: an arrival reported for a time the scheduler has
+// passed counts from the time it reached.
+func TestOnlineLateArrival(t *testing.T) {
+	p := plan().queue("a", "", 1, -1, "Never", "Never").job("A", 0, 1, s, 0, 0).obj()
+	o := NewOnline(p)
+	if d := o.Advance(2 * s); len(d) != 0 {
+		t.Fatalf("decisions with no Job arrived: %v", d)
+	}
+	o.Arrive(0, s)
+	d := o.Advance(2 * s)
+	if want := []Decision{{Job: 0, At: 2 * s, Admit: true}}; !slices.Equal(d, want) {
+		t.Fatalf("got %v, want %v", d, want)
+	}
+	if got := o.Outcomes()[0].Created; got != 2*s {
+		t.Fatalf("created at %s, want 2s", got)
+	}
+}
