@@ -87,6 +87,8 @@ type Result struct {
 	TallyCPU, TallyCPUTotal time.Duration
 	// TallyPeakRSS is tally's peak resident set size, in bytes.
 	TallyPeakRSS int64
+	// APIServerCPU is the CPU time the API server used in the window.
+	APIServerCPU time.Duration
 	// Requests counts tally's API requests in the window.
 	Requests Requests
 	// TallyMetrics are tally's own metrics over the window (differences).
@@ -150,8 +152,8 @@ type session struct {
 	rusage     *syscall.Rusage
 	tr         *tracker
 	// Figures read at the start of the measured window.
-	cpuBefore     time.Duration
-	metricsBefore metrics
+	cpuBefore, apiCPUBefore time.Duration
+	metricsBefore           metrics
 }
 
 func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, error) {
@@ -246,6 +248,7 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	if s.metricsBefore, err = s.tally.scrape(ctx); err != nil {
 		return nil, err
 	}
+	s.apiCPUBefore = apiServerCPU(ctx, s.cs)
 	workers := o.Workers
 	if workers <= 0 {
 		workers = min(max(4*largestBurst(o.Plan), 256), 2048)
@@ -311,6 +314,9 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 		res.TallyMetrics = m.minus(s.metricsBefore)
 	}
 	res.WebhookCalls, res.WebhookSeconds = webhookLatency(ctx, s.cs)
+	if cpu := apiServerCPU(ctx, s.cs); cpu > 0 {
+		res.APIServerCPU = cpu - s.apiCPUBefore
+	}
 	stopErr := s.stopTally()
 	if ru := s.rusage; ru != nil {
 		res.TallyCPUTotal = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -517,14 +523,28 @@ func largestBurst(p *scenario.Plan) int {
 	return most
 }
 
+// apiServerMetrics scrapes the API server's metrics.
+func apiServerMetrics(ctx context.Context, cs kubernetes.Interface) (metrics, error) {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return parseMetrics(bytes.NewReader(raw))
+}
+
+// apiServerCPU is the CPU time the API server has used so far.
+func apiServerCPU(ctx context.Context, cs kubernetes.Interface) time.Duration {
+	m, err := apiServerMetrics(ctx, cs)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(m.sum("process_cpu_seconds_total", nil) * float64(time.Second))
+}
+
 // webhookLatency reads the API server's webhook admission latency for
 // tally's webhooks.
 func webhookLatency(ctx context.Context, cs kubernetes.Interface) (calls, seconds map[string]float64) {
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, nil
-	}
-	m, err := parseMetrics(bytes.NewReader(raw))
+	m, err := apiServerMetrics(ctx, cs)
 	if err != nil {
 		return nil, nil
 	}

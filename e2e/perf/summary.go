@@ -77,6 +77,7 @@ type Summary struct {
 	TallyCPUSeconds      float64 `json:"tallyCPUSeconds"`
 	TallyCPUSecondsTotal float64 `json:"tallyCPUSecondsTotal"`
 	TallyPeakRSSBytes    int64   `json:"tallyPeakRSSBytes"`
+	APIServerCPUSeconds  float64 `json:"apiServerCPUSeconds"`
 	// TallyLabelledFinished counts the Jobs tally labelled finished
 	// within the window.
 	TallyLabelledFinished int `json:"tallyLabelledFinished"`
@@ -189,6 +190,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		TallyCPUSeconds:                  r.TallyCPU.Seconds(),
 		TallyCPUSecondsTotal:             r.TallyCPUTotal.Seconds(),
 		TallyPeakRSSBytes:                r.TallyPeakRSS,
+		APIServerCPUSeconds:              r.APIServerCPU.Seconds(),
 		TallyLabelledFinished:            r.LabelledFinished,
 		CreateLatenessP99Seconds:         scenario.Percentile(r.CreateLateness, 99).Seconds(),
 		CreateLatenessMaxSeconds:         scenario.Percentile(r.CreateLateness, 100).Seconds(),
@@ -365,6 +367,7 @@ func (s *Summary) Table(w io.Writer) error {
 		row("floor's API requests per Job", fmt.Sprintf("%.2f", s.FloorAPIRequestsPerJob))
 	}
 	row("tally CPU (s)", fmt.Sprintf("%.1f in the run, %.1f in all", s.TallyCPUSeconds, s.TallyCPUSecondsTotal))
+	row("API server CPU (s)", fmt.Sprintf("%.1f in the run", s.APIServerCPUSeconds))
 	row("tally peak RSS (MiB)", fmt.Sprintf("%.0f", float64(s.TallyPeakRSSBytes)/(1<<20)))
 	if s.AdmissionPasses > 0 {
 		row("admission passes", fmt.Sprintf("%.0f, %.2f ms on average", s.AdmissionPasses, 1000*s.AvgAdmissionPassSeconds))
