@@ -33,6 +33,7 @@ const (
 	configMapName      = "tally-config"
 	configKey          = "queues.yaml"
 	ledgerLease        = "tally-ledger"
+	configurationName  = "tally"
 )
 
 type phase int

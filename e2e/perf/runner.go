@@ -52,6 +52,9 @@ type Options struct {
 	// scheduler's decisions (see floor.go): tally still serves its
 	// webhooks, but never leads.
 	Floor bool
+	// CreationPolicy replaces tally's Job webhook with a
+	// MutatingAdmissionPolicy that makes the same changes (see policy.go).
+	CreationPolicy bool
 	// ExplainEvery, when set, asks `tally explain` this often during the
 	// run when a few waiting Jobs are expected to start, for the
 	// estimate's error (Summary.ExplainEstimate).
@@ -98,8 +101,8 @@ type Result struct {
 	WebhookCalls, WebhookSeconds map[string]float64
 	// Floor tells a floor run; ReplayFailures counts its decisions whose
 	// write failed for good.
-	Floor          bool
-	ReplayFailures int
+	Floor, CreationPolicy bool
+	ReplayFailures        int
 	// estimates are tally explain's answers (Options.ExplainEvery).
 	estimates []estimateSample
 }
@@ -198,6 +201,11 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 	}
 	if err := bindNamespaces(ctx, cs, o.Plan); err != nil {
 		return s, fmt.Errorf("%w (tally's log: %s)", err, tally.logPath)
+	}
+	if o.CreationPolicy {
+		if err := useCreationPolicy(ctx, cs, o.Plan.Queues[0]); err != nil {
+			return s, err
+		}
 	}
 	return s, nil
 }
@@ -327,7 +335,7 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 	res.Admissions, res.Preemptions = int(tr.admissions.Load()), int(tr.preemptions.Load())
 	res.CreateRetries, res.CompleteRetries = int(tr.createRetries.Load()), int(tr.finishRetries.Load())
 	res.LabelledFinished = int(tr.labelled.Load())
-	res.Floor = o.Floor
+	res.Floor, res.CreationPolicy = o.Floor, o.CreationPolicy
 	if s.replay != nil {
 		s.replay.mu.Lock()
 		res.ReplayFailures = s.replay.failed

@@ -32,11 +32,14 @@ import (
 type Summary struct {
 	Scenario string `json:"scenario"`
 	// Scheduler is tally, or floor for a floor run.
-	Scheduler     string `json:"scheduler"`
-	Jobs          int    `json:"jobs"`
-	ClusterQueues int    `json:"clusterQueues"`
-	Admitted      int    `json:"admitted"`
-	Finished      int    `json:"finished"`
+	Scheduler string `json:"scheduler"`
+	// CreationPolicy: a MutatingAdmissionPolicy stood in for tally's Job
+	// webhook.
+	CreationPolicy bool `json:"creationPolicy,omitempty"`
+	Jobs           int  `json:"jobs"`
+	ClusterQueues  int  `json:"clusterQueues"`
+	Admitted       int  `json:"admitted"`
+	Finished       int  `json:"finished"`
 
 	WallSeconds                      float64 `json:"wallSeconds"`
 	IdealMakespanSeconds             float64 `json:"idealMakespanSeconds"`
@@ -247,6 +250,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 	if r.Floor {
 		s.Scheduler = "floor"
 	}
+	s.CreationPolicy = r.CreationPolicy
 	s.ExplainEstimate = estimateErrors(r.estimates, r.Start, r.Outcomes)
 	s.Targets = targets(s)
 	return s, nil
@@ -371,6 +375,9 @@ func (s *Summary) Table(w io.Writer) error {
 	row("tally peak RSS (MiB)", fmt.Sprintf("%.0f", float64(s.TallyPeakRSSBytes)/(1<<20)))
 	if s.AdmissionPasses > 0 {
 		row("admission passes", fmt.Sprintf("%.0f, %.2f ms on average", s.AdmissionPasses, 1000*s.AvgAdmissionPassSeconds))
+	}
+	if s.CreationPolicy {
+		row("Job creation", "a MutatingAdmissionPolicy in place of tally's Job webhook")
 	}
 	for _, name := range sortedKeys(s.WebhookAvgSeconds) {
 		row("webhook "+name, fmt.Sprintf("%.2f ms on average", 1000*s.WebhookAvgSeconds[name]))

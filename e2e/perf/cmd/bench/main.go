@@ -37,6 +37,7 @@ func run() int {
 		workers   = flag.Int("workers", 0, "Create workers; 0: enough for the largest burst of arrivals.")
 		mode      = flag.String("mode", "both", "What to run: tally; floor (tally's webhook, the ideal scheduler's decisions replayed in place of its ledger: the best this API server allows); or both, tally then the floor, side by side.")
 		explain   = flag.Duration("explain-every", 0, "Ask `tally explain` this often during tally's run about a few waiting Jobs, and report how far its start estimates were from the actual starts; 0: never.")
+		policy    = flag.Bool("creation-policy", false, "Replace tally's Job webhook with a MutatingAdmissionPolicy that makes the same changes at creation, to measure what the webhook round trip costs.")
 		profile   = flag.Bool("profile", false, "Take a CPU profile of tally over the run; tally must serve pprof (it is given --pprof-bind-address).")
 		tallyArgs stringList
 	)
@@ -86,7 +87,7 @@ func run() int {
 			return nil, err
 		}
 		opts := perf.Options{
-			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, Floor: floor, ExplainEvery: *explain,
+			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, Floor: floor, ExplainEvery: *explain, CreationPolicy: *policy,
 			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
 		}
 		profilePrefix := filepath.Join(*out, name+".tally.cpu")
