@@ -36,11 +36,12 @@ func run() int {
 		timeout   = flag.Duration("timeout", 0, "Bound on the run; 0: the scenario's timeout, else 3× the ideal makespan plus 2m.")
 		workers   = flag.Int("workers", 0, "Create workers; 0: enough for the largest burst of arrivals.")
 		profile   = flag.Bool("profile", false, "Take a CPU profile of tally over the run; tally must serve pprof (it is given --pprof-bind-address).")
+		kueue     = flag.String("kueue", "", "Run Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf) instead of tally, and print them beside tally's last summary.")
 		tallyArgs stringList
 	)
 	flag.Var(&tallyArgs, "tally-arg", "An extra argument for `tally serve` (repeatable).")
 	flag.Parse()
-	if *assets == "" || *bin == "" {
+	if *assets == "" || *bin == "" && *kueue == "" {
 		fmt.Fprintln(os.Stderr, "bench: set KUBEBUILDER_ASSETS and TALLY_BIN (or -assets and -tally); `make bench` does")
 		return 2
 	}
@@ -58,6 +59,15 @@ func run() int {
 	bound := scenario.Compute(plan, outcomes)
 	if *timeout == 0 {
 		*timeout = sc.Timeout.Duration
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *kueue != "" {
+		if *timeout == 0 {
+			// Kueue's runner records for 10 minutes by default.
+			*timeout = max(10*time.Minute, 6*bound.Wall+2*time.Minute)
+		}
+		return runKueue(ctx, sc, plan, bound, *kueue, *assets, *out, *timeout)
 	}
 	if *timeout == 0 {
 		*timeout = 3*bound.Wall + 2*time.Minute
@@ -89,8 +99,6 @@ func run() int {
 			return err
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	res, runErr := perf.Run(ctx, opts)
 	if res == nil {
 		fmt.Fprintln(os.Stderr, "bench:", runErr)
@@ -121,6 +129,67 @@ func run() int {
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "bench: the run did not complete:", runErr)
 		return 1
+	}
+	return 0
+}
+
+// runKueue runs Kueue's runner on the scenario and prints it beside
+// tally's last summary of the same scenario in out, if there is one.
+func runKueue(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bound scenario.Stats, tools, assets, out string, timeout time.Duration) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
+	version, err := os.ReadFile(filepath.Join(tools, "VERSION"))
+	if err != nil {
+		return fail(fmt.Errorf("%w (e2e/toolchain/build.sh DIR kueue-perf builds it)", err))
+	}
+	gen, err := perf.KueueGenerator(sc)
+	if err != nil {
+		return fail(err)
+	}
+	dir := filepath.Join(out, sc.Name+".kueue")
+	if err := os.RemoveAll(dir); err != nil {
+		return fail(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail(err)
+	}
+	genPath := filepath.Join(dir, "generator.yaml")
+	if err := os.WriteFile(genPath, gen, 0o644); err != nil {
+		return fail(err)
+	}
+	// Kueue's own config of the same name, if it has one, should describe
+	// the same work.
+	if own, err := os.ReadFile(filepath.Join(tools, "configs", sc.Name, "generator.yaml")); err == nil {
+		same, err := perf.SameKueueGenerator(gen, own)
+		if err != nil {
+			return fail(err)
+		}
+		verdict := "the same work as"
+		if !same {
+			verdict = "NOT the same work as"
+		}
+		fmt.Printf("kueue: %s is %s Kueue's configs/%s/generator.yaml\n", genPath, verdict, sc.Name)
+	}
+	v := strings.TrimSpace(string(version))
+	fmt.Printf("kueue: running Kueue %s's scheduler-performance runner with minimalkueue (for up to %s); its files go to %s\n", v, timeout, dir)
+	start := time.Now()
+	k, err := perf.RunKueue(ctx, perf.KueueOptions{Tools: tools, Assets: assets, Generator: genPath, Dir: dir, Timeout: timeout})
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Printf("kueue: done in %.0fs\n\n", time.Since(start).Seconds())
+	tallyPath := filepath.Join(out, sc.Name+".summary.yaml")
+	tally, err := perf.ReadSummary(tallyPath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fail(err)
+	default:
+		if fi, err := os.Stat(tallyPath); err == nil {
+			fmt.Printf("tally: %s, written %s\n", tallyPath, fi.ModTime().UTC().Format(time.RFC3339))
+		}
+	}
+	if err := perf.CompareTable(os.Stdout, plan, bound, tally, k, v); err != nil {
+		return fail(err)
 	}
 	return 0
 }
