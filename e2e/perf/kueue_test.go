@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"tally.dev/tally/e2e/perf/ideal"
 	"tally.dev/tally/e2e/perf/scenario"
 )
 
@@ -116,15 +115,7 @@ workloadClasses:
 		t.Errorf("makespan %s usage %.2f evictions %d", k.Makespan(), k.UsagePercent(), k.Evictions())
 	}
 
-	sc, err := scenario.Parse([]byte(tinyScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := sc.Expand()
-	outcomes, err := ideal.Simulate(p, p.Arrivals())
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, outcomes := tinyIdeal(t)
 	bound := scenario.Compute(p, outcomes)
 	tally := &Summary{WallSeconds: 5, UsagePercent: 80, Preemptions: 1, TallyCPUSecondsTotal: 1.75, TallyPeakRSSBytes: 50 << 20,
 		Classes: map[string]ClassSummary{"short": {AvgTimeToAdmissionSeconds: 0.5}, "long": {AvgTimeToAdmissionSeconds: 2}}}
