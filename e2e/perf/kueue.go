@@ -59,8 +59,9 @@ type (
 // cohorts, or with StrictFIFO, has no Kueue equivalent.
 //
 // One difference stays: Kueue's generator waits an interval before each
-// Workload, so the k-th of a class is due at (k+1)×interval where the
-// scenario's Job is due at k×interval.
+// Workload of a class, counted from the return of the previous create, so
+// the k-th is due at (k+1)×interval at the earliest, later when creates
+// are slow, where the scenario's Job is due at k×interval.
 func KueueGenerator(s *scenario.Scenario) ([]byte, error) {
 	var errs []error
 	if s.Cohorts == 0 {
