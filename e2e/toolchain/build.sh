@@ -8,8 +8,9 @@
 # binaries; besides the default set, the names may be the operators the
 # tests build when they first need them: jobset-controller, mpi-operator
 # and ray-operator, helm (make helm-check), and kueue-perf: Kueue's
-# scheduler-performance runner and minimalkueue (make bench-kueue). Each binary is built only when it is missing, so a
-# second run is a no-op. Builds into one DIR take turns (a lock on
+# scheduler-performance runner and minimalkueue (make bench-kueue). Each
+# binary is built only when it is missing, so a second run is a no-op.
+# Builds into one DIR take turns (a lock on
 # DIR/.build.lock). The wrapper modules it needs live in DIR/.src.
 set -euo pipefail
 
