@@ -154,6 +154,14 @@ BENCH_FLAGS ?=
 bench: toolchain build ## Run a benchmark (BENCH_SCENARIO, default baseline): tally, then the floor (BENCH_MODE), vs an ideal scheduler; summary in .bench/.
 	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -mode $(BENCH_MODE) -out .bench $(BENCH_FLAGS)
 
+# Kueue's scheduler-performance runner and minimalkueue, built into
+# $(TOOLS)/kueue-perf by e2e/toolchain/build.sh on first use (its
+# KUEUE_VERSION pins the release).
+.PHONY: bench-kueue
+bench-kueue: bench ## Run `make bench`, then Kueue's own scheduler-performance runner with minimalkueue on the same scenario, printed side by side (not in make test).
+	@[ -x "$(TOOLS)/kueue-perf/runner" ] || KUBE_VERSION=$(KUBE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)" kueue-perf
+	KUBEBUILDER_ASSETS=$(TOOLS) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench -kueue $(TOOLS)/kueue-perf
+
 .PHONY: bench-large
 bench-large: ## The 50,000-Job scenario, bench/large.yaml.
 	@$(MAKE) --no-print-directory bench BENCH_SCENARIO=large

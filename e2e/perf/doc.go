@@ -22,6 +22,12 @@
 // nominal and with the actually recorded creation times, and writes it as
 // .bench/<scenario>.summary.yaml.
 //
+// For a comparison with Kueue, it also writes a scenario as the generator
+// config of Kueue's own scheduler-performance runner, runs that runner
+// with minimalkueue (built from sigs.k8s.io/kueue by
+// e2e/toolchain/build.sh), reads what it reports and prints it beside
+// tally's summary.
+//
 // It speaks tally's user-facing contract only (its command line, the
 // ConfigMap, labels and annotations), so the names it uses are spelled out
 // here. It may import the scenario, ideal and e2e/framework packages, the

@@ -419,6 +419,19 @@ func (s *Summary) Write(dir string) (string, error) {
 	return path, os.WriteFile(path, b, 0o644)
 }
 
+// ReadSummary reads a summary Write wrote.
+func ReadSummary(path string) (*Summary, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{}
+	if err := yaml.Unmarshal(b, s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
 // WriteJobs writes one line per Job (times in seconds from the start) as
 // CSV, for a closer look.
 func WriteJobs(path string, p *scenario.Plan, r *Result) error {

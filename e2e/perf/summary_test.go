@@ -23,9 +23,9 @@ classes:
 - {name: long, count: 1, interval: 0s, cpu: "2", runtime: 2s}
 `
 
-// A run that matches the ideal scheduler exactly meets every target but
-// the write count it was given, and says so in the table and the file.
-func TestSummarize(t *testing.T) {
+// tinyIdeal expands tinyScenario and runs the ideal scheduler on it.
+func tinyIdeal(t *testing.T) (*scenario.Plan, []scenario.Outcome) {
+	t.Helper()
 	sc, err := scenario.Parse([]byte(tinyScenario))
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +35,13 @@ func TestSummarize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, outcomes
+}
+
+// A run that matches the ideal scheduler exactly meets every target but
+// the write count it was given, and says so in the table and the file.
+func TestSummarize(t *testing.T) {
+	p, outcomes := tinyIdeal(t)
 	res := &Result{
 		Outcomes:       outcomes,
 		CreateLateness: []time.Duration{time.Millisecond, 3 * time.Millisecond},

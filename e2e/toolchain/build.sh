@@ -7,8 +7,10 @@
 # $HOME/.cache/tally/tools-$KUBE_VERSION). Given NAMEs, it builds only those
 # binaries; besides the default set, the names may be the operators the
 # tests build when they first need them: jobset-controller, mpi-operator
-# and ray-operator, and helm (make helm-check). Each binary is built only when it is missing, so a
-# second run is a no-op. Builds into one DIR take turns (a lock on
+# and ray-operator, helm (make helm-check), and kueue-perf: Kueue's
+# scheduler-performance runner and minimalkueue (make bench-kueue). Each
+# binary is built only when it is missing, so a second run is a no-op.
+# Builds into one DIR take turns (a lock on
 # DIR/.build.lock). The wrapper modules it needs live in DIR/.src.
 set -euo pipefail
 
@@ -20,11 +22,12 @@ JOBSET_VERSION=${JOBSET_VERSION:-v0.12.0}
 MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.2}
 KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.1}
 HELM_VERSION=${HELM_VERSION:-v3.17.3}
+KUEUE_VERSION=${KUEUE_VERSION:-v0.17.1}
 out=${1:-$HOME/.cache/tally/tools-$KUBE_VERSION}
 [ $# -gt 0 ] && shift
 # What a run without names builds (make toolchain).
 defaults=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl training-operator)
-operators=(jobset-controller mpi-operator ray-operator helm)
+operators=(jobset-controller mpi-operator ray-operator helm kueue-perf)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${defaults[@]}")
 for b in "${wanted[@]}"; do
@@ -197,5 +200,22 @@ if need helm; then
   log "building helm $HELM_VERSION (a few minutes on a cold cache)"
   build_module helm helm.sh/helm/v3 "$HELM_VERSION" ./cmd/helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
   finish_module helm
+fi
+# Kueue's scheduler performance test (test/performance/scheduler of
+# sigs.k8s.io/kueue), for make bench-kueue: kueue-perf/ holds its runner,
+# minimalkueue (Kueue's core controllers and scheduler), Kueue's CRDs and
+# its baseline generator and range configs. Not in the default set either.
+if need kueue-perf; then
+  log "building Kueue's scheduler-performance runner and minimalkueue $KUEUE_VERSION (several minutes on a cold cache)"
+  build_module kueue-perf-runner sigs.k8s.io/kueue "$KUEUE_VERSION" ./test/performance/scheduler/runner
+  kp="$out/kueue-perf.tmp"
+  rm -rf "$kp" && mkdir -p "$kp/crds"
+  mv "$out/kueue-perf-runner.tmp" "$kp/runner"
+  (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$kp/minimalkueue" ./test/performance/scheduler/minimalkueue)
+  cp "$mod"/config/components/crd/bases/*.yaml "$kp/crds/"
+  cp -r "$mod"/test/performance/scheduler/configs "$kp/configs"
+  echo "$KUEUE_VERSION" >"$kp/VERSION"
+  rm -rf "$mod" "$out/kueue-perf"
+  mv "$kp" "$out/kueue-perf"
 fi
 log "ready in $out ($((SECONDS - started))s)"

@@ -11,6 +11,12 @@
 // log, the API server's audit log of tally's requests) in
 // .bench/<scenario>/ and .bench/<scenario>.floor/.
 //
+// With -kueue DIR it runs Kueue's scheduler-performance runner and
+// minimalkueue from DIR (the toolchain's kueue-perf) on the scenario
+// instead, keeps their files in .bench/<scenario>.kueue/, and prints
+// Kueue's figures beside tally's last .bench/<scenario>.summary.yaml.
+// `make bench-kueue` runs both.
+//
 // It may import the perf, ideal and scenario packages and the standard
 // library.
 package main

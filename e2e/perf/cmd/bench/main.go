@@ -39,6 +39,7 @@ func run() int {
 		explain   = flag.Duration("explain-every", 0, "Ask `tally explain` this often during tally's run about a few waiting Jobs, and report how far its start estimates were from the actual starts; 0: never.")
 		policy    = flag.Bool("creation-policy", false, "Replace tally's Job webhook with a MutatingAdmissionPolicy that makes the same changes at creation, to measure what the webhook round trip costs.")
 		profile   = flag.Bool("profile", false, "Take a CPU profile of tally over the run; tally must serve pprof (it is given --pprof-bind-address).")
+		kueue     = flag.String("kueue", "", "Run Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf) instead of tally, and print them beside tally's last summary.")
 		tallyArgs stringList
 	)
 	flag.Var(&tallyArgs, "tally-arg", "An extra argument for `tally serve` (repeatable).")
@@ -47,7 +48,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "bench: -mode %q: want tally, floor or both\n", *mode)
 		return 2
 	}
-	if *assets == "" || *bin == "" {
+	if *assets == "" || *bin == "" && *kueue == "" {
 		fmt.Fprintln(os.Stderr, "bench: set KUBEBUILDER_ASSETS and TALLY_BIN (or -assets and -tally); `make bench` does")
 		return 2
 	}
@@ -66,14 +67,23 @@ func run() int {
 	if *timeout == 0 {
 		*timeout = sc.Timeout.Duration
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *kueue != "" {
+		if *timeout == 0 {
+			// Kueue's runner records for 10 minutes by default, and
+			// needs 7 to 8 for the baseline on 2 cores: leave room for
+			// a loaded machine.
+			*timeout = max(15*time.Minute, 10*bound.Wall+2*time.Minute)
+		}
+		return runKueue(ctx, sc, plan, bound, *kueue, *assets, *out, *timeout)
+	}
 	if *timeout == 0 {
 		*timeout = 3*bound.Wall + 2*time.Minute
 	}
 	fmt.Printf("bench %s: %d Jobs in %d ClusterQueues; the ideal scheduler needs %.1fs (%.1fs of work for the quota)\n",
 		sc.Name, len(plan.Jobs), len(plan.Queues), bound.Wall.Seconds(), plan.WorkSeconds()/(float64(plan.NominalMilli())/1000))
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// measure runs the plan once, against tally or as the floor, and
 	// writes the per-Job times.
 	measure := func(floor bool) (*perf.Summary, error) {
@@ -161,6 +171,67 @@ func run() int {
 			return 1
 		}
 		fmt.Printf("summary: %s\n", path)
+	}
+	return 0
+}
+
+// runKueue runs Kueue's runner on the scenario and prints it beside
+// tally's last summary of the same scenario in out, if there is one.
+func runKueue(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bound scenario.Stats, tools, assets, out string, timeout time.Duration) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
+	version, err := os.ReadFile(filepath.Join(tools, "VERSION"))
+	if err != nil {
+		return fail(fmt.Errorf("%w (e2e/toolchain/build.sh DIR kueue-perf builds it)", err))
+	}
+	gen, err := perf.KueueGenerator(sc)
+	if err != nil {
+		return fail(err)
+	}
+	dir := filepath.Join(out, sc.Name+".kueue")
+	if err := os.RemoveAll(dir); err != nil {
+		return fail(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail(err)
+	}
+	genPath := filepath.Join(dir, "generator.yaml")
+	if err := os.WriteFile(genPath, gen, 0o644); err != nil {
+		return fail(err)
+	}
+	// Kueue's own config of the same name, if it has one, should describe
+	// the same work.
+	if own, err := os.ReadFile(filepath.Join(tools, "configs", sc.Name, "generator.yaml")); err == nil {
+		same, err := perf.SameKueueGenerator(gen, own)
+		if err != nil {
+			return fail(err)
+		}
+		verdict := "the same work as"
+		if !same {
+			verdict = "NOT the same work as"
+		}
+		fmt.Printf("kueue: %s is %s Kueue's configs/%s/generator.yaml\n", genPath, verdict, sc.Name)
+	}
+	v := strings.TrimSpace(string(version))
+	fmt.Printf("kueue: running Kueue %s's scheduler-performance runner with minimalkueue (for up to %s); its files go to %s\n", v, timeout, dir)
+	start := time.Now()
+	k, err := perf.RunKueue(ctx, perf.KueueOptions{Tools: tools, Assets: assets, Generator: genPath, Dir: dir, Timeout: timeout})
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Printf("kueue: done in %.0fs\n\n", time.Since(start).Seconds())
+	tallyPath := filepath.Join(out, sc.Name+".summary.yaml")
+	tally, err := perf.ReadSummary(tallyPath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fail(err)
+	default:
+		if fi, err := os.Stat(tallyPath); err == nil {
+			fmt.Printf("tally: %s, written %s\n", tallyPath, fi.ModTime().UTC().Format(time.RFC3339))
+		}
+	}
+	if err := perf.CompareTable(os.Stdout, plan, bound, tally, k, v); err != nil {
+		return fail(err)
 	}
 	return 0
 }
