@@ -267,21 +267,30 @@ func CompareTable(w io.Writer, p *scenario.Plan, ideal scenario.Stats, tally *Su
 		t = *tally
 	}
 	makespan := k.Makespan().Seconds()
-	row("", "tally", "kueue", "ideal", "kueue / tally")
-	row("wall / makespan (s)", num("%.2f", t.WallSeconds, has), fmt.Sprintf("%.2f", makespan), fmt.Sprintf("%.2f", ideal.Wall.Seconds()), ratio(t.WallSeconds, makespan))
-	row("usage (%)", num("%.1f", t.UsagePercent, has), fmt.Sprintf("%.1f", k.UsagePercent()), fmt.Sprintf("%.1f", ideal.UsagePercent), ratio(t.UsagePercent, k.UsagePercent()))
-	row("preemptions", num("%.0f", float64(t.Preemptions), has), fmt.Sprint(k.Evictions()), fmt.Sprint(ideal.Preemptions), "")
+	// The floor (tally's run with its ledger replaced by the ideal
+	// scheduler's decisions, see floor.go), when tally's summary has one.
+	floor := t.FloorWallSeconds > 0
+	fl := func(v float64) string {
+		if !floor {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	row("", "tally", "kueue", "ideal", "floor", "kueue / tally")
+	row("wall / makespan (s)", num("%.2f", t.WallSeconds, has), fmt.Sprintf("%.2f", makespan), fmt.Sprintf("%.2f", ideal.Wall.Seconds()), fl(t.FloorWallSeconds), ratio(t.WallSeconds, makespan))
+	row("usage (%)", num("%.1f", t.UsagePercent, has), fmt.Sprintf("%.1f", k.UsagePercent()), fmt.Sprintf("%.1f", ideal.UsagePercent), "", ratio(t.UsagePercent, k.UsagePercent()))
+	row("preemptions", num("%.0f", float64(t.Preemptions), has), fmt.Sprint(k.Evictions()), fmt.Sprint(ideal.Preemptions), "", "")
 	for i, c := range p.Classes {
 		kc, ok := k.WorkloadClasses[c.Name]
 		kAvg := float64(kc.AverageTimeToAdmissionMs) / 1000
 		tc, tok := t.Classes[c.Name]
 		row(c.Name+" avg time to admission (s)", num("%.2f", tc.AvgTimeToAdmissionSeconds, tok), num("%.2f", kAvg, ok),
-			fmt.Sprintf("%.2f", ideal.Classes[i].AvgTimeToAdmission.Seconds()), ratio(tc.AvgTimeToAdmissionSeconds, kAvg))
+			fmt.Sprintf("%.2f", ideal.Classes[i].AvgTimeToAdmission.Seconds()), fl(tc.FloorAvgTimeToAdmissionSeconds), ratio(tc.AvgTimeToAdmissionSeconds, kAvg))
 	}
 	cpu := float64(k.Cmd.UserMs+k.Cmd.SysMs) / 1000
-	row("scheduler CPU (s)", num("%.1f", t.TallyCPUSecondsTotal, has), fmt.Sprintf("%.1f", cpu), "", ratio(t.TallyCPUSecondsTotal, cpu))
+	row("scheduler CPU (s)", num("%.1f", t.TallyCPUSecondsTotal, has), fmt.Sprintf("%.1f", cpu), "", "", ratio(t.TallyCPUSecondsTotal, cpu))
 	rss := float64(k.Cmd.Maxrss) / 1024
-	row("scheduler peak RSS (MiB)", num("%.0f", float64(t.TallyPeakRSSBytes)/(1<<20), has), fmt.Sprintf("%.0f", rss), "", ratio(float64(t.TallyPeakRSSBytes)/(1<<20), rss))
+	row("scheduler peak RSS (MiB)", num("%.0f", float64(t.TallyPeakRSSBytes)/(1<<20), has), fmt.Sprintf("%.0f", rss), "", "", ratio(float64(t.TallyPeakRSSBytes)/(1<<20), rss))
 	if err := tw.Flush(); err != nil {
 		return err
 	}

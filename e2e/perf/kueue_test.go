@@ -117,16 +117,16 @@ workloadClasses:
 
 	p, outcomes := tinyIdeal(t)
 	bound := scenario.Compute(p, outcomes)
-	tally := &Summary{WallSeconds: 5, UsagePercent: 80, Preemptions: 1, TallyCPUSecondsTotal: 1.75, TallyPeakRSSBytes: 50 << 20,
-		Classes: map[string]ClassSummary{"short": {AvgTimeToAdmissionSeconds: 0.5}, "long": {AvgTimeToAdmissionSeconds: 2}}}
+	tally := &Summary{WallSeconds: 5, FloorWallSeconds: 4.5, UsagePercent: 80, Preemptions: 1, TallyCPUSecondsTotal: 1.75, TallyPeakRSSBytes: 50 << 20,
+		Classes: map[string]ClassSummary{"short": {AvgTimeToAdmissionSeconds: 0.5, FloorAvgTimeToAdmissionSeconds: 0.4}, "long": {AvgTimeToAdmissionSeconds: 2, FloorAvgTimeToAdmissionSeconds: 1.8}}}
 	var b strings.Builder
 	if err := CompareTable(&b, p, bound, tally, k, "v0.17.1"); err != nil {
 		t.Fatal(err)
 	}
-	// The columns: tally, kueue, ideal, kueue / tally.
+	// The columns: tally, kueue, ideal, floor, kueue / tally.
 	table := strings.Join(strings.Fields(b.String()), " ")
-	for _, want := range []string{"Kueue v0.17.1", "wall / makespan (s) 5.00 10.00 4.00 ×2.00", "usage (%) 80.0 50.0 87.5 ×0.62",
-		"preemptions 1 3 0 short", "short avg time to admission (s) 0.50 1.50 0.33 ×3.00", "long avg time to admission (s) 2.00 4.00 1.50 ×2.00",
+	for _, want := range []string{"Kueue v0.17.1", "wall / makespan (s) 5.00 10.00 4.00 4.50 ×2.00", "usage (%) 80.0 50.0 87.5 ×0.62",
+		"preemptions 1 3 0 short", "short avg time to admission (s) 0.50 1.50 0.33 0.40 ×3.00", "long avg time to admission (s) 2.00 4.00 1.50 1.80 ×2.00",
 		"scheduler CPU (s) 1.8 3.5 ×2.00", "scheduler peak RSS (MiB) 50 100 ×2.00", "minimalkueue ran 12.0s"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
