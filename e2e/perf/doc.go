@@ -14,9 +14,9 @@
 //
 // A floor run (Options.Floor) keeps all of that but holds tally's leader
 // lease, so tally serves its webhooks and its ledger never runs, and
-// replays the ideal scheduler's decisions instead (ideal.Online, fed each
-// Job as its create returns), one patch per admission or eviction, as
-// tally's user: the best any scheduler can do on this API server.
+// admits each Job with one patch, as tally's user, when the ideal
+// scheduler first admits it (ideal.Online, fed each Job as its create
+// returns): the best any scheduler can do on this API server.
 //
 // The summary puts the run next to the ideal scheduler's outcome, with
 // nominal and with the actually recorded creation times, and writes it as

@@ -21,9 +21,13 @@ import (
 // The floor is what this API server allows at best: everything as in a
 // measured run (control plane, runner, tally's webhook, arrivals), but
 // tally's ledger never leads, and a replay of the ideal scheduler admits
-// and evicts the Jobs instead, one patch per decision, sent the moment the
-// scheduler makes it. The scheduler is fed each Job when its create
-// returns, so it decides on the arrivals as they actually happened.
+// the Jobs instead, one patch per Job, sent the moment the scheduler first
+// admits it. The scheduler is fed each Job when its create returns, so it
+// decides on the arrivals as they actually happened. Its evictions and
+// re-admissions are not replayed: they cost nothing in the ideal (which
+// evicts about once per Job on the baseline), and here they would cost
+// the very writes the floor leaves out. So the floor's writes per Job are
+// the create, one admission and the runner's completion.
 
 // floorHolder holds tally's leader lease through a floor run, so that
 // tally serves its webhooks but its ledger never runs.
@@ -55,7 +59,9 @@ type replay struct {
 
 	mu     sync.Mutex
 	online *ideal.Online
-	wake   chan struct{}
+	// admitted marks the Jobs whose admission was handed out.
+	admitted []bool
+	wake     chan struct{}
 	// failed counts decisions whose write failed for good.
 	failed int
 }
@@ -71,7 +77,7 @@ func newReplay(kubeconfig string, p *scenario.Plan, start time.Time) (*replay, e
 	if err != nil {
 		return nil, err
 	}
-	return &replay{cs: cs, plan: p, start: start, online: ideal.NewOnline(p), wake: make(chan struct{}, 1)}, nil
+	return &replay{cs: cs, plan: p, start: start, online: ideal.NewOnline(p), admitted: make([]bool, len(p.Jobs)), wake: make(chan struct{}, 1)}, nil
 }
 
 // arrived tells the scheduler that Job i exists from now on.
@@ -86,8 +92,7 @@ func (r *replay) arrived(i int) {
 }
 
 // run advances the scheduler every millisecond and at every arrival, and
-// hands its decisions to workers, all of one Job's to the same worker so
-// that they land in order.
+// hands each Job's first admission to a worker.
 func (r *replay) run(ctx context.Context, workers int) {
 	lanes := make([]chan ideal.Decision, workers)
 	var wg sync.WaitGroup
@@ -120,6 +125,10 @@ func (r *replay) run(ctx context.Context, workers int) {
 		decided := r.online.Advance(time.Since(r.start))
 		r.mu.Unlock()
 		for _, d := range decided {
+			if !d.Admit || r.admitted[d.Job] {
+				continue
+			}
+			r.admitted[d.Job] = true
 			select {
 			case lanes[d.Job%workers] <- d:
 			case <-ctx.Done():
@@ -129,18 +138,14 @@ func (r *replay) run(ctx context.Context, workers int) {
 	}
 }
 
-// write sends one decision as a merge patch: an admission un-suspends the
-// Job and labels it admitted, an eviction suspends it and labels it
-// pending. A failed write is retried a few times, then counted.
+// write admits a Job with one merge patch, as tally's admission does: it
+// un-suspends it and labels it admitted. A failed write is retried a few
+// times, then counted.
 func (r *replay) write(ctx context.Context, d ideal.Decision) {
 	j := r.plan.Jobs[d.Job]
-	state, suspend, manager := stateAdmitted, false, queues.FieldManagerAdmission
-	if !d.Admit {
-		state, suspend, manager = statePending, true, queues.FieldManagerPreemption
-	}
-	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}},"spec":{"suspend":%t}}`, labelState, state, suspend)
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}},"spec":{"suspend":false}}`, labelState, stateAdmitted)
 	for attempt := 0; ; attempt++ {
-		_, err := r.cs.BatchV1().Jobs(j.Namespace).Patch(ctx, j.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: manager})
+		_, err := r.cs.BatchV1().Jobs(j.Namespace).Patch(ctx, j.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: queues.FieldManagerAdmission})
 		if err == nil || ctx.Err() != nil {
 			return
 		}
