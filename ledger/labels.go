@@ -3,6 +3,9 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -157,7 +160,7 @@ func (l *Ledger) runLabelWorker(ctx context.Context) {
 		if shutdown {
 			return
 		}
-		err := l.syncJobLabel(ctx, uid)
+		err := l.syncJobLabel(ctx, uid, false)
 		if ctx.Err() != nil {
 			// Shutting down: the next leader labels what is left.
 			l.labelQueue.Done(uid)
@@ -173,7 +176,76 @@ func (l *Ledger) runLabelWorker(ctx context.Context) {
 	}
 }
 
-func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
+// relabelJobLocked asks for e's state label or affinity write: from the
+// label worker, or, for the finished label, as FinishedLabel says.
+func (l *Ledger) relabelJobLocked(e *entry) {
+	if e.phase == finished {
+		switch l.opts.FinishedLabel {
+		case FinishedLabelOff:
+			return
+		case FinishedLabelLazy:
+			l.finishedQueue.Add(e.w.UID)
+			return
+		}
+	}
+	l.labelQueue.Add(e.w.UID)
+}
+
+// runFinishedLabelWorker writes the finished labels of FinishedLabelLazy:
+// one write per workload however often it was asked for, at most
+// FinishedLabelRate a second, and only while the admission writes are
+// quiet (admissionsQuiet).
+func (l *Ledger) runFinishedLabelWorker(ctx context.Context) {
+	limiter := rate.NewLimiter(rate.Limit(l.opts.FinishedLabelRate), 1)
+	for {
+		uid, shutdown := l.finishedQueue.Get()
+		if shutdown {
+			return
+		}
+		if limiter.Wait(ctx) != nil || !l.awaitAdmissionsQuiet(ctx) {
+			l.finishedQueue.Done(uid)
+			return
+		}
+		err := l.syncJobLabel(ctx, uid, true)
+		if ctx.Err() != nil {
+			l.finishedQueue.Done(uid)
+			return
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			l.log.Error(err, "updating job state label", "uid", uid)
+			l.finishedQueue.AddRateLimited(uid)
+		} else {
+			l.finishedQueue.Forget(uid)
+		}
+		l.finishedQueue.Done(uid)
+	}
+}
+
+// lazyLabelRecheck is how often a lazy finished label waiting for the
+// admission writes to be quiet looks again.
+const lazyLabelRecheck = 10 * time.Millisecond
+
+// awaitAdmissionsQuiet waits until admissionsQuiet; false if ctx ended.
+func (l *Ledger) awaitAdmissionsQuiet(ctx context.Context) bool {
+	for !l.admissionsQuiet() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-l.opts.Clock.After(lazyLabelRecheck):
+		}
+	}
+	return true
+}
+
+// admissionsQuiet says that no admission, preemption or capture write is
+// in flight and no admission pass is asked for.
+func (l *Ledger) admissionsQuiet() bool {
+	return len(l.writeSlots) == 0 && len(l.wake) == 0 && len(l.arrive) == 0
+}
+
+// syncJobLabel makes the label or affinity write due for uid; lazy: for
+// the finished label, from runFinishedLabelWorker.
+func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID, lazy bool) error {
 	l.mu.Lock()
 	e := l.jobs[uid]
 	if e == nil || e.phase.writing() || e.w == nil {
@@ -196,6 +268,13 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
 		return err
 	}
 	if want == have || want == string(queues.StateAdmitted) {
+		return nil
+	}
+	if want == string(queues.StateFinished) && l.opts.FinishedLabel != FinishedLabelEager && !lazy {
+		// Asked for before it finished: the mode decides.
+		if l.opts.FinishedLabel == FinishedLabelLazy {
+			l.finishedQueue.Add(uid)
+		}
 		return nil
 	}
 	return l.patchLabels(ctx, job, map[string]any{queues.LabelState: want})
