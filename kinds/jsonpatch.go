@@ -52,7 +52,7 @@ func jsonPatchInto(ops *[]JSONPatchOp, path []string, src map[string]any, p map[
 				jsonPatchInto(ops, at, oldMap, val, false)
 				continue
 			}
-			*ops = append(*ops, JSONPatchOp{Op: "add", Path: Pointer(at), Value: withoutNulls(val)})
+			*ops = append(*ops, JSONPatchOp{Op: "add", Path: Pointer(at), Value: WithoutNulls(val)})
 		default:
 			*ops = append(*ops, JSONPatchOp{Op: "add", Path: Pointer(at), Value: val})
 		}
@@ -69,15 +69,15 @@ func shallowWithout(m map[string]any, key string) map[string]any {
 	return out
 }
 
-// withoutNulls is a merge patch's object as the value it leaves where
+// WithoutNulls is a merge patch's object as the value it leaves where
 // there was nothing (RFC 7386): its nulls dropped, at every depth.
-func withoutNulls(m map[string]any) map[string]any {
+func WithoutNulls(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		switch val := v.(type) {
 		case nil:
 		case map[string]any:
-			out[k] = withoutNulls(val)
+			out[k] = WithoutNulls(val)
 		default:
 			out[k] = v
 		}

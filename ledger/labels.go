@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
@@ -155,24 +156,35 @@ func (l *Ledger) syncNamespace(ctx context.Context, name string) error {
 // admission write: finished, inadmissible and back to pending. It also
 // gives a stopped preemption victim its candidate affinity back.
 func (l *Ledger) runLabelWorker(ctx context.Context) {
+	l.runJobQueue(ctx, l.labelQueue, nil, false)
+}
+
+// runJobQueue syncs the labels (syncJobLabel, lazy as given) of the
+// workloads q holds, one at a time, each once ready says so (if set;
+// false: shutting down), until q or ctx ends.
+func (l *Ledger) runJobQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[types.UID], ready func() bool, lazy bool) {
 	for {
-		uid, shutdown := l.labelQueue.Get()
+		uid, shutdown := q.Get()
 		if shutdown {
 			return
 		}
-		err := l.syncJobLabel(ctx, uid, false)
+		if ready != nil && !ready() {
+			q.Done(uid)
+			return
+		}
+		err := l.syncJobLabel(ctx, uid, lazy)
 		if ctx.Err() != nil {
 			// Shutting down: the next leader labels what is left.
-			l.labelQueue.Done(uid)
+			q.Done(uid)
 			return
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			l.log.Error(err, "updating job state label or affinity", "uid", uid)
-			l.labelQueue.AddRateLimited(uid)
+			q.AddRateLimited(uid)
 		} else {
-			l.labelQueue.Forget(uid)
+			q.Forget(uid)
 		}
-		l.labelQueue.Done(uid)
+		q.Done(uid)
 	}
 }
 
@@ -197,28 +209,9 @@ func (l *Ledger) relabelJobLocked(e *entry) {
 // quiet (admissionsQuiet).
 func (l *Ledger) runFinishedLabelWorker(ctx context.Context) {
 	limiter := rate.NewLimiter(rate.Limit(l.opts.FinishedLabelRate), 1)
-	for {
-		uid, shutdown := l.finishedQueue.Get()
-		if shutdown {
-			return
-		}
-		if limiter.Wait(ctx) != nil || !l.awaitAdmissionsQuiet(ctx) {
-			l.finishedQueue.Done(uid)
-			return
-		}
-		err := l.syncJobLabel(ctx, uid, true)
-		if ctx.Err() != nil {
-			l.finishedQueue.Done(uid)
-			return
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			l.log.Error(err, "updating job state label", "uid", uid)
-			l.finishedQueue.AddRateLimited(uid)
-		} else {
-			l.finishedQueue.Forget(uid)
-		}
-		l.finishedQueue.Done(uid)
-	}
+	l.runJobQueue(ctx, l.finishedQueue, func() bool {
+		return limiter.Wait(ctx) == nil && l.awaitAdmissionsQuiet(ctx)
+	}, true)
 }
 
 // lazyLabelRecheck is how often a lazy finished label waiting for the

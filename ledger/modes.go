@@ -168,7 +168,7 @@ func applyAdmission(ref client.Object, merge []byte) ([]byte, error) {
 	if err := json.Unmarshal(merge, &p); err != nil {
 		return nil, err
 	}
-	p = dropNulls(p)
+	p = kinds.WithoutNulls(p)
 	gvk := ref.GetObjectKind().GroupVersionKind()
 	p["apiVersion"], p["kind"] = gvk.GroupVersion().String(), gvk.Kind
 	meta, _ := p["metadata"].(map[string]any)
@@ -178,18 +178,4 @@ func applyAdmission(ref client.Object, merge []byte) ([]byte, error) {
 	}
 	meta["name"], meta["namespace"] = ref.GetName(), ref.GetNamespace()
 	return json.Marshal(p)
-}
-
-func dropNulls(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		switch val := v.(type) {
-		case nil:
-		case map[string]any:
-			out[k] = dropNulls(val)
-		default:
-			out[k] = v
-		}
-	}
-	return out
 }
