@@ -550,7 +550,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	if f.ledger.Events, err = ledger.ParseMode("events", events, ledger.EventModes); err != nil {
 		return nil, err
 	}
-	if f.ledger.AdmissionPatch, err = ledger.ParseMode("admission-patch", admissionPatch, ledger.AdmissionPatchs); err != nil {
+	if f.ledger.AdmissionPatch, err = ledger.ParseMode("admission-patch", admissionPatch, ledger.AdmissionPatches); err != nil {
 		return nil, err
 	}
 	if _, err = ledger.ParseMode("api-content-type", f.apiContentType, []string{"protobuf", "json"}); err != nil {

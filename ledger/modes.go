@@ -68,11 +68,12 @@ const (
 	AdmissionPatchApply AdmissionPatch = "apply"
 )
 
-// Modes lists each mode type's values, default first, for flags.
+// FinishedLabels, EventModes and AdmissionPatches list each mode's values,
+// the default first, for the flags.
 var (
-	FinishedLabels  = []FinishedLabel{FinishedLabelEager, FinishedLabelLazy, FinishedLabelOff}
-	EventModes      = []Events{EventsAll, EventsMinimal}
-	AdmissionPatchs = []AdmissionPatch{AdmissionPatchMerge, AdmissionPatchJSON, AdmissionPatchApply}
+	FinishedLabels   = []FinishedLabel{FinishedLabelEager, FinishedLabelLazy, FinishedLabelOff}
+	EventModes       = []Events{EventsAll, EventsMinimal}
+	AdmissionPatches = []AdmissionPatch{AdmissionPatchMerge, AdmissionPatchJSON, AdmissionPatchApply}
 )
 
 // ParseMode checks that v is one of values, for a flag named name.
