@@ -502,6 +502,9 @@ type serveFlags struct {
 	shutdownDelay, recount             time.Duration
 	leaseDuration, renewDeadline       time.Duration
 	retryPeriod                        time.Duration
+	finishedLabelRate                  float64
+	apiContentType                     string
+	ledger                             ledger.Options
 	zap                                zap.Options
 }
 
@@ -529,11 +532,34 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.dashboardAddr, "dashboard-bind-address", "", "Address to serve the read-only dashboard page on (for example 127.0.0.1:8090); empty disables it.")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 2*time.Second, "On SIGTERM, keep serving this long while not ready, so in-flight admissions finish.")
 	fs.DurationVar(&f.recount, "recount-interval", 5*time.Minute, "How often the ledger recounts usage from scratch and repairs drift.")
+	var finishedLabel, events, admissionPatch string
+	fs.StringVar(&finishedLabel, "finished-label", string(ledger.FinishedLabelEager), "How the ledger writes the label tally.dev/state=finished: eager (when the workload finishes), lazy (coalesced, at most --finished-label-rate a second, and only while no admission or preemption write is in flight), or off (never: a finished workload keeps its label; its status says it finished).")
+	fs.Float64Var(&f.finishedLabelRate, "finished-label-rate", 100, "With --finished-label=lazy, the most finished labels written a second.")
+	fs.StringVar(&events, "events", string(ledger.EventsAll), "Which Events the ledger records: all, or minimal (no Queued or Pending Event for a workload admitted by the first pass that sees it; every other Event is recorded).")
+	fs.StringVar(&admissionPatch, "admission-patch", string(ledger.AdmissionPatchMerge), "How the admission write is encoded, one write guarded by resourceVersion in each: merge (JSON merge patch), json (JSON patch), or apply (server-side apply, forced; it cannot delete fields).")
+	fs.StringVar(&f.apiContentType, "api-content-type", "protobuf", "The encoding of tally's API requests, responses and watches: protobuf (for built-in kinds, custom resources in JSON: controller-runtime's choice) or json (for all).")
 	f.zap.Development = false
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	var err error
+	if f.ledger.FinishedLabel, err = ledger.ParseMode("finished-label", finishedLabel, ledger.FinishedLabels); err != nil {
+		return nil, err
+	}
+	if f.ledger.Events, err = ledger.ParseMode("events", events, ledger.EventModes); err != nil {
+		return nil, err
+	}
+	if f.ledger.AdmissionPatch, err = ledger.ParseMode("admission-patch", admissionPatch, ledger.AdmissionPatches); err != nil {
+		return nil, err
+	}
+	if _, err = ledger.ParseMode("api-content-type", f.apiContentType, []string{"protobuf", "json"}); err != nil {
+		return nil, err
+	}
+	if !(f.finishedLabelRate > 0) {
+		return nil, fmt.Errorf("--finished-label-rate: %v is not a positive number", f.finishedLabelRate)
+	}
+	f.ledger.FinishedLabelRate = f.finishedLabelRate
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
@@ -600,6 +626,11 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	restCfg.QPS, restCfg.Burst = 500, 1000
+	if f.apiContentType == "json" {
+		// With no content type set, controller-runtime's clients and
+		// informers use protobuf for client-go's kinds, JSON for others.
+		restCfg.ContentType = runtime.ContentTypeJSON
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -683,7 +714,8 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	}, log); err != nil {
 		return err
 	}
-	opts := ledger.Options{Namespace: f.namespace, Recount: f.recount, DashboardAddr: f.dashboardAddr}
+	opts := f.ledger
+	opts.Namespace, opts.Recount, opts.DashboardAddr = f.namespace, f.recount, f.dashboardAddr
 	if lease != nil {
 		opts.Held = lease.Held
 	}

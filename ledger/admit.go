@@ -134,6 +134,10 @@ func (l *Ledger) decide() []write {
 	var never []*entry
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict, pos int) {
 		e := w.Tag.(*entry)
+		if v.Kind == queues.Fits && !e.queued && l.opts.Events == EventsMinimal {
+			// Admitted in the pass that first sees it: Admitted says it all.
+			return
+		}
 		if !e.queued {
 			e.queued = true
 			if cq := l.cfg.ClusterQueues[w.Queue]; cq != nil {
@@ -334,9 +338,13 @@ func (l *Ledger) evicted(w write) {
 // if it fails.
 func (l *Ledger) admit(ctx context.Context, adm write) {
 	now := l.opts.Clock.Now()
-	patch, err := l.admissionPatch(adm, now)
+	merge, err := l.admissionPatch(adm, now)
 	if err == nil {
-		err = l.client.Patch(ctx, kinds.Ref(adm.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerAdmission))
+		var patch client.Patch
+		var opts []client.PatchOption
+		if patch, opts, err = l.encodeAdmission(ctx, adm, merge); err == nil {
+			err = l.client.Patch(ctx, kinds.Ref(adm.w), patch, opts...)
+		}
 	}
 	if err != nil {
 		l.rollback(adm, err)

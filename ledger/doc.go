@@ -9,7 +9,9 @@
 // Explain says where one workload stands, for `tally explain`, replaying
 // admission passes to estimate its start. Dashboard serves the read-only
 // page of the queues from the ledger's own books; metrics.go keeps
-// Kueue's metrics as the books change.
+// Kueue's metrics as the books change. modes.go holds the switches that
+// trade writes away (the finished label, the Queued and Pending Events,
+// the admission write's encoding); the defaults make every write below.
 //
 // # State machine of a workload
 //

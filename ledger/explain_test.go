@@ -201,3 +201,29 @@ func TestExplainNew(t *testing.T) {
 		t.Errorf("estimate in %s, want 4m0s: r1 ends at +4m, and p2 and the draft, 1 CPU each, start then", x.Estimate.In)
 	}
 }
+
+// TestExplainFinishedLabelOff: with --finished-label=off finished Jobs
+// keep their admitted label; explain reads their conditions, so they are
+// run-time samples as before (the same estimate as TestExplainPending),
+// and a finished target is said to be finished.
+func TestExplainFinishedLabelOff(t *testing.T) {
+	unlabel := func(o *kinds.Object) *kinds.Object {
+		if o.Finished {
+			o.Meta.Labels[queues.LabelState] = string(queues.StateAdmitted)
+		}
+		return o
+	}
+	var books []*kinds.Object
+	for _, o := range explainBooks() {
+		books = append(books, unlabel(o))
+	}
+	target := explainJob("a", "target", 3, 5*time.Minute, queues.StatePending, 0, 0, 0)
+	x := Explain(explainInput(t, target, books...))
+	if x.Estimate == nil || x.Estimate.In != "7m0s" || !strings.Contains(x.Estimate.Method, "q 5m0s (3)") {
+		t.Errorf("estimate %+v, want in 7m0s from a median of 5m0s", x.Estimate)
+	}
+	done := unlabel(explainJob("a", "done", 1, time.Hour, queues.StateFinished, 50*time.Minute, 4*time.Minute, 0))
+	if x := Explain(explainInput(t, done, books...)); x.State != string(queues.StateFinished) {
+		t.Errorf("a finished Job labelled admitted: state %q, want finished", x.State)
+	}
+}

@@ -3,6 +3,9 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -10,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
@@ -152,28 +156,89 @@ func (l *Ledger) syncNamespace(ctx context.Context, name string) error {
 // admission write: finished, inadmissible and back to pending. It also
 // gives a stopped preemption victim its candidate affinity back.
 func (l *Ledger) runLabelWorker(ctx context.Context) {
+	l.runJobQueue(ctx, l.labelQueue, nil, false)
+}
+
+// runJobQueue syncs the labels (syncJobLabel, lazy as given) of the
+// workloads q holds, one at a time, each once ready says so (if set;
+// false: shutting down), until q or ctx ends.
+func (l *Ledger) runJobQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[types.UID], ready func() bool, lazy bool) {
 	for {
-		uid, shutdown := l.labelQueue.Get()
+		uid, shutdown := q.Get()
 		if shutdown {
 			return
 		}
-		err := l.syncJobLabel(ctx, uid)
+		if ready != nil && !ready() {
+			q.Done(uid)
+			return
+		}
+		err := l.syncJobLabel(ctx, uid, lazy)
 		if ctx.Err() != nil {
 			// Shutting down: the next leader labels what is left.
-			l.labelQueue.Done(uid)
+			q.Done(uid)
 			return
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			l.log.Error(err, "updating job state label or affinity", "uid", uid)
-			l.labelQueue.AddRateLimited(uid)
+			q.AddRateLimited(uid)
 		} else {
-			l.labelQueue.Forget(uid)
+			q.Forget(uid)
 		}
-		l.labelQueue.Done(uid)
+		q.Done(uid)
 	}
 }
 
-func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
+// relabelJobLocked asks for e's state label or affinity write: from the
+// label worker, or, for the finished label, as FinishedLabel says.
+func (l *Ledger) relabelJobLocked(e *entry) {
+	if e.phase == finished {
+		switch l.opts.FinishedLabel {
+		case FinishedLabelOff:
+			return
+		case FinishedLabelLazy:
+			l.finishedQueue.Add(e.w.UID)
+			return
+		}
+	}
+	l.labelQueue.Add(e.w.UID)
+}
+
+// runFinishedLabelWorker writes the finished labels of FinishedLabelLazy:
+// one write per workload however often it was asked for, at most
+// FinishedLabelRate a second, and only while the admission writes are
+// quiet (admissionsQuiet).
+func (l *Ledger) runFinishedLabelWorker(ctx context.Context) {
+	limiter := rate.NewLimiter(rate.Limit(l.opts.FinishedLabelRate), 1)
+	l.runJobQueue(ctx, l.finishedQueue, func() bool {
+		return limiter.Wait(ctx) == nil && l.awaitAdmissionsQuiet(ctx)
+	}, true)
+}
+
+// lazyLabelRecheck is how often a lazy finished label waiting for the
+// admission writes to be quiet looks again.
+const lazyLabelRecheck = 10 * time.Millisecond
+
+// awaitAdmissionsQuiet waits until admissionsQuiet; false if ctx ended.
+func (l *Ledger) awaitAdmissionsQuiet(ctx context.Context) bool {
+	for !l.admissionsQuiet() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-l.opts.Clock.After(lazyLabelRecheck):
+		}
+	}
+	return true
+}
+
+// admissionsQuiet says that no admission, preemption or capture write is
+// in flight and no admission pass is asked for.
+func (l *Ledger) admissionsQuiet() bool {
+	return len(l.writeSlots) == 0 && len(l.wake) == 0 && len(l.arrive) == 0
+}
+
+// syncJobLabel makes the label or affinity write due for uid; lazy: for
+// the finished label, from runFinishedLabelWorker.
+func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID, lazy bool) error {
 	l.mu.Lock()
 	e := l.jobs[uid]
 	if e == nil || e.phase.writing() || e.w == nil {
@@ -196,6 +261,13 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID) error {
 		return err
 	}
 	if want == have || want == string(queues.StateAdmitted) {
+		return nil
+	}
+	if want == string(queues.StateFinished) && l.opts.FinishedLabel != FinishedLabelEager && !lazy {
+		// Asked for before it finished: the mode decides.
+		if l.opts.FinishedLabel == FinishedLabelLazy {
+			l.finishedQueue.Add(uid)
+		}
 		return nil
 	}
 	return l.patchLabels(ctx, job, map[string]any{queues.LabelState: want})

@@ -46,6 +46,14 @@ type Options struct {
 	// DashboardAddr, if set, is where the read-only dashboard page is
 	// served (Setup).
 	DashboardAddr string
+	// FinishedLabel, Events and AdmissionPatch choose which writes the
+	// ledger makes and how (modes.go); the zero values are eager, all and
+	// merge. FinishedLabelRate bounds the lazy finished labels a second
+	// (100 when zero).
+	FinishedLabel     FinishedLabel
+	FinishedLabelRate float64
+	Events            Events
+	AdmissionPatch    AdmissionPatch
 }
 
 // Ledger keeps quota usage and admits Jobs. It is a manager Runnable that
@@ -107,8 +115,11 @@ type Ledger struct {
 	// decided nothing, arrivals alone are coalesced (see arrivalDelay).
 	arrive     chan struct{}
 	labelQueue workqueue.TypedRateLimitingInterface[types.UID]
-	nsQueue    workqueue.TypedRateLimitingInterface[string]
-	metrics    *metrics
+	// finishedQueue holds the finished labels due, with
+	// FinishedLabelLazy (runFinishedLabelWorker).
+	finishedQueue workqueue.TypedRateLimitingInterface[types.UID]
+	nsQueue       workqueue.TypedRateLimitingInterface[string]
+	metrics       *metrics
 	// listJobs lists the informers' workloads, for the recount.
 	listJobs func(context.Context) ([]*kinds.Object, error)
 	// watched are the registered kinds the API server serves, which the
@@ -137,6 +148,18 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.FinishedLabel == "" {
+		opts.FinishedLabel = FinishedLabelEager
+	}
+	if opts.FinishedLabelRate <= 0 {
+		opts.FinishedLabelRate = 100
+	}
+	if opts.Events == "" {
+		opts.Events = EventsAll
+	}
+	if opts.AdmissionPatch == "" {
+		opts.AdmissionPatch = AdmissionPatchMerge
+	}
 	l := &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
 		writeSlots: make(chan struct{}, opts.Workers),
@@ -159,6 +182,8 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		arrive:     make(chan struct{}, 1),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
+		finishedQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_finished_labels"}),
 		nsQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
 		metrics: newMetrics(opts.Registry),
@@ -179,6 +204,7 @@ func (l *Ledger) NeedLeaderElection() bool { return true }
 // admission passes until ctx ends.
 func (l *Ledger) Start(ctx context.Context) error {
 	defer l.labelQueue.ShutDown()
+	defer l.finishedQueue.ShutDown()
 	defer l.nsQueue.ShutDown()
 	l.mu.Lock()
 	l.cfg, l.started = l.store.Load(), true
@@ -214,6 +240,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 	l.log.Info("ledger synced", "workloads", len(l.jobs), "namespaces", len(l.namespaces), "kinds", len(l.watched))
 
 	go l.runLabelWorker(ctx)
+	if l.opts.FinishedLabel == FinishedLabelLazy {
+		go l.runFinishedLabelWorker(ctx)
+	}
 	go l.runNamespaceWorker(ctx)
 	l.poke()
 

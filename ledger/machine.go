@@ -383,7 +383,7 @@ func (l *Ledger) apply(e *entry, next entry, fx []effect) {
 			}
 			l.poke()
 		case relabel:
-			l.labelQueue.Add(e.w.UID)
+			l.relabelJobLocked(e)
 		case freed:
 			l.victimFreedLocked(e.w.UID)
 		case recheck:

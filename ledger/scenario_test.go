@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -65,6 +68,11 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	priority NAME N     its pod template's priority becomes N
 //	suspend NAME        its owner suspends it (its pods still run)
 //	quota N             a config with N cpu of nominal quota in q is loaded
+//	mode K=V...         the ledger's write modes from now on (and after a
+//	                    restart): events=, finished-label=, admission-patch=
+//	                    (a json admission lands as its JSON patch)
+//	labels              the label writes asked for since the last labels:
+//	                    the label worker's, then the lazy finished ones'
 //
 // Namespace ns is bound to q by its annotation.
 const scenarioConfig = `
@@ -142,6 +150,8 @@ type scenario struct {
 	out     strings.Builder
 	// reg holds the ledger's metrics (a new one with each ledger).
 	reg *prometheus.Registry
+	// modes are the ledger's write modes (mode).
+	modes Options
 }
 
 func newScenario(t *testing.T) *scenario {
@@ -177,7 +187,8 @@ func runScenario(t *testing.T, script string, after ...func(*scenario)) string {
 
 func (s *scenario) newLedger(cfg *queues.Config) {
 	s.reg = prometheus.NewRegistry()
-	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock, Registry: s.reg})
+	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock, Registry: s.reg,
+		Events: s.modes.Events, FinishedLabel: s.modes.FinishedLabel, AdmissionPatch: s.modes.AdmissionPatch})
 	s.l.cfg = cfg
 	s.l.metrics.observeConfig(cfg, s.l.usage)
 	s.l.synced = true
@@ -240,8 +251,18 @@ func (s *scenario) step(f []string) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
+		asJSON := w.preemptor == nil && !w.late && s.l.opts.AdmissionPatch == AdmissionPatchJSON
+		if asJSON {
+			if patch, err = jsonAdmissionPatch(s.objects[name], w.rv, patch); err != nil {
+				s.t.Fatal(err)
+			}
+		}
 		s.update(name, func(m map[string]any) {
-			mergePatch(m, patch, s.t)
+			if asJSON {
+				jsonPatch(m, patch, s.t)
+			} else {
+				mergePatch(m, patch, s.t)
+			}
 			if w.preemptor != nil || w.late {
 				return
 			}
@@ -287,6 +308,39 @@ func (s *scenario) step(f []string) {
 		s.update(name, func(m map[string]any) {
 			_ = unstructured.SetNestedField(m, true, s.read(name).Kind.SuspendPath()...)
 		})
+	case "mode":
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "events":
+				s.modes.Events = Events(v)
+			case "finished-label":
+				s.modes.FinishedLabel = FinishedLabel(v)
+			case "admission-patch":
+				s.modes.AdmissionPatch = AdmissionPatch(v)
+			default:
+				s.t.Fatalf("mode %s: unknown", k)
+			}
+		}
+		s.l.opts.Events, s.l.opts.FinishedLabel, s.l.opts.AdmissionPatch = s.modes.Events, s.modes.FinishedLabel, s.modes.AdmissionPatch
+	case "labels":
+		for _, q := range []struct {
+			name  string
+			queue interface {
+				Len() int
+				Get() (types.UID, bool)
+				Done(types.UID)
+			}
+		}{{"label worker", s.l.labelQueue}, {"lazy finished", s.l.finishedQueue}} {
+			var uids []string
+			for q.queue.Len() > 0 {
+				uid, _ := q.queue.Get()
+				q.queue.Done(uid)
+				uids = append(uids, strings.TrimPrefix(string(uid), "uid-"))
+			}
+			sort.Strings(uids)
+			fmt.Fprintf(&s.out, "labels due (%s): %s\n", q.name, strings.Join(uids, " "))
+		}
 	case "quota":
 		n, _ := strconv.Atoi(name)
 		s.l.reconfigure(s.config(n))
@@ -535,6 +589,30 @@ func (r *scenarioRecorder) take() []string {
 }
 
 // mergePatch applies an RFC 7386 JSON merge patch to m.
+// jsonPatch applies a JSON patch to m, failing the test if it does not
+// apply: a JSON patch names the objects it adds into.
+func jsonPatch(m map[string]any, patch []byte, t *testing.T) {
+	t.Helper()
+	doc, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply(doc)
+	if err != nil {
+		t.Fatalf("JSON patch %s does not apply: %v", patch, err)
+	}
+	var applied map[string]any
+	if err := utiljson.Unmarshal(out, &applied); err != nil {
+		t.Fatal(err)
+	}
+	clear(m)
+	maps.Copy(m, applied)
+}
+
 func mergePatch(m map[string]any, patch []byte, t *testing.T) {
 	var p map[string]any
 	if err := json.Unmarshal(patch, &p); err != nil {

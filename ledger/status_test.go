@@ -87,6 +87,10 @@ func TestStatus(t *testing.T) {
 	}
 	finished := statusJob("done", "a", "3", "finished", false, "main=on-demand")
 	finished.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	// With --finished-label=off a finished Job keeps its admitted label:
+	// its condition says it finished, and it counts nowhere either.
+	finishedUnlabelled := statusJob("done-unlabelled", "a", "3", "admitted", false, "main=on-demand")
+	finishedUnlabelled.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 	stopping := statusJob("stopping", "b", "2", "pending", true, "main=on-demand")
 	stopping.Status.Active = 1
 	unlabelled := statusJob("unrecorded", "a", "5", "", false, "")
@@ -96,7 +100,7 @@ func TestStatus(t *testing.T) {
 		statusJob("a3", "a", "1", "admitted", false, "main=spot"),
 		statusJob("a-wait", "a", "1", "pending", true, ""),
 		statusJob("a-never", "a", "100", "inadmissible", true, ""),
-		finished, stopping, unlabelled,
+		finished, finishedUnlabelled, stopping, unlabelled,
 		// A running Job without the annotation is charged to the first
 		// candidate flavor, as the ledger charges it.
 		statusJob("b-late", "b", "1", "admitted", false, ""),

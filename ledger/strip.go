@@ -3,13 +3,16 @@ package ledger
 import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // StripJob is a cache transform that keeps only what the ledger reads of a
 // Job: metadata, parallelism, completions, suspend, the pod template's
-// scheduling fields and resource requests, and the status conditions. It
-// cuts the informer's memory per Job several-fold. Writes never start from a
-// cached Job: they are patches, so nothing stripped here can be lost.
+// labels, annotations, scheduling fields and resource requests, and the
+// status conditions. It cuts the informer's memory per Job several-fold.
+// Writes never start from a cached Job: they are patches, so nothing
+// stripped here can be lost. The JSON admission patch reads which of the
+// objects it writes into exist (jsonAdmission): those are all kept.
 func StripJob(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
@@ -28,7 +31,8 @@ func StripJob(obj any) (any, error) {
 		Containers:        stripContainers(spec.Containers),
 		InitContainers:    stripContainers(spec.InitContainers),
 	}
-	job.Spec.Template = corev1.PodTemplateSpec{Spec: kept}
+	meta := job.Spec.Template.ObjectMeta
+	job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels, Annotations: meta.Annotations}, Spec: kept}
 	job.Spec.Selector = nil
 	job.Spec.PodFailurePolicy = nil
 	job.Spec.SuccessPolicy = nil

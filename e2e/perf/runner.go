@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -83,7 +84,8 @@ type Result struct {
 	// which is the last completion or labelGrace after it.
 	LabelledFinished int
 	// End closes the measured window: after the last completion, once
-	// tally has labelled every Job finished (or a grace period passed).
+	// tally has labelled every Job finished (or a grace period passed;
+	// at once with --finished-label=off among the tally arguments).
 	End time.Time
 	// TallyCPU is the CPU time tally used in the window, TallyCPUTotal
 	// over its whole life, including start-up.
@@ -288,7 +290,7 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 
 	res := &Result{Start: start}
 	runErr := s.tr.wait(runCtx, s.tally, o.Timeout, o.Progress, start)
-	if runErr == nil && !o.Floor {
+	if runErr == nil && !o.Floor && labelsFinished(o.TallyArgs) {
 		// tally labels each finished Job after the fact; those writes
 		// belong to the run. Wait for them, but not for ever.
 		select {
@@ -356,6 +358,27 @@ const replayLanes = 128
 // labelGrace is how long a run waits, after the last completion, for
 // tally to label every Job finished.
 const labelGrace = time.Minute
+
+// labelsFinished says whether tally, run with the extra arguments args,
+// labels finished Jobs: not with --finished-label=off (the last one
+// given counts, as for tally's flags).
+func labelsFinished(args []string) bool {
+	mode := ""
+	for i, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, v, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name != "finished-label" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			v = args[i+1]
+		}
+		mode = v
+	}
+	return mode != "off"
+}
 
 // startControlPlane starts etcd and a kube-apiserver that admits enough
 // requests in flight not to throttle the run, and audits tally's requests.

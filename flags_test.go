@@ -1,0 +1,54 @@
+package main
+
+import (
+	"io"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"tally.dev/tally/ledger"
+)
+
+// TestServeFlagsWriteModes: the write switches default to today's
+// writes, take each of their values, and name the flag and its values on
+// a bad one.
+func TestServeFlagsWriteModes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    ledger.Options
+		content string
+		err     string
+	}{
+		{"defaults", nil, ledger.Options{FinishedLabel: "eager", Events: "all", AdmissionPatch: "merge", FinishedLabelRate: 100}, "protobuf", ""},
+		{"every other value",
+			[]string{"--finished-label=lazy", "--finished-label-rate=20", "--events=minimal", "--admission-patch=apply", "--api-content-type=json"},
+			ledger.Options{FinishedLabel: "lazy", Events: "minimal", AdmissionPatch: "apply", FinishedLabelRate: 20}, "json", ""},
+		{"off and json", []string{"--finished-label", "off", "--admission-patch", "json"},
+			ledger.Options{FinishedLabel: "off", Events: "all", AdmissionPatch: "json", FinishedLabelRate: 100}, "protobuf", ""},
+		{"bad label", []string{"--finished-label=never"}, ledger.Options{}, "", `--finished-label: "never" is not one of eager, lazy, off`},
+		{"bad events", []string{"--events=some"}, ledger.Options{}, "", `--events: "some" is not one of all, minimal`},
+		{"bad patch", []string{"--admission-patch=strategic"}, ledger.Options{}, "", `--admission-patch: "strategic" is not one of merge, json, apply`},
+		{"bad content type", []string{"--api-content-type=yaml"}, ledger.Options{}, "", `--api-content-type: "yaml" is not one of protobuf, json`},
+		{"bad rate", []string{"--finished-label-rate=-1"}, ledger.Options{}, "", `--finished-label-rate: -1 is not a positive number`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := parseServeFlags(tc.args, io.Discard)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("error %v, want %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, f.ledger); diff != "" {
+				t.Errorf("ledger options (-want +got):\n%s", diff)
+			}
+			if f.apiContentType != tc.content {
+				t.Errorf("content type %s, want %s", f.apiContentType, tc.content)
+			}
+		})
+	}
+}
