@@ -2,6 +2,7 @@ package perf
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -116,8 +117,33 @@ func creationExpression(before, after *batchv1.Job, queue string) (string, error
 		j.Spec.Suspend = nil
 		j.Status = batchv1.JobStatus{}
 	}
+	// The flavor's node affinity and tolerations are the same for every
+	// Job of a scenario: the policy sets them as they came back.
+	var pod []string
+	if ba, aa := b.Spec.Template.Spec.Affinity, a.Spec.Template.Spec.Affinity; !apiequality.Semantic.DeepEqual(ba, aa) {
+		if ba != nil {
+			return "", fmt.Errorf("tally's webhook changes the Jobs' own affinity; a creation policy cannot stand in for it")
+		}
+		lit, err := celLiteral("Object.spec.template.spec.affinity", aa)
+		if err != nil {
+			return "", err
+		}
+		pod = append(pod, "affinity: "+lit)
+	}
+	if bt, at := b.Spec.Template.Spec.Tolerations, a.Spec.Template.Spec.Tolerations; !apiequality.Semantic.DeepEqual(bt, at) {
+		if len(bt) > 0 {
+			return "", fmt.Errorf("tally's webhook changes the Jobs' own tolerations; a creation policy cannot stand in for it")
+		}
+		lit, err := celLiteral("Object.spec.template.spec.tolerations", at)
+		if err != nil {
+			return "", err
+		}
+		pod = append(pod, "tolerations: "+lit)
+	}
+	b.Spec.Template.Spec.Affinity, a.Spec.Template.Spec.Affinity = nil, nil
+	b.Spec.Template.Spec.Tolerations, a.Spec.Template.Spec.Tolerations = nil, nil
 	if !apiequality.Semantic.DeepEqual(b.Spec.Template, a.Spec.Template) {
-		return "", fmt.Errorf("tally's webhook changes the scenario's pod templates (flavors with node labels or taints); a creation policy cannot stand in for it")
+		return "", fmt.Errorf("tally's webhook changes the scenario's pod templates beyond affinity and tolerations; a creation policy cannot stand in for it")
 	}
 	value := func(v string) string {
 		if v == queue {
@@ -153,5 +179,48 @@ func creationExpression(before, after *batchv1.Job, queue string) (string, error
 		meta += ", annotations: " + annotations
 	}
 	suspend := after.Spec.Suspend != nil && *after.Spec.Suspend
-	return fmt.Sprintf("Object{metadata: Object.metadata{%s}, spec: Object.spec{suspend: %t}}", meta, suspend), nil
+	spec := fmt.Sprintf("suspend: %t", suspend)
+	if len(pod) > 0 {
+		spec += ", template: Object.spec.template{spec: Object.spec.template.spec{" + strings.Join(pod, ", ") + "}}"
+	}
+	return fmt.Sprintf("Object{metadata: Object.metadata{%s}, spec: Object.spec{%s}}", meta, spec), nil
+}
+
+// celLiteral writes v (through its JSON form) as a CEL literal of the
+// object type typ, naming each nested object's type by its path as
+// MutatingAdmissionPolicy expressions do.
+func celLiteral(typ string, v any) (string, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	var tree any
+	if err := json.Unmarshal(raw, &tree); err != nil {
+		return "", err
+	}
+	var lit func(typ string, v any) string
+	lit = func(typ string, v any) string {
+		switch v := v.(type) {
+		case map[string]any:
+			var fields []string
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				fields = append(fields, k+": "+lit(typ+"."+k, v[k]))
+			}
+			return typ + "{" + strings.Join(fields, ", ") + "}"
+		case []any:
+			items := make([]string, len(v))
+			for i, e := range v {
+				items[i] = lit(typ, e)
+			}
+			return "[" + strings.Join(items, ", ") + "]"
+		case string:
+			return strconv.Quote(v)
+		case float64:
+			return strconv.FormatInt(int64(v), 10)
+		case bool:
+			return strconv.FormatBool(v)
+		}
+		return "null"
+	}
+	return lit(typ, tree), nil
 }

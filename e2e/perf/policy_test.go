@@ -26,9 +26,28 @@ func TestCreationExpression(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 
-	affinity := after.DeepCopy()
-	affinity.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
-	if _, err := creationExpression(before, affinity, "cq-1"); err == nil || !strings.Contains(err.Error(), "pod templates") {
+	flavored := after.DeepCopy()
+	flavored.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+	flavored.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "tally.dev/bench", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}},
+	}}}
+	got, err = creationExpression(before, flavored, "cq-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const terms = "Object.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+	wantPod := `spec: Object.spec{suspend: true, template: Object.spec.template{spec: Object.spec.template.spec{` +
+		`affinity: Object.spec.template.spec.affinity{nodeAffinity: Object.spec.template.spec.affinity.nodeAffinity{` +
+		`requiredDuringSchedulingIgnoredDuringExecution: Object.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution{` +
+		`nodeSelectorTerms: [` + terms + `{matchExpressions: [` + terms + `.matchExpressions{key: "tally.dev/bench", operator: "In", values: ["true"]}]}]}}}, ` +
+		`tolerations: [Object.spec.template.spec.tolerations{key: "gpu", operator: "Exists"}]}}}}`
+	if !strings.HasSuffix(got, wantPod) {
+		t.Fatalf("got  %s\nwant the suffix %s", got, wantPod)
+	}
+
+	other := after.DeepCopy()
+	other.Spec.Template.Spec.PriorityClassName = "high"
+	if _, err := creationExpression(before, other, "cq-1"); err == nil || !strings.Contains(err.Error(), "pod templates") {
 		t.Fatalf("a changed pod template: got error %v", err)
 	}
 	removed := after.DeepCopy()
