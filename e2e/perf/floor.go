@@ -27,7 +27,8 @@ import (
 // re-admissions are not replayed: they cost nothing in the ideal (which
 // evicts about once per Job on the baseline), and here they would cost
 // the very writes the floor leaves out. So the floor's writes per Job are
-// the create, one admission and the runner's completion.
+// the create, one admission and the runner's completion; and since a Job
+// the ideal evicts runs on to completion, the floor's usage may pass 100%.
 
 // floorHolder holds tally's leader lease through a floor run, so that
 // tally serves its webhooks but its ledger never runs.
