@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -260,8 +259,7 @@ func TestJobGuardDeployed(t *testing.T) {
 	if got == nil {
 		t.Fatal("deploy/base/webhooks.yaml has no jobs.validate.tally.dev")
 	}
-	// The manifest names the scope (Namespaced); the code registers "*".
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(admissionregistrationv1.Rule{}, "Scope")); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("deploy/base/webhooks.yaml differs from Configurations (-code +manifest):\n%s", diff)
 	}
 }
