@@ -30,7 +30,7 @@
 //  4. Add its resource to deploy/base/rbac.yaml (get, list, watch, patch)
 //     and to both workload webhooks of deploy/base/webhooks.yaml. Tests
 //     keep each in step with Registered (kinds.TestDeployedRBAC,
-//     webhook.TestJobGuardDeployed).
+//     webhook.TestConfigurationsDeployed).
 //
 // It may import tally's queues and flavors packages, the Kubernetes API
 // machinery and controller-runtime's client package (for client.Object);

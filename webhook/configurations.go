@@ -68,19 +68,22 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 	onlyOwn := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{own},
 	}}}
-	rule := func(group, version, resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	// Each rule names its resource's scope, as deploy/base/webhooks.yaml
+	// does, so that RuleSync finds nothing to change in an installed one.
+	namespaced, cluster := admissionregistrationv1.NamespacedScope, admissionregistrationv1.ClusterScope
+	rule := func(group, version, resource string, scope admissionregistrationv1.ScopeType, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
 		return []admissionregistrationv1.RuleWithOperations{{
 			Operations: ops,
 			Rule: admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{version}, Resources: []string{resource},
-				Scope: ptr.To(admissionregistrationv1.AllScopes)},
+				Scope: ptr.To(scope)},
 		}}
 	}
-	// The workload webhooks cover every registered kind.
+	// The workload webhooks cover every registered kind, all namespaced.
 	workloads := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
 		var out []admissionregistrationv1.RuleWithOperations
 		for _, k := range kinds.Registered() {
 			gvk := k.GVK()
-			out = append(out, rule(gvk.Group, gvk.Version, k.Resource(), ops...)...)
+			out = append(out, rule(gvk.Group, gvk.Version, k.Resource(), namespaced, ops...)...)
 		}
 		return out
 	}
@@ -95,7 +98,7 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 			ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
 		}, {
 			Name: "namespaces.tally.dev", ClientConfig: e.clientConfig(NamespaceMutatePath),
-			Rules:         rule("", "v1", "namespaces", create, update),
+			Rules:         rule("", "v1", "namespaces", cluster, create, update),
 			FailurePolicy: ignore, NamespaceSelector: notSystem, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 		}},
@@ -113,12 +116,12 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 			}},
 		}, {
 			Name: "namespaces.validate.tally.dev", ClientConfig: e.clientConfig(NamespaceValidatePath),
-			Rules:         rule("", "v1", "namespaces", create, update),
+			Rules:         rule("", "v1", "namespaces", cluster, create, update),
 			FailurePolicy: ignore, NamespaceSelector: notSystem, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 		}, {
 			Name: "config.validate.tally.dev", ClientConfig: e.clientConfig(ConfigMapValidatePath),
-			Rules:         rule("", "v1", "configmaps", create, update),
+			Rules:         rule("", "v1", "configmaps", namespaced, create, update),
 			FailurePolicy: ignore, NamespaceSelector: onlyOwn, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 		}},

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -228,41 +227,37 @@ func TestJobGuardOperations(t *testing.T) {
 	}
 }
 
-// TestJobGuardDeployed checks that deploy/base registers the guard as
-// Configurations does.
-func TestJobGuardDeployed(t *testing.T) {
-	_, v := Configurations(Endpoint{ServiceNamespace: "tally-system", ServiceName: "tally-webhook", ServicePort: 443}, "tally-system")
-	var want *admissionregistrationv1.ValidatingWebhook
-	for i := range v.Webhooks {
-		if v.Webhooks[i].Name == "jobs.validate.tally.dev" {
-			want = &v.Webhooks[i]
-		}
-	}
-	if want == nil {
-		t.Fatal("Configurations has no jobs.validate.tally.dev")
-	}
+// TestConfigurationsDeployed checks that deploy/base/webhooks.yaml (and
+// so the Helm chart, which e2e/helmchart keeps equal to it) registers every
+// webhook as Configurations does, with the Service as endpoint: a tally run
+// with --register-webhooks=false finds them as it would write them.
+func TestConfigurationsDeployed(t *testing.T) {
+	wantM, wantV := Configurations(Endpoint{ServiceNamespace: "tally-system", ServiceName: "tally-webhook", ServicePort: 443}, "tally-system")
 	data, err := os.ReadFile("../deploy/base/webhooks.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got *admissionregistrationv1.ValidatingWebhook
+	gotM, gotV := &admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	for _, doc := range strings.Split(string(data), "\n---\n") {
-		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := yaml.Unmarshal([]byte(doc), cfg); err != nil {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
 			t.Fatal(err)
 		}
-		for i := range cfg.Webhooks {
-			if cfg.Kind == "ValidatingWebhookConfiguration" && cfg.Webhooks[i].Name == want.Name {
-				got = &cfg.Webhooks[i]
-			}
+		switch kind.Kind {
+		case "MutatingWebhookConfiguration":
+			err = yaml.UnmarshalStrict([]byte(doc), gotM)
+		case "ValidatingWebhookConfiguration":
+			err = yaml.UnmarshalStrict([]byte(doc), gotV)
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
-	if got == nil {
-		t.Fatal("deploy/base/webhooks.yaml has no jobs.validate.tally.dev")
+	if diff := cmp.Diff(wantM.Webhooks, gotM.Webhooks); diff != "" {
+		t.Errorf("deploy/base/webhooks.yaml: MutatingWebhookConfiguration differs from Configurations (-code +manifest):\n%s", diff)
 	}
-	// The manifest names the scope (Namespaced); the code registers "*".
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(admissionregistrationv1.Rule{}, "Scope")); diff != "" {
-		t.Errorf("deploy/base/webhooks.yaml differs from Configurations (-code +manifest):\n%s", diff)
+	if diff := cmp.Diff(wantV.Webhooks, gotV.Webhooks); diff != "" {
+		t.Errorf("deploy/base/webhooks.yaml: ValidatingWebhookConfiguration differs from Configurations (-code +manifest):\n%s", diff)
 	}
 }
 

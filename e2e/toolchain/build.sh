@@ -7,10 +7,10 @@
 # $HOME/.cache/tally/tools-$KUBE_VERSION). Given NAMEs, it builds only those
 # binaries; besides the default set, the names may be the operators the
 # tests build when they first need them: jobset-controller, mpi-operator
-# and ray-operator, helm (make helm-check), and kueue-perf: Kueue's
-# scheduler-performance runner and minimalkueue (make bench-kueue). Each
-# binary is built only when it is missing, so a second run is a no-op.
-# Builds into one DIR take turns (a lock on
+# and ray-operator, helm (make helm-check, e2e/helminstall), and
+# kueue-perf: Kueue's scheduler-performance runner and minimalkueue (make
+# bench-kueue). Each binary is built only when it is missing, so a second
+# run is a no-op. Builds into one DIR take turns (a lock on
 # DIR/.build.lock). The wrapper modules it needs live in DIR/.src.
 set -euo pipefail
 
@@ -194,8 +194,8 @@ if need ray-operator; then
   cp "$mod"/config/crd/bases/ray.io_*.yaml "$out/crds/ray-operator/"
   finish_module ray-operator
 fi
-# Helm, for make helm-check (the chart deploy/helm/tally): not in the
-# default set either.
+# Helm, for make helm-check and e2e/helminstall (the chart
+# deploy/helm/tally): not in the default set either.
 if need helm; then
   log "building helm $HELM_VERSION (a few minutes on a cold cache)"
   build_module helm helm.sh/helm/v3 "$HELM_VERSION" ./cmd/helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
