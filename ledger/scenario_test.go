@@ -586,3 +586,26 @@ func cmpOr(s, def string) string {
 	}
 	return s
 }
+
+// TestScenariosScopedLikeFull: a pass decides only the queues whose inputs
+// changed (dirty.go); every scenario ends the same when every pass decides
+// every queue.
+func TestScenariosScopedLikeFull(t *testing.T) {
+	files, err := filepath.Glob("testdata/scenarios/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scoped := runScenario(t, string(script))
+			full := runScenario(t, string(script), func(s *scenario) { s.l.touchAllLocked() })
+			if scoped != full {
+				t.Errorf("scoped passes differ from full passes:\n%s", lineDiff(full, scoped))
+			}
+		})
+	}
+}
