@@ -167,11 +167,11 @@ func GVKOf(w *queues.Workload) schema.GroupVersionKind {
 // record an Event on it.
 func Ref(w *queues.Workload) client.Object {
 	gvk := GVKOf(w)
-	if k := For(gvk); k != nil {
-		if _, typed := k.New().(*batchv1.Job); typed {
-			return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-				ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: w.UID}}
-		}
+	if gvk == batchv1.SchemeGroupVersion.WithKind("Job") {
+		// The one typed kind; no need to build a whole Job to learn so
+		// (Ref runs for every Event).
+		return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: w.UID}}
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -96,33 +95,22 @@ func (l *Ledger) decide() []write {
 	if !l.synced || l.cfg == nil || len(l.pending) == 0 && len(l.late) == 0 {
 		return nil
 	}
-	usage := queues.CloneUsages(l.usage)
-	nsLabels := make(map[string]labels.Set, len(l.namespaces))
-	for n, info := range l.namespaces {
-		nsLabels[n] = info.labels
+	// The victims' preemptors that gave up change what their cohorts
+	// decide: known before the scope is.
+	yield := l.yieldLocked()
+	inPass := l.passScopeLocked()
+	// Fair sharing's metrics read every queue's share.
+	fair := l.cfg.HasFairSharing()
+	usage := make(map[string]queues.Usage)
+	for q, u := range l.usage {
+		if fair || inPass(q) {
+			usage[q] = u.Clone()
+		}
 	}
-	snap := queues.NewSnapshot(l.cfg, usage, nsLabels)
+	snap := queues.NewSnapshot(l.cfg, usage, l.namespaceLabelsLocked())
 	late := l.decideLateLocked(snap)
-
-	// The lists reuse last pass's arrays: a pass allocates little.
-	lists := make(map[string][]*queues.Workload, len(l.pending))
-	for q, t := range l.pending {
-		list := l.lists[q][:0]
-		t.Ascend(func(e *entry) bool { list = append(list, e.w); return true })
-		lists[q] = list
-	}
-	for q := range l.lists {
-		if _, ok := lists[q]; !ok {
-			delete(l.lists, q)
-		}
-	}
-	defer func() {
-		for q, list := range lists {
-			clear(list)
-			l.lists[q] = list
-		}
-	}()
-	snap.Admitted = l.admittedLocked()
+	lists := l.listsLocked(inPass)
+	snap.Admitted = l.admittedLocked(inPass)
 	for e := range l.reserved {
 		if e.inTree {
 			snap.Reserved = append(snap.Reserved, e.w)
@@ -130,7 +118,7 @@ func (l *Ledger) decide() []write {
 	}
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
 	clear(l.reserved)
-	snap.Yield = l.yieldLocked()
+	snap.Yield = yield
 	var never []*entry
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict, pos int) {
 		e := w.Tag.(*entry)
@@ -172,7 +160,7 @@ func (l *Ledger) decide() []write {
 	}
 	out := append(make([]write, 0, len(late)+len(decided.Admissions)), late...)
 	for _, d := range decided.Admissions {
-		e := l.jobs[d.Workload.UID]
+		e := d.Workload.Tag.(*entry)
 		l.untree(e)
 		e.phase = assumed
 		e.lastCode = ""
@@ -188,21 +176,24 @@ func (l *Ledger) decide() []write {
 	if len(lists) > 0 {
 		l.metrics.observeAttempt(len(decided.Admissions) > 0)
 	}
-	if l.cfg.HasFairSharing() {
+	if fair {
 		l.metrics.observeShares(snap)
 	}
 	return out
 }
 
-// admittedLocked lists the preemption candidates: Jobs that hold quota,
-// are not on their way out and whose admission is not in flight.
-func (l *Ledger) admittedLocked() map[string][]*queues.Admitted {
+// admittedLocked lists the preemption candidates in the queues the pass
+// decides: Jobs that hold quota, are not on their way out and whose
+// admission is not in flight. Each is described by its entry's own
+// candidate record.
+func (l *Ledger) admittedLocked(inPass func(string) bool) map[string][]*queues.Admitted {
 	out := map[string][]*queues.Admitted{}
 	for e := range l.holding {
-		if e.charged == nil || e.phase != admitted {
+		if e.charged == nil || e.phase != admitted || !inPass(e.chargedQueue) {
 			continue
 		}
-		out[e.chargedQueue] = append(out[e.chargedQueue], &queues.Admitted{W: e.w, Usage: e.charged, AdmittedAt: e.admittedAt})
+		e.candidate = queues.Admitted{W: e.w, Usage: e.charged, AdmittedAt: e.admittedAt}
+		out[e.chargedQueue] = append(out[e.chargedQueue], &e.candidate)
 	}
 	return out
 }
@@ -217,6 +208,8 @@ func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
 	for v, p := range l.yielding {
 		if l.jobs[v.w.UID] != v || l.jobs[p.w.UID] != p || p.phase.label() != queues.StatePending || v.phase == finished {
 			delete(l.yielding, v)
+			l.touchLocked(v.w.Queue)
+			l.touchLocked(p.w.Queue)
 			continue
 		}
 		if v.inTree {
@@ -230,7 +223,7 @@ func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
 // queue until the victims' quota is free, and each victim gets its
 // suspending write.
 func (l *Ledger) preemptLocked(p queues.Preemption) []write {
-	pe := l.jobs[p.Preemptor.UID]
+	pe := p.Preemptor.Tag.(*entry)
 	l.untree(pe)
 	pe.lastCode = ""
 	// The preemptor's claim on the room its victims leave counts until it
@@ -241,7 +234,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	l.event(p.Preemptor, corev1.EventTypeNormal, ReasonPreempting, "%s", p.Message())
 	writes := make([]write, 0, len(p.Victims))
 	for i, v := range p.Victims {
-		ve := l.jobs[v.W.UID]
+		ve := v.W.Tag.(*entry)
 		ve.phase = evicting
 		ve.evictedAt = l.opts.Clock.Now()
 		moved := p.Moved[i]

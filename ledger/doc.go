@@ -84,7 +84,11 @@
 //     difference has lasted recountSettle), and rebuilds usage, logging and
 //     counting what it repaired.
 //   - Event handling is O(change): a handler touches one Job's entry, one
-//     pending tree and one usage cell set.
+//     pending tree and one usage cell set, and notes its queue as changed.
+//     A pass decides only the cohorts (and lone queues) with a changed
+//     queue, on pending lists rebuilt only where a tree changed (dirty.go);
+//     a config, priority, namespace-label change or a recount has it
+//     decide every queue.
 //   - Only the holder of the leader Lease writes. A leader that was paused
 //     past its lease wakes up believing it still leads; with Options.Held
 //     (Lease.Held) it decides no pass and sends no write once its last

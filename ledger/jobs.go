@@ -43,6 +43,9 @@ type entry struct {
 	// charged is the usage this Job holds in chargedQueue.
 	charged      queues.Usage
 	chargedQueue string
+	// candidate describes it to a pass as a preemption candidate while it
+	// is admitted (admittedLocked).
+	candidate queues.Admitted
 
 	labelState   string // the tally.dev/state label on the object
 	userAffinity string // the tally.dev/user-affinity annotation
@@ -288,6 +291,8 @@ func (l *Ledger) entree(e *entry) {
 	}
 	t.ReplaceOrInsert(e)
 	e.inTree = true
+	l.stale[e.w.Queue] = struct{}{}
+	l.touchLocked(e.w.Queue)
 }
 
 func (l *Ledger) untree(e *entry) {
@@ -301,6 +306,8 @@ func (l *Ledger) untree(e *entry) {
 		}
 	}
 	e.inTree = false
+	l.stale[e.w.Queue] = struct{}{}
+	l.touchLocked(e.w.Queue)
 }
 
 func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
@@ -320,6 +327,7 @@ func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
 		l.usage[queue] = cur
 	}
 	cur.Add(u)
+	l.touchLocked(queue)
 	l.metrics.setUsage(l.cfg, queue, cur, u)
 }
 
@@ -329,6 +337,7 @@ func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
 		if len(cur) == 0 {
 			delete(l.usage, queue)
 		}
+		l.touchLocked(queue)
 		l.metrics.setUsage(l.cfg, queue, cur, u)
 	}
 }
@@ -414,6 +423,7 @@ func (l *Ledger) priorityOf(p priorityRef) int32 {
 // rebuilds the pending trees; inadmissible Jobs get another chance.
 func (l *Ledger) rebuildPendingLocked() {
 	l.pending = map[string]*btree.BTreeG[*entry]{}
+	l.touchAllLocked()
 	for _, e := range l.jobs {
 		e.inTree = false
 		if e.claim != nil || (e.phase != pending && e.phase != inadmissible) {

@@ -30,6 +30,11 @@ func (l *Ledger) onNamespace(obj any) {
 	old := l.namespaces[ns.Name]
 	info := &nsInfo{labels: labels.Set(ns.Labels), queue: ns.Annotations[queues.AnnotationNamespaceQueue], hasLabel: ns.Labels[queues.LabelManaged] == "true"}
 	l.namespaces[ns.Name] = info
+	if old == nil || !labels.Equals(old.labels, info.labels) {
+		// The passes' namespaceSelectors read the labels.
+		l.nsLabels = nil
+		l.touchAllLocked()
+	}
 	managed := l.managedLocked(ns.Name, info)
 	if l.relabelDueLocked(ns.Name, info) {
 		l.nsQueue.Add(ns.Name)
@@ -88,6 +93,8 @@ func (l *Ledger) onNamespaceDelete(obj any) {
 	if ns, ok := obj.(*corev1.Namespace); ok {
 		l.mu.Lock()
 		delete(l.namespaces, ns.Name)
+		l.nsLabels = nil
+		l.touchAllLocked()
 		l.mu.Unlock()
 	}
 }

@@ -100,8 +100,18 @@ type Ledger struct {
 	adopted bool
 	// fx is the effects of the fold in progress, kept for its array.
 	fx []effect
-	// lists are the pending lists of the last pass, kept for their arrays.
+	// lists are the pending lists, in admission order, as the last pass
+	// that decided each queue built them; stale holds the queues whose
+	// tree changed since (dirty.go).
 	lists map[string][]*queues.Workload
+	stale map[string]struct{}
+	// dirty holds the queues whose pass inputs changed since the last
+	// pass; allDirty: every queue's may have (dirty.go).
+	dirty    map[string]struct{}
+	allDirty bool
+	// nsLabels are the namespaces' labels the passes read; nil after a
+	// namespace changed.
+	nsLabels map[string]labels.Set
 	// ctx is Start's, for work started from informer handlers.
 	ctx context.Context
 	// writeSlots bounds the writes in flight; inflight counts them.
@@ -177,6 +187,9 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		podOwner:   map[types.UID]types.UID{},
 		ghosts:     map[types.UID]*entry{},
 		lists:      map[string][]*queues.Workload{},
+		stale:      map[string]struct{}{},
+		dirty:      map[string]struct{}{},
+		allDirty:   true,
 		ctx:        context.Background(),
 		wake:       make(chan struct{}, 1),
 		arrive:     make(chan struct{}, 1),

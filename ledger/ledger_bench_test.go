@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,18 +70,22 @@ func benchJob(i, nQueues int, suspended bool) *batchv1.Job {
 	}
 }
 
-// newBenchLedger returns a synced ledger with every queue full, holding
-// nPending pending Jobs.
-func newBenchLedger(b *testing.B, nQueues, nPending int) *Ledger {
+// newBenchLedger returns a synced ledger with nAdmitted running Jobs
+// (spread evenly, 10 fill a queue) and then nPending pending Jobs.
+func newBenchLedger(b testing.TB, nQueues, nAdmitted, nPending int) *Ledger {
 	l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{})
 	l.cfg = benchConfig(b, nQueues)
 	l.synced = true
 	for q := range nQueues {
-		l.usage[fmt.Sprintf("cq-%d", q)] = queues.Usage{{Flavor: "default", Resource: corev1.ResourceCPU}: 10000, {Flavor: "default", Resource: corev1.ResourceMemory}: 10 << 30}
 		l.namespaces[fmt.Sprintf("ns-cq-%d", q)] = &nsInfo{}
 	}
+	for i := range nAdmitted {
+		j := benchJob(i, nQueues, false)
+		j.Labels[queues.LabelState] = string(queues.StateAdmitted)
+		l.onJob(StripJobOrDie(j))
+	}
 	for i := range nPending {
-		l.onJob(StripJobOrDie(benchJob(i, nQueues, true)))
+		l.onJob(StripJobOrDie(benchJob(nAdmitted+i, nQueues, true)))
 	}
 	return l
 }
@@ -91,27 +96,53 @@ func StripJobOrDie(job *batchv1.Job) *batchv1.Job {
 	return out.(*batchv1.Job)
 }
 
-// BenchmarkAdmissionPass is one full pass over 100,000 pending Jobs in
-// 1,000 full ClusterQueues: every Job is examined, none admitted.
+// BenchmarkAdmissionPass is the locked part of one admission pass over
+// 100,000 pending Jobs in 1,000 ClusterQueues (10 cohorts of 100), filled
+// by 10,000 admitted Jobs: none is admitted. all-changed re-decides every
+// queue, as after a config change; one-queue-changed follows an update of
+// one pending Job, which re-decides its cohort (100 queues, 10,000 Jobs);
+// nothing-changed follows no event at all.
 func BenchmarkAdmissionPass(b *testing.B) {
-	l := newBenchLedger(b, 1000, 100_000)
-	l.decide() // the first pass writes the Queued and Pending events
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if adms := l.decide(); len(adms) != 0 {
-			b.Fatalf("admitted %d", len(adms))
-		}
+	const nQueues = 1000
+	for _, bc := range []struct {
+		name   string
+		change func(l *Ledger, i int)
+	}{
+		{"all-changed", func(l *Ledger, _ int) {
+			l.mu.Lock()
+			l.touchAllLocked()
+			l.mu.Unlock()
+		}},
+		{"one-queue-changed", func(l *Ledger, i int) {
+			j := StripJobOrDie(benchJob(10*nQueues+i%nQueues, nQueues, true))
+			j.ResourceVersion = strconv.Itoa(2 + i)
+			l.onJob(j)
+		}},
+		{"nothing-changed", func(*Ledger, int) {}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			l := newBenchLedger(b, nQueues, 10*nQueues, 100_000)
+			l.decide() // the first pass writes the Queued and Pending events
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				bc.change(l, i)
+				i++
+				if adms := l.decide(); len(adms) != 0 {
+					b.Fatalf("admitted %d", len(adms))
+				}
+			}
+		})
 	}
 }
 
 // BenchmarkJobUpdate is the cost of handling one informer update of a
 // pending Job among 100,000.
 func BenchmarkJobUpdate(b *testing.B) {
-	l := newBenchLedger(b, 1000, 100_000)
+	l := newBenchLedger(b, 1000, 10_000, 100_000)
 	jobs := make([]*batchv1.Job, 1000)
 	for i := range jobs {
-		jobs[i] = StripJobOrDie(benchJob(i*97, 1000, true))
+		jobs[i] = StripJobOrDie(benchJob(10_000+i*97, 1000, true))
 		jobs[i].ResourceVersion = "2"
 	}
 	b.ReportAllocs()

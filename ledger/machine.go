@@ -366,6 +366,10 @@ func (l *Ledger) apply(e *entry, next entry, fx []effect) {
 		// its next admission's wait counts.
 		next.requeuedAt = l.opts.Clock.Now().UnixNano()
 	}
+	if changesPass(e, &next) {
+		l.touchEntryLocked(e)
+		l.touchEntryLocked(&next)
+	}
 	*e = next
 	for _, f := range fx {
 		switch f := f.(type) {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -663,4 +664,121 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// TestScenariosScopedLikeFull: a pass decides only the queues whose inputs
+// changed (dirty.go); every scenario ends the same when every pass decides
+// every queue.
+func TestScenariosScopedLikeFull(t *testing.T) {
+	files, err := filepath.Glob("testdata/scenarios/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scoped := runScenario(t, string(script))
+			full := runScenario(t, string(script), func(s *scenario) { s.l.touchAllLocked() })
+			if scoped != full {
+				t.Errorf("scoped passes differ from full passes:\n%s", lineDiff(full, scoped))
+			}
+		})
+	}
+}
+
+// TestRandomScopedLikeFull drives the scenario ledger with random steps
+// (workloads created in both queues of the cohort, some running unrecorded, passes, writes that
+// land or conflict, workloads that run, stop, finish, are suspended or
+// deleted, pods, priorities, quota changes) and wants the same from
+// scoped passes as from passes that decide every queue.
+func TestRandomScopedLikeFull(t *testing.T) {
+	for seed := range 200 {
+		scoped := randomScenario(t, uint64(seed), false)
+		full := randomScenario(t, uint64(seed), true)
+		if scoped != full {
+			t.Fatalf("seed %d: scoped passes differ from full passes:\n%s", seed, lineDiff(full, scoped))
+		}
+	}
+}
+
+// randomScenario runs 60 random steps from seed; full has every pass
+// decide every queue.
+func randomScenario(t *testing.T, seed uint64, full bool) string {
+	r := rand.New(rand.NewPCG(seed, 1))
+	s := newScenario(t)
+	pick := func(m map[string]bool) string {
+		names := queues.SortedKeys(m)
+		if len(names) == 0 {
+			return ""
+		}
+		return names[r.IntN(len(names))]
+	}
+	for i := range 60 {
+		objects, admissions := map[string]bool{}, map[string]bool{}
+		for n := range s.objects {
+			objects[n] = true
+		}
+		for n, w := range s.writes {
+			if _, ok := s.objects[n]; !ok {
+				continue
+			}
+			objects[n] = true
+			if w.preemptor == nil && !w.late {
+				admissions[n] = true
+			}
+		}
+		var step []string
+		switch k := r.IntN(20); {
+		case k < 5 || len(objects) == 0:
+			step = []string{"create", fmt.Sprintf("j%d", i), fmt.Sprintf("cpu=%d", 1+r.IntN(4)),
+				"queue=" + []string{"q", "r"}[r.IntN(2)], fmt.Sprintf("prio=%d", 10*r.IntN(3))}
+			if r.IntN(8) == 0 {
+				step = append(step, "unrecorded")
+			}
+		case k < 10:
+			step = []string{"pass"}
+		case k < 12 && len(s.writes) > 0:
+			writes := map[string]bool{}
+			for n := range s.writes {
+				if s.objects[n] != nil {
+					writes[n] = true
+				}
+			}
+			if n := pick(writes); n != "" {
+				step = []string{"landed", n}
+			} else {
+				step = []string{"pass"}
+			}
+		case k == 12 && len(admissions) > 0:
+			step = []string{"conflict", pick(admissions)}
+		case k == 13:
+			step = []string{"running", pick(objects)}
+		case k == 14:
+			step = []string{"finish", pick(objects)}
+		case k == 15:
+			step = []string{"stopped", pick(objects)}
+		case k == 16:
+			step = []string{"delete", pick(objects)}
+		case k == 17:
+			step = []string{"suspend", pick(objects)}
+		case k == 18:
+			step = []string{"priority", pick(objects), strconv.Itoa(10 * r.IntN(3))}
+		default:
+			step = []string{"quota", strconv.Itoa(2 + r.IntN(5))}
+		}
+		if len(step) > 1 && step[1] == "" || step[0] != "create" && step[0] != "pass" && step[0] != "quota" && s.objects[step[1]] == nil {
+			step = []string{"pass"}
+		}
+		fmt.Fprintf(&s.out, "> %s\n", strings.Join(step, " "))
+		s.step(step)
+		s.report()
+		if full {
+			s.l.touchAllLocked()
+		}
+		s.clock.Step(time.Second)
+	}
+	return s.out.String()
 }

@@ -1,0 +1,124 @@
+package ledger
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+
+	"tally.dev/tally/queues"
+)
+
+// A pass decides only the queues whose inputs changed since the last one
+// (Decide is a pure function of them): their pending trees, their usage,
+// the workloads that hold quota in them (preemption candidates) and the
+// victims that yield in them. Borrowing and preemption couple the
+// members of a cohort, so a change in one member has the pass decide the
+// whole cohort. A change that reaches every queue (the config, a
+// priority, a namespace's labels, a recount, a workload to capture late)
+// has it decide them all.
+
+// touchLocked notes that queue q's inputs changed.
+func (l *Ledger) touchLocked(q string) {
+	if q != "" {
+		l.dirty[q] = struct{}{}
+	}
+}
+
+// touchAllLocked notes that every queue's inputs may have changed.
+func (l *Ledger) touchAllLocked() {
+	l.allDirty = true
+}
+
+// touchEntryLocked notes a change of entry e, which may have been
+// queued in, or hold quota in, a queue.
+func (l *Ledger) touchEntryLocked(e *entry) {
+	if e.w != nil {
+		l.touchLocked(e.w.Queue)
+	}
+	l.touchLocked(e.chargedQueue)
+}
+
+// changesPass says whether an entry going from e to next changes what a
+// pass reads: its place in a tree, its phase (an admitted workload is a
+// preemption candidate, an assumed one is not), its quota, its claim, or
+// its queue and priority.
+func changesPass(e, next *entry) bool {
+	if e.phase != next.phase || e.inTree != next.inTree || e.chargedQueue != next.chargedQueue || e.claim != next.claim {
+		return true
+	}
+	if e.w == next.w {
+		return false
+	}
+	if e.w == nil || next.w == nil || next.inTree {
+		return true
+	}
+	return e.w.Queue != next.w.Queue || e.w.Priority != next.w.Priority
+}
+
+// passScopeLocked returns whether the pass about to run decides queue q:
+// q's inputs changed, or those of another member of its cohort. It
+// forgets the changes: the pass decides on them.
+func (l *Ledger) passScopeLocked() func(q string) bool {
+	if l.allDirty || len(l.late) > 0 {
+		// A late capture charges the snapshot, in any queue.
+		l.allDirty = false
+		clear(l.dirty)
+		return func(string) bool { return true }
+	}
+	dirty := make(map[string]struct{}, len(l.dirty))
+	cohorts := map[string]bool{}
+	for q := range l.dirty {
+		dirty[q] = struct{}{}
+		if cq := l.cfg.ClusterQueues[q]; cq != nil && cq.Cohort != "" {
+			cohorts[cq.Cohort] = true
+		}
+	}
+	clear(l.dirty)
+	return func(q string) bool {
+		if _, ok := dirty[q]; ok {
+			return true
+		}
+		cq := l.cfg.ClusterQueues[q]
+		return cq != nil && cq.Cohort != "" && cohorts[cq.Cohort]
+	}
+}
+
+// namespaceLabelsLocked returns the labels of every known namespace, for
+// the pass's namespaceSelectors; the map is rebuilt only after a
+// namespace changed, and must not be modified.
+func (l *Ledger) namespaceLabelsLocked() map[string]labels.Set {
+	if l.nsLabels == nil {
+		l.nsLabels = make(map[string]labels.Set, len(l.namespaces))
+		for n, info := range l.namespaces {
+			l.nsLabels[n] = info.labels
+		}
+	}
+	return l.nsLabels
+}
+
+// listsLocked returns the pending lists of the queues the pass decides,
+// in admission order. A list is rebuilt from its tree only when the tree
+// changed since: the others are last pass's.
+func (l *Ledger) listsLocked(inPass func(string) bool) map[string][]*queues.Workload {
+	for q, list := range l.lists {
+		if _, ok := l.pending[q]; !ok {
+			clear(list)
+			delete(l.lists, q)
+			delete(l.stale, q)
+		}
+	}
+	lists := make(map[string][]*queues.Workload)
+	for q, t := range l.pending {
+		if !inPass(q) {
+			continue
+		}
+		list, built := l.lists[q]
+		if _, stale := l.stale[q]; stale || !built {
+			clear(list)
+			list = list[:0]
+			t.Ascend(func(e *entry) bool { list = append(list, e.w); return true })
+			l.lists[q] = list
+			delete(l.stale, q)
+		}
+		lists[q] = list
+	}
+	return lists
+}
