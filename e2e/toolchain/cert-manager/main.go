@@ -69,14 +69,15 @@ var controllers = []string{
 }
 
 func main() {
+	// controller-runtime defines --kubeconfig on the command line already.
 	klog.InitFlags(nil)
-	kubeconfig := flag.String("kubeconfig", "", "the cluster's kubeconfig")
 	flag.Parse()
+	kubeconfig := flag.Lookup("kubeconfig").Value.String()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctrl.SetLogger(klog.Background())
 	ctx = logf.NewContext(ctx, klog.Background())
-	if err := run(ctx, *kubeconfig); err != nil {
+	if err := run(ctx, kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "cert-manager:", err)
 		os.Exit(1)
 	}
