@@ -6,11 +6,11 @@
 # from the Go module proxy into DIR (default:
 # $HOME/.cache/tally/tools-$KUBE_VERSION). Given NAMEs, it builds only those
 # binaries; besides the default set, the names may be the operators the
-# tests build when they first need them: jobset-controller, mpi-operator
-# and ray-operator, helm (make helm-check, e2e/helminstall), and
-# kueue-perf: Kueue's scheduler-performance runner and minimalkueue (make
-# bench-kueue). Each binary is built only when it is missing, so a second
-# run is a no-op. Builds into one DIR take turns (a lock on
+# tests build when they first need them: jobset-controller, mpi-operator,
+# ray-operator and cert-manager, helm (make helm-check, e2e/helminstall),
+# and kueue-perf: Kueue's scheduler-performance runner and minimalkueue
+# (make bench-kueue). Each binary is built only when it is missing, so a
+# second run is a no-op. Builds into one DIR take turns (a lock on
 # DIR/.build.lock). The wrapper modules it needs live in DIR/.src.
 set -euo pipefail
 
@@ -27,7 +27,7 @@ out=${1:-$HOME/.cache/tally/tools-$KUBE_VERSION}
 [ $# -gt 0 ] && shift
 # What a run without names builds (make toolchain).
 defaults=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl training-operator)
-operators=(jobset-controller mpi-operator ray-operator helm kueue-perf)
+operators=(jobset-controller mpi-operator ray-operator cert-manager helm kueue-perf)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${defaults[@]}")
 for b in "${wanted[@]}"; do
@@ -193,6 +193,20 @@ if need ray-operator; then
   mkdir -p "$out/crds/ray-operator"
   cp "$mod"/config/crd/bases/ray.io_*.yaml "$out/crds/ray-operator/"
   finish_module ray-operator
+fi
+# cert-manager's controllers and cainjector, for the cert-manager overlay's
+# test: its cmd/ modules are not served by the proxy, so a main of tally's
+# own (e2e/toolchain/cert-manager, a module apart, pinned by its go.sum)
+# runs them from the main module. Its CRDs beside it.
+if need cert-manager; then
+  log "building cert-manager's controllers (a few minutes on a cold cache)"
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cert-manager"
+  (cd "$src" && go build -ldflags "-s -w" -o "$out/cert-manager.tmp" .)
+  crds="$(cd "$src" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/crds"
+  mkdir -p "$out/crds/cert-manager"
+  cp "$crds"/*.yaml "$out/crds/cert-manager/"
+  chmod u+w "$out"/crds/cert-manager/*.yaml
+  mv "$out/cert-manager.tmp" "$out/cert-manager"
 fi
 # Helm, for make helm-check and e2e/helminstall (the chart
 # deploy/helm/tally): not in the default set either.
