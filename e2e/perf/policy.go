@@ -109,14 +109,12 @@ func useCreationPolicy(ctx context.Context, cs kubernetes.Interface, q scenario.
 // creationExpression is the CEL apply configuration that turns before
 // into after, as tally's webhook did for a Job of ClusterQueue queue: a
 // label or annotation naming the queue reads it from the namespace's
-// binding annotation. Any other change is refused.
+// binding annotation. after may carry the API server's defaults besides:
+// only what tally's webhook changes is compared (the Job's labels and
+// annotations, suspend, and its pod template's affinity, tolerations and
+// nodeSelector), and a change it cannot make is refused.
 func creationExpression(before, after *batchv1.Job, queue string) (string, error) {
-	b, a := before.DeepCopy(), after.DeepCopy()
-	for _, j := range []*batchv1.Job{b, a} {
-		j.ObjectMeta = metav1.ObjectMeta{}
-		j.Spec.Suspend = nil
-		j.Status = batchv1.JobStatus{}
-	}
+	b, a := before, after
 	// The flavor's node affinity and tolerations are the same for every
 	// Job of a scenario: the policy sets them as they came back.
 	var pod []string
@@ -140,10 +138,10 @@ func creationExpression(before, after *batchv1.Job, queue string) (string, error
 		}
 		pod = append(pod, "tolerations: "+lit)
 	}
-	b.Spec.Template.Spec.Affinity, a.Spec.Template.Spec.Affinity = nil, nil
-	b.Spec.Template.Spec.Tolerations, a.Spec.Template.Spec.Tolerations = nil, nil
-	if !apiequality.Semantic.DeepEqual(b.Spec.Template, a.Spec.Template) {
-		return "", fmt.Errorf("tally's webhook changes the scenario's pod templates beyond affinity and tolerations; a creation policy cannot stand in for it")
+	// The rest of the template differs by the API server's defaults only,
+	// but for a nodeSelector, which tally's webhook may clear.
+	if !maps.Equal(b.Spec.Template.Spec.NodeSelector, a.Spec.Template.Spec.NodeSelector) {
+		return "", fmt.Errorf("tally's webhook changes the Jobs' nodeSelector; a creation policy cannot stand in for it")
 	}
 	value := func(v string) string {
 		if v == queue {

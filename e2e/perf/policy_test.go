@@ -45,10 +45,17 @@ func TestCreationExpression(t *testing.T) {
 		t.Fatalf("got  %s\nwant the suffix %s", got, wantPod)
 	}
 
-	other := after.DeepCopy()
-	other.Spec.Template.Spec.PriorityClassName = "high"
-	if _, err := creationExpression(before, other, "cq-1"); err == nil || !strings.Contains(err.Error(), "pod templates") {
-		t.Fatalf("a changed pod template: got error %v", err)
+	// The API server's defaults are no change of the webhook's.
+	defaulted := after.DeepCopy()
+	defaulted.Spec.Template.Spec.SchedulerName = "default-scheduler"
+	defaulted.Spec.Template.Labels = map[string]string{"batch.kubernetes.io/job-name": "j"}
+	if got, err := creationExpression(before, defaulted, "cq-1"); err != nil || got != want {
+		t.Fatalf("with the API server's defaults: got %s, %v", got, err)
+	}
+	selector := before.DeepCopy()
+	selector.Spec.Template.Spec.NodeSelector = map[string]string{"zone": "a"}
+	if _, err := creationExpression(selector, after, "cq-1"); err == nil || !strings.Contains(err.Error(), "nodeSelector") {
+		t.Fatalf("a cleared nodeSelector: got error %v", err)
 	}
 	removed := after.DeepCopy()
 	delete(removed.Labels, labelPriorityClass)
