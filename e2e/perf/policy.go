@@ -43,9 +43,19 @@ func useCreationPolicy(ctx context.Context, cs kubernetes.Interface, q scenario.
 	if err != nil {
 		return err
 	}
-	expr, err := creationExpression(probe, got, q.Name)
+	apply, patch, err := creationExpression(probe, got, q.Name)
 	if err != nil {
 		return err
+	}
+	mutations := []admissionregistrationv1.Mutation{{
+		PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
+		ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: apply},
+	}}
+	if patch != "" {
+		mutations = append(mutations, admissionregistrationv1.Mutation{
+			PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+			JSONPatch: &admissionregistrationv1.JSONPatch{Expression: patch},
+		})
 	}
 	policy := &admissionregistrationv1.MutatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: creationPolicy},
@@ -59,10 +69,7 @@ func useCreationPolicy(ctx context.Context, cs kubernetes.Interface, q scenario.
 			},
 			FailurePolicy:      ptr.To(admissionregistrationv1.Fail),
 			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
-			Mutations: []admissionregistrationv1.Mutation{{
-				PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
-				ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: expr},
-			}},
+			Mutations:          mutations,
 		},
 	}
 	if _, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
@@ -106,42 +113,42 @@ func useCreationPolicy(ctx context.Context, cs kubernetes.Interface, q scenario.
 	return nil
 }
 
-// creationExpression is the CEL apply configuration that turns before
-// into after, as tally's webhook did for a Job of ClusterQueue queue: a
+// creationExpression is the CEL apply configuration, and the JSON patch
+// when the pod template changes, that turn before into after, as tally's webhook did for a Job of ClusterQueue queue: a
 // label or annotation naming the queue reads it from the namespace's
 // binding annotation. after may carry the API server's defaults besides:
 // only what tally's webhook changes is compared (the Job's labels and
 // annotations, suspend, and its pod template's affinity, tolerations and
 // nodeSelector), and a change it cannot make is refused.
-func creationExpression(before, after *batchv1.Job, queue string) (string, error) {
+func creationExpression(before, after *batchv1.Job, queue string) (apply, patch string, err error) {
 	b, a := before, after
 	// The flavor's node affinity and tolerations are the same for every
 	// Job of a scenario: the policy sets them as they came back.
 	var pod []string
 	if ba, aa := b.Spec.Template.Spec.Affinity, a.Spec.Template.Spec.Affinity; !apiequality.Semantic.DeepEqual(ba, aa) {
 		if ba != nil {
-			return "", fmt.Errorf("tally's webhook changes the Jobs' own affinity; a creation policy cannot stand in for it")
+			return "", "", fmt.Errorf("tally's webhook changes the Jobs' own affinity; a creation policy cannot stand in for it")
 		}
 		lit, err := celLiteral("Object.spec.template.spec.affinity", aa)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		pod = append(pod, "affinity: "+lit)
+		pod = append(pod, `JSONPatch{op: "add", path: "/spec/template/spec/affinity", value: `+lit+"}")
 	}
 	if bt, at := b.Spec.Template.Spec.Tolerations, a.Spec.Template.Spec.Tolerations; !apiequality.Semantic.DeepEqual(bt, at) {
 		if len(bt) > 0 {
-			return "", fmt.Errorf("tally's webhook changes the Jobs' own tolerations; a creation policy cannot stand in for it")
+			return "", "", fmt.Errorf("tally's webhook changes the Jobs' own tolerations; a creation policy cannot stand in for it")
 		}
 		lit, err := celLiteral("Object.spec.template.spec.tolerations", at)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		pod = append(pod, "tolerations: "+lit)
+		pod = append(pod, `JSONPatch{op: "add", path: "/spec/template/spec/tolerations", value: `+lit+"}")
 	}
 	// The rest of the template differs by the API server's defaults only,
 	// but for a nodeSelector, which tally's webhook may clear.
 	if !maps.Equal(b.Spec.Template.Spec.NodeSelector, a.Spec.Template.Spec.NodeSelector) {
-		return "", fmt.Errorf("tally's webhook changes the Jobs' nodeSelector; a creation policy cannot stand in for it")
+		return "", "", fmt.Errorf("tally's webhook changes the Jobs' nodeSelector; a creation policy cannot stand in for it")
 	}
 	value := func(v string) string {
 		if v == queue {
@@ -166,22 +173,23 @@ func creationExpression(before, after *batchv1.Job, queue string) (string, error
 	}
 	labels, err := added(before.Labels, after.Labels)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	annotations, err := added(before.Annotations, after.Annotations)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	meta := "labels: " + labels
 	if annotations != "{}" {
 		meta += ", annotations: " + annotations
 	}
 	suspend := after.Spec.Suspend != nil && *after.Spec.Suspend
-	spec := fmt.Sprintf("suspend: %t", suspend)
+	apply = fmt.Sprintf("Object{metadata: Object.metadata{%s}, spec: Object.spec{suspend: %t}}", meta, suspend)
 	if len(pod) > 0 {
-		spec += ", template: Object.spec.template{spec: Object.spec.template.spec{" + strings.Join(pod, ", ") + "}}"
+		// Apply cannot set atomic structs such as the node affinity.
+		patch = "[" + strings.Join(pod, ", ") + "]"
 	}
-	return fmt.Sprintf("Object{metadata: Object.metadata{%s}, spec: Object.spec{%s}}", meta, spec), nil
+	return apply, patch, nil
 }
 
 // celLiteral writes v (through its JSON form) as a CEL literal of the
