@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -258,25 +257,15 @@ func TestMetricsScenario(t *testing.T) {
 // each step that the incrementally kept pending and usage gauges equal a
 // count from scratch of the ledger's workloads and usage.
 func TestMetricsFollowScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/scenarios/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			script, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
+	eachScenario(t, func(t *testing.T, _, script string) {
+		step := 0
+		runScenario(t, script, func(s *scenario) {
+			step++
+			if diff := cmp.Diff(recountedMetrics(s.l), keptMetrics(t, s.reg)); diff != "" {
+				t.Errorf("step %d: gauges differ from a recount (-recount +gauges):\n%s", step, diff)
 			}
-			step := 0
-			runScenario(t, string(script), func(s *scenario) {
-				step++
-				if diff := cmp.Diff(recountedMetrics(s.l), keptMetrics(t, s.reg)); diff != "" {
-					t.Errorf("step %d: gauges differ from a recount (-recount +gauges):\n%s", step, diff)
-				}
-			})
 		})
-	}
+	})
 }
 
 // recountedMetrics counts from scratch what tally_pending_workloads and

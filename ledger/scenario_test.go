@@ -107,35 +107,42 @@ spec:
       resources: [{name: cpu, nominalQuota: 2}]
 `
 
-func TestScenarios(t *testing.T) {
+// eachScenario runs test, as a subtest named after the file, on every
+// golden scenario script in testdata/scenarios.
+func eachScenario(t *testing.T, test func(t *testing.T, file, script string)) {
 	files, err := filepath.Glob("testdata/scenarios/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios: %v", err)
 	}
 	for _, file := range files {
-		name := strings.TrimSuffix(filepath.Base(file), ".txt")
-		t.Run(name, func(t *testing.T) {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			script, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := runScenario(t, string(script))
-			golden := strings.TrimSuffix(file, ".txt") + ".out"
-			if *rewrite {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -rewrite to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from %s (run with -rewrite and review the diff):\n%s", name, golden, lineDiff(string(want), got))
-			}
+			test(t, file, string(script))
 		})
 	}
+}
+
+func TestScenarios(t *testing.T) {
+	eachScenario(t, func(t *testing.T, file, script string) {
+		got := runScenario(t, script)
+		golden := strings.TrimSuffix(file, ".txt") + ".out"
+		if *rewrite {
+			if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run with -rewrite to create it)", err)
+		}
+		if got != string(want) {
+			t.Errorf("%s differs from %s (run with -rewrite and review the diff):\n%s", strings.TrimSuffix(filepath.Base(file), ".txt"), golden, lineDiff(string(want), got))
+		}
+	})
 }
 
 // scenario is one run: the ledger, the objects as the informer holds
@@ -670,23 +677,13 @@ func cmpOr(s, def string) string {
 // changed (dirty.go); every scenario ends the same when every pass decides
 // every queue.
 func TestScenariosScopedLikeFull(t *testing.T) {
-	files, err := filepath.Glob("testdata/scenarios/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			script, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			scoped := runScenario(t, string(script))
-			full := runScenario(t, string(script), func(s *scenario) { s.l.touchAllLocked() })
-			if scoped != full {
-				t.Errorf("scoped passes differ from full passes:\n%s", lineDiff(full, scoped))
-			}
-		})
-	}
+	eachScenario(t, func(t *testing.T, _, script string) {
+		scoped := runScenario(t, script)
+		full := runScenario(t, script, func(s *scenario) { s.l.touchAllLocked() })
+		if scoped != full {
+			t.Errorf("scoped passes differ from full passes:\n%s", lineDiff(full, scoped))
+		}
+	})
 }
 
 // TestRandomScopedLikeFull drives the scenario ledger with random steps
