@@ -50,6 +50,14 @@ type Operator struct {
 	// ReadyLog, when ProbePort is 0, is what the operator's log says once
 	// it is ready (since its last start).
 	ReadyLog string
+	// Admits, when set, is an object of the operator's kind that the API
+	// server must accept in a server-side dry run before the operator
+	// counts as ready. An operator whose /readyz answers once its webhook
+	// server listens may still register its webhook paths a moment later;
+	// until then the API server's calls get 404 and, as the webhooks fail
+	// closed, the kind cannot be created.
+	Admits     func() client.Object
+	kubeconfig string
 }
 
 // newOperator is the operator that `script run KUBECONFIG args...` runs
@@ -57,12 +65,36 @@ type Operator struct {
 func newOperator(c *Cluster, dir, what, name, script string, args ...string) *Operator {
 	all := append([]string{filepath.Join(c.Env.Root, "e2e", "cluster", script), "run", c.Kubeconfig}, args...)
 	return &Operator{Process: Process{Name: what, Path: "bash", Args: func() []string { return all },
-		Env: []string{"TOOLS=" + c.Env.Tools}, Log: filepath.Join(dir, name+".log")}}
+		Env: []string{"TOOLS=" + c.Env.Tools}, Log: filepath.Join(dir, name+".log")}, kubeconfig: c.Kubeconfig}
 }
 
 // WaitReady waits until the operator is ready: its /readyz answers 200,
-// or its log says ReadyLog. It fails at once if the operator exits.
+// or its log says ReadyLog, and then the API server admits a dry run of
+// Admits. It fails at once if the operator exits.
 func (o *Operator) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	if err := o.waitStarted(ctx, timeout); err != nil {
+		return err
+	}
+	if o.Admits == nil {
+		return nil
+	}
+	c, err := NewClient(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	return Poll(ctx, 100*time.Millisecond, time.Until(deadline), func(ctx context.Context) (bool, string, error) {
+		if !o.Running() {
+			return false, "", fmt.Errorf("%s exited; see %s", o.Name, o.Log)
+		}
+		if err := c.Create(ctx, o.Admits(), client.DryRunAll); err != nil {
+			return false, "dry run: " + err.Error(), nil
+		}
+		return true, "", nil
+	})
+}
+
+func (o *Operator) waitStarted(ctx context.Context, timeout time.Duration) error {
 	if o.ProbePort != 0 {
 		return o.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", o.ProbePort), timeout)
 	}
@@ -126,6 +158,9 @@ func NewJobSetController(ctx context.Context, c *Cluster, dir string) (*Operator
 	o := newOperator(c, dir, "the JobSet controller", JobSetController, jobSetScript,
 		fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprint(ports[2]))
 	o.ProbePort = ports[0]
+	o.Admits = func() client.Object {
+		return OperatorJob{Namespace: metav1.NamespaceDefault, Name: "readiness-probe", Workers: 1}.JobSet()
+	}
 	return o, nil
 }
 
