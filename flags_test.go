@@ -20,17 +20,20 @@ func TestServeFlagsWriteModes(t *testing.T) {
 		content string
 		err     string
 	}{
-		{"defaults", nil, ledger.Options{FinishedLabel: "eager", Events: "all", AdmissionPatch: "merge", FinishedLabelRate: 100}, "protobuf", ""},
+		{"defaults", nil, ledger.Options{FinishedLabel: "eager", Events: "all", AdmissionPatch: "merge", FinishedLabelRate: 100, Workers: 16}, "protobuf", ""},
 		{"every other value",
-			[]string{"--finished-label=lazy", "--finished-label-rate=20", "--events=minimal", "--admission-patch=apply", "--api-content-type=json"},
-			ledger.Options{FinishedLabel: "lazy", Events: "minimal", AdmissionPatch: "apply", FinishedLabelRate: 20}, "json", ""},
+			[]string{"--finished-label=lazy", "--finished-label-rate=20", "--events=minimal", "--admission-patch=apply", "--api-content-type=json", "--max-concurrent-writes=128"},
+			ledger.Options{FinishedLabel: "lazy", Events: "minimal", AdmissionPatch: "apply", FinishedLabelRate: 20, Workers: 128}, "json", ""},
 		{"off and json", []string{"--finished-label", "off", "--admission-patch", "json"},
-			ledger.Options{FinishedLabel: "off", Events: "all", AdmissionPatch: "json", FinishedLabelRate: 100}, "protobuf", ""},
+			ledger.Options{FinishedLabel: "off", Events: "all", AdmissionPatch: "json", FinishedLabelRate: 100, Workers: 16}, "protobuf", ""},
 		{"bad label", []string{"--finished-label=never"}, ledger.Options{}, "", `--finished-label: "never" is not one of eager, lazy, off`},
 		{"bad events", []string{"--events=some"}, ledger.Options{}, "", `--events: "some" is not one of all, minimal`},
 		{"bad patch", []string{"--admission-patch=strategic"}, ledger.Options{}, "", `--admission-patch: "strategic" is not one of merge, json, apply`},
 		{"bad content type", []string{"--api-content-type=yaml"}, ledger.Options{}, "", `--api-content-type: "yaml" is not one of protobuf, json`},
 		{"bad rate", []string{"--finished-label-rate=-1"}, ledger.Options{}, "", `--finished-label-rate: -1 is not a positive number`},
+		{"no writers", []string{"--max-concurrent-writes=0"}, ledger.Options{}, "", `--max-concurrent-writes: 0 is less than 1`},
+		{"no qps", []string{"--kube-api-qps=0"}, ledger.Options{}, "", `--kube-api-qps 0, --kube-api-burst 1000: both must be positive`},
+		{"no burst", []string{"--kube-api-burst=-5"}, ledger.Options{}, "", `--kube-api-qps 500, --kube-api-burst -5: both must be positive`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := parseServeFlags(tc.args, io.Discard)
@@ -50,5 +53,24 @@ func TestServeFlagsWriteModes(t *testing.T) {
 				t.Errorf("content type %s, want %s", f.apiContentType, tc.content)
 			}
 		})
+	}
+}
+
+func TestServeFlagsClientLimits(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		qps   float64
+		burst int
+	}{
+		{nil, 500, 1000},
+		{[]string{"--kube-api-qps=50", "--kube-api-burst=100"}, 50, 100},
+	} {
+		f, err := parseServeFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.qps != tc.qps || f.burst != tc.burst {
+			t.Errorf("%v: qps %v burst %d, want %v and %d", tc.args, f.qps, f.burst, tc.qps, tc.burst)
+		}
 	}
 }

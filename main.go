@@ -502,7 +502,8 @@ type serveFlags struct {
 	shutdownDelay, recount             time.Duration
 	leaseDuration, renewDeadline       time.Duration
 	retryPeriod                        time.Duration
-	finishedLabelRate                  float64
+	finishedLabelRate, qps             float64
+	burst                              int
 	apiContentType                     string
 	ledger                             ledger.Options
 	zap                                zap.Options
@@ -532,6 +533,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.dashboardAddr, "dashboard-bind-address", "", "Address to serve the read-only dashboard page on (for example 127.0.0.1:8090); empty disables it.")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 2*time.Second, "On SIGTERM, keep serving this long while not ready, so in-flight admissions finish.")
 	fs.DurationVar(&f.recount, "recount-interval", 5*time.Minute, "How often the ledger recounts usage from scratch and repairs drift.")
+	fs.IntVar(&f.ledger.Workers, "max-concurrent-writes", 16, "The most admission and preemption writes the ledger has in flight at once.")
+	fs.Float64Var(&f.qps, "kube-api-qps", 500, "The most requests a second tally sends to the API server (client-side rate limit; Events are paced apart by client-go).")
+	fs.IntVar(&f.burst, "kube-api-burst", 1000, "The most requests tally sends in a burst above --kube-api-qps.")
 	var finishedLabel, events, admissionPatch string
 	fs.StringVar(&finishedLabel, "finished-label", string(ledger.FinishedLabelEager), "How the ledger writes the label tally.dev/state=finished: eager (when the workload finishes), lazy (coalesced, at most --finished-label-rate a second, and only while no admission or preemption write is in flight), or off (never: a finished workload keeps its label; its status says it finished).")
 	fs.Float64Var(&f.finishedLabelRate, "finished-label-rate", 100, "With --finished-label=lazy, the most finished labels written a second.")
@@ -555,6 +559,12 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	}
 	if _, err = ledger.ParseMode("api-content-type", f.apiContentType, []string{"protobuf", "json"}); err != nil {
 		return nil, err
+	}
+	if f.ledger.Workers < 1 {
+		return nil, fmt.Errorf("--max-concurrent-writes: %d is less than 1", f.ledger.Workers)
+	}
+	if !(f.qps > 0) || f.burst < 1 {
+		return nil, fmt.Errorf("--kube-api-qps %v, --kube-api-burst %d: both must be positive", f.qps, f.burst)
 	}
 	if !(f.finishedLabelRate > 0) {
 		return nil, fmt.Errorf("--finished-label-rate: %v is not a positive number", f.finishedLabelRate)
@@ -625,7 +635,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	restCfg.QPS, restCfg.Burst = 500, 1000
+	restCfg.QPS, restCfg.Burst = float32(f.qps), f.burst
 	if f.apiContentType == "json" {
 		// With no content type set, controller-runtime's clients and
 		// informers use protobuf for client-go's kinds, JSON for others.
