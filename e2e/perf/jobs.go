@@ -72,9 +72,12 @@ type trackedJob struct {
 	index int // in the plan's Jobs
 	due   time.Time
 
-	mu      sync.Mutex
-	phase   phase
-	rv      string
+	mu    sync.Mutex
+	phase phase
+	rv    string
+	// gen is the Job's metadata.generation when its current run began:
+	// only a preemption changes its spec after an admission.
+	gen     int64
 	created time.Time
 	// admittedAt is the start of the current run, first the first one.
 	admittedAt, first, done time.Time
@@ -238,6 +241,7 @@ func (t *tracker) observe(job *batchv1.Job) {
 	switch {
 	case tj.phase == waiting && !suspended && job.Labels[labelState] == stateAdmitted:
 		tj.phase = running
+		tj.gen = job.Generation
 		tj.admittedAt = now
 		if tj.admissions == 0 {
 			tj.first = now
@@ -314,7 +318,7 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 		return
 	}
 	tj.phase = finishing
-	rv, started := tj.rv, tj.admittedAt
+	rv, gen, started := tj.rv, tj.gen, tj.admittedAt
 	tj.mu.Unlock()
 	jobs := t.ctl.BatchV1().Jobs(tj.spec.Namespace)
 	for attempt := 0; ; attempt++ {
@@ -344,19 +348,21 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 		}
 		t.finishRetries.Add(1)
 		if apierrors.IsConflict(err) {
-			// Something wrote the Job since the update this run started
-			// from. Try again from the latest update the informer
-			// delivered, unless that showed a preemption (which ends this
-			// run), so that a run is never completed on behalf of another.
-			sleepCtx(t.ctx, backoff(0))
+			// Something wrote the Job since the version this run knows.
+			// Read it afresh: on a big run the informer can lag by many
+			// seconds. A spec changed since the run began means a
+			// preemption (and maybe a new admission), which ends this run
+			// once the informer delivers it, so a run is never completed
+			// on behalf of another. Otherwise try again on the new version.
+			job, gerr := jobs.Get(t.ctx, tj.spec.Name, metav1.GetOptions{})
 			tj.mu.Lock()
 			stale := tj.run != run
-			rv = tj.rv
 			tj.mu.Unlock()
-			if stale {
+			if stale || (gerr == nil && job.Generation != gen) {
 				return
 			}
-			if attempt < 100 {
+			if gerr == nil && attempt < 100 {
+				rv = job.ResourceVersion
 				continue
 			}
 		}
