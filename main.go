@@ -533,7 +533,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.dashboardAddr, "dashboard-bind-address", "", "Address to serve the read-only dashboard page on (for example 127.0.0.1:8090); empty disables it.")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 2*time.Second, "On SIGTERM, keep serving this long while not ready, so in-flight admissions finish.")
 	fs.DurationVar(&f.recount, "recount-interval", 5*time.Minute, "How often the ledger recounts usage from scratch and repairs drift.")
-	fs.IntVar(&f.ledger.Workers, "max-concurrent-writes", 16, "The most admission and preemption writes the ledger has in flight at once.")
+	fs.IntVar(&f.ledger.Workers, "max-concurrent-writes", ledger.DefaultWorkers, "The most admission and preemption writes the ledger has in flight at once.")
 	fs.Float64Var(&f.qps, "kube-api-qps", 500, "The most requests a second tally sends to the API server (client-side rate limit; Events are paced apart by client-go).")
 	fs.IntVar(&f.burst, "kube-api-burst", 1000, "The most requests tally sends in a burst above --kube-api-qps.")
 	var finishedLabel, events, admissionPatch string

@@ -28,13 +28,18 @@ import (
 	"tally.dev/tally/queues"
 )
 
+// DefaultWorkers is how many admission and preemption writes a ledger
+// has in flight at once unless told otherwise.
+const DefaultWorkers = 16
+
 // Options configure a Ledger.
 type Options struct {
 	// Namespace is tally's own namespace, never managed.
 	Namespace string
 	// Recount is how often usage is recounted from scratch (drift repair).
 	Recount time.Duration
-	// Workers is how many admission writes run at once.
+	// Workers is how many admission writes run at once;
+	// DefaultWorkers when not positive.
 	Workers int
 	Clock   clock.WithTicker
 	// Held, when set, is asked before every write, which is refused
@@ -153,7 +158,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		opts.Recount = 5 * time.Minute
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 16
+		opts.Workers = DefaultWorkers
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
