@@ -163,22 +163,14 @@ func GVKOf(w *queues.Workload) schema.GroupVersionKind {
 	return schema.FromAPIVersionAndKind(w.APIVersion, w.Kind)
 }
 
-// Ref returns an object of w's kind that names w, to patch it or to
-// record an Event on it.
+// Ref returns an object that names w, to patch it or to record an Event
+// on it: its metadata only, with w's kind. The client sends a write on it
+// to the same resource, but asks for and decodes only the metadata of the
+// answer; the whole object would be thrown away.
 func Ref(w *queues.Workload) client.Object {
-	gvk := GVKOf(w)
-	if gvk == batchv1.SchemeGroupVersion.WithKind("Job") {
-		// The one typed kind; no need to build a whole Job to learn so
-		// (Ref runs for every Event).
-		return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: w.UID}}
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(w.Namespace)
-	u.SetName(w.Name)
-	u.SetUID(w.UID)
-	return u
+	ref := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name, UID: w.UID}}
+	ref.SetGroupVersionKind(GVKOf(w))
+	return ref
 }
 
 // Workload builds the queues.Workload of o, queued in queue with the given

@@ -96,16 +96,17 @@ func (l *Ledger) encodeAdmission(ctx context.Context, adm write, merge []byte) (
 		// The JSON patch is built on the informer's copy. If the
 		// informer already holds a newer one, the write would conflict:
 		// it fails so without being sent.
-		cached = kinds.Ref(adm.w)
-		if err := l.cache.Get(ctx, client.ObjectKeyFromObject(cached), cached); err != nil {
+		gvk := kinds.GVKOf(adm.w)
+		k := kinds.For(gvk)
+		if k == nil {
+			return nil, nil, fmt.Errorf("%s is no longer a declared kind", gvk.Kind)
+		}
+		cached = k.New()
+		if err := l.cache.Get(ctx, client.ObjectKey{Namespace: adm.w.Namespace, Name: adm.w.Name}, cached); err != nil {
 			return nil, nil, err
 		}
 		if cached.GetResourceVersion() != adm.rv {
-			gr := schema.GroupResource{Group: kinds.GVKOf(adm.w).Group}
-			if k := kinds.For(kinds.GVKOf(adm.w)); k != nil {
-				gr.Resource = k.Resource()
-			}
-			return nil, nil, apierrors.NewConflict(gr, adm.w.Name,
+			return nil, nil, apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: k.Resource()}, adm.w.Name,
 				fmt.Errorf("the informer holds version %s, the decision saw %s", cached.GetResourceVersion(), adm.rv))
 		}
 	}
