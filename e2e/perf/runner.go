@@ -39,8 +39,9 @@ type Options struct {
 	// Dir receives the kubeconfigs, certificates, tally's log and the
 	// audit log. It is created if needed.
 	Dir string
-	// TallyArgs are added to `tally serve`'s command line.
-	TallyArgs []string
+	// TallyArgs are added to `tally serve`'s command line, and TallyEnv
+	// (KEY=VALUE) to its environment, such as GOMAXPROCS or GOGC.
+	TallyArgs, TallyEnv []string
 	// Timeout bounds the run from the first creation to the last
 	// completion.
 	Timeout time.Duration
@@ -193,7 +194,7 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 		}
 		args = append(slices.Clip(args), "--leader-elect")
 	}
-	tally, err := startTally(o.TallyBin, kubeconfig, tallyNS, o.Dir, args)
+	tally, err := startTally(o.TallyBin, kubeconfig, tallyNS, o.Dir, args, o.TallyEnv)
 	if err != nil {
 		return nil, err
 	}

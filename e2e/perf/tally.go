@@ -28,8 +28,9 @@ type tallyProcess struct {
 }
 
 // startTally launches bin serve against kubeconfig, with its webhooks at
-// https://127.0.0.1:<port>, certificates and log in dir.
-func startTally(bin, kubeconfig, namespace, dir string, extra []string) (*tallyProcess, error) {
+// https://127.0.0.1:<port>, certificates and log in dir, and env added to
+// the runner's environment.
+func startTally(bin, kubeconfig, namespace, dir string, extra, env []string) (*tallyProcess, error) {
 	ports, err := framework.FreePorts(3)
 	if err != nil {
 		return nil, err
@@ -53,6 +54,9 @@ func startTally(bin, kubeconfig, namespace, dir string, extra []string) (*tallyP
 	}
 	t.cmd = exec.Command(bin, args...)
 	t.cmd.Stdout, t.cmd.Stderr = t.log, t.log
+	if len(env) > 0 {
+		t.cmd.Env = append(os.Environ(), env...)
+	}
 	// Take tally down with the runner, even when it dies by a signal.
 	t.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := t.cmd.Start(); err != nil {

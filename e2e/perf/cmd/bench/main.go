@@ -41,12 +41,20 @@ func run() int {
 		profile   = flag.Bool("profile", false, "Take a CPU profile of tally over the run; tally must serve pprof (it is given --pprof-bind-address).")
 		kueue     = flag.String("kueue", "", "Run Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf) instead of tally, and print them beside tally's last summary.")
 		tallyArgs stringList
+		tallyEnv  stringList
 	)
 	flag.Var(&tallyArgs, "tally-arg", "An extra argument for `tally serve` (repeatable).")
+	flag.Var(&tallyEnv, "tally-env", "KEY=VALUE added to tally's environment only, such as GOMAXPROCS=1 (repeatable); the API server and the runner keep theirs.")
 	flag.Parse()
 	if *mode != "tally" && *mode != "floor" && *mode != "both" {
 		fmt.Fprintf(os.Stderr, "bench: -mode %q: want tally, floor or both\n", *mode)
 		return 2
+	}
+	for _, kv := range tallyEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			fmt.Fprintf(os.Stderr, "bench: -tally-env %q: want KEY=VALUE\n", kv)
+			return 2
+		}
 	}
 	if *assets == "" || *bin == "" && *kueue == "" {
 		fmt.Fprintln(os.Stderr, "bench: set KUBEBUILDER_ASSETS and TALLY_BIN (or -assets and -tally); `make bench` does")
@@ -97,7 +105,7 @@ func run() int {
 			return nil, err
 		}
 		opts := perf.Options{
-			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, Floor: floor, ExplainEvery: *explain, CreationPolicy: *policy,
+			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Floor: floor, ExplainEvery: *explain, CreationPolicy: *policy,
 			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
 		}
 		profilePrefix := filepath.Join(*out, name+".tally.cpu")
