@@ -145,10 +145,10 @@ func (l *Ledger) decide() []write {
 		}
 		e.lastCode = v.Code
 		if v.Kind == queues.Never {
-			l.event(w, corev1.EventTypeWarning, ReasonInadmissible, "%s", v.Message)
+			l.event(w, corev1.EventTypeWarning, ReasonInadmissible, "%s", v.Message())
 			return
 		}
-		l.event(w, corev1.EventTypeNormal, ReasonPending, "%s", v.Message)
+		l.event(w, corev1.EventTypeNormal, ReasonPending, "%s", v.Message())
 	})
 	for _, e := range never {
 		l.untree(e)

@@ -150,7 +150,7 @@ func (l *Ledger) Dashboard() DashboardView {
 	snap := queues.NewSnapshot(l.cfg, queues.CloneUsages(l.usage), nsLabels)
 	reasons := map[*queues.Workload]string{}
 	queues.Decide(snap, cloneLists(lists), func(w *queues.Workload, verdict queues.Verdict, _ int) {
-		reasons[w] = verdict.Message
+		reasons[w] = verdict.Message()
 		if verdict.Kind == queues.Fits {
 			reasons[w] = "fits: the next pass admits it"
 		}

@@ -222,7 +222,7 @@ func Explain(in ExplainInput) Explanation {
 	if target.e.phase != pending {
 		if target.e.phase == inadmissible {
 			_, v := queues.NewSnapshot(cfg, nil, nil).Assign(target.w)
-			out.Reason = v.Message
+			out.Reason = v.Message()
 		}
 		return out
 	}
@@ -259,7 +259,7 @@ func Explain(in ExplainInput) Explanation {
 	// What it needs against what is free, and the decision now.
 	snap := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
 	a, v := snap.Assign(target.w)
-	out.Reason = v.Message
+	out.Reason = v.Message()
 	if v.Kind == queues.Fits {
 		out.Reason = "fits now: the next admission pass admits it unless a workload ahead of it takes the room"
 		out.Flavors = a.Annotation(target.w)

@@ -118,7 +118,7 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 			l.chargeLocked(e, e.w.Queue, a.Usage)
 			wr.a = a
 		} else {
-			wr.message = v.Message
+			wr.message = v.Message()
 		}
 		e.phase = capturing
 		out = append(out, wr)

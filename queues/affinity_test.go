@@ -96,7 +96,7 @@ func TestAssignNodeAffinity(t *testing.T) {
 			w := tc.w.Obj()
 			cfg := makeConfig(zoneFlavors(), zones, withPlain)
 			a, v := NewSnapshot(cfg, CloneUsages(tc.usage), map[string]labels.Set{"ns": {}}).Assign(w)
-			got := v.Code + ": " + v.Message
+			got := v.Code + ": " + v.Message()
 			if v.Kind == Fits {
 				got = a.Flavors[0]
 			}

@@ -52,15 +52,42 @@ const (
 type Verdict struct {
 	Kind    VerdictKind
 	Code    string
-	Message string
+	message string
+	// quota holds the numbers of a wait for quota, which Message formats
+	// only when asked: a pass gives every waiting workload a verdict, and
+	// nearly all of them repeat their workload's last one, which is not
+	// told again.
+	quota *quotaWait
+}
+
+// quotaWait is what a wait for quota reports: the numbers as they were
+// when it was decided.
+type quotaWait struct {
+	fr                         FlavorResource
+	queue, cohort              string
+	need, used, nominal, lends flavors.Amount
+}
+
+// Message says what the verdict decided, why, and the numbers behind it.
+func (v Verdict) Message() string {
+	if w := v.quota; w != nil {
+		r := w.fr.Resource
+		msg := fmt.Sprintf("Waiting for quota: needs %s=%s in flavor %s; ClusterQueue %s uses %s of %s",
+			r, w.need.Format(r), w.fr.Flavor, w.queue, w.used.Format(r), w.nominal.Format(r))
+		if w.cohort != "" {
+			msg += fmt.Sprintf(", cohort %s can lend %s", w.cohort, w.lends.Format(r))
+		}
+		return msg
+	}
+	return v.message
 }
 
 func waitf(code, format string, args ...any) Verdict {
-	return Verdict{Kind: Wait, Code: intern(code), Message: fmt.Sprintf(format, args...)}
+	return Verdict{Kind: Wait, Code: intern(code), message: fmt.Sprintf(format, args...)}
 }
 
 func neverf(code, format string, args ...any) Verdict {
-	return Verdict{Kind: Never, Code: code, Message: "Can never fit: " + fmt.Sprintf(format, args...)}
+	return Verdict{Kind: Never, Code: code, message: "Can never fit: " + fmt.Sprintf(format, args...)}
 }
 
 // Eligible says whether w may queue in its ClusterQueue at all: the queue
@@ -69,11 +96,11 @@ func (s *Snapshot) Eligible(w *Workload) (*ClusterQueue, Verdict) {
 	cq := s.Config.ClusterQueues[w.Queue]
 	if cq == nil {
 		return nil, Verdict{Kind: Never, Code: "unknown-queue",
-			Message: fmt.Sprintf("ClusterQueue %q does not exist; known: %s", w.Queue, strings.Join(s.Config.QueueNames, ", "))}
+			message: fmt.Sprintf("ClusterQueue %q does not exist; known: %s", w.Queue, strings.Join(s.Config.QueueNames, ", "))}
 	}
 	if !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) {
 		return nil, Verdict{Kind: Never, Code: "namespace-not-selected",
-			Message: fmt.Sprintf("ClusterQueue %s does not admit namespace %s: its namespaceSelector %q does not select it", cq.Name, w.Namespace, cq.NamespaceSelector.String())}
+			message: fmt.Sprintf("ClusterQueue %s does not admit namespace %s: its namespaceSelector %q does not select it", cq.Name, w.Namespace, cq.NamespaceSelector.String())}
 	}
 	return cq, Verdict{Kind: Fits}
 }
@@ -242,14 +269,10 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 }
 
 func (s *Snapshot) waitVerdict(cq *ClusterQueue, fr FlavorResource, need flavors.Amount) Verdict {
-	r := fr.Resource
 	q, _ := s.Config.QuotaOf(cq.Name, fr)
-	used := s.Usage[cq.Name][fr]
-	msg := fmt.Sprintf("Waiting for quota: needs %s=%s in flavor %s; ClusterQueue %s uses %s of %s",
-		r, need.Format(r), fr.Flavor, cq.Name, used.Format(r), q.Nominal.Format(r))
+	w := &quotaWait{fr: fr, queue: cq.Name, cohort: cq.Cohort, need: need, used: s.Usage[cq.Name][fr], nominal: q.Nominal}
 	if cq.Cohort != "" {
-		lend := flavors.Max(0, s.Available(cq, fr).Sub(flavors.Max(0, q.Nominal.Sub(used))))
-		msg += fmt.Sprintf(", cohort %s can lend %s", cq.Cohort, lend.Format(r))
+		w.lends = flavors.Max(0, s.Available(cq, fr).Sub(flavors.Max(0, q.Nominal.Sub(w.used))))
 	}
-	return Verdict{Kind: Wait, Code: intern("quota/" + fr.Flavor + "/" + string(r)), Message: msg}
+	return Verdict{Kind: Wait, Code: intern("quota/" + fr.Flavor + "/" + string(fr.Resource)), quota: w}
 }

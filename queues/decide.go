@@ -163,7 +163,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 		p.Moved = s.claim(cq.Name, a.Usage, victims)
 		d.Preemptions = append(d.Preemptions, p)
 		taken[w] = true
-		return Verdict{Kind: Preempting, Code: "preempting", Message: p.Message()}
+		return Verdict{Kind: Preempting, Code: "preempting", message: p.Message()}
 	}
 	if cq := s.Config.ClusterQueues[group[0]]; cq != nil && cq.Cohort != "" {
 		s.admitWithinNominal(group, pending, taken, admit, func(cq *ClusterQueue, w *Workload, a Assignment, victims []Victim, pos int) {

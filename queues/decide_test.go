@@ -478,7 +478,7 @@ func TestMessages(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := NewSnapshot(makeConfig([]*flavors.Flavor{gpuF}, tc.cqs...), tc.usage, map[string]labels.Set{"ns": {}})
 			_, v := snap.Assign(tc.w)
-			if diff := cmp.Diff(tc.want, v.Message); diff != "" {
+			if diff := cmp.Diff(tc.want, v.Message()); diff != "" {
 				t.Errorf("message (-want +got):\n%s", diff)
 			}
 		})
@@ -557,8 +557,8 @@ func TestDecideYield(t *testing.T) {
 			got := admittedNames(Decide(snap, seqs(preemptor, victim, behind), func(w *Workload, v Verdict, _ int) {
 				if v.Kind == Wait {
 					reasons[w.Name] = v.Code
-					if v.Code == "yield" && !strings.Contains(v.Message, "ns/preemptor, which preempted this Job") {
-						t.Errorf("yield message %q does not name the preemptor", v.Message)
+					if v.Code == "yield" && !strings.Contains(v.Message(), "ns/preemptor, which preempted this Job") {
+						t.Errorf("yield message %q does not name the preemptor", v.Message())
 					}
 				}
 			}).Admissions)

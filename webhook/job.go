@@ -275,7 +275,7 @@ func Mutate(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[stri
 	snap := queues.NewSnapshot(cfg, nil, map[string]labels.Set{meta.Namespace: nsLabels})
 	if _, v := snap.Assign(w); v.Kind == queues.Never {
 		meta.Labels[queues.LabelState] = string(queues.StateInadmissible)
-		return []string{fmt.Sprintf("tally: %s will not be admitted. %s", o.Describe(), v.Message)}, nil
+		return []string{fmt.Sprintf("tally: %s will not be admitted. %s", o.Describe(), v.Message())}, nil
 	}
 	combos := cfg.Candidates(cfg.ClusterQueues[queue], w)
 	for _, ps := range o.PodSets {
