@@ -541,7 +541,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.Float64Var(&f.finishedLabelRate, "finished-label-rate", 100, "With --finished-label=lazy, the most finished labels written a second.")
 	fs.StringVar(&events, "events", string(ledger.EventsAll), "Which Events the ledger records: all, or minimal (no Queued or Pending Event for a workload admitted by the first pass that sees it; every other Event is recorded).")
 	fs.StringVar(&admissionPatch, "admission-patch", string(ledger.AdmissionPatchMerge), "How the admission write is encoded, one write guarded by resourceVersion in each: merge (JSON merge patch), json (JSON patch), or apply (server-side apply, forced; it cannot delete fields).")
-	fs.StringVar(&f.apiContentType, "api-content-type", "protobuf", "The encoding of tally's API requests, responses and watches: protobuf (for built-in kinds, custom resources in JSON: controller-runtime's choice) or json (for all).")
+	fs.StringVar(&f.apiContentType, "api-content-type", "protobuf", "The encoding of tally's API requests, responses and watches: protobuf (for built-in kinds, custom resources in JSON: controller-runtime's choice) or json (for all, but the metadata-only answers to its patches, always protobuf).")
 	f.zap.Development = false
 	f.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
