@@ -15,6 +15,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -460,13 +461,15 @@ func runningPods(ctx context.Context, c client.Reader, ns, name string) (int, er
 // checkEvents checks that PyTorchJob name has an Event of each reason.
 func checkEvents(ctx context.Context, t *testing.T, c client.Reader, ns, name string, reasons ...string) {
 	t.Helper()
+	// Events are written asynchronously, and QuotaReleased only once the
+	// ledger has seen the finish the caller waited for: wait for each.
 	for _, r := range reasons {
-		es, err := framework.WorkloadEvents(ctx, c, ns, framework.PyTorchJobGVK.Kind, r)
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			es, err := framework.WorkloadEvents(ctx, c, ns, framework.PyTorchJobGVK.Kind, r)
+			return len(es[name]) > 0, err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		if len(es[name]) == 0 {
-			t.Errorf("PyTorchJob %s has no %s Event", name, r)
+			t.Errorf("PyTorchJob %s has no %s Event: %v", name, r, err)
 		}
 	}
 }
