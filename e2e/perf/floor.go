@@ -29,6 +29,15 @@ import (
 // the very writes the floor leaves out. So the floor's writes per Job are
 // the create, one admission and the runner's completion; and since a Job
 // the ideal evicts runs on to completion, the floor's usage may pass 100%.
+//
+// The held floor (Options.HeldFloor) is the same replay of a scheduler
+// that respects quota as it is on the API server: the ideal scheduler
+// without preemption, which holds each Job's quota until the runner's
+// completion write for it returns (the earliest anything can know of it),
+// not for its runtime. Its usage never passes 100%, and it pays, as any
+// scheduler does, for the time between a Job's admission and the runner
+// seeing it, and for the completion write; it pays no watch delay for
+// that completion, nor anything for deciding.
 
 // floorHolder holds tally's leader lease through a floor run, so that
 // tally serves its webhooks but its ledger never runs.
@@ -67,7 +76,7 @@ type replay struct {
 	failed int
 }
 
-func newReplay(kubeconfig string, p *scenario.Plan, start time.Time) (*replay, error) {
+func newReplay(kubeconfig string, p *scenario.Plan, start time.Time, held bool) (*replay, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, err
@@ -78,13 +87,28 @@ func newReplay(kubeconfig string, p *scenario.Plan, start time.Time) (*replay, e
 	if err != nil {
 		return nil, err
 	}
-	return &replay{cs: cs, plan: p, start: start, online: ideal.NewOnline(p), admitted: make([]bool, len(p.Jobs)), wake: make(chan struct{}, 1)}, nil
+	online := ideal.NewOnline(p)
+	if held {
+		online = ideal.NewHeldOnline(p)
+	}
+	return &replay{cs: cs, plan: p, start: start, online: online, admitted: make([]bool, len(p.Jobs)), wake: make(chan struct{}, 1)}, nil
 }
 
 // arrived tells the scheduler that Job i exists from now on.
 func (r *replay) arrived(i int) {
 	r.mu.Lock()
 	r.online.Arrive(i, time.Since(r.start))
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// finished tells the held scheduler that Job i's run completed now.
+func (r *replay) finished(i int) {
+	r.mu.Lock()
+	r.online.Finish(i, time.Since(r.start))
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:

@@ -99,8 +99,9 @@ type tracker struct {
 	list    []*trackedJob          // parallel to the plan's Jobs
 	// ctx ends the completions in flight.
 	ctx context.Context
-	// onCreated, when set, is told the index of each Job once it exists.
-	onCreated func(i int)
+	// onCreated, when set, is told the index of each Job once it exists,
+	// and onFinished once its completion is written.
+	onCreated, onFinished func(i int)
 
 	created, admitted, finished, labelled atomic.Int64
 	admissions, preemptions               atomic.Int64
@@ -332,12 +333,16 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 		if err == nil {
 			done := time.Now()
 			tj.mu.Lock()
-			if tj.run == run {
+			current := tj.run == run
+			if current {
 				tj.phase = finished
 				tj.done = done
 				tj.held += done.Sub(tj.admittedAt)
 			}
 			tj.mu.Unlock()
+			if current && t.onFinished != nil {
+				t.onFinished(tj.index)
+			}
 			if t.finished.Add(1) == int64(len(t.list)) {
 				t.closeFinished.Do(func() { close(t.allFinished) })
 			}

@@ -54,6 +54,10 @@ type Options struct {
 	// scheduler's decisions (see floor.go): tally still serves its
 	// webhooks, but never leads.
 	Floor bool
+	// HeldFloor makes the floor's scheduler hold quota until each Job's
+	// completion is written, and never preempt (see floor.go). It implies
+	// Floor.
+	HeldFloor bool
 	// CreationPolicy replaces tally's Job webhook with a
 	// MutatingAdmissionPolicy that makes the same changes (see policy.go).
 	CreationPolicy bool
@@ -104,8 +108,8 @@ type Result struct {
 	WebhookCalls, WebhookSeconds map[string]float64
 	// Floor tells a floor run; ReplayFailures counts its decisions whose
 	// write failed for good.
-	Floor, CreationPolicy bool
-	ReplayFailures        int
+	Floor, HeldFloor, CreationPolicy bool
+	ReplayFailures                   int
 	// estimates are tally explain's answers (Options.ExplainEvery).
 	estimates []estimateSample
 }
@@ -118,6 +122,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute
 	}
+	o.Floor = o.Floor || o.HeldFloor
 	env, err := startControlPlane(o)
 	if err != nil {
 		return nil, err
@@ -238,10 +243,13 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	var replayDone sync.WaitGroup
 	if o.Floor {
 		var err error
-		if s.replay, err = newReplay(s.kubeconfig, o.Plan, start); err != nil {
+		if s.replay, err = newReplay(s.kubeconfig, o.Plan, start, o.HeldFloor); err != nil {
 			return nil, err
 		}
 		s.tr.onCreated = s.replay.arrived
+		if o.HeldFloor {
+			s.tr.onFinished = s.replay.finished
+		}
 		replayDone.Add(1)
 		go func() {
 			defer replayDone.Done()
@@ -338,7 +346,7 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 	res.Admissions, res.Preemptions = int(tr.admissions.Load()), int(tr.preemptions.Load())
 	res.CreateRetries, res.CompleteRetries = int(tr.createRetries.Load()), int(tr.finishRetries.Load())
 	res.LabelledFinished = int(tr.labelled.Load())
-	res.Floor, res.CreationPolicy = o.Floor, o.CreationPolicy
+	res.Floor, res.HeldFloor, res.CreationPolicy = o.Floor, o.HeldFloor, o.CreationPolicy
 	if s.replay != nil {
 		s.replay.mu.Lock()
 		res.ReplayFailures = s.replay.failed

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -26,14 +28,20 @@ func (w testWriter) Write(p []byte) (int, error) {
 // show the benchmark harness works: every Job is created, admitted and
 // finished, and the summary holds sane values. It asserts no timings: a
 // benchmark is not a test.
-func TestSmoke(t *testing.T) { smoke(t, false) }
+func TestSmoke(t *testing.T) { smoke(t, false, false) }
 
 // TestSmokeFloor runs the floor on bench/smoke.yaml: the replay admits
 // every Job with one write per decision, as tally's user, and tally's
 // ledger writes nothing at all.
-func TestSmokeFloor(t *testing.T) { smoke(t, true) }
+func TestSmokeFloor(t *testing.T) { smoke(t, true, false) }
 
-func smoke(t *testing.T, floor bool) {
+// TestSmokeHeldFloor runs the held floor on bench/smoke.yaml: as the
+// floor, and it never preempts and never holds more quota than the
+// ClusterQueues and cohorts have, counted from each Job's admission to its
+// completion as the runner saw them.
+func TestSmokeHeldFloor(t *testing.T) { smoke(t, true, true) }
+
+func smoke(t *testing.T, floor, held bool) {
 	assets, bin := os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("TALLY_BIN")
 	if assets == "" || bin == "" {
 		t.Skip("KUBEBUILDER_ASSETS and TALLY_BIN are not set: no control plane or tally to run (make test sets them)")
@@ -45,7 +53,7 @@ func smoke(t *testing.T, floor bool) {
 	plan := sc.Expand()
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Options{
-		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir, Floor: floor,
+		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir, Floor: floor, HeldFloor: held,
 		Timeout: sc.Timeout.Duration, Progress: testWriter{t},
 	})
 	if err != nil {
@@ -95,6 +103,13 @@ func smoke(t *testing.T, floor bool) {
 			sum.Requests.WritesByManager[queues.FieldManagerAdmission] == sum.Jobs && sum.TallyLabelledFinished == 0,
 			"floor: %d writes (%v) for %d Jobs, %d admissions and %d preemptions, %d Jobs labelled finished",
 			sum.Requests.Writes, sum.Requests.WritesByManager, sum.Jobs, sum.Admissions, sum.Preemptions, sum.TallyLabelledFinished)
+		check(sum.FloorHeld == held, "floorHeld %t in a run with HeldFloor %t", sum.FloorHeld, held)
+	}
+	if held {
+		check(sum.UsagePercent <= 100, "held floor: usage %.1f%%", sum.UsagePercent)
+		for _, p := range overQuota(plan, res.Outcomes) {
+			check(false, "held floor: %s", p)
+		}
 	}
 	check(sum.TallyCPUSeconds > 0 && sum.TallyCPUSecondsTotal >= sum.TallyCPUSeconds, "tally CPU %.2fs in the run, %.2fs in all", sum.TallyCPUSeconds, sum.TallyCPUSecondsTotal)
 	check(sum.TallyPeakRSSBytes > 1<<20, "tally peak RSS %d bytes", sum.TallyPeakRSSBytes)
@@ -135,4 +150,59 @@ func smoke(t *testing.T, floor bool) {
 			}
 		}
 	}
+}
+
+// overQuota says where the Jobs, each holding its quota from its
+// admission to its completion, ever held more than a ClusterQueue's
+// nominal quota and borrowing limit, or than a cohort's nominal quota.
+func overQuota(p *scenario.Plan, out []scenario.Outcome) []string {
+	type change struct {
+		at  time.Duration
+		job int
+		cpu int64
+	}
+	var changes []change
+	for i, o := range out {
+		if o.Admitted != scenario.Never && o.Finished != scenario.Never {
+			cpu := p.Jobs[i].CPUMilli
+			changes = append(changes, change{o.Admitted, i, cpu}, change{o.Finished, i, -cpu})
+		}
+	}
+	// At the same instant a completion comes first.
+	slices.SortFunc(changes, func(a, b change) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		return int(a.cpu - b.cpu)
+	})
+	// A ClusterQueue in no cohort is a cohort of its own.
+	cohort := func(q scenario.ClusterQueue) string {
+		if q.Cohort == "" {
+			return "(" + q.Name + ")"
+		}
+		return q.Cohort
+	}
+	byQueue := make([]int64, len(p.Queues))
+	byCohort, capacity := map[string]int64{}, map[string]int64{}
+	for _, q := range p.Queues {
+		capacity[cohort(q)] += q.NominalMilli
+	}
+	var problems []string
+	for _, c := range changes {
+		qi := p.Jobs[c.job].Queue
+		q := p.Queues[qi]
+		byQueue[qi] += c.cpu
+		co := cohort(q)
+		byCohort[co] += c.cpu
+		if c.cpu < 0 {
+			continue
+		}
+		if limit := q.NominalMilli + q.BorrowingLimitMilli; q.Cohort != "" && q.BorrowingLimitMilli >= 0 && byQueue[qi] > limit {
+			problems = append(problems, fmt.Sprintf("at %s, ClusterQueue %s held %dm of %dm", c.at, q.Name, byQueue[qi], limit))
+		}
+		if byCohort[co] > capacity[co] {
+			problems = append(problems, fmt.Sprintf("at %s, cohort %s held %dm of %dm", c.at, co, byCohort[co], capacity[co]))
+		}
+	}
+	return problems
 }

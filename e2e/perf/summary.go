@@ -52,7 +52,10 @@ type Summary struct {
 	CoreMakespanSeconds float64 `json:"coreMakespanSeconds"`
 	// FloorWallSeconds is the wall time of a floor run (SetFloor), and
 	// FloorAPIRequestsPerJob its API requests per Job.
-	FloorWallSeconds       float64 `json:"floorWallSeconds,omitempty"`
+	FloorWallSeconds float64 `json:"floorWallSeconds,omitempty"`
+	// FloorHeld tells that the floor is the held floor
+	// (Options.HeldFloor), in a floor run's summary and beside it.
+	FloorHeld              bool    `json:"floorHeld,omitempty"`
 	FloorAPIRequestsPerJob float64 `json:"floorAPIRequestsPerJob,omitempty"`
 
 	UsagePercent                  float64 `json:"usagePercent"`
@@ -249,6 +252,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 	}
 	if r.Floor {
 		s.Scheduler = "floor"
+		s.FloorHeld = r.HeldFloor
 	}
 	s.CreationPolicy = r.CreationPolicy
 	s.ExplainEstimate = estimateErrors(r.estimates, r.Start, r.Outcomes)
@@ -261,6 +265,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 func (s *Summary) SetFloor(f *Summary) {
 	s.FloorWallSeconds = f.WallSeconds
 	s.FloorAPIRequestsPerJob = f.APIRequestsPerJob
+	s.FloorHeld = f.FloorHeld
 	for name, c := range s.Classes {
 		fc := f.Classes[name]
 		c.FloorAvgTimeToAdmissionSeconds, c.FloorP99TimeToAdmissionSeconds = fc.AvgTimeToAdmissionSeconds, fc.P99TimeToAdmissionSeconds
@@ -286,6 +291,14 @@ func simulate(p *scenario.Plan, arrivals []time.Duration) (scenario.Stats, error
 	return scenario.Compute(p, out), nil
 }
 
+// floorName is what the table calls the floor beside s.
+func (s *Summary) floorName() string {
+	if s.FloorHeld {
+		return "held floor"
+	}
+	return "floor"
+}
+
 // targets are the goals for tally, against the ideal scheduler given the
 // same creation times, and against the floor when one is set.
 func targets(s *Summary) []Target {
@@ -300,10 +313,11 @@ func targets(s *Summary) []Target {
 		t = append(t, Target{Name: name + " avg time to admission ≤ ideal + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.IdealActualAvgTimeToAdmissionSeconds + 2})
 	}
 	if s.FloorWallSeconds > 0 {
-		t = append(t, Target{Name: "wall time ≤ 1.15 × floor (s)", Value: s.WallSeconds, Bound: 1.15 * s.FloorWallSeconds})
+		floor := s.floorName()
+		t = append(t, Target{Name: "wall time ≤ 1.15 × " + floor + " (s)", Value: s.WallSeconds, Bound: 1.15 * s.FloorWallSeconds})
 		for _, name := range s.order {
 			c := s.Classes[name]
-			t = append(t, Target{Name: name + " avg time to admission ≤ floor + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.FloorAvgTimeToAdmissionSeconds + 2})
+			t = append(t, Target{Name: name + " avg time to admission ≤ " + floor + " + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.FloorAvgTimeToAdmissionSeconds + 2})
 		}
 	}
 	for i := range t {
@@ -330,7 +344,7 @@ func (s *Summary) Table(w io.Writer) error {
 		return []string{v, f}
 	}
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
-	row(append([]string{"", s.Scheduler, "ideal", "ideal(actual)", "ideal(no preemption)", s.Scheduler + " vs ideal(actual)", "tally core(actual)"}, vsFloor("floor", s.Scheduler+" vs floor")...)...)
+	row(append([]string{"", s.Scheduler, "ideal", "ideal(actual)", "ideal(no preemption)", s.Scheduler + " vs ideal(actual)", "tally core(actual)"}, vsFloor(s.floorName(), s.Scheduler+" vs "+s.floorName())...)...)
 	secs := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	ratio := func(a, b float64) string {
 		if b == 0 {
@@ -368,7 +382,7 @@ func (s *Summary) Table(w io.Writer) error {
 	row("Jobs labelled finished", fmt.Sprintf("%d of %d by the end of the window", s.TallyLabelledFinished, s.Finished))
 	row("API requests per Job", fmt.Sprintf("%.2f (%s)", s.APIRequestsPerJob, strings.Join(s.Requests.sortedKinds(), ", ")))
 	if floor {
-		row("floor's API requests per Job", fmt.Sprintf("%.2f", s.FloorAPIRequestsPerJob))
+		row(s.floorName()+"'s API requests per Job", fmt.Sprintf("%.2f", s.FloorAPIRequestsPerJob))
 	}
 	row("tally CPU (s)", fmt.Sprintf("%.1f in the run, %.1f in all", s.TallyCPUSeconds, s.TallyCPUSecondsTotal))
 	row("API server CPU (s)", fmt.Sprintf("%.1f in the run", s.APIServerCPUSeconds))

@@ -37,6 +37,25 @@ func NewOnline(p *scenario.Plan) *Online {
 	return &Online{s: s}
 }
 
+// NewHeldOnline returns the scheduler for the plan that holds each Job's
+// quota until its completion is reported (Finish) instead of for its
+// runtime, and that never preempts (p.WithoutPreemption), so that it can
+// be replayed on a real API server without taking more quota than is free
+// there.
+func NewHeldOnline(p *scenario.Plan) *Online {
+	o := NewOnline(p.WithoutPreemption())
+	o.s.held = true
+	return o
+}
+
+// Finish records that Job i's run completed at time at (or at the last
+// Advance, if that is later). It is for NewHeldOnline's scheduler, and
+// ignored for a Job that is not running.
+func (o *Online) Finish(i int, at time.Duration) {
+	j := o.s.jobs[i]
+	o.s.push(event{at: max(at, o.s.now), kind: finish, job: j, gen: j.gen})
+}
+
 // Arrive records that Job i (an index into the plan's Jobs) exists from
 // time at on.
 func (o *Online) Arrive(i int, at time.Duration) {

@@ -85,3 +85,84 @@ func TestOnlineLateArrival(t *testing.T) {
 		t.Fatalf("created at %s, want 2s", got)
 	}
 }
+
+// TestHeldOnlineMatchesNoPreemption reports each run's completion at the
+// end of its runtime, as the simulation would, and expects Simulate's
+// outcomes for the plan without preemption: the held scheduler differs
+// only in where completions come from.
+func TestHeldOnlineMatchesNoPreemption(t *testing.T) {
+	for seed := range uint64(300) {
+		p := randomPlan(seed, 4)
+		want, err := Simulate(p.WithoutPreemption(), p.Arrivals())
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := NewHeldOnline(p)
+		order := make([]int, len(p.Jobs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return int(p.Jobs[a].Arrival - p.Jobs[b].Arrival) })
+		type finish struct {
+			job int
+			at  time.Duration
+		}
+		var due []finish // kept sorted by time
+		next := 0
+		for next < len(order) || len(due) > 0 {
+			now := time.Duration(1<<62 - 1)
+			if next < len(order) {
+				now = p.Jobs[order[next]].Arrival
+			}
+			if len(due) > 0 && due[0].at <= now {
+				now = due[0].at
+			}
+			for len(due) > 0 && due[0].at == now {
+				o.Finish(due[0].job, now)
+				due = due[1:]
+			}
+			for next < len(order) && p.Jobs[order[next]].Arrival == now {
+				o.Arrive(order[next], now)
+				next++
+			}
+			for _, d := range o.Advance(now) {
+				if !d.Admit {
+					t.Fatalf("seed %d: Job %d evicted at %s by a scheduler that never preempts", seed, d.Job, d.At)
+				}
+				f := finish{d.Job, d.At + p.Jobs[d.Job].Runtime}
+				k, _ := slices.BinarySearchFunc(due, f, func(a, b finish) int {
+					if a.at != b.at {
+						return int(a.at - b.at)
+					}
+					return a.job - b.job
+				})
+				due = slices.Insert(due, k, f)
+			}
+		}
+		if d := cmp.Diff(want, o.Outcomes()); d != "" {
+			t.Fatalf("seed %d: held outcomes differ from Simulate's without preemption (-want +got):\n%s", seed, d)
+		}
+	}
+}
+
+// TestHeldOnlineWaitsForFinish: a Job's quota stays taken past its
+// runtime until its completion is reported.
+func TestHeldOnlineWaitsForFinish(t *testing.T) {
+	p := plan().queue("a", "", 1, -1, "Never", "Never").job("A", 0, 1, s, 0, 0).job("B", 0, 1, s, 0, 0).obj()
+	o := NewHeldOnline(p)
+	o.Arrive(0, 0)
+	o.Arrive(1, 0)
+	if d, want := o.Advance(0), []Decision{{Job: 0, Admit: true}}; !slices.Equal(d, want) {
+		t.Fatalf("at 0: got %v, want %v", d, want)
+	}
+	if d := o.Advance(5 * s); len(d) != 0 {
+		t.Fatalf("B admitted before A's completion was reported: %v", d)
+	}
+	o.Finish(0, 3*s) // reported late: counts from the last Advance
+	if d, want := o.Advance(5*s), []Decision{{Job: 1, At: 5 * s, Admit: true}}; !slices.Equal(d, want) {
+		t.Fatalf("after A finished: got %v, want %v", d, want)
+	}
+	if got := o.Outcomes()[0].Finished; got != 5*s {
+		t.Fatalf("A finished at %s, want 5s", got)
+	}
+}

@@ -133,6 +133,9 @@ type sim struct {
 	// made (the online scheduler's output).
 	decided []Decision
 	logging bool
+	// held: completions are reported (Online.Finish), not simulated
+	// (NewHeldOnline).
+	held bool
 }
 
 func newSim(p *scenario.Plan) *sim {
@@ -232,7 +235,9 @@ func (s *sim) admit(j *job) {
 		o.Admitted = s.now
 	}
 	o.Admissions++
-	s.push(event{at: s.now + j.runtime, kind: finish, job: j, gen: j.gen})
+	if !s.held {
+		s.push(event{at: s.now + j.runtime, kind: finish, job: j, gen: j.gen})
+	}
 	if s.logging {
 		s.decided = append(s.decided, Decision{Job: j.index, At: s.now, Admit: true})
 	}

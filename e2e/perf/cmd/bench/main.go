@@ -37,6 +37,7 @@ func run() int {
 		workers   = flag.Int("workers", 0, "Create workers; 0: enough for the largest burst of arrivals.")
 		mode      = flag.String("mode", "both", "What to run: tally; floor (tally's webhook, the ideal scheduler's decisions replayed in place of its ledger: the best this API server allows); or both, tally then the floor, side by side.")
 		explain   = flag.Duration("explain-every", 0, "Ask `tally explain` this often during tally's run about a few waiting Jobs, and report how far its start estimates were from the actual starts; 0: never.")
+		held      = flag.Bool("held-floor", false, "Make the floor the held floor: the ideal scheduler without preemption, holding each Job's quota until the runner's completion write for it returns, so that it never takes more quota than is free on the API server.")
 		policy    = flag.Bool("creation-policy", false, "Replace tally's Job webhook with a MutatingAdmissionPolicy that makes the same changes at creation, to measure what the webhook round trip costs.")
 		profile   = flag.Bool("profile", false, "Take a CPU profile of tally over the run; tally must serve pprof (it is given --pprof-bind-address).")
 		kueue     = flag.String("kueue", "", "Run Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf) instead of tally, and print them beside tally's last summary.")
@@ -98,14 +99,18 @@ func run() int {
 		name := sc.Name
 		if floor {
 			name += ".floor"
-			fmt.Printf("\nthe floor: tally's webhook, the ideal scheduler's decisions replayed as patches\n")
+			if *held {
+				fmt.Printf("\nthe held floor: tally's webhook, the decisions of the ideal scheduler without preemption, fed the completions, replayed as patches\n")
+			} else {
+				fmt.Printf("\nthe floor: tally's webhook, the ideal scheduler's decisions replayed as patches\n")
+			}
 		}
 		dir := filepath.Join(*out, name)
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, err
 		}
 		opts := perf.Options{
-			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Floor: floor, ExplainEvery: *explain, CreationPolicy: *policy,
+			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Floor: floor, HeldFloor: floor && *held, ExplainEvery: *explain, CreationPolicy: *policy,
 			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
 		}
 		profilePrefix := filepath.Join(*out, name+".tally.cpu")
