@@ -16,7 +16,10 @@
 // lease, so tally serves its webhooks and its ledger never runs, and
 // admits each Job with one patch, as tally's user, when the ideal
 // scheduler first admits it (ideal.Online, fed each Job as its create
-// returns): the best any scheduler can do on this API server.
+// returns): the best any scheduler can do on this API server. The held
+// floor (Options.HeldFloor) replays ideal.NewHeldOnline instead, which
+// frees a Job's quota only when its completion is written: the best a
+// scheduler that keeps to quota can do.
 //
 // The summary puts the run next to the ideal scheduler's outcome, with
 // nominal and with the actually recorded creation times, and writes it as

@@ -4,7 +4,11 @@
 // scheduler's decisions, the best this API server allows. `make bench`
 // runs it.
 //
-//	bench -scenario bench/baseline.yaml -out .bench [-mode tally|floor|both]
+//	bench -scenario bench/baseline.yaml -out .bench [-mode tally|floor|both] [-held-floor]
+//
+// -held-floor makes the floor one that keeps to quota: the ideal scheduler
+// without preemption, holding each Job's quota until its completion is
+// written.
 //
 // It writes .bench/<scenario>.summary.yaml and .bench/<scenario>.jobs.csv
 // (the floor's as <scenario>.floor.*), and keeps the run's files (tally's
