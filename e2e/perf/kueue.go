@@ -276,7 +276,7 @@ func CompareTable(w io.Writer, p *scenario.Plan, ideal scenario.Stats, tally *Su
 		}
 		return fmt.Sprintf("%.2f", v)
 	}
-	row("", "tally", "kueue", "ideal", "floor", "kueue / tally")
+	row("", "tally", "kueue", "ideal", t.floorName(), "kueue / tally")
 	row("wall / makespan (s)", num("%.2f", t.WallSeconds, has), fmt.Sprintf("%.2f", makespan), fmt.Sprintf("%.2f", ideal.Wall.Seconds()), fl(t.FloorWallSeconds), ratio(t.WallSeconds, makespan))
 	row("usage (%)", num("%.1f", t.UsagePercent, has), fmt.Sprintf("%.1f", k.UsagePercent()), fmt.Sprintf("%.1f", ideal.UsagePercent), "", ratio(t.UsagePercent, k.UsagePercent()))
 	row("preemptions", num("%.0f", float64(t.Preemptions), has), fmt.Sprint(k.Evictions()), fmt.Sprint(ideal.Preemptions), "", "")
