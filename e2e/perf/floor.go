@@ -30,8 +30,8 @@ import (
 // the create, one admission and the runner's completion; and since a Job
 // the ideal evicts runs on to completion, the floor's usage may pass 100%.
 //
-// The held floor (Options.HeldFloor) is the same replay of a scheduler
-// that respects quota as it is on the API server: the ideal scheduler
+// The held floor (Options.HeldFloor) replays, the same way, a scheduler
+// that keeps to the quota the API server's Jobs hold: the ideal scheduler
 // without preemption, which holds each Job's quota until the runner's
 // completion write for it returns (the earliest anything can know of it),
 // not for its runtime. Its usage never passes 100%, and it pays, as any
