@@ -95,20 +95,15 @@ func newReplay(kubeconfig string, p *scenario.Plan, start time.Time, held bool) 
 }
 
 // arrived tells the scheduler that Job i exists from now on.
-func (r *replay) arrived(i int) {
-	r.mu.Lock()
-	r.online.Arrive(i, time.Since(r.start))
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *replay) arrived(i int) { r.tell(i, (*ideal.Online).Arrive) }
 
 // finished tells the held scheduler that Job i's run completed now.
-func (r *replay) finished(i int) {
+func (r *replay) finished(i int) { r.tell(i, (*ideal.Online).Finish) }
+
+// tell hands the scheduler news of Job i as of now, and wakes run.
+func (r *replay) tell(i int, news func(o *ideal.Online, i int, at time.Duration)) {
 	r.mu.Lock()
-	r.online.Finish(i, time.Since(r.start))
+	news(r.online, i, time.Since(r.start))
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:

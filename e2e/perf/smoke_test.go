@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -169,12 +170,7 @@ func overQuota(p *scenario.Plan, out []scenario.Outcome) []string {
 		}
 	}
 	// At the same instant a completion comes first.
-	slices.SortFunc(changes, func(a, b change) int {
-		if a.at != b.at {
-			return int(a.at - b.at)
-		}
-		return int(a.cpu - b.cpu)
-	})
+	slices.SortFunc(changes, func(a, b change) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.cpu, b.cpu)) })
 	// A ClusterQueue in no cohort is a cohort of its own.
 	cohort := func(q scenario.ClusterQueue) string {
 		if q.Cohort == "" {
