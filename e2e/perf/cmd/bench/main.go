@@ -113,7 +113,7 @@ func run() int {
 			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Floor: floor, HeldFloor: floor && *held, ExplainEvery: *explain, CreationPolicy: *policy,
 			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
 		}
-		profilePrefix := filepath.Join(*out, name+".tally.cpu")
+		profilePrefix := filepath.Join(*out, name+".tally")
 		var profiles []string
 		if *profile && !floor {
 			addr, err := freeAddr()
@@ -142,6 +142,7 @@ func run() int {
 		fmt.Printf("per-Job times: %s; tally's log: %s\n", jobs, filepath.Join(dir, "tally.log"))
 		if len(profiles) > 0 {
 			fmt.Printf("tally CPU profiles, 10s each: go tool pprof -top %s %s\n", *bin, strings.Join(profiles, " "))
+			fmt.Printf("tally's allocations up to the last of them: go tool pprof -sample_index=alloc_space -top %s %s.allocs.pprof\n", *bin, profilePrefix)
 		}
 		if res.ReplayFailures > 0 && runErr == nil {
 			runErr = fmt.Errorf("%d of the floor's writes failed", res.ReplayFailures)
