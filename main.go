@@ -680,7 +680,8 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		}
 	}
 	mgr, err := ctrl.NewManager(restCfg, manager.Options{
-		Scheme: scheme,
+		Scheme:         scheme,
+		MapperProvider: newMapper,
 		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: ledger.CacheOptions(f.namespace, f.configFile == ""),
 			DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                             metricsserver.Options{BindAddress: f.metricsAddr},
