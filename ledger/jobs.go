@@ -19,6 +19,9 @@ import (
 type entry struct {
 	w  *queues.Workload
 	rv string
+	// generation is the object's metadata.generation, which changes
+	// with its spec.
+	generation int64
 	// paths are the JSON paths of the pod templates, by pod set in
 	// w.PodSets order, and suspend that of the suspend field.
 	paths   [][]string
@@ -112,8 +115,12 @@ func (l *Ledger) foldLocked(e *entry, next entry, o observed) {
 
 // observeLocked reads o, whose entry is e, under the config in force.
 func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) observed {
-	w := o.Workload(o.Meta.Labels[queues.LabelQueue], l.priorityOf(prio))
-	w.Tag = e
+	queue, priority := o.Meta.Labels[queues.LabelQueue], l.priorityOf(prio)
+	w := e.w
+	if !e.builtFrom(o, queue, priority) {
+		w = o.Workload(queue, priority)
+		w.Tag = e
+	}
 	v := observe(l.cfg, o, w, l.livePods[o.Meta.UID])
 	if o.Suspended && !o.Finished {
 		v.restore = l.restoreDueLocked(o, w)
@@ -121,10 +128,21 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) obse
 	return v
 }
 
+// builtFrom says whether e's Workload is what o, in queue with priority,
+// would build: o is a later version of the same generation, so of the
+// same spec, and what the Workload reads of its metadata is unchanged.
+// A workload's status changes far more often than its spec (each of its
+// pods that starts or stops), and the Workload is kept then.
+func (e *entry) builtFrom(o *kinds.Object, queue string, priority int32) bool {
+	return e.w != nil && o.Meta.Generation > 0 && o.Meta.Generation == e.generation &&
+		e.w.Queue == queue && e.w.Priority == priority && e.userAffinity == o.Meta.Annotations[queues.AnnotationUserAffinity]
+}
+
 // note copies into e what the ledger keeps of o besides its Workload.
 func (e *entry) note(o *kinds.Object) {
 	meta := o.Meta
 	e.rv = meta.ResourceVersion
+	e.generation = meta.Generation
 	e.labelState = meta.Labels[queues.LabelState]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
 	class, value := o.Priority()
@@ -173,12 +191,12 @@ func (l *Ledger) onJobDelete(obj any) {
 }
 
 // recheckVictim frees an evicted Job held back by suspensionUnseen, if
-// nothing has changed since.
-func (l *Ledger) recheckVictim(uid types.UID, w *queues.Workload) {
+// nothing has changed since its version rv.
+func (l *Ledger) recheckVictim(uid types.UID, rv string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.jobs[uid]
-	if e == nil || e.w != w {
+	if e == nil || e.rv != rv {
 		return
 	}
 	next, fx := recheckFold(*e, l.fx)

@@ -54,7 +54,7 @@ func benchJob(i, nQueues int, suspended bool) *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns-" + q, Name: fmt.Sprintf("job-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i)),
-			ResourceVersion:   "1",
+			ResourceVersion: "1", Generation: 1,
 			CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0)),
 			Labels:            map[string]string{queues.LabelState: "pending", queues.LabelQueue: q},
 			Annotations:       map[string]string{queues.AnnotationUserAffinity: ""},
@@ -137,20 +137,31 @@ func BenchmarkAdmissionPass(b *testing.B) {
 }
 
 // BenchmarkJobUpdate is the cost of handling one informer update of a
-// pending Job among 100,000.
+// pending Job among 100,000: of its spec (a new generation), or of its
+// metadata or status only.
 func BenchmarkJobUpdate(b *testing.B) {
-	l := newBenchLedger(b, 1000, 10_000, 100_000)
-	jobs := make([]*batchv1.Job, 1000)
-	for i := range jobs {
-		jobs[i] = StripJobOrDie(benchJob(10_000+i*97, 1000, true))
-		jobs[i].ResourceVersion = "2"
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		l.onJob(jobs[i%len(jobs)])
-		i++
+	for _, bc := range []struct {
+		name       string
+		generation int64
+	}{{"spec", 2}, {"status", 1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			l := newBenchLedger(b, 1000, 10_000, 100_000)
+			jobs := make([]*batchv1.Job, 1000)
+			for i := range jobs {
+				jobs[i] = StripJobOrDie(benchJob(10_000+i*97, 1000, true))
+				jobs[i].ResourceVersion = "2"
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				j := jobs[i%len(jobs)]
+				// Each update is a new version; a spec update, a new
+				// generation too.
+				j.Generation += bc.generation - 1
+				l.onJob(j)
+				i++
+			}
+		})
 	}
 }
 

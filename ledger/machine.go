@@ -391,8 +391,8 @@ func (l *Ledger) apply(e *entry, next entry, fx []effect) {
 		case freed:
 			l.victimFreedLocked(e.w.UID)
 		case recheck:
-			uid, w := e.w.UID, e.w
-			time.AfterFunc(f.after, func() { l.recheckVictim(uid, w) })
+			uid, rv := e.w.UID, e.rv
+			time.AfterFunc(f.after, func() { l.recheckVictim(uid, rv) })
 		}
 	}
 	if e.charged != nil {

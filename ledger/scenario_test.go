@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -408,7 +409,7 @@ func (s *scenario) create(name string, args []string) {
 	tpl := map[string]any{"spec": map[string]any{"priority": int64(prio), "containers": []any{map[string]any{
 		"name": "c", "resources": map[string]any{"requests": map[string]any{"cpu": opts["cpu"]}}}}}}
 	meta := map[string]any{
-		"namespace": "ns", "name": name, "uid": "uid-" + name, "resourceVersion": "1",
+		"namespace": "ns", "name": name, "uid": "uid-" + name, "resourceVersion": "1", "generation": int64(1),
 		"creationTimestamp": s.clock.Now().Format(time.RFC3339),
 		"labels":            map[string]any{queues.LabelState: "pending", queues.LabelQueue: opts["queue"]},
 		"annotations":       map[string]any{queues.AnnotationUserAffinity: ""},
@@ -454,7 +455,8 @@ func (s *scenario) config(n int) *queues.Config {
 	return cfg
 }
 
-// update changes NAME's object as a map, bumps its resourceVersion and
+// update changes NAME's object as a map, bumps its resourceVersion, and
+// its generation if more than its metadata and status changed, and
 // delivers it.
 func (s *scenario) update(name string, change func(map[string]any)) {
 	obj := s.objects[name]
@@ -465,9 +467,19 @@ func (s *scenario) update(name string, change func(map[string]any)) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	spec := func(m map[string]any) map[string]any {
+		c := maps.Clone(m)
+		delete(c, "metadata")
+		delete(c, "status")
+		return c
+	}
+	before := runtime.DeepCopyJSON(spec(m))
 	change(m)
 	rv, _ := strconv.Atoi(obj.GetResourceVersion())
 	_ = unstructured.SetNestedField(m, strconv.Itoa(rv+1), "metadata", "resourceVersion")
+	if !equality.Semantic.DeepEqual(before, spec(m)) {
+		_ = unstructured.SetNestedField(m, obj.GetGeneration()+1, "metadata", "generation")
+	}
 	s.objects[name] = s.fromMap(m)
 	s.l.onJob(s.objects[name])
 }
