@@ -28,11 +28,12 @@ const (
 // event records an Event on the workload a Workload describes. The recorder
 // sends asynchronously, so this is safe under the ledger's lock.
 func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, args ...any) {
-	l.recorder.Eventf(kinds.Ref(w), eventType, reason, format, args...)
+	msg := fmt.Sprintf(format, args...)
+	l.recorder.Event(kinds.Ref(w), eventType, reason, msg)
 	switch reason {
 	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonQuotaReleased, ReasonInadmissible:
 		l.recent.add(Decision{At: l.opts.Clock.Now(), Reason: reason, Workload: kinds.GVKOf(w).Kind + " " + w.Key(),
-			Queue: w.Queue, Message: fmt.Sprintf(format, args...)})
+			Queue: w.Queue, Message: msg})
 	}
 }
 
