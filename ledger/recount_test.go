@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -87,6 +88,9 @@ func jobAt(job *batchv1.Job, rv string, change func(*batchv1.Job)) *batchv1.Job 
 	j.ResourceVersion = rv
 	if change != nil {
 		change(j)
+	}
+	if !equality.Semantic.DeepEqual(j.Spec, job.Spec) {
+		j.Generation++ // as the API server does
 	}
 	return j
 }
