@@ -20,12 +20,12 @@ func TestServeFlagsWriteModes(t *testing.T) {
 		content string
 		err     string
 	}{
-		{"defaults", nil, ledger.Options{FinishedLabel: "eager", Events: "all", AdmissionPatch: "merge", FinishedLabelRate: 100, Workers: 16}, "protobuf", ""},
+		{"defaults", nil, ledger.Options{FinishedLabel: "eager", Events: "all", AdmissionPatch: "merge", FinishedLabelRate: 100, Workers: 128}, "protobuf", ""},
 		{"every other value",
-			[]string{"--finished-label=lazy", "--finished-label-rate=20", "--events=minimal", "--admission-patch=apply", "--api-content-type=json", "--max-concurrent-writes=128"},
-			ledger.Options{FinishedLabel: "lazy", Events: "minimal", AdmissionPatch: "apply", FinishedLabelRate: 20, Workers: 128}, "json", ""},
+			[]string{"--finished-label=lazy", "--finished-label-rate=20", "--events=minimal", "--admission-patch=apply", "--api-content-type=json", "--max-concurrent-writes=16"},
+			ledger.Options{FinishedLabel: "lazy", Events: "minimal", AdmissionPatch: "apply", FinishedLabelRate: 20, Workers: 16}, "json", ""},
 		{"off and json", []string{"--finished-label", "off", "--admission-patch", "json"},
-			ledger.Options{FinishedLabel: "off", Events: "all", AdmissionPatch: "json", FinishedLabelRate: 100, Workers: 16}, "protobuf", ""},
+			ledger.Options{FinishedLabel: "off", Events: "all", AdmissionPatch: "json", FinishedLabelRate: 100, Workers: 128}, "protobuf", ""},
 		{"bad label", []string{"--finished-label=never"}, ledger.Options{}, "", `--finished-label: "never" is not one of eager, lazy, off`},
 		{"bad events", []string{"--events=some"}, ledger.Options{}, "", `--events: "some" is not one of all, minimal`},
 		{"bad patch", []string{"--admission-patch=strategic"}, ledger.Options{}, "", `--admission-patch: "strategic" is not one of merge, json, apply`},

@@ -29,8 +29,11 @@ import (
 )
 
 // DefaultWorkers is how many admission and preemption writes a ledger
-// has in flight at once unless told otherwise.
-const DefaultWorkers = 16
+// has in flight at once unless told otherwise. The writes of a busy API
+// server take seconds each, and the admissions a ledger makes a second
+// are at most its writes in flight over their latency; the client's QPS
+// limit bounds the rate besides.
+const DefaultWorkers = 128
 
 // Options configure a Ledger.
 type Options struct {
