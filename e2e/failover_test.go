@@ -186,10 +186,17 @@ func TestFailover(t *testing.T) {
 		}
 
 		// The other replica takes the lease over and admits what waited.
-		var acquired time.Time
+		// It took the lease after the start of the last read that saw it
+		// not lead (notYet), and may admit before a read sees it lead
+		// (acquired): an admission counts from notYet on. The killed
+		// leader admits nothing after the kill.
+		acquired, notYet := killed, killed
 		err = framework.Poll(ctx, 20*time.Millisecond, leaseDuration+5*time.Second, func(context.Context) (bool, string, error) {
+			start := time.Now()
 			ok, err := rs[1-l].Leads()
-			acquired = time.Now()
+			if acquired = time.Now(); err != nil || !ok {
+				notYet = start
+			}
 			return err == nil && ok, fmt.Sprintf("%s leads: %v (err %v)", rs[1-l].Name, ok, err), nil
 		})
 		if err != nil {
@@ -198,7 +205,7 @@ func TestFailover(t *testing.T) {
 		takeovers = append(takeovers, acquired.Sub(killed))
 		err = framework.Poll(ctx, 20*time.Millisecond, 10*time.Second, func(context.Context) (bool, string, error) {
 			for _, o := range rec.Observations() {
-				if o.Kind == framework.Unsuspended && o.At.After(acquired) {
+				if o.Kind == framework.Unsuspended && o.At.After(notYet) {
 					firsts = append(firsts, o.At.Sub(killed))
 					return true, "", nil
 				}
