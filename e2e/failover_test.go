@@ -190,11 +190,13 @@ func TestFailover(t *testing.T) {
 		// not lead (notYet), and may admit before a read sees it lead
 		// (acquired): an admission counts from notYet on. The killed
 		// leader admits nothing after the kill.
-		acquired, notYet := killed, killed
+		var acquired time.Time
+		notYet := killed
 		err = framework.Poll(ctx, 20*time.Millisecond, leaseDuration+5*time.Second, func(context.Context) (bool, string, error) {
 			start := time.Now()
 			ok, err := rs[1-l].Leads()
-			if acquired = time.Now(); err != nil || !ok {
+			acquired = time.Now()
+			if err != nil || !ok {
 				notYet = start
 			}
 			return err == nil && ok, fmt.Sprintf("%s leads: %v (err %v)", rs[1-l].Name, ok, err), nil
