@@ -5,56 +5,96 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
+
+	"k8s.io/client-go/rest"
 )
 
+// Fetch reads a pprof endpoint's path and query (such as
+// "/debug/pprof/profile?seconds=10") from a process into w.
+type Fetch func(ctx context.Context, path string, w io.Writer) error
+
+// HTTPFetch reads from a process serving net/http/pprof at baseURL.
+func HTTPFetch(baseURL string) Fetch {
+	return func(ctx context.Context, path string, w io.Writer) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", baseURL+path, resp.Status)
+		}
+		_, err = io.Copy(w, resp.Body)
+		return err
+	}
+}
+
+// restFetch reads from the API server c talks to: it serves the same
+// profiles to a cluster admin.
+func restFetch(c rest.Interface) Fetch {
+	return func(ctx context.Context, path string, w io.Writer) error {
+		path, query, _ := strings.Cut(path, "?")
+		params, err := url.ParseQuery(query)
+		if err != nil {
+			return err
+		}
+		req := c.Get().AbsPath(path)
+		for k, vs := range params {
+			for _, v := range vs {
+				req = req.Param(k, v)
+			}
+		}
+		body, err := req.DoRaw(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(body)
+		return err
+	}
+}
+
 // CPUProfiles takes back-to-back CPU profiles of chunk seconds each from
-// the pprof endpoint at baseURL (a process serving net/http/pprof) until
-// ctx ends, and writes them as <prefix>.cpu.<n>.pprof. The chunk running when
-// ctx ends is lost. It returns the files written; `go tool pprof` merges
-// them when given all at once. After each chunk it also writes the
-// allocations since the process started to <prefix>.allocs.pprof, so
-// the last one written covers the run up to its last chunk.
-func CPUProfiles(ctx context.Context, baseURL string, chunk int, prefix string) ([]string, error) {
+// a process (fetch) until ctx ends, and writes them as
+// <prefix>.cpu.<n>.pprof. The chunk running when ctx ends is lost. It
+// returns the files written; `go tool pprof` merges them when given all at
+// once. After each chunk it also writes the allocations since the process
+// started to <prefix>.allocs.pprof, so the last one written covers the run
+// up to its last chunk.
+func CPUProfiles(ctx context.Context, fetch Fetch, chunk int, prefix string) ([]string, error) {
 	var files []string
 	for n := 0; ctx.Err() == nil; n++ {
 		path := fmt.Sprintf("%s.cpu.%d.pprof", prefix, n)
-		err := profile(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", baseURL, chunk), path)
+		err := save(ctx, fetch, fmt.Sprintf("/debug/pprof/profile?seconds=%d", chunk), path)
 		if ctx.Err() != nil {
 			_ = os.Remove(path)
 			break
 		}
 		if err == nil {
-			err = profile(ctx, baseURL+"/debug/pprof/allocs", prefix+".allocs.pprof")
+			err = save(ctx, fetch, "/debug/pprof/allocs", prefix+".allocs.pprof")
 		}
 		if err != nil && ctx.Err() == nil {
-			return files, err
+			return files, fmt.Errorf("profile: %w", err)
 		}
 		files = append(files, path)
 	}
 	return files, nil
 }
 
-func profile(ctx context.Context, url, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("profile: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("profile: GET %s: %s", url, resp.Status)
-	}
+func save(ctx context.Context, fetch Fetch, url, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if err := fetch(ctx, url, f); err != nil {
 		f.Close()
-		return fmt.Errorf("profile: %w", err)
+		return err
 	}
 	return f.Close()
 }

@@ -65,6 +65,10 @@ type Options struct {
 	// run when a few waiting Jobs are expected to start, for the
 	// estimate's error (Summary.ExplainEstimate).
 	ExplainEvery time.Duration
+	// APIServerProfile, when set, is the prefix of the API server's CPU
+	// profiles, 10 s each over the window, and of its allocations
+	// (CPUProfiles); Result.APIServerProfiles lists them.
+	APIServerProfile string
 	// During, when set, runs from the first creation on; its context
 	// ends with the measured window, and the run waits for it to return
 	// and returns its error.
@@ -110,6 +114,9 @@ type Result struct {
 	// write failed for good.
 	Floor, HeldFloor, CreationPolicy bool
 	ReplayFailures                   int
+	// APIServerProfiles are the CPU profiles Options.APIServerProfile
+	// asked for.
+	APIServerProfiles []string
 	// estimates are tally explain's answers (Options.ExplainEvery).
 	estimates []estimateSample
 }
@@ -297,6 +304,16 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 		}()
 	}
 
+	var apiProfiles []string
+	var apiProfileErr error
+	if o.APIServerProfile != "" {
+		sampled.Add(1)
+		go func() {
+			defer sampled.Done()
+			apiProfiles, apiProfileErr = CPUProfiles(duringCtx, restFetch(s.cs.CoreV1().RESTClient()), 10, o.APIServerProfile)
+		}()
+	}
+
 	res := &Result{Start: start}
 	runErr := s.tr.wait(runCtx, s.tally, o.Timeout, o.Progress, start)
 	if runErr == nil && !o.Floor && labelsFinished(o.TallyArgs) {
@@ -311,7 +328,10 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	res.End = time.Now()
 	stopDuring()
 	sampled.Wait()
-	res.estimates = estimates
+	res.estimates, res.APIServerProfiles = estimates, apiProfiles
+	if apiProfileErr != nil && runErr == nil {
+		runErr = fmt.Errorf("the API server's profile: %w", apiProfileErr)
+	}
 	if err := <-during; err != nil && runErr == nil {
 		runErr = err
 	}

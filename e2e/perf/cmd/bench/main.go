@@ -39,7 +39,7 @@ func run() int {
 		explain   = flag.Duration("explain-every", 0, "Ask `tally explain` this often during tally's run about a few waiting Jobs, and report how far its start estimates were from the actual starts; 0: never.")
 		held      = flag.Bool("held-floor", false, "Make the floor the held floor: the ideal scheduler without preemption, holding each Job's quota until the runner's completion write for it returns, so that it never takes more quota than is free on the API server.")
 		policy    = flag.Bool("creation-policy", false, "Replace tally's Job webhook with a MutatingAdmissionPolicy that makes the same changes at creation, to measure what the webhook round trip costs.")
-		profile   = flag.Bool("profile", false, "Take a CPU profile of tally over the run; tally must serve pprof (it is given --pprof-bind-address).")
+		profile   = flag.Bool("profile", false, "Take CPU and allocation profiles of tally (it is given --pprof-bind-address; not in a floor run) and of the API server over the run.")
 		kueue     = flag.String("kueue", "", "Run Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf) instead of tally, and print them beside tally's last summary.")
 		tallyArgs stringList
 		tallyEnv  stringList
@@ -114,6 +114,9 @@ func run() int {
 			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
 		}
 		profilePrefix := filepath.Join(*out, name+".tally")
+		if *profile {
+			opts.APIServerProfile = filepath.Join(*out, name+".apiserver")
+		}
 		var profiles []string
 		if *profile && !floor {
 			addr, err := freeAddr()
@@ -123,7 +126,7 @@ func run() int {
 			opts.TallyArgs = append(opts.TallyArgs, "--pprof-bind-address", addr)
 			opts.During = func(ctx context.Context) error {
 				var err error
-				profiles, err = perf.CPUProfiles(ctx, "http://"+addr, 10, profilePrefix)
+				profiles, err = perf.CPUProfiles(ctx, perf.HTTPFetch("http://"+addr), 10, profilePrefix)
 				return err
 			}
 		}
@@ -143,6 +146,9 @@ func run() int {
 		if len(profiles) > 0 {
 			fmt.Printf("tally CPU profiles, 10s each: go tool pprof -top %s %s\n", *bin, strings.Join(profiles, " "))
 			fmt.Printf("tally's allocations up to the last of them: go tool pprof -sample_index=alloc_space -top %s %s.allocs.pprof\n", *bin, profilePrefix)
+		}
+		if len(res.APIServerProfiles) > 0 {
+			fmt.Printf("the API server's CPU profiles, 10s each: go tool pprof -top %s\n", strings.Join(res.APIServerProfiles, " "))
 		}
 		if res.ReplayFailures > 0 && runErr == nil {
 			runErr = fmt.Errorf("%d of the floor's writes failed", res.ReplayFailures)
