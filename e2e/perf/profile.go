@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"strings"
 
 	"k8s.io/client-go/rest"
 )
@@ -40,18 +38,7 @@ func HTTPFetch(baseURL string) Fetch {
 // profiles to a cluster admin.
 func restFetch(c rest.Interface) Fetch {
 	return func(ctx context.Context, path string, w io.Writer) error {
-		path, query, _ := strings.Cut(path, "?")
-		params, err := url.ParseQuery(query)
-		if err != nil {
-			return err
-		}
-		req := c.Get().AbsPath(path)
-		for k, vs := range params {
-			for _, v := range vs {
-				req = req.Param(k, v)
-			}
-		}
-		body, err := req.DoRaw(ctx)
+		body, err := c.Get().RequestURI(path).DoRaw(ctx)
 		if err != nil {
 			return err
 		}
