@@ -154,12 +154,20 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		return false
 	}
 	fair := s.Config.FairSharing(cq.Cohort)
+	members := s.Config.Members(cq)
+	var borrowing [][]bool // by cell, then member
+	if !fair && cq.Cohort != "" {
+		borrowing = make([][]bool, len(cells))
+		for i, fr := range cells {
+			borrowing[i] = s.borrowerFlagsOf(cq.Cohort, members, fr)
+		}
+	}
 	var cands []candidate
-	for _, q := range s.Config.Members(cq) {
+	for m, q := range members {
 		// Reclaim only takes back what a queue borrows, and removing
 		// victims never makes a queue borrow: a queue that does not
 		// borrow now offers no candidates.
-		if q != cq.Name && !fair && !s.borrowingIn(q, cells) {
+		if q != cq.Name && !fair && !anyAt(borrowing, m) {
 			continue
 		}
 		for _, a := range s.Admitted[q] {
@@ -274,6 +282,16 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		victims[i] = Victim{Admitted: c.Admitted, Reason: reason}
 	}
 	return victims
+}
+
+// anyAt says whether any of flags holds at position i.
+func anyAt(flags [][]bool, i int) bool {
+	for _, f := range flags {
+		if f[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // borrowingIn reports whether queue q uses more than its nominal quota in

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
@@ -504,5 +505,39 @@ func TestPreemptionAcrossResourceGroups(t *testing.T) {
 				t.Errorf("victims (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestVictimsFollowCharges asks for victims twice in one Snapshot, with a
+// Charge between that makes a queue borrow: the second answer must see it
+// (findVictims caches which queues borrow).
+func TestVictimsFollowCharges(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("f1", "tier", "1")}
+	a := withPolicy(makeCQ("a").Cohort("ml").Group(cpu).Flavor("f1", "cpu=6").Obj(), "LowerPriority", "Any", "Never", nil)
+	b := withPolicy(makeCQ("b").Cohort("ml").Group(cpu).Flavor("f1", "cpu=4").Obj(), "LowerPriority", "Any", "Never", nil)
+	snap := NewSnapshot(makeConfig(fls, a, b), usageOf("a:f1:cpu=4", "b:f1:cpu=4"), map[string]labels.Set{"ns": {}})
+	snap.Admitted = map[string][]*Admitted{
+		"a": {adm("a1", "a", "f1", "4", 100, 1)},
+		"b": {adm("b1", "b", "f1", "4", 0, 1)},
+	}
+	w := makeWL("a2", "a", 2).Req(cpu, "2").Obj()
+	total := flavors.Resources{cpu: amt(cpu, "2")}
+	victims := func() []string {
+		var names []string
+		for _, v := range snap.findVictims(a, w, "f1", []corev1.ResourceName{cpu}, total) {
+			names = append(names, v.W.Name)
+		}
+		return names
+	}
+	if got := victims(); len(got) != 0 {
+		t.Fatalf("b does not borrow: victims = %v, want none", got)
+	}
+	snap.Charge("b", usageOf("b:f1:cpu=2")["b"], 1)
+	if got := victims(); !cmp.Equal(got, []string{"b1"}) {
+		t.Errorf("b borrows 2: victims = %v, want [b1]", got)
+	}
+	snap.Charge("b", usageOf("b:f1:cpu=2")["b"], -1)
+	if got := victims(); len(got) != 0 {
+		t.Errorf("b no longer borrows: victims = %v, want none", got)
 	}
 }

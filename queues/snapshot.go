@@ -1,6 +1,8 @@
 package queues
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/labels"
 
 	"tally.dev/tally/flavors"
@@ -73,6 +75,49 @@ type Snapshot struct {
 	// shared marks the queues whose usage a simulation (see cloneFor)
 	// still shares with the Snapshot it was made from.
 	shared map[string]bool
+	// charges counts, per cohort, the Charges to its members: borrowers
+	// holds while it stays the same.
+	charges map[string]uint64
+	// borrowers caches which members of a cohort use more than their
+	// nominal quota of a cell, for findVictims, which asks that of every
+	// member for every Workload that does not fit.
+	borrowers map[cohortCell]*borrowerFlags
+}
+
+type cohortCell struct {
+	cohort string
+	fr     FlavorResource
+}
+
+// borrowerFlags says, by position in the cohort's member list, which
+// members borrow, as of the cohort's charges count at.
+type borrowerFlags struct {
+	at uint64
+	by []bool
+}
+
+// borrowerFlagsOf says, by position in members (cohort's), which members
+// use more than their nominal quota of fr.
+func (s *Snapshot) borrowerFlagsOf(cohort string, members []string, fr FlavorResource) []bool {
+	key := cohortCell{cohort, fr}
+	at := s.charges[cohort]
+	b := s.borrowers[key]
+	if b != nil && b.at == at && len(b.by) == len(members) {
+		return b.by
+	}
+	if b == nil {
+		if s.borrowers == nil {
+			s.borrowers = map[cohortCell]*borrowerFlags{}
+		}
+		b = &borrowerFlags{}
+		s.borrowers[key] = b
+	}
+	b.at, b.by = at, slices.Grow(b.by[:0], len(members))[:len(members)]
+	for i, q := range members {
+		quota, _ := s.Config.QuotaOf(q, fr)
+		b.by[i] = s.Usage[q][fr] > quota.Nominal
+	}
+	return b.by
 }
 
 // NewSnapshot builds a Snapshot. It takes ownership of usage.
@@ -133,6 +178,12 @@ func (s *Snapshot) Charge(cqName string, u Usage, sign int) {
 		if cq != nil && cq.Cohort != "" {
 			s.addBorrowed(cq, fr, before, after)
 		}
+	}
+	if cq != nil && cq.Cohort != "" {
+		if s.charges == nil {
+			s.charges = map[string]uint64{}
+		}
+		s.charges[cq.Cohort]++
 	}
 }
 
