@@ -155,11 +155,11 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 	}
 	fair := s.Config.FairSharing(cq.Cohort)
 	members := s.Config.Members(cq)
-	var borrowing [][]bool // by cell, then member
+	var buf [4][]bool
+	borrowing := buf[:0] // by cell, then member
 	if !fair && cq.Cohort != "" {
-		borrowing = make([][]bool, len(cells))
-		for i, fr := range cells {
-			borrowing[i] = s.borrowerFlagsOf(cq.Cohort, members, fr)
+		for _, fr := range cells {
+			borrowing = append(borrowing, s.borrowerFlagsOf(cq.Cohort, members, fr))
 		}
 	}
 	var cands []candidate

@@ -75,8 +75,8 @@ type Snapshot struct {
 	// shared marks the queues whose usage a simulation (see cloneFor)
 	// still shares with the Snapshot it was made from.
 	shared map[string]bool
-	// charges counts, per cohort, the Charges to its members: borrowers
-	// holds while it stays the same.
+	// charges counts, per cohort, the Charges to its members since
+	// borrowers was made: an entry holds while it stays the same.
 	charges map[string]uint64
 	// borrowers caches which members of a cohort use more than their
 	// nominal quota of a cell, for findVictims, which asks that of every
@@ -107,7 +107,9 @@ func (s *Snapshot) borrowerFlagsOf(cohort string, members []string, fr FlavorRes
 	}
 	if b == nil {
 		if s.borrowers == nil {
-			s.borrowers = map[cohortCell]*borrowerFlags{}
+			// Charges before the first entry do not matter: it is
+			// made from the usage they left.
+			s.borrowers, s.charges = map[cohortCell]*borrowerFlags{}, map[string]uint64{}
 		}
 		b = &borrowerFlags{}
 		s.borrowers[key] = b
@@ -179,10 +181,7 @@ func (s *Snapshot) Charge(cqName string, u Usage, sign int) {
 			s.addBorrowed(cq, fr, before, after)
 		}
 	}
-	if cq != nil && cq.Cohort != "" {
-		if s.charges == nil {
-			s.charges = map[string]uint64{}
-		}
+	if s.borrowers != nil && cq != nil && cq.Cohort != "" {
 		s.charges[cq.Cohort]++
 	}
 }
