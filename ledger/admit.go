@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -336,7 +337,10 @@ func (l *Ledger) admit(ctx context.Context, adm write) {
 		var patch client.Patch
 		var opts []client.PatchOption
 		if patch, opts, err = l.encodeAdmission(ctx, adm, merge); err == nil {
-			err = l.client.Patch(ctx, kinds.Ref(adm.w), patch, opts...)
+			ref := kinds.Ref(adm.w)
+			if err = l.client.Patch(ctx, ref, patch, opts...); err == nil {
+				l.awaitEcho(adm.w.UID, ref.GetResourceVersion())
+			}
 		}
 	}
 	if err != nil {
@@ -344,6 +348,50 @@ func (l *Ledger) admit(ctx context.Context, adm write) {
 		return
 	}
 	l.admitted(adm, now)
+}
+
+// echo is an admission write whose version the watch has yet to bring:
+// that version, and when the write's answer came.
+type echo struct {
+	rv uint64
+	at time.Time
+}
+
+// awaitEcho times how long the watch takes to bring version rv of
+// workload uid, which an admission write made (tally_watch_delay_seconds).
+// Resource versions are opaque to clients, but etcd's are increasing
+// numbers; with another store the metric stays empty.
+func (l *Ledger) awaitEcho(uid types.UID, rv string) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.jobs[uid]
+	if e == nil {
+		return
+	}
+	if seen, err := strconv.ParseUint(e.rv, 10, 64); err == nil && seen >= v {
+		// The watch was faster than the write's answer.
+		l.metrics.watchDelay.Observe(0)
+		return
+	}
+	l.echoes[uid] = echo{rv: v, at: l.opts.Clock.Now()}
+}
+
+// echoedLocked ends the timing of an admission write of workload uid once
+// the watch brings version rv, when that is the written one or a later one.
+func (l *Ledger) echoedLocked(uid types.UID, rv string) {
+	m, ok := l.echoes[uid]
+	if !ok {
+		return
+	}
+	if v, err := strconv.ParseUint(rv, 10, 64); err != nil || v < m.rv {
+		return
+	}
+	delete(l.echoes, uid)
+	l.metrics.watchDelay.Observe(l.opts.Clock.Since(m.at).Seconds())
 }
 
 // admitted records an admission write that landed.

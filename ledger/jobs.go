@@ -89,6 +89,7 @@ func (l *Ledger) onJob(obj any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	uid := o.Meta.UID
+	l.echoedLocked(uid, o.Meta.ResourceVersion)
 	if o.Meta.Labels[queues.LabelState] == "" {
 		l.noteUnrecordedLocked(o)
 		return
@@ -171,6 +172,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	l.untree(e)
 	delete(l.jobs, uid)
 	delete(l.late, uid)
+	delete(l.echoes, uid)
 	l.metrics.notePending(l.cfg, e, true)
 	if e.charged != nil && l.livePods[uid] > 0 {
 		// Its pods outlive it: its quota, and its preemptor's wait,

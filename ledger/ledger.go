@@ -106,6 +106,9 @@ type Ledger struct {
 	// deleted before the ledger started have been counted (adoptOrphans).
 	ghosts  map[types.UID]*entry
 	adopted bool
+	// echoes are the admission writes whose version the watch has not
+	// brought yet (tally_watch_delay_seconds).
+	echoes map[types.UID]echo
 	// fx is the effects of the fold in progress, kept for its array.
 	fx []effect
 	// lists are the pending lists, in admission order, as the last pass
@@ -194,6 +197,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		livePods:   map[types.UID]int{},
 		podOwner:   map[types.UID]types.UID{},
 		ghosts:     map[types.UID]*entry{},
+		echoes:     map[types.UID]echo{},
 		lists:      map[string][]*queues.Workload{},
 		stale:      map[string]struct{}{},
 		dirty:      map[string]struct{}{},

@@ -72,6 +72,7 @@ type metrics struct {
 	drift       prometheus.Counter
 	repairs     *prometheus.CounterVec
 	passSeconds prometheus.Histogram
+	watchDelay  prometheus.Histogram
 
 	// queues holds, per ClusterQueue that has series, what they were set
 	// from. It changes under the ledger's lock.
@@ -160,6 +161,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.passSeconds = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "tally_admission_pass_seconds", Help: "Time one admission pass holds the ledger.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+	}))
+	m.names = append(m.names, "tally_watch_delay_seconds")
+	m.watchDelay = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "tally_watch_delay_seconds",
+		Help:    "Time from the answer to an admission write until the ledger's watch brings that version of the workload: how far its view, and so the quota it sees freed, lags behind the API server.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 	}))
 	return m
 }

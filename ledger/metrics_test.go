@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
 	"tally.dev/tally/queues"
@@ -520,5 +522,52 @@ func TestDashboardQueriesKnownMetrics(t *testing.T) {
 		if !used[n] {
 			t.Errorf("no panel shows %s", n)
 		}
+	}
+}
+
+// TestWatchDelay: tally_watch_delay_seconds times an admission write's
+// version until the watch brings it (or a later one), counts a version the
+// watch brought first as no delay, and forgets a deleted workload's.
+func TestWatchDelay(t *testing.T) {
+	s := newScenario(t)
+	delay := func() (count, sum float64) {
+		got := gather(t, s.reg)
+		return got["tally_watch_delay_seconds_count{}"], got["tally_watch_delay_seconds_sum{}"]
+	}
+	s.step(strings.Fields("create a"))
+	s.step(strings.Fields("create b"))
+	rv := func(name string) string {
+		n, err := strconv.Atoi(s.objects[name].GetResourceVersion())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strconv.Itoa(n + 1)
+	}
+	uid := func(name string) types.UID { return s.objects[name].GetUID() }
+
+	s.l.awaitEcho(uid("a"), rv("a"))
+	s.clock.Step(2 * time.Second)
+	if n, _ := delay(); n != 0 {
+		t.Fatalf("timed before the watch brought the version: count %v", n)
+	}
+	s.update("a", func(m map[string]any) {}) // the written version
+	if n, sum := delay(); n != 1 || sum != 2 {
+		t.Errorf("after the echo: count %v, sum %v; want 1, 2", n, sum)
+	}
+
+	s.update("b", func(m map[string]any) {})
+	s.l.awaitEcho(uid("b"), s.objects["b"].GetResourceVersion()) // already seen
+	if n, sum := delay(); n != 2 || sum != 2 {
+		t.Errorf("a version the watch brought first: count %v, sum %v; want 2, 2", n, sum)
+	}
+
+	s.l.awaitEcho(uid("b"), rv("b"))
+	s.l.onJobDelete(s.objects["b"])
+	if len(s.l.echoes) != 0 {
+		t.Errorf("a deleted workload's echo is kept: %v", s.l.echoes)
+	}
+	s.l.awaitEcho(uid("b"), "not-a-number")
+	if len(s.l.echoes) != 0 {
+		t.Errorf("an opaque resourceVersion is timed: %v", s.l.echoes)
 	}
 }
