@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"sort"
@@ -175,6 +176,45 @@ func (m metrics) byLabel(name, label string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// quantile estimates the q-quantile (0 < q <= 1) of histogram name from
+// its buckets, interpolating within the bucket that holds it, as
+// Prometheus's histogram_quantile does. It returns 0 when the histogram
+// is empty, and the largest finite bound when the quantile lies beyond it.
+func (m metrics) quantile(name string, q float64) float64 {
+	type bucket struct{ le, n float64 }
+	var bs []bucket
+	for series, v := range m {
+		n, labels := splitSeries(series)
+		if n != name+"_bucket" {
+			continue
+		}
+		le, err := strconv.ParseFloat(labels["le"], 64)
+		if err != nil {
+			continue
+		}
+		bs = append(bs, bucket{le, v})
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	if len(bs) == 0 || bs[len(bs)-1].n <= 0 {
+		return 0
+	}
+	rank := q * bs[len(bs)-1].n
+	lower, below := 0.0, 0.0
+	for _, b := range bs {
+		if b.n >= rank {
+			if math.IsInf(b.le, 1) {
+				return lower
+			}
+			if b.n == below {
+				return b.le
+			}
+			return lower + (b.le-lower)*(rank-below)/(b.n-below)
+		}
+		lower, below = b.le, b.n
+	}
+	return lower
 }
 
 // minus returns m - before, series by series.

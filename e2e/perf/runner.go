@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -69,6 +71,10 @@ type Options struct {
 	// profiles, 10 s each over the window, and of its allocations
 	// (CPUProfiles); Result.APIServerProfiles lists them.
 	APIServerProfile string
+	// APIServerLogLevel, when positive, keeps the API server's log at that
+	// verbosity in Dir/apiserver.log (at 1 it names each watch it cuts off
+	// for falling behind, and how full its buffers were).
+	APIServerLogLevel int
 	// During, when set, runs from the first creation on; its context
 	// ends with the measured window, and the run waits for it to return
 	// and returns its error.
@@ -110,6 +116,9 @@ type Result struct {
 	// WebhookSeconds is the API server's view of the Job webhooks: calls
 	// and total seconds, by webhook name.
 	WebhookCalls, WebhookSeconds map[string]float64
+	// WatchersCut counts the Job watches the API server closed in the
+	// window because their watcher fell too far behind.
+	WatchersCut int
 	// Floor tells a floor run; ReplayFailures counts its decisions whose
 	// write failed for good.
 	Floor, HeldFloor, CreationPolicy bool
@@ -157,12 +166,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 // session is a control plane with tally running and the namespaces bound.
 type session struct {
-	// cs creates the Jobs, as their users would; ctl follows and
-	// completes them, as the job controller would, over its own
-	// connection: a storm of creates (each waiting on tally's webhook)
-	// must not hold up the watch that sees admissions.
+	// cs creates the Jobs, as their users would; ctl completes them and
+	// watch follows them, as the job controller would. Each has a
+	// connection of its own: a storm of creates (each waiting on tally's
+	// webhook) or of completions must not hold up the watch that sees
+	// admissions.
 	cs         kubernetes.Interface
 	ctl        kubernetes.Interface
+	watch      kubernetes.Interface
 	tally      *tallyProcess
 	kubeconfig string // tally's
 	replay     *replay
@@ -170,8 +181,10 @@ type session struct {
 	rusage     *syscall.Rusage
 	tr         *tracker
 	// Figures read at the start of the measured window.
-	cpuBefore, apiCPUBefore time.Duration
-	metricsBefore           metrics
+	cpuBefore time.Duration
+	// apiBefore are the API server's metrics at the window's start.
+	apiBefore     metrics
+	metricsBefore metrics
 }
 
 func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, error) {
@@ -188,6 +201,16 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 	// own rather than share cs's cached one (and its HTTP/2 connection).
 	ctlCfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
 	ctl, err := kubernetes.NewForConfig(ctlCfg)
+	if err != nil {
+		return nil, err
+	}
+	// The runner's Job watch has a connection of its own, in protobuf, as
+	// the job controller's informers do.
+	watchCfg := rest.CopyConfig(ctlCfg)
+	watchCfg.ContentType = runtime.ContentTypeProtobuf
+	watchCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	watchCfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	watch, err := kubernetes.NewForConfig(watchCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +233,7 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 	if err != nil {
 		return nil, err
 	}
-	s := &session{cs: cs, ctl: ctl, tally: tally, kubeconfig: kubeconfig}
+	s := &session{cs: cs, ctl: ctl, watch: watch, tally: tally, kubeconfig: kubeconfig}
 	if err := tally.waitReady(ctx, 2*time.Minute); err != nil {
 		return s, err
 	}
@@ -244,7 +267,7 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now().Add(500 * time.Millisecond)
 	s.tr = newTracker(runCtx, s.cs, s.ctl, o.Plan, start)
 	defer s.tr.stop()
-	if err := watchJobs(runCtx, s.ctl, s.tr); err != nil {
+	if err := watchJobs(runCtx, s.watch, s.tr); err != nil {
 		return nil, err
 	}
 	var replayDone sync.WaitGroup
@@ -274,7 +297,9 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	if s.metricsBefore, err = s.tally.scrape(ctx); err != nil {
 		return nil, err
 	}
-	s.apiCPUBefore = apiServerCPU(ctx, s.cs)
+	if s.apiBefore, err = apiServerMetrics(ctx, s.cs, ""); err != nil {
+		return nil, err
+	}
 	workers := o.Workers
 	if workers <= 0 {
 		workers = min(max(4*largestBurst(o.Plan), 256), 2048)
@@ -352,9 +377,12 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 	if m, err := s.tally.scrape(ctx); err == nil {
 		res.TallyMetrics = m.minus(s.metricsBefore)
 	}
-	res.WebhookCalls, res.WebhookSeconds = webhookLatency(ctx, s.cs)
-	if cpu := apiServerCPU(ctx, s.cs); cpu > 0 {
-		res.APIServerCPU = cpu - s.apiCPUBefore
+	if m, err := apiServerMetrics(ctx, s.cs, filepath.Join(o.Dir, "apiserver.metrics")); err == nil {
+		d := m.minus(s.apiBefore)
+		res.APIServerCPU = time.Duration(d.sum("process_cpu_seconds_total", nil) * float64(time.Second))
+		res.WebhookCalls = d.byLabel("apiserver_admission_webhook_admission_duration_seconds_count", "name")
+		res.WebhookSeconds = d.byLabel("apiserver_admission_webhook_admission_duration_seconds_sum", "name")
+		res.WatchersCut = int(d.sum("apiserver_terminated_watchers_total", map[string]string{"resource": "jobs"}))
 	}
 	stopErr := s.stopTally()
 	if ru := s.rusage; ru != nil {
@@ -425,6 +453,14 @@ func startControlPlane(o Options) (*envtest.Environment, error) {
 		Set("audit-policy-file", policy).
 		Set("audit-log-path", auditLog).
 		Set("audit-log-format", "json")
+	if o.APIServerLogLevel > 0 {
+		f, err := os.Create(filepath.Join(o.Dir, "apiserver.log"))
+		if err != nil {
+			return nil, err
+		}
+		env.ControlPlane.GetAPIServer().Configure().Set("v", strconv.Itoa(o.APIServerLogLevel))
+		env.ControlPlane.GetAPIServer().Out, env.ControlPlane.GetAPIServer().Err = f, f
+	}
 	if _, err := env.Start(); err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
@@ -583,33 +619,19 @@ func largestBurst(p *scenario.Plan) int {
 	return most
 }
 
-// apiServerMetrics scrapes the API server's metrics.
-func apiServerMetrics(ctx context.Context, cs kubernetes.Interface) (metrics, error) {
+// apiServerMetrics scrapes the API server's metrics, and keeps the text
+// in file keep unless that is "".
+func apiServerMetrics(ctx context.Context, cs kubernetes.Interface, keep string) (metrics, error) {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if keep != "" {
+		if err := os.WriteFile(keep, raw, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	return parseMetrics(bytes.NewReader(raw))
-}
-
-// apiServerCPU is the CPU time the API server has used so far.
-func apiServerCPU(ctx context.Context, cs kubernetes.Interface) time.Duration {
-	m, err := apiServerMetrics(ctx, cs)
-	if err != nil {
-		return 0
-	}
-	return time.Duration(m.sum("process_cpu_seconds_total", nil) * float64(time.Second))
-}
-
-// webhookLatency reads the API server's webhook admission latency for
-// tally's webhooks.
-func webhookLatency(ctx context.Context, cs kubernetes.Interface) (calls, seconds map[string]float64) {
-	m, err := apiServerMetrics(ctx, cs)
-	if err != nil {
-		return nil, nil
-	}
-	return m.byLabel("apiserver_admission_webhook_admission_duration_seconds_count", "name"),
-		m.byLabel("apiserver_admission_webhook_admission_duration_seconds_sum", "name")
 }
 
 // dumpUnfinished writes what the API server holds of the first Jobs that

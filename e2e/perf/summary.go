@@ -84,6 +84,10 @@ type Summary struct {
 	TallyCPUSecondsTotal float64 `json:"tallyCPUSecondsTotal"`
 	TallyPeakRSSBytes    int64   `json:"tallyPeakRSSBytes"`
 	APIServerCPUSeconds  float64 `json:"apiServerCPUSeconds"`
+	// JobWatchersCut counts the Job watches the API server closed in the
+	// window because their watcher fell too far behind (tally's and the
+	// runner's alike).
+	JobWatchersCut int `json:"jobWatchersCut"`
 	// TallyLabelledFinished counts the Jobs tally labelled finished
 	// within the window.
 	TallyLabelledFinished int `json:"tallyLabelledFinished"`
@@ -91,6 +95,11 @@ type Summary struct {
 	// tally_admission_pass_seconds metric.
 	AdmissionPasses         float64 `json:"admissionPasses"`
 	AvgAdmissionPassSeconds float64 `json:"avgAdmissionPassSeconds"`
+	// WatchDelayP50Seconds and WatchDelayP99Seconds come from tally's
+	// tally_watch_delay_seconds: how far behind the API server its view
+	// of the Jobs was.
+	WatchDelayP50Seconds float64 `json:"watchDelayP50Seconds"`
+	WatchDelayP99Seconds float64 `json:"watchDelayP99Seconds"`
 	// WebhookAvgSeconds is the API server's average call time per tally
 	// webhook.
 	WebhookAvgSeconds map[string]float64 `json:"webhookAvgSeconds,omitempty"`
@@ -197,6 +206,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		TallyCPUSecondsTotal:             r.TallyCPUTotal.Seconds(),
 		TallyPeakRSSBytes:                r.TallyPeakRSS,
 		APIServerCPUSeconds:              r.APIServerCPU.Seconds(),
+		JobWatchersCut:                   r.WatchersCut,
 		TallyLabelledFinished:            r.LabelledFinished,
 		CreateLatenessP99Seconds:         scenario.Percentile(r.CreateLateness, 99).Seconds(),
 		CreateLatenessMaxSeconds:         scenario.Percentile(r.CreateLateness, 100).Seconds(),
@@ -220,6 +230,8 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		if s.AdmissionPasses > 0 {
 			s.AvgAdmissionPassSeconds = r.TallyMetrics.sum("tally_admission_pass_seconds_sum", nil) / s.AdmissionPasses
 		}
+		s.WatchDelayP50Seconds = r.TallyMetrics.quantile("tally_watch_delay_seconds", 0.5)
+		s.WatchDelayP99Seconds = r.TallyMetrics.quantile("tally_watch_delay_seconds", 0.99)
 	}
 	for name, n := range r.WebhookCalls {
 		if n > 0 && strings.HasSuffix(name, "tally.dev") {
@@ -386,9 +398,13 @@ func (s *Summary) Table(w io.Writer) error {
 	}
 	row("tally CPU (s)", fmt.Sprintf("%.1f in the run, %.1f in all", s.TallyCPUSeconds, s.TallyCPUSecondsTotal))
 	row("API server CPU (s)", fmt.Sprintf("%.1f in the run", s.APIServerCPUSeconds))
+	row("Job watches cut off", fmt.Sprintf("%d, by the API server, for falling behind", s.JobWatchersCut))
 	row("tally peak RSS (MiB)", fmt.Sprintf("%.0f", float64(s.TallyPeakRSSBytes)/(1<<20)))
 	if s.AdmissionPasses > 0 {
 		row("admission passes", fmt.Sprintf("%.0f, %.2f ms on average", s.AdmissionPasses, 1000*s.AvgAdmissionPassSeconds))
+	}
+	if s.WatchDelayP99Seconds > 0 {
+		row("tally's watch delay (ms)", fmt.Sprintf("p50 %.0f, p99 %.0f (admission write answered until its version came back)", 1000*s.WatchDelayP50Seconds, 1000*s.WatchDelayP99Seconds))
 	}
 	if s.CreationPolicy {
 		row("Job creation", "a MutatingAdmissionPolicy in place of tally's Job webhook")

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -155,5 +156,32 @@ tally_pending_jobs 4
 	}
 	if _, err := parseMetrics(strings.NewReader("novalue\n")); err == nil {
 		t.Error("want an error for a line without a value")
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	text := `delay_bucket{le="0.1"} 10
+delay_bucket{le="0.2"} 30
+delay_bucket{le="0.4"} 40
+delay_bucket{le="+Inf"} 50
+delay_sum 12
+delay_count 50
+`
+	m, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ q, want float64 }{
+		{0.1, 0.05},  // 5 of 50: halfway into the first bucket, from 0
+		{0.5, 0.175}, // 25: three quarters of the way from 0.1 to 0.2
+		{0.8, 0.4},   // 40: the third bucket's top
+		{0.99, 0.4},  // beyond the last finite bound
+	} {
+		if got := m.quantile("delay", c.q); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := (metrics{}).quantile("delay", 0.5); got != 0 {
+		t.Errorf("empty histogram: quantile = %v, want 0", got)
 	}
 }

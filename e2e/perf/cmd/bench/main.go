@@ -40,6 +40,7 @@ func run() int {
 		held      = flag.Bool("held-floor", false, "Make the floor the held floor: the ideal scheduler without preemption, holding each Job's quota until the runner's completion write for it returns, so that it never takes more quota than is free on the API server.")
 		policy    = flag.Bool("creation-policy", false, "Replace tally's Job webhook with a MutatingAdmissionPolicy that makes the same changes at creation, to measure what the webhook round trip costs.")
 		profile   = flag.Bool("profile", false, "Take CPU and allocation profiles of tally (it is given --pprof-bind-address; not in a floor run) and of the API server over the run.")
+		apiLog    = flag.Int("apiserver-v", 0, "Keep the API server's log at this verbosity in the run's folder (apiserver.log); 0: no log. At 1 it names each Job watch it cuts off for falling behind.")
 		kueue     = flag.String("kueue", "", "Run Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf) instead of tally, and print them beside tally's last summary.")
 		tallyArgs stringList
 		tallyEnv  stringList
@@ -110,7 +111,7 @@ func run() int {
 			return nil, err
 		}
 		opts := perf.Options{
-			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Floor: floor, HeldFloor: floor && *held, ExplainEvery: *explain, CreationPolicy: *policy,
+			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Floor: floor, HeldFloor: floor && *held, ExplainEvery: *explain, CreationPolicy: *policy, APIServerLogLevel: *apiLog,
 			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
 		}
 		profilePrefix := filepath.Join(*out, name+".tally")
