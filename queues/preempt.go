@@ -298,12 +298,17 @@ func anyAt(flags [][]bool, i int) bool {
 // any of cells.
 func (s *Snapshot) borrowingIn(q string, cells []FlavorResource) bool {
 	for _, fr := range cells {
-		quota, _ := s.Config.QuotaOf(q, fr)
-		if s.Usage[q][fr] > quota.Nominal {
+		if s.borrows(q, fr) {
 			return true
 		}
 	}
 	return false
+}
+
+// borrows reports whether queue q uses more than its nominal quota of fr.
+func (s *Snapshot) borrows(q string, fr FlavorResource) bool {
+	quota, _ := s.Config.QuotaOf(q, fr)
+	return s.Usage[q][fr] > quota.Nominal
 }
 
 // cloneFor returns a Snapshot of cq's cohort (or of cq alone) to simulate

@@ -1,8 +1,6 @@
 package queues
 
 import (
-	"slices"
-
 	"k8s.io/apimachinery/pkg/labels"
 
 	"tally.dev/tally/flavors"
@@ -102,7 +100,7 @@ func (s *Snapshot) borrowerFlagsOf(cohort string, members []string, fr FlavorRes
 	key := cohortCell{cohort, fr}
 	at := s.charges[cohort]
 	b := s.borrowers[key]
-	if b != nil && b.at == at && len(b.by) == len(members) {
+	if b != nil && b.at == at {
 		return b.by
 	}
 	if b == nil {
@@ -111,13 +109,12 @@ func (s *Snapshot) borrowerFlagsOf(cohort string, members []string, fr FlavorRes
 			// made from the usage they left.
 			s.borrowers, s.charges = map[cohortCell]*borrowerFlags{}, map[string]uint64{}
 		}
-		b = &borrowerFlags{}
+		b = &borrowerFlags{by: make([]bool, len(members))}
 		s.borrowers[key] = b
 	}
-	b.at, b.by = at, slices.Grow(b.by[:0], len(members))[:len(members)]
+	b.at = at
 	for i, q := range members {
-		quota, _ := s.Config.QuotaOf(q, fr)
-		b.by[i] = s.Usage[q][fr] > quota.Nominal
+		b.by[i] = s.borrows(q, fr)
 	}
 	return b.by
 }
