@@ -143,7 +143,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = env.Stop() }()
+	defer func() {
+		_ = env.Stop()
+		if log, ok := env.ControlPlane.GetAPIServer().Out.(io.Closer); ok {
+			_ = log.Close() // Options.APIServerLogLevel's file
+		}
+	}()
 	s, err := setUp(ctx, env, o)
 	if s != nil {
 		defer func() { _ = s.stopTally() }()
@@ -204,12 +209,12 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 	if err != nil {
 		return nil, err
 	}
-	// The runner's Job watch has a connection of its own, in protobuf, as
-	// the job controller's informers do.
+	// The runner's Job watch has a connection of its own (ctlCfg's Proxy
+	// function comes with the copy), in protobuf, as the job controller's
+	// informers do.
 	watchCfg := rest.CopyConfig(ctlCfg)
 	watchCfg.ContentType = runtime.ContentTypeProtobuf
 	watchCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	watchCfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
 	watch, err := kubernetes.NewForConfig(watchCfg)
 	if err != nil {
 		return nil, err
