@@ -18,9 +18,12 @@
 //     ClusterQueue.
 //   - ConfigMaps (validating): deny a config that does not validate.
 //
-// Every request is bounded in body size and time (Limit), and the Job
-// webhooks refuse a quantity whose text resource.ParseQuantity could spend
-// minutes on before they decode the Job (checkQuantities).
+// Every request is bounded in body size and time (Limit) and, when it is
+// the v1 AdmissionReview the API server sends, read in one pass instead of
+// the decoder's two, as is the workload in it (Review); anything else gets
+// the decoder's answer. The Job webhooks refuse a quantity whose text
+// resource.ParseQuantity could spend minutes on before they decode the Job
+// (checkQuantities).
 //
 // Handlers read in-memory state: the config Store and the manager's cache.
 // The one call to the API server is the Job webhook's read of a Namespace

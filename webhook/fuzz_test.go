@@ -51,7 +51,7 @@ func FuzzJobAdmission(f *testing.F) {
 	_ = admissionv1beta1.AddToScheme(scheme)
 	reviews := serializer.NewCodecFactory(scheme).UniversalDeserializer()
 	decoder := hostileDecoder()
-	handlers := map[string]*admission.Webhook{
+	handlers := map[string]http.Handler{
 		JobPath:      testWebhook(newMutator(f, testConfig(f))),
 		JobGuardPath: testWebhook(newGuard()),
 	}

@@ -65,10 +65,10 @@ func (g *JobGuard) Handle(_ context.Context, req admission.Request) admission.Re
 	}
 	name := k.GVK().Kind
 	oldObj, obj := k.New(), k.New()
-	if err := g.Decoder.DecodeRaw(req.OldObject, oldObj); err != nil {
+	if err := decodeObject(g.Decoder, req.OldObject, oldObj, k.GVK()); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding the old %s: %w", name, err))
 	}
-	if err := g.Decoder.DecodeRaw(req.Object, obj); err != nil {
+	if err := decodeObject(g.Decoder, req.Object, obj, k.GVK()); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", name, err))
 	}
 	old, err := k.Read(oldObj)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,48 +117,96 @@ func envelopeCases() []hostile {
 	}
 }
 
-// runHostile serves each case through h's HTTP handler.
+// runHostile serves each case through h's HTTP handler, and again through
+// controller-runtime's webhook alone, which must answer the same bytes:
+// Review's one-pass reading changes no answer. A review built from req, as
+// the API server would send it, must take the one-pass path, which alone
+// labels its answer application/json.
 func runHostile(t *testing.T, h admission.Handler, cases []hostile) {
 	t.Helper()
 	if n := len(cases); n < 30 {
 		t.Fatalf("only %d hostile cases", n)
 	}
-	wh := testWebhook(h)
+	wh, bare := testWebhook(h), bareWebhook(h)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			body, uid := tc.body, tc.uid
 			if body == "" {
 				body, uid = tc.req.body(), hostileUID
 			}
-			r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
-			r.Header.Set("Content-Type", "application/json")
-			if tc.ctype != "" {
-				r.Header.Set("Content-Type", tc.ctype)
-			}
-			w := httptest.NewRecorder()
-			// A handler stuck parsing a hostile input fails the case
-			// rather than hanging the test.
-			ctx, cancel := context.WithTimeout(context.Background(), hostileDeadline)
-			defer cancel()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				wh.ServeHTTP(w, r)
-			}()
-			select {
-			case <-done:
-			case <-ctx.Done():
-				t.Fatalf("no answer within %s", hostileDeadline)
-			}
+			w := serveHostile(t, wh, body, tc.ctype)
 			checkAnswer(t, w.Body.Bytes(), uid, tc.req.obj, tc.want)
+			if bw := serveHostile(t, bare, body, tc.ctype); !sameAnswer(t, w.Body.Bytes(), bw.Body.Bytes()) {
+				t.Errorf("Review answered\n%s\ncontroller-runtime's webhook alone\n%s", w.Body.Bytes(), bw.Body.Bytes())
+			}
+			if ct := w.Header().Get("Content-Type"); tc.body == "" && tc.ctype == "" && ct != "application/json" {
+				t.Errorf("an API server's review was not read in one pass: answered as %q", ct)
+			}
 		})
 	}
+}
+
+// sameAnswer tells whether two AdmissionReview answers say the same: the
+// same bytes, but for the order of their JSON patches' operations, which
+// some handlers (admission.PatchResponseFromRaw) leave to map order.
+func sameAnswer(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	canon := func(raw []byte) string {
+		var review admissionv1.AdmissionReview
+		if err := json.Unmarshal(raw, &review); err != nil || review.Response == nil {
+			return string(raw)
+		}
+		var ops []any
+		if err := json.Unmarshal(review.Response.Patch, &ops); err != nil && len(review.Response.Patch) > 0 {
+			t.Fatalf("a patch that is not a JSON list: %s", review.Response.Patch)
+		}
+		sorted := make([]string, len(ops))
+		for i, op := range ops {
+			b, _ := json.Marshal(op)
+			sorted[i] = string(b)
+		}
+		slices.Sort(sorted)
+		review.Response.Patch = nil
+		rest, _ := json.Marshal(review)
+		return string(rest) + strings.Join(sorted, "\n")
+	}
+	return canon(a) == canon(b)
+}
+
+// serveHostile serves one request with body, of content type ctype
+// (application/json when empty), through h.
+func serveHostile(t *testing.T, h http.Handler, body, ctype string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	if ctype != "" {
+		r.Header.Set("Content-Type", ctype)
+	}
+	w := httptest.NewRecorder()
+	// A handler stuck parsing a hostile input fails the case rather than
+	// hanging the test.
+	ctx, cancel := context.WithTimeout(context.Background(), hostileDeadline)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, r)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("no answer within %s", hostileDeadline)
+	}
+	return w
 }
 
 // testWebhook serves h as the webhook server does, but lets panics
 // through and logs nothing: until a logger is set, controller-runtime keeps
 // every request's logger in memory.
-func testWebhook(h admission.Handler) *admission.Webhook {
+func testWebhook(h admission.Handler) http.Handler { return Review(bareWebhook(h)) }
+
+// bareWebhook is controller-runtime's webhook for h, without Review.
+func bareWebhook(h admission.Handler) *admission.Webhook {
 	return &admission.Webhook{Handler: h, RecoverPanic: ptr.To(false),
 		LogConstructor: func(logr.Logger, *admission.Request) logr.Logger { return logr.Discard() }}
 }

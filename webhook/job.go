@@ -58,7 +58,7 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		return *resp
 	}
 	obj := k.New()
-	if err := m.Decoder.DecodeRaw(req.Object, obj); err != nil {
+	if err := decodeObject(m.Decoder, req.Object, obj, k.GVK()); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", k.GVK().Kind, err))
 	}
 	o, err := k.Read(obj)

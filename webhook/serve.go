@@ -35,7 +35,7 @@ type Options struct {
 }
 
 // Setup serves every webhook on the manager's webhook server, each bounded
-// in body size and time (Limit), and makes the serving certificate (or,
+// in body size and time (Limit) and reading requests in one pass (Review), and makes the serving certificate (or,
 // with cert-manager, finds it) and registers the webhook configurations
 // with its CA bundle, whose workload rules RuleSync keeps in step with the
 // declared kinds. c reads from the API server, not a cache.
@@ -52,7 +52,7 @@ func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Optio
 		NamespaceValidatePath: &NamespaceValidator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
 		ConfigMapValidatePath: &ConfigValidator{Namespace: opts.Namespace, Name: opts.ConfigName, Decoder: decoder},
 	} {
-		srv.Register(path, Limit(&ctrlwebhook.Admission{Handler: h, LogConstructor: plainLog}))
+		srv.Register(path, Limit(Review(&ctrlwebhook.Admission{Handler: h, LogConstructor: plainLog})))
 	}
 	return mgr.Add(&RuleSync{Client: c, Store: opts.Store, Namespace: opts.Namespace, Users: opts.Users, Log: log.WithName("webhook-rules")})
 }

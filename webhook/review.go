@@ -1,0 +1,127 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"reflect"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// Reading requests in one pass.
+//
+// The API machinery's decoder reads a JSON document twice: once to learn
+// its apiVersion and kind, and once to decode it into the type they name.
+// controller-runtime's admission webhook decodes each AdmissionReview that
+// way, and then each handler decodes the object inside it that way again.
+// The API server sends a v1 AdmissionReview (Configurations asks for no
+// other) holding a typed object, and knows both kinds in advance, so
+// review and decodeObject read them in one pass each, into the type the
+// request names. Anything else (another version, a partial or foreign
+// kind, a body that does not decode, or an unstructured object) goes to
+// the decoder as before, so every answer to a malformed request stays
+// what it was.
+
+// Review serves wh's handler, reading the requests that the API server
+// sends in one pass (see above) and giving every other request to
+// wh.ServeHTTP. Either way the handler's answer goes through wh.Handle,
+// which recovers its panics and completes the response.
+func Review(wh *admission.Webhook) http.Handler { return review{wh} }
+
+type review struct{ wh *admission.Webhook }
+
+// v1Review is a v1 AdmissionReview as the API server sends it.
+var v1Review = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
+
+func (rv review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Content-Type") != "application/json" {
+		rv.wh.ServeHTTP(w, r)
+		return
+	}
+	body, err := readBody(r)
+	if err != nil || len(body) >= MaxRequestBytes {
+		// The webhook answers a body it cannot read whole, or one at its
+		// own cap, with its own errors: it reads the same bytes again.
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+		rv.wh.ServeHTTP(w, r)
+		return
+	}
+	req := admission.Request{}
+	in := struct {
+		APIVersion string                        `json:"apiVersion"`
+		Kind       string                        `json:"kind"`
+		Request    *admissionv1.AdmissionRequest `json:"request"`
+	}{Request: &req.AdmissionRequest}
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(body, &in) != nil ||
+		in.APIVersion != v1Review.GroupVersion().String() || in.Kind != v1Review.Kind || in.Request == nil {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rv.wh.ServeHTTP(w, r)
+		return
+	}
+	resp := rv.wh.Handle(r.Context(), req)
+	out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
+	out.SetGroupVersionKind(v1Review)
+	w.Header().Set("Content-Type", "application/json")
+	// An answer that cannot be written has lost its connection; there is
+	// no one left to tell.
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// readBody reads a request's body as io.ReadAll does, but into one
+// allocation of the length the request declares, as the API server's do.
+// On an error it returns what it read before it.
+func readBody(r *http.Request) ([]byte, error) {
+	defer func() { _ = r.Body.Close() }()
+	size := 512
+	if n := r.ContentLength; n > 0 && n < MaxRequestBytes {
+		size = int(n) + 1 // room to see the end of the body
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// errReader returns err once the bytes before it are read, or io.EOF.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err == nil {
+		return 0, io.EOF
+	}
+	return 0, e.err
+}
+
+// decodeObject decodes raw into obj, a new typed object of kind gvk, in
+// one pass when raw names gvk or no kind at all; otherwise, or for an
+// unstructured object, d decodes it. Either way obj ends as the decoder
+// leaves it, with the apiVersion and kind that raw gives.
+func decodeObject(d admission.Decoder, raw runtime.RawExtension, obj runtime.Object, gvk schema.GroupVersionKind) error {
+	if _, unstructured := obj.(runtime.Unstructured); !unstructured && len(raw.Raw) > 0 {
+		if sigsjson.UnmarshalCaseSensitivePreserveInts(raw.Raw, obj) == nil {
+			if got := obj.GetObjectKind().GroupVersionKind(); got == gvk || got.Empty() {
+				return nil
+			}
+		}
+		// Start over from an empty object, as the decoder expects.
+		v := reflect.ValueOf(obj).Elem()
+		v.SetZero()
+	}
+	return d.DecodeRaw(raw, obj)
+}
