@@ -1,0 +1,70 @@
+package queues
+
+import (
+	"maps"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"tally.dev/tally/flavors"
+)
+
+// TestPodRequests: what one pod requests, in the cases read directly (one
+// container) and in those that take the scheduler's rule (init
+// containers, sidecars, overhead, pod-level resources, several
+// containers), with resources requested at zero left out.
+func TestPodRequests(t *testing.T) {
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	container := func(kv ...string) corev1.Container {
+		return corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: list(kv...)}}
+	}
+	always := corev1.ContainerRestartPolicyAlways
+	sidecar := container("cpu", "1")
+	sidecar.RestartPolicy = &always
+	cases := map[string]struct {
+		spec corev1.PodSpec
+		want flavors.Resources
+	}{
+		"one container": {
+			corev1.PodSpec{Containers: []corev1.Container{container("cpu", "1500m", "memory", "1Gi", "nvidia.com/gpu", "2")}},
+			flavors.Resources{"cpu": 1500, "memory": 1 << 30, "nvidia.com/gpu": 2}},
+		"one container, a zero request left out": {
+			corev1.PodSpec{Containers: []corev1.Container{container("cpu", "1", "memory", "0")}},
+			flavors.Resources{"cpu": 1000}},
+		"one container, rounded up to a millicore": {
+			corev1.PodSpec{Containers: []corev1.Container{container("cpu", "0.0005")}},
+			flavors.Resources{"cpu": 1}},
+		"one container, no requests": {
+			corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}},
+			flavors.Resources{}},
+		"two containers, summed before rounding": {
+			corev1.PodSpec{Containers: []corev1.Container{container("cpu", "0.0005"), container("cpu", "0.0005", "memory", "1Mi")}},
+			flavors.Resources{"cpu": 1, "memory": 1 << 20}},
+		"an init container larger than the containers": {
+			corev1.PodSpec{InitContainers: []corev1.Container{container("cpu", "4")}, Containers: []corev1.Container{container("cpu", "1", "memory", "1Gi")}},
+			flavors.Resources{"cpu": 4000, "memory": 1 << 30}},
+		"a sidecar adds to the containers": {
+			corev1.PodSpec{InitContainers: []corev1.Container{sidecar}, Containers: []corev1.Container{container("cpu", "1")}},
+			flavors.Resources{"cpu": 2000}},
+		"overhead adds": {
+			corev1.PodSpec{Overhead: list("cpu", "250m"), Containers: []corev1.Container{container("cpu", "1")}},
+			flavors.Resources{"cpu": 1250}},
+		"pod-level requests take the place of the containers'": {
+			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Requests: list("cpu", "3")}, Containers: []corev1.Container{container("cpu", "1", "memory", "1Gi")}},
+			flavors.Resources{"cpu": 3000, "memory": 1 << 30}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := podRequests(&c.spec); !maps.Equal(got, c.want) {
+				t.Errorf("podRequests = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
