@@ -565,13 +565,16 @@ func watchJobs(ctx context.Context, cs kubernetes.Interface, tr *tracker) error 
 	return nil
 }
 
+// stripJob keeps what the tracker reads of a Job: its name, version,
+// generation (which tells a preemption from another write when a
+// completion conflicts), labels and suspension.
 func stripJob(obj any) (any, error) {
 	j, ok := obj.(*batchv1.Job)
 	if !ok {
 		return obj, nil
 	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, ResourceVersion: j.ResourceVersion, Labels: j.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, ResourceVersion: j.ResourceVersion, Generation: j.Generation, Labels: j.Labels},
 		Spec:       batchv1.JobSpec{Suspend: j.Spec.Suspend},
 	}, nil
 }
