@@ -1,6 +1,7 @@
 package queues
 
 import (
+	"maps"
 	"time"
 	"unique"
 
@@ -177,11 +178,7 @@ func podRequests(spec *corev1.PodSpec) flavors.Resources {
 	} else {
 		reqs = flavors.FromList(resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{}))
 	}
-	for r, a := range reqs {
-		if a == 0 {
-			delete(reqs, r)
-		}
-	}
+	maps.DeleteFunc(reqs, func(_ corev1.ResourceName, a flavors.Amount) bool { return a == 0 })
 	return reqs
 }
 
