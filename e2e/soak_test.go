@@ -156,6 +156,9 @@ type soakJob struct {
 //   - no victim is preempted again before the Job that preempted it was
 //     admitted.
 //
+// Orders are read on the Job watch's clock alone (see soakRecord): an
+// Event's arrival orders nothing against a Job's transitions.
+//
 // One more figure is logged, not asserted: how often one Job was
 // preempted (compared with maxPreemptionsPerJob). A borrower may be
 // reclaimed by several lenders in turn, which reclaimWithinCohort: Any
@@ -378,13 +381,60 @@ type preemption struct {
 	raw       string
 }
 
+// checkSoakPreemptions judges what the soak's watches saw (see
+// soakRecord.verdict).
 func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framework.TransitionLog, logs map[string]*framework.EventLog) {
 	t.Helper()
-	gaps := trans.Gaps()
+	r := soakRecord{jobs: jobs, transitions: trans.Transitions(), events: map[string][]framework.EventRecord{}, gaps: trans.Gaps()}
+	for ns, l := range logs {
+		r.events[ns] = l.Records()
+		r.gaps += l.Gaps()
+	}
+	errs, notes := r.verdict()
+	for _, n := range notes {
+		t.Log(n)
+	}
+	for _, e := range errs {
+		t.Error(e)
+	}
+}
+
+// soakRecord is what the soak's watches saw: the Jobs it made (by
+// namespace/name), the transitions of one Job watch of all its
+// namespaces, and the Job Events of each namespace in the order its Event
+// watch delivered them. gaps counts the watches' re-lists.
+//
+// Orders are read on one clock, the Job watch's: a preemption happens
+// when its victim's suspension lands (the k-th Preempted Event of a Job
+// goes with its k-th suspension), and an admission when the Job's
+// un-suspension does. An Event is written after the decision it reports,
+// on its own schedule, and its watch runs apart from the Job watch, so
+// the time an Event arrives orders nothing against a Job's transitions.
+type soakRecord struct {
+	jobs        map[string]*soakJob
+	transitions []framework.Transition
+	events      map[string][]framework.EventRecord
+	gaps        int
+}
+
+// preemptingRound is one Preempting Event: the victims a Job listed, and
+// the Job watch's sequence numbers of their suspensions.
+type preemptingRound struct {
+	victims []string
+	seqs    []int
+}
+
+// verdict checks the record (see TestSoakNoThrash for the rules) and
+// returns what is wrong, and figures to log.
+func (r soakRecord) verdict() (errs, notes []string) {
+	errorf := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	jobs, gaps := r.jobs, r.gaps
 	admissions, resuspends := map[string]int{}, map[string]int{}
 	// Where each Job's transitions are in the Job watch's order.
 	admittedAt, resuspendedAt := map[string][]int{}, map[string][]int{}
-	for _, tr := range trans.Transitions() {
+	seqAt := map[int]time.Time{}
+	for _, tr := range r.transitions {
+		seqAt[tr.Seq] = tr.At
 		switch tr.Kind {
 		case framework.Unsuspended:
 			admissions[tr.Job]++
@@ -397,13 +447,11 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 
 	var preemptions []preemption
 	byVictim := map[string][]preemption{}
-	preemptingAt := map[string][]time.Time{}
-	listed := map[[2]string]int{}      // {preemptor, victim}: times listed in Preempting Events
-	preemptedBy := map[[2]string]int{} // {preemptor, victim}: Preempted Events
-	for _, ns := range slices.Sorted(maps.Keys(logs)) {
-		l := logs[ns]
-		gaps += l.Gaps()
-		for _, e := range l.Records() {
+	rounds := map[string][]*preemptingRound{} // by preemptor, in its Events' order
+	listed := map[[2]string]int{}             // {preemptor, victim}: times listed in Preempting Events
+	preemptedBy := map[[2]string]int{}        // {preemptor, victim}: Preempted Events
+	for _, ns := range slices.Sorted(maps.Keys(r.events)) {
+		for _, e := range r.events[ns] {
 			if e.Kind != "Job" {
 				continue
 			}
@@ -412,7 +460,7 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 			case framework.ReasonPreempted:
 				p, err := framework.ParsePreempted(e.Message)
 				if err != nil {
-					t.Errorf("Preempted Event of %s: %v", key, err)
+					errorf("Preempted Event of %s: %v", key, err)
 					continue
 				}
 				pr := preemption{at: e.At, victim: key, preemptor: p.Preemptor, msg: p, raw: e.Message}
@@ -420,23 +468,25 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 				byVictim[key] = append(byVictim[key], pr)
 				preemptedBy[[2]string{p.Preemptor, key}]++
 			case framework.ReasonPreempting:
-				preemptingAt[key] = append(preemptingAt[key], e.At)
 				vs, err := framework.ParsePreempting(e.Message)
 				if err != nil {
-					t.Errorf("Preempting Event of %s: %v", key, err)
+					errorf("Preempting Event of %s: %v", key, err)
 					continue
 				}
+				round := &preemptingRound{}
 				for _, v := range vs {
+					round.victims = append(round.victims, v.Key)
 					listed[[2]string{key, v.Key}]++
 					if j := jobs[v.Key]; j != nil && j.priority != v.Priority {
-						t.Errorf("Preempting Event of %s quotes %s at priority %d, its priority is %d: %q", key, v.Key, v.Priority, j.priority, e.Message)
+						errorf("Preempting Event of %s quotes %s at priority %d, its priority is %d: %q", key, v.Key, v.Priority, j.priority, e.Message)
 					}
 				}
+				rounds[key] = append(rounds[key], round)
 			}
 		}
 	}
 	if gaps > 0 {
-		t.Logf("the Job and Event watches re-listed %d times; transitions in between may be missing", gaps)
+		notes = append(notes, fmt.Sprintf("the Job and Event watches re-listed %d times; transitions in between may be missing, and the checks of order are skipped", gaps))
 	}
 
 	// Every preemption justified, with the Jobs' own priorities.
@@ -444,86 +494,76 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 	for _, p := range preemptions {
 		v, pe := jobs[p.victim], jobs[p.preemptor]
 		if v == nil || pe == nil {
-			t.Errorf("Preempted Event names a Job this test did not create: %q on %s", p.raw, p.victim)
+			errorf("Preempted Event names a Job this test did not create: %q on %s", p.raw, p.victim)
 			continue
 		}
 		if p.msg.PreemptorPriority != pe.priority || p.msg.VictimPriority != v.priority {
-			t.Errorf("%s: priorities quoted (%d, %d) are not the Jobs' own (%d, %d): %q", p.victim, p.msg.PreemptorPriority, p.msg.VictimPriority, pe.priority, v.priority, p.raw)
+			errorf("%s: priorities quoted (%d, %d) are not the Jobs' own (%d, %d): %q", p.victim, p.msg.PreemptorPriority, p.msg.VictimPriority, pe.priority, v.priority, p.raw)
 		}
 		if want := relation(p.msg.PreemptorPriority, p.msg.VictimPriority); p.msg.Relation != want {
-			t.Errorf("%s: relation %q, want %q: %q", p.victim, p.msg.Relation, want, p.raw)
+			errorf("%s: relation %q, want %q: %q", p.victim, p.msg.Relation, want, p.raw)
 		}
 		switch p.msg.Reason {
 		case "within ClusterQueue " + v.queue:
 			within++
 			if pe.queue != v.queue || pe.priority <= v.priority {
-				t.Errorf("unjustified preemption of %s (queue %s, priority %d) by %s (queue %s, priority %d): %q",
+				errorf("unjustified preemption of %s (queue %s, priority %d) by %s (queue %s, priority %d): %q",
 					p.victim, v.queue, v.priority, p.preemptor, pe.queue, pe.priority, p.raw)
 			}
 		case "to reclaim quota lent to cohort " + soakCohort:
 			reclaim++
 			if pe.queue == v.queue || v.queue != soakC {
-				t.Errorf("unjustified reclaim from %s (queue %s) by %s (queue %s): only %s borrows: %q", p.victim, v.queue, p.preemptor, pe.queue, soakC, p.raw)
+				errorf("unjustified reclaim from %s (queue %s) by %s (queue %s): only %s borrows: %q", p.victim, v.queue, p.preemptor, pe.queue, soakC, p.raw)
 			}
 		default:
-			t.Errorf("preemption of %s by %s for a reason this config cannot give: %q", p.victim, p.preemptor, p.raw)
+			errorf("preemption of %s by %s for a reason this config cannot give: %q", p.victim, p.preemptor, p.raw)
 		}
 	}
 
 	// Preempted Events and the suspensions seen agree, Job by Job.
 	for _, key := range slices.Sorted(maps.Keys(jobs)) {
 		if r, e := resuspends[key], len(byVictim[key]); r != e && gaps == 0 {
-			t.Errorf("%s was suspended again %d times but has %d Preempted Events: %s", key, r, e, describe(preemptions, key))
+			errorf("%s was suspended again %d times but has %d Preempted Events: %s", key, r, e, describe(preemptions, key))
 		}
 	}
 
 	// Preempting Events list exactly the Jobs preempted.
 	for pair, n := range preemptedBy {
 		if listed[pair] != n {
-			t.Errorf("%s preempted %s %d times by its Preempted Events but lists it %d times in Preempting Events", pair[0], pair[1], n, listed[pair])
+			errorf("%s preempted %s %d times by its Preempted Events but lists it %d times in Preempting Events", pair[0], pair[1], n, listed[pair])
 		}
 	}
 	for pair, n := range listed {
 		if preemptedBy[pair] == 0 {
-			t.Errorf("%s lists %s in Preempting Events %d times, but %s has no Preempted Event naming it", pair[0], pair[1], n, pair[1])
+			errorf("%s lists %s in Preempting Events %d times, but %s has no Preempted Event naming it", pair[0], pair[1], n, pair[1])
 		}
 	}
 
 	// A Job does not preempt twice without being admitted in between:
 	// once its victims are gone it is admitted first, into the room it
-	// preempted for.
-	admittedTimes := map[string][]time.Time{}
-	for _, tr := range trans.Transitions() {
-		if tr.Kind == framework.Unsuspended {
-			admittedTimes[tr.Job] = append(admittedTimes[tr.Job], tr.At)
+	// preempted for. A round of preemptions happens, on the Job watch's
+	// clock, when the first of its victims' suspensions lands.
+	for _, key := range slices.Sorted(maps.Keys(rounds)) {
+		rs := rounds[key]
+		if n := len(admittedAt[key]); len(rs) > n {
+			errorf("%s preempted %d times but was admitted %d times: %s", key, len(rs), n, describe(preemptions, key))
 		}
-	}
-	between := func(times []time.Time, from, to time.Time) bool {
-		for _, at := range times {
-			if at.After(from) && at.Before(to) {
-				return true
+		if gaps > 0 || jobs[key] == nil {
+			continue
+		}
+		placed := placeRounds(key, rs, byVictim, resuspendedAt)
+		for k := 0; k+1 < len(placed); k++ {
+			from, to := slices.Min(placed[k].seqs), slices.Min(placed[k+1].seqs)
+			if i, ok := firstAfter(admittedAt[key], from); !ok || i > to {
+				errorf("%s preempted again (%v, suspended at #%d, %s) without being admitted since it preempted %v (suspended at #%d, %s): %s",
+					key, placed[k+1].victims, to, seqAt[to].Format("15:04:05.000"), placed[k].victims, from, seqAt[from].Format("15:04:05.000"), describe(preemptions, key))
 			}
-		}
-		return false
-	}
-	admittedWithin := func(key string, from, to time.Time) bool { return between(admittedTimes[key], from, to) }
-	for _, key := range slices.Sorted(maps.Keys(preemptingAt)) {
-		ts, p := preemptingAt[key], jobs[key]
-		for k := 0; k+1 < len(ts) && p != nil; k++ {
-			if !admittedWithin(key, ts[k], ts[k+1]) {
-				t.Errorf("%s preempted again at %s without being admitted since %s: %s",
-					key, ts[k+1].Format("15:04:05.000"), ts[k].Format("15:04:05.000"), describe(preemptions, key))
-			}
-		}
-		if n := len(admittedTimes[key]); len(ts) > n {
-			t.Errorf("%s preempted %d times but was admitted %d times: %s", key, len(ts), n, describe(preemptions, key))
 		}
 	}
 
 	// A victim waits for its preemptor: it is not preempted again before
 	// the Job that preempted it was admitted (the quota it freed belongs
-	// to that Job). The k-th Preempted Event of a Job goes with its k-th
-	// suspension.
+	// to that Job).
 	if gaps == 0 {
 		for _, v := range slices.Sorted(maps.Keys(byVictim)) {
 			ps, rs := byVictim[v], resuspendedAt[v]
@@ -531,7 +571,7 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 				p := ps[k].preemptor
 				i, ok := firstAfter(admittedAt[p], rs[k])
 				if !ok || rs[k+1] < i {
-					t.Errorf("%s was preempted again (%s) before %s, which had preempted it, was admitted: %s",
+					errorf("%s was preempted again (%s) before %s, which had preempted it, was admitted: %s",
 						v, ps[k+1].preemptor, p, describe(preemptions, v))
 					break
 				}
@@ -545,12 +585,12 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 		n := max(len(byVictim[key]), resuspends[key])
 		worst = max(worst, n)
 		if n > maxPreemptionsPerJob {
-			t.Logf("not asserted: %s was preempted %d times (more than %d): %s", key, n, maxPreemptionsPerJob, describe(preemptions, key))
+			notes = append(notes, fmt.Sprintf("not asserted: %s was preempted %d times (more than %d): %s", key, n, maxPreemptionsPerJob, describe(preemptions, key)))
 		}
 	}
 	for pair := range preemptedBy {
 		if pair[0] < pair[1] && preemptedBy[[2]string{pair[1], pair[0]}] > 0 {
-			t.Errorf("%s and %s preempted each other: %s", pair[0], pair[1], describe(preemptions, pair[0]))
+			errorf("%s and %s preempted each other: %s", pair[0], pair[1], describe(preemptions, pair[0]))
 		}
 	}
 
@@ -563,17 +603,51 @@ func checkSoakPreemptions(t *testing.T, jobs map[string]*soakJob, trans *framewo
 	if admitted > 0 {
 		ratio = float64(total) / float64(admitted)
 	}
-	t.Logf("%d Jobs, %d admissions, %d preemptions (%d within a queue, %d reclaims) by %d preemptors: %.3f preemptions per admission (bound %.2f), at most %d for one Job",
-		len(jobs), admitted, total, within, reclaim, len(preemptingAt), ratio, maxPreemptionsPerAdmission, worst)
+	notes = append(notes, fmt.Sprintf("%d Jobs, %d admissions, %d preemptions (%d within a queue, %d reclaims) by %d preemptors: %.3f preemptions per admission (bound %.2f), at most %d for one Job",
+		len(jobs), admitted, total, within, reclaim, len(rounds), ratio, maxPreemptionsPerAdmission, worst))
 	if admitted < len(jobs) {
-		t.Errorf("%d admissions seen for %d Jobs", admitted, len(jobs))
+		errorf("%d admissions seen for %d Jobs", admitted, len(jobs))
 	}
 	if ratio > maxPreemptionsPerAdmission {
-		t.Errorf("%.3f preemptions per admission, more than %.2f", ratio, maxPreemptionsPerAdmission)
+		errorf("%.3f preemptions per admission, more than %.2f", ratio, maxPreemptionsPerAdmission)
 	}
 	if within == 0 || reclaim == 0 {
-		t.Errorf("the mix did not contend: %d preemptions within a queue, %d reclaims", within, reclaim)
+		errorf("the mix did not contend: %d preemptions within a queue, %d reclaims", within, reclaim)
 	}
+	return errs, notes
+}
+
+// placeRounds puts preemptor's rounds on the Job watch's clock and
+// returns those it could place, in that order. The n-th time preemptor
+// lists a victim goes with the n-th Preempted Event of that victim that
+// names preemptor, and so with the victim's suspension of the same rank.
+// A round none of whose victims' suspensions were seen is left out: the
+// checks of counts above report it.
+func placeRounds(preemptor string, rounds []*preemptingRound, byVictim map[string][]preemption, resuspendedAt map[string][]int) []*preemptingRound {
+	// The suspensions of each victim that preemptor caused, in order.
+	next := map[string][]int{}
+	for v, ps := range byVictim {
+		for k, p := range ps {
+			if p.preemptor == preemptor && k < len(resuspendedAt[v]) {
+				next[v] = append(next[v], resuspendedAt[v][k])
+			}
+		}
+	}
+	var placed []*preemptingRound
+	for _, r := range rounds {
+		r.seqs = r.seqs[:0]
+		for _, v := range r.victims {
+			if len(next[v]) > 0 {
+				r.seqs = append(r.seqs, next[v][0])
+				next[v] = next[v][1:]
+			}
+		}
+		if len(r.seqs) > 0 {
+			placed = append(placed, r)
+		}
+	}
+	slices.SortStableFunc(placed, func(a, b *preemptingRound) int { return slices.Min(a.seqs) - slices.Min(b.seqs) })
+	return placed
 }
 
 // firstAfter returns the first of the ascending seqs above after.
