@@ -2,6 +2,7 @@ package queues
 
 import (
 	"maps"
+	"slices"
 	"time"
 	"unique"
 
@@ -160,26 +161,84 @@ func PodSetsFromJob(job *batchv1.Job) []PodSet {
 func podSets(sets []PodTemplate) []PodSet {
 	out := make([]PodSet, 0, len(sets))
 	for _, t := range sets {
-		out = append(out, PodSet{Name: t.Name, Count: max(t.Count, 0), Requests: podRequests(t.Spec)})
+		out = append(out, PodSet{Name: t.Name, Count: max(t.Count, 0), Requests: PodRequests(t.Spec)})
 	}
 	return out
 }
 
-// podRequests is what one pod of spec requests, as the scheduler computes
-// it, without the resources that it requests none of. A pod of one
-// container, with no init containers, overhead or pod-level resources,
-// requests what its container does: that, the common case, is read
-// directly, without building the pod and the resource lists that the
-// general rule sums.
-func podRequests(spec *corev1.PodSpec) flavors.Resources {
+// PodRequests is what one pod of spec requests, as the scheduler computes
+// it (init containers, sidecars, overhead and pod-level resources
+// included), without the resources that it requests none of. A container's (and
+// the pod's own) limit stands for its request of a resource it requests
+// nothing of, as the API server defaults a pod's requests from its limits
+// (pod templates are not defaulted so): a GPU is usually asked as a limit
+// only. A pod of one container, with no init containers, overhead or
+// pod-level resources, requests what its container does: that, the common
+// case, is read directly, without building the pod and the resource lists
+// that the general rule sums.
+func PodRequests(spec *corev1.PodSpec) flavors.Resources {
 	var reqs flavors.Resources
 	if len(spec.Containers) == 1 && len(spec.InitContainers) == 0 && spec.Overhead == nil && spec.Resources == nil {
-		reqs = flavors.FromList(spec.Containers[0].Resources.Requests)
+		c := &spec.Containers[0].Resources
+		reqs = flavors.FromList(c.Requests)
+		for n, q := range c.Limits {
+			if _, ok := c.Requests[n]; !ok {
+				reqs[n] = flavors.FromQuantity(n, q)
+			}
+		}
 	} else {
-		reqs = flavors.FromList(resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{}))
+		reqs = flavors.FromList(resourcehelper.PodRequests(&corev1.Pod{Spec: *limitsAsRequests(spec)}, resourcehelper.PodResourcesOptions{}))
 	}
 	maps.DeleteFunc(reqs, func(_ corev1.ResourceName, a flavors.Amount) bool { return a == 0 })
 	return reqs
+}
+
+// limitsAsRequests returns spec, or a copy of it whose containers and pod
+// resources request what they limit where they request nothing.
+func limitsAsRequests(spec *corev1.PodSpec) *corev1.PodSpec {
+	missing := func(r *corev1.ResourceRequirements) bool {
+		for n := range r.Limits {
+			if _, ok := r.Requests[n]; !ok {
+				return true
+			}
+		}
+		return false
+	}
+	fill := func(r *corev1.ResourceRequirements) {
+		reqs := r.Requests.DeepCopy()
+		if reqs == nil {
+			reqs = corev1.ResourceList{}
+		}
+		for n, q := range r.Limits {
+			if _, ok := reqs[n]; !ok {
+				reqs[n] = q
+			}
+		}
+		r.Requests = reqs
+	}
+	needed := spec.Resources != nil && missing(spec.Resources)
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			needed = needed || missing(&cs[i].Resources)
+		}
+	}
+	if !needed {
+		return spec
+	}
+	out := *spec
+	if spec.Resources != nil {
+		r := *spec.Resources
+		fill(&r)
+		out.Resources = &r
+	}
+	for _, cs := range []*[]corev1.Container{&out.InitContainers, &out.Containers} {
+		cp := slices.Clone(*cs)
+		for i := range cp {
+			fill(&cp[i].Resources)
+		}
+		*cs = cp
+	}
+	return &out
 }
 
 // WorkloadFromJob builds the Workload of a Job that queues in queue with the

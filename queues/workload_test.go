@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"tally.dev/tally/flavors"
@@ -25,7 +26,12 @@ func TestPodRequests(t *testing.T) {
 	container := func(kv ...string) corev1.Container {
 		return corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: list(kv...)}}
 	}
+	limited := func(reqs corev1.ResourceList, kv ...string) corev1.Container {
+		return corev1.Container{Name: "l", Resources: corev1.ResourceRequirements{Requests: reqs, Limits: list(kv...)}}
+	}
 	always := corev1.ContainerRestartPolicyAlways
+	sidecarLimited := limited(nil, "cpu", "500m")
+	sidecarLimited.RestartPolicy = &always
 	sidecar := container("cpu", "1")
 	sidecar.RestartPolicy = &always
 	cases := map[string]struct {
@@ -59,11 +65,33 @@ func TestPodRequests(t *testing.T) {
 		"pod-level requests take the place of the containers'": {
 			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Requests: list("cpu", "3")}, Containers: []corev1.Container{container("cpu", "1", "memory", "1Gi")}},
 			flavors.Resources{"cpu": 3000, "memory": 1 << 30}},
+		"one container, limits only": {
+			corev1.PodSpec{Containers: []corev1.Container{limited(nil, "nvidia.com/gpu", "8", "cpu", "2")}},
+			flavors.Resources{"cpu": 2000, "nvidia.com/gpu": 8}},
+		"one container, a request wins over its limit": {
+			corev1.PodSpec{Containers: []corev1.Container{limited(list("cpu", "1"), "cpu", "2", "nvidia.com/gpu", "1")}},
+			flavors.Resources{"cpu": 1000, "nvidia.com/gpu": 1}},
+		"two containers, one with limits only": {
+			corev1.PodSpec{Containers: []corev1.Container{container("cpu", "1"), limited(nil, "nvidia.com/gpu", "2")}},
+			flavors.Resources{"cpu": 1000, "nvidia.com/gpu": 2}},
+		"an init container with limits only, larger than the containers": {
+			corev1.PodSpec{InitContainers: []corev1.Container{limited(nil, "cpu", "4")}, Containers: []corev1.Container{container("cpu", "1")}},
+			flavors.Resources{"cpu": 4000}},
+		"a sidecar with limits only adds to the containers": {
+			corev1.PodSpec{InitContainers: []corev1.Container{sidecarLimited}, Containers: []corev1.Container{limited(nil, "nvidia.com/gpu", "1")}},
+			flavors.Resources{"cpu": 500, "nvidia.com/gpu": 1}},
+		"pod-level limits only take the place of the containers'": {
+			corev1.PodSpec{Resources: &corev1.ResourceRequirements{Limits: list("cpu", "3")}, Containers: []corev1.Container{container("cpu", "1")}},
+			flavors.Resources{"cpu": 3000}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := podRequests(&c.spec); !maps.Equal(got, c.want) {
-				t.Errorf("podRequests = %v, want %v", got, c.want)
+			before := c.spec.DeepCopy()
+			if got := PodRequests(&c.spec); !maps.Equal(got, c.want) {
+				t.Errorf("PodRequests = %v, want %v", got, c.want)
+			}
+			if !equality.Semantic.DeepEqual(before, &c.spec) {
+				t.Errorf("PodRequests changed the spec: %v, was %v", c.spec, before)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"sort"
@@ -443,16 +444,18 @@ func (a *auditor) set(m map[types.UID]charge, uid types.UID, ch charge, kind str
 }
 
 // requests is n times what a pod of spec requests: the larger of its
-// containers' sum and its largest init container, plus overhead.
+// containers' sum and its largest init container, plus overhead. A
+// container's limit stands for a request it does not make, as the API
+// server defaults a pod's requests (a pod template's are not defaulted).
 func requests(spec *corev1.PodSpec, n int64) map[corev1.ResourceName]int64 {
 	out := map[corev1.ResourceName]int64{}
 	for _, c := range spec.Containers {
-		for r, q := range c.Resources.Requests {
+		for r, q := range effective(c.Resources) {
 			out[r] += q.Value()
 		}
 	}
 	for _, c := range spec.InitContainers {
-		for r, q := range c.Resources.Requests {
+		for r, q := range effective(c.Resources) {
 			out[r] = max(out[r], q.Value())
 		}
 	}
@@ -461,6 +464,21 @@ func requests(spec *corev1.PodSpec, n int64) map[corev1.ResourceName]int64 {
 	}
 	for r := range out {
 		out[r] *= n
+	}
+	return out
+}
+
+// effective is what a container requests: its requests, and its limits
+// of the resources it requests nothing of.
+func effective(r corev1.ResourceRequirements) corev1.ResourceList {
+	out := maps.Clone(r.Requests)
+	for n, q := range r.Limits {
+		if _, ok := out[n]; !ok {
+			if out == nil {
+				out = corev1.ResourceList{}
+			}
+			out[n] = q
+		}
 	}
 	return out
 }

@@ -105,18 +105,28 @@ func GPUsOf(j *batchv1.Job) int64 {
 	return PodRequest(&j.Spec.Template.Spec, ResourceGPU) * int64(ptrOr(j.Spec.Parallelism, 1))
 }
 
-// PodRequest is one pod's effective request of a resource.
+// PodRequest is one pod's effective request of a resource. A container's
+// limit stands for a request it does not make, as the API server defaults
+// a pod's requests (a pod template's are not defaulted).
 func PodRequest(spec *corev1.PodSpec, name corev1.ResourceName) int64 {
 	var sum, initMax int64
 	for _, c := range spec.Containers {
-		q := c.Resources.Requests[name]
-		sum += q.Value()
+		sum += containerRequest(c, name)
 	}
 	for _, c := range spec.InitContainers {
-		q := c.Resources.Requests[name]
-		initMax = max(initMax, q.Value())
+		initMax = max(initMax, containerRequest(c, name))
 	}
 	return max(sum, initMax)
+}
+
+// containerRequest is what c requests of a resource: its request, else
+// its limit.
+func containerRequest(c corev1.Container, name corev1.ResourceName) int64 {
+	q, ok := c.Resources.Requests[name]
+	if !ok {
+		q = c.Resources.Limits[name]
+	}
+	return q.Value()
 }
 
 func ptrOr[T any](p *T, def T) T {
