@@ -78,12 +78,18 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 				Scope: ptr.To(scope)},
 		}}
 	}
-	// The workload webhooks cover every registered kind, all namespaced.
-	workloads := func(ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+	// The workload webhooks cover every registered kind, all namespaced;
+	// with scale, also the scale subresource of the kinds that have one
+	// (see hasScale).
+	workloads := func(scale bool, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
 		var out []admissionregistrationv1.RuleWithOperations
 		for _, k := range kinds.Registered() {
 			gvk := k.GVK()
-			out = append(out, rule(gvk.Group, gvk.Version, k.Resource(), namespaced, ops...)...)
+			r := rule(gvk.Group, gvk.Version, k.Resource(), namespaced, ops...)
+			if scale && hasScale(k) {
+				r[0].Resources = append(r[0].Resources, k.Resource()+"/scale")
+			}
+			out = append(out, r...)
 		}
 		return out
 	}
@@ -92,7 +98,7 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name: "jobs.tally.dev", ClientConfig: e.clientConfig(JobPath),
-			Rules:         workloads(create),
+			Rules:         workloads(false, create),
 			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
@@ -107,7 +113,7 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name: "jobs.validate.tally.dev", ClientConfig: e.clientConfig(JobGuardPath),
-			Rules:         workloads(update),
+			Rules:         workloads(true, update),
 			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			// tally's own writes (admissions, preemptions) skip the call.

@@ -12,10 +12,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
@@ -35,15 +37,21 @@ const maxListed = 10
 // UPDATE by anyone but tally, it denies changes to the tally.dev/ labels and
 // annotations and to Kueue's kueue.x-k8s.io/queue-name label and, on a Job
 // tally manages, un-suspending it, changing where its pods may run, and
-// raising the pod count of a running Job.
+// raising the pod count or the per-pod resources of a running Job. On a
+// workload's /scale subresource it denies a scale-up of an admitted
+// workload (see handleScale).
 type JobGuard struct {
 	// Users are the user names tally itself acts as; their updates pass.
 	Users   []string
 	Decoder admission.Decoder
+	// Reader reads the workload a /scale request scales, to tell whether
+	// tally admitted it. When it is nil, every scale-up is denied: the
+	// webhook only sees managed namespaces.
+	Reader client.Reader
 }
 
 // Handle implements admission.Handler.
-func (g *JobGuard) Handle(_ context.Context, req admission.Request) admission.Response {
+func (g *JobGuard) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -55,6 +63,9 @@ func (g *JobGuard) Handle(_ context.Context, req admission.Request) admission.Re
 			return admission.Errored(http.StatusRequestEntityTooLarge,
 				fmt.Errorf("tally: a Job of %d bytes is larger than the %d-byte limit", len(raw), maxGuardedObject))
 		}
+	}
+	if req.SubResource == "scale" {
+		return g.handleScale(ctx, req)
 	}
 	k, resp := kindOf(req)
 	if resp != nil {
@@ -96,45 +107,44 @@ func GuardJob(old, job *batchv1.Job) field.ErrorList {
 	return Guard(o, n)
 }
 
+// managed says whether tally manages a workload: it carries tally's
+// queue or state label.
+func managed(meta *metav1.ObjectMeta) bool {
+	return meta.Labels[queues.LabelQueue] != "" || meta.Labels[queues.LabelState] != ""
+}
+
 // Guard returns what an update from old to cur changes that only tally
 // may change. A workload is managed when it carries tally's queue or
 // state label.
 //
 // Where its pods may run is not to be changed at all by others, not even
 // narrowed: telling a narrowing from a widening of arbitrary node affinity
-// is not worth the risk of getting it wrong.
+// is not worth the risk of getting it wrong. The shape of a running
+// workload, which its quota was admitted for, may shrink but not grow: no
+// more pods, and no pod that requests more.
 func Guard(old, cur *kinds.Object) field.ErrorList {
 	kind := old.Kind.GVK().Kind
 	meta := field.NewPath("metadata")
 	errs := reservedKeys(meta.Child("labels"), "label", kind, old.Meta.Labels, cur.Meta.Labels)
 	errs = append(errs, reservedKeys(meta.Child("annotations"), "annotation", kind, old.Meta.Annotations, cur.Meta.Annotations)...)
-	if old.Meta.Labels[queues.LabelQueue] == "" && old.Meta.Labels[queues.LabelState] == "" {
+	if !managed(old.Meta) {
 		return errs
 	}
 	if old.Suspended && !cur.Suspended {
 		errs = append(errs, field.Forbidden(path(old.Kind.SuspendPath()), fmt.Sprintf(
 			"only tally may un-suspend a %s in a managed namespace; it is admitted when its ClusterQueue has quota (see kubectl describe %s)", kind, strings.ToLower(kind))))
 	}
-	counts := map[string]int64{}
-	for _, ps := range old.PodSets {
-		counts[ps.Name] = ps.Count
-	}
-	for _, ps := range cur.PodSets {
-		before, had := counts[ps.Name]
-		if !old.Suspended && !cur.Suspended && ps.Count > before {
-			what := "pod count"
-			if !had {
-				what = "pod sets"
-			}
-			errs = append(errs, field.Forbidden(path(ps.CountPath), fmt.Sprintf(
-				"only tally may raise the %s of a running %s in a managed namespace; its quota was admitted for %d pods, not %d (delete and re-create the %s to run more)", what, kind, before, ps.Count, kind)))
-		}
+	if !old.Suspended && !cur.Suspended {
+		errs = append(errs, grown(old, cur)...)
 	}
 	templates := map[string]*corev1.PodSpec{}
 	for _, ps := range old.PodSets {
 		templates[ps.Name] = &ps.Template.Spec
 	}
 	for _, ps := range cur.PodSets {
+		if ps.Path == nil {
+			continue
+		}
 		o, n := templates[ps.Name], &ps.Template.Spec
 		if o == nil {
 			o = &corev1.PodSpec{}
@@ -157,8 +167,78 @@ func Guard(old, cur *kinds.Object) field.ErrorList {
 	return errs
 }
 
-// path turns a JSON path into a field path.
+// grown reports how a running workload grows from old to cur: a pod set
+// of more pods, a new pod set of pods, or a pod template whose pods
+// request more of a resource, or a resource they did not request.
+func grown(old, cur *kinds.Object) field.ErrorList {
+	kind := old.Kind.GVK().Kind
+	before := map[string]*kinds.PodSet{}
+	for i := range old.PodSets {
+		before[old.PodSets[i].Name] = &old.PodSets[i]
+	}
+	var errs field.ErrorList
+	for _, ps := range cur.PodSets {
+		was, had := before[ps.Name]
+		count := int64(0)
+		if had {
+			count = was.Count
+		}
+		if ps.Count > count {
+			what := "pod count"
+			if !had {
+				what = "pod sets"
+			}
+			at := ps.CountPath
+			if at == nil {
+				at = ps.Path
+			}
+			errs = append(errs, field.Forbidden(path(at), fmt.Sprintf(
+				"only tally may raise the %s of a running %s in a managed namespace; its quota was admitted for %d pods, not %d (delete and re-create the %s to run more)", what, kind, count, ps.Count, kind)))
+		}
+		// A new pod set's pods are denied above, and a pod set the object
+		// does not hold cannot change.
+		if !had || ps.Path == nil {
+			continue
+		}
+		if from, to := raised(queues.PodRequests(&was.Template.Spec), queues.PodRequests(&ps.Template.Spec)); from != "" {
+			errs = append(errs, field.Forbidden(path(ps.Path), fmt.Sprintf(
+				"only tally may raise the resources of a running %s's pods in a managed namespace; its quota was admitted for pods of %s, not %s (delete and re-create the %s to run larger pods)", kind, from, to, kind)))
+		}
+	}
+	return errs
+}
+
+// raised lists the resources of which cur asks more than old, a resource
+// old does not name counting as none: as they were and as they are, e.g.
+// "cpu=1, nvidia.com/gpu=0" and "cpu=2, nvidia.com/gpu=1", maxListed at
+// most. Both are empty when none is raised.
+func raised(old, cur flavors.Resources) (was, is string) {
+	var from, to []string
+	more := 0
+	for _, n := range cur.Names() {
+		q, o := cur[n], old[n]
+		switch {
+		case q <= o:
+		case len(from) == maxListed:
+			more++
+		default:
+			from = append(from, fmt.Sprintf("%s=%s", n, o.Format(n)))
+			to = append(to, fmt.Sprintf("%s=%s", n, q.Format(n)))
+		}
+	}
+	if more > 0 {
+		from = append(from, fmt.Sprintf("and %d more", more))
+		to = append(to, fmt.Sprintf("and %d more", more))
+	}
+	return strings.Join(from, ", "), strings.Join(to, ", ")
+}
+
+// path turns a JSON path into a field path; an empty one (a pod set the
+// object does not hold) into spec.
 func path(p []string) *field.Path {
+	if len(p) == 0 {
+		return field.NewPath("spec")
+	}
 	return field.NewPath(p[0], p[1:]...)
 }
 

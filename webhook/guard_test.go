@@ -3,7 +3,10 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,14 +15,23 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -284,4 +296,436 @@ func TestGuardSkipsTally(t *testing.T) {
 			t.Errorf("users %q: match conditions %q, want %q", tc.users, got, want)
 		}
 	}
+}
+
+// resourcesOf returns a change that sets the resources of the container
+// of a Job's template.
+func resourcesOf(requests, limits corev1.ResourceList) func(j *batchv1.Job) {
+	return func(j *batchv1.Job) {
+		j.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: requests, Limits: limits}
+	}
+}
+
+// withInit gives j one init container, which requests cpu, and returns it.
+func withInit(j *batchv1.Job, cpu string) *batchv1.Job {
+	j.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+	}}}
+	return j
+}
+
+// resourcesDenied is the start of the denial of larger pods of a running Job.
+const resourcesDenied = "tally: spec.template: only tally may raise the resources of a running Job's pods in a managed namespace; its quota was admitted for pods of "
+
+// TestJobGuardResources checks that a running managed Job's pods may not
+// grow: per pod, as the scheduler counts a pod's requests.
+func TestJobGuardResources(t *testing.T) {
+	gpu := corev1.ResourceName("nvidia.com/gpu")
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	withGPULimit := func() *batchv1.Job {
+		j := admittedJob()
+		j.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{gpu: resource.MustParse("1")}
+		return j
+	}
+	cases := []struct {
+		name   string
+		user   string
+		old    func() *batchv1.Job
+		change func(j *batchv1.Job)
+		// denied lists substrings of the denial, in order; none: allowed.
+		denied []string
+	}{
+		{name: "a request raised", user: alice, old: admittedJob, change: resourcesOf(list("cpu", "2"), nil),
+			denied: []string{resourcesDenied + "cpu=1, not cpu=2 (delete and re-create the Job to run larger pods)"}},
+		{name: "a limit-only GPU raised", user: alice, old: withGPULimit, change: resourcesOf(list("cpu", "1"), list("nvidia.com/gpu", "2")),
+			denied: []string{resourcesDenied + "nvidia.com/gpu=1, not nvidia.com/gpu=2"}},
+		{name: "a limit-only resource added", user: alice, old: admittedJob, change: resourcesOf(list("cpu", "1"), list("nvidia.com/gpu", "1")),
+			denied: []string{resourcesDenied + "nvidia.com/gpu=0, not nvidia.com/gpu=1"}},
+		{name: "a request dropped for a higher limit", user: alice, old: admittedJob, change: resourcesOf(nil, list("cpu", "4")),
+			denied: []string{resourcesDenied + "cpu=1, not cpu=4"}},
+		{name: "a new resource requested", user: alice, old: admittedJob, change: resourcesOf(list("cpu", "1", "memory", "1Gi"), nil),
+			denied: []string{resourcesDenied + "memory=0, not memory=1Gi"}},
+		{name: "one resource raised and another lowered names the raised one", user: alice,
+			old: func() *batchv1.Job {
+				j := admittedJob()
+				resourcesOf(list("cpu", "1", "memory", "2Gi"), nil)(j)
+				return j
+			},
+			change: resourcesOf(list("cpu", "1500m", "memory", "1Gi"), nil),
+			denied: []string{resourcesDenied + "cpu=1, not cpu=1500m ("}},
+		{name: "an init container larger than the containers raised", user: alice,
+			old:    func() *batchv1.Job { return withInit(admittedJob(), "4") },
+			change: func(j *batchv1.Job) { withInit(j, "8") },
+			denied: []string{resourcesDenied + "cpu=4, not cpu=8"}},
+		{name: "an init container added that is larger than the containers", user: alice, old: admittedJob,
+			change: func(j *batchv1.Job) { withInit(j, "3") },
+			denied: []string{resourcesDenied + "cpu=1, not cpu=3"}},
+		{name: "a restartable sidecar added", user: alice, old: admittedJob,
+			change: func(j *batchv1.Job) {
+				withInit(j, "100m")
+				j.Spec.Template.Spec.InitContainers[0].RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+			},
+			denied: []string{resourcesDenied + "cpu=1, not cpu=1100m"}},
+		{name: "overhead added", user: alice, old: admittedJob,
+			change: func(j *batchv1.Job) { j.Spec.Template.Spec.Overhead = list("cpu", "250m") },
+			denied: []string{resourcesDenied + "cpu=1, not cpu=1250m"}},
+		{name: "many resources raised are listed ten at most", user: alice, old: admittedJob,
+			change: func(j *batchv1.Job) {
+				l := list("cpu", "2")
+				for i := range 12 {
+					l[corev1.ResourceName(fmt.Sprintf("example.com/r%02d", i))] = resource.MustParse("1")
+				}
+				resourcesOf(l, nil)(j)
+			},
+			denied: []string{resourcesDenied + "cpu=1, example.com/r00=0,", "example.com/r08=0, and 3 more, not cpu=2,", "example.com/r08=1, and 3 more ("}},
+		{name: "the pod count and the pods raised at once", user: alice, old: admittedJob,
+			change: func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3); resourcesOf(list("cpu", "2"), nil)(j) },
+			denied: []string{"spec.parallelism: only tally may raise the pod count", "; " + resourcesDenied[len("tally: "):] + "cpu=1, not cpu=2"}},
+
+		{name: "a request lowered", user: alice, old: admittedJob, change: resourcesOf(list("cpu", "500m"), nil)},
+		{name: "a resource dropped", user: alice,
+			old: func() *batchv1.Job {
+				j := admittedJob()
+				resourcesOf(list("cpu", "1", "memory", "1Gi"), nil)(j)
+				return j
+			},
+			change: resourcesOf(list("cpu", "1"), nil)},
+		{name: "a limit raised above its request", user: alice, old: admittedJob, change: resourcesOf(list("cpu", "1"), list("cpu", "8"))},
+		{name: "the same amount written otherwise", user: alice, old: admittedJob, change: resourcesOf(list("cpu", "1000m"), nil)},
+		{name: "a limit-only resource made a request of the same amount", user: alice, old: withGPULimit,
+			change: resourcesOf(list("cpu", "1", "nvidia.com/gpu", "1"), nil)},
+		{name: "an init container raised below the containers", user: alice,
+			old:    func() *batchv1.Job { return withInit(admittedJob(), "100m") },
+			change: func(j *batchv1.Job) { withInit(j, "900m") }},
+		{name: "a pending Job's request raised", user: alice, old: pendingJob, change: resourcesOf(list("cpu", "8"), list("nvidia.com/gpu", "4"))},
+		{name: "a running Job suspended and raised at once", user: alice, old: admittedJob,
+			change: func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(true); resourcesOf(list("cpu", "8"), nil)(j) }},
+		{name: "a Job tally does not manage", user: alice, old: func() *batchv1.Job { return makeJob("team", "1") },
+			change: resourcesOf(list("cpu", "8"), nil)},
+		{name: "tally's own update", user: tallySA, old: admittedJob, change: resourcesOf(list("cpu", "8"), nil)},
+	}
+	g := newGuard()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			old := tc.old()
+			job := old.DeepCopy()
+			tc.change(job)
+			checkDenial(t, g.Handle(context.Background(), updateRequest(t, tc.user, old, job)), tc.denied)
+		})
+	}
+}
+
+// checkDenial checks that resp is allowed when denied is empty, or else
+// a denial that contains each of denied, in order.
+func checkDenial(t *testing.T, resp admission.Response, denied []string) {
+	t.Helper()
+	if want := len(denied) == 0; resp.Allowed != want {
+		t.Fatalf("allowed = %v, want %v (%s)", resp.Allowed, want, resp.Result.Message)
+	}
+	msg := resp.Result.Message
+	for _, part := range denied {
+		i := strings.Index(msg, part)
+		if i < 0 {
+			t.Fatalf("denial %q does not contain %q (in this order)", resp.Result.Message, part)
+		}
+		msg = msg[i+len(part):]
+	}
+}
+
+// TestPyTorchJobGuardResources checks the same of a PyTorchJob, read as
+// an unstructured object: each replica type's template is its own.
+func TestPyTorchJobGuardResources(t *testing.T) {
+	o, _ := mutatePyTorchJob(t, pyTorchJobJSON("", "", ""))
+	pending := o.Obj.(*unstructured.Unstructured)
+	edit := func(from *unstructured.Unstructured, f func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+		u := from.DeepCopy()
+		f(u)
+		return u
+	}
+	running := edit(pending, func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, false, "spec", "runPolicy", "suspend")
+	})
+	unmanaged := edit(running, func(u *unstructured.Unstructured) { u.SetLabels(nil) })
+	worker := []string{"spec", "pytorchReplicaSpecs", "Worker", "template", "spec"}
+	// setWorker sets the resources of the worker's container.
+	setWorker := func(resources map[string]any) func(u *unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			c := map[string]any{"name": "c", "resources": resources}
+			_ = unstructured.SetNestedSlice(u.Object, []any{c}, append(worker, "containers")...)
+		}
+	}
+	addInit := func(cpu string) func(u *unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "init", "resources": map[string]any{"requests": map[string]any{"cpu": cpu}}}},
+				append(worker, "initContainers")...)
+		}
+	}
+	const denied = "tally: spec.pytorchReplicaSpecs.Worker.template: only tally may raise the resources of a running PyTorchJob's pods in a managed namespace; its quota was admitted for pods of "
+	for _, tc := range []struct {
+		name     string
+		user     string
+		old, cur *unstructured.Unstructured
+		denied   []string
+	}{
+		{"a worker's request raised", alice, running, edit(running, setWorker(map[string]any{"requests": map[string]any{"cpu": "2"}})),
+			[]string{denied + "cpu=1, not cpu=2 (delete and re-create the PyTorchJob to run larger pods)"}},
+		{"a worker's limit-only GPU added", alice, running, edit(running, setWorker(map[string]any{"requests": map[string]any{"cpu": "1"}, "limits": map[string]any{"nvidia.com/gpu": "1"}})),
+			[]string{denied + "nvidia.com/gpu=0, not nvidia.com/gpu=1"}},
+		{"a worker's init container added", alice, running, edit(running, addInit("2")),
+			[]string{denied + "cpu=1, not cpu=2"}},
+		{"a worker's memory requested", alice, running, edit(running, setWorker(map[string]any{"requests": map[string]any{"cpu": "1", "memory": "1Gi"}})),
+			[]string{denied + "memory=0, not memory=1Gi"}},
+		{"the master's request raised", alice, running, edit(running, func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "c", "resources": map[string]any{"requests": map[string]any{"cpu": "3"}}}},
+				"spec", "pytorchReplicaSpecs", "Master", "template", "spec", "containers")
+		}), []string{"tally: spec.pytorchReplicaSpecs.Master.template: only tally may raise the resources of a running PyTorchJob's pods"}},
+
+		{"a worker's request lowered", alice, running, edit(running, setWorker(map[string]any{"requests": map[string]any{"cpu": "500m"}})), nil},
+		{"a pending worker's request raised", alice, pending, edit(pending, setWorker(map[string]any{"requests": map[string]any{"cpu": "8"}})), nil},
+		{"an unmanaged worker's request raised", alice, unmanaged, edit(unmanaged, setWorker(map[string]any{"requests": map[string]any{"cpu": "8"}})), nil},
+		{"tally raises a worker's request", tallySA, running, edit(running, setWorker(map[string]any{"requests": map[string]any{"cpu": "8"}})), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, err := json.Marshal(tc.old.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur, err := json.Marshal(tc.cur.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := pyTorchJobRequest(admissionv1.Update, string(cur), string(old))
+			req.UserInfo = authenticationv1.UserInfo{Username: tc.user}
+			checkDenial(t, newGuard().Handle(context.Background(), req), tc.denied)
+		})
+	}
+}
+
+// workloadReader is a client.Reader that holds one workload, or fails.
+type workloadReader struct {
+	obj *unstructured.Unstructured
+	err error
+}
+
+func (r workloadReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	switch {
+	case r.err != nil:
+		return r.err
+	case !ok || u.GroupVersionKind() != r.obj.GroupVersionKind():
+		return fmt.Errorf("asked for a %T of %v, holding a %v", obj, obj.GetObjectKind().GroupVersionKind(), r.obj.GroupVersionKind())
+	case key != client.ObjectKeyFromObject(r.obj):
+		return apierrors.NewNotFound(schema.GroupResource{Group: "kubeflow.org", Resource: "pytorchjobs"}, key.Name)
+	}
+	r.obj.DeepCopyInto(u)
+	return nil
+}
+
+func (r workloadReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return fmt.Errorf("not listed")
+}
+
+// scaleRequest is an UPDATE of the scale of PyTorchJob team/p from old to
+// cur replicas, by user.
+func scaleRequest(t testing.TB, user string, old, cur int32) admission.Request {
+	t.Helper()
+	scale := func(n int32) runtime.RawExtension {
+		raw, err := json.Marshal(&autoscalingv1.Scale{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "autoscaling/v1", Kind: "Scale"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p"},
+			Spec:       autoscalingv1.ScaleSpec{Replicas: n},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: raw}
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "1", Operation: admissionv1.Update, Namespace: "team", Name: "p", SubResource: "scale",
+		Kind:        metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"},
+		Resource:    metav1.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"},
+		RequestKind: &metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"},
+		UserInfo:    authenticationv1.UserInfo{Username: user},
+		Object:      scale(cur), OldObject: scale(old),
+	}}
+}
+
+const scaleDenied = "tally: spec.replicas: only tally may scale up an admitted PyTorchJob in a managed namespace; its quota was admitted for 2 pods (delete and re-create the PyTorchJob to run more)"
+
+// TestJobGuardScale checks the guard of the /scale subresource: a
+// scale-up of an admitted workload is denied, any other scale passes.
+func TestJobGuardScale(t *testing.T) {
+	o, _ := mutatePyTorchJob(t, pyTorchJobJSON("", "", ""))
+	pending := o.Obj.(*unstructured.Unstructured)
+	admitted := pending.DeepCopy()
+	_ = unstructured.SetNestedField(admitted.Object, false, "spec", "runPolicy", "suspend")
+	unmanaged := admitted.DeepCopy()
+	unmanaged.SetLabels(map[string]string{"app": "train"})
+	for _, tc := range []struct {
+		name     string
+		user     string
+		reader   client.Reader
+		old, cur int32
+		want     answer
+	}{
+		{"up, without a reader", alice, nil, 2, 5, denied(scaleDenied)},
+		{"down, without a reader", alice, nil, 2, 1, allowed("")},
+		{"unchanged, without a reader", alice, nil, 2, 2, allowed("")},
+		{"up, tally's own", tallySA, nil, 2, 5, allowed("tally's own update")},
+		{"up, admitted", alice, workloadReader{obj: admitted}, 2, 5, denied(scaleDenied)},
+		{"down, admitted", alice, workloadReader{obj: admitted}, 2, 0, allowed("")},
+		{"up, suspended", alice, workloadReader{obj: pending}, 2, 5, allowed("")},
+		{"up, unmanaged", alice, workloadReader{obj: unmanaged}, 2, 5, allowed("")},
+		{"up, unreadable", alice, workloadReader{err: fmt.Errorf("connection refused")}, 2, 5,
+			answer{code: http.StatusServiceUnavailable, msg: "tally: cannot read PyTorchJob team/p to check its scale-up: connection refused"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGuard()
+			g.Reader = tc.reader
+			resp := g.Handle(context.Background(), scaleRequest(t, tc.user, tc.old, tc.cur))
+			code := resp.Result.Code
+			if code == 0 {
+				code = http.StatusOK
+			}
+			if resp.Allowed != tc.want.allowed || code != tc.want.code || resp.Result.Message != tc.want.msg {
+				t.Errorf("allowed %v, code %d, message %q; want %+v", resp.Allowed, code, resp.Result.Message, tc.want)
+			}
+		})
+	}
+}
+
+// TestJobGuardScaleBadRequests checks the scale requests the guard cannot
+// read.
+func TestJobGuardScaleBadRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(req *admission.Request)
+		want   string
+	}{
+		{"the scale of a kind tally does not queue", func(req *admission.Request) {
+			req.Resource = metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+		}, "tally: deployments/scale is not the scale of a workload kind tally queues"},
+		{"no old object", func(req *admission.Request) { req.OldObject = runtime.RawExtension{} },
+			"tally: decoding the old Scale of a PyTorchJob: there is no content to decode"},
+		{"replicas as a string", func(req *admission.Request) {
+			req.Object = runtime.RawExtension{Raw: []byte(`{"apiVersion":"autoscaling/v1","kind":"Scale","spec":{"replicas":"9"}}`)}
+		}, "tally: decoding the Scale of a PyTorchJob:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := scaleRequest(t, alice, 2, 5)
+			tc.change(&req)
+			resp := newGuard().Handle(context.Background(), req)
+			if resp.Allowed || resp.Result.Code != http.StatusBadRequest || !strings.HasPrefix(resp.Result.Message, tc.want) {
+				t.Errorf("allowed %v, code %d, message %q; want a bad request %q", resp.Allowed, resp.Result.Code, resp.Result.Message, tc.want)
+			}
+		})
+	}
+}
+
+// TestGuardScaleRules checks that the guard, and only it, watches the
+// scale subresource of the kinds that have one.
+func TestGuardScaleRules(t *testing.T) {
+	m, v := Configurations(Endpoint{URL: "https://127.0.0.1:9443"}, "tally-system")
+	var got []string
+	for _, w := range m.Webhooks {
+		for _, r := range w.Rules {
+			for _, res := range r.Resources {
+				if strings.HasSuffix(res, "/scale") {
+					t.Errorf("mutating webhook %s watches %s", w.Name, res)
+				}
+			}
+		}
+	}
+	for _, w := range v.Webhooks {
+		for _, r := range w.Rules {
+			for _, res := range r.Resources {
+				if strings.HasSuffix(res, "/scale") {
+					got = append(got, w.Name+": "+r.APIGroups[0]+"/"+r.APIVersions[0]+" "+res)
+				}
+			}
+		}
+	}
+	want := []string{
+		"jobs.validate.tally.dev: kubeflow.org/v1 pytorchjobs/scale",
+		"jobs.validate.tally.dev: kubeflow.org/v1 paddlejobs/scale",
+		"jobs.validate.tally.dev: kubeflow.org/v1 jaxjobs/scale",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("scale rules %q, want %q", got, want)
+	}
+}
+
+// TestScaledKindsMatchCRDs checks hasScale against the CRDs the e2e
+// toolchain installs (TALLY_TOOLS/crds, built by e2e/toolchain/build.sh):
+// a kind whose CRD declares a scale subresource in its version must have
+// the guard watch it, and only such a kind.
+func TestScaledKindsMatchCRDs(t *testing.T) {
+	dir := os.Getenv("TALLY_TOOLS")
+	if dir == "" {
+		t.Skip("TALLY_TOOLS is not set")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "crds", "*", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Skipf("no CRDs in %s/crds (%v)", dir, err)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, ver := range crd.Spec.Versions {
+			k := kinds.For(schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind})
+			if k == nil {
+				continue
+			}
+			seen[k.GVK().Kind] = true
+			crdScale := ver.Subresources != nil && ver.Subresources.Scale != nil
+			if hasScale(k) != crdScale {
+				t.Errorf("%s: %s declares a scale subresource: %v; the guard watches it: %v", f, k.GVK(), crdScale, hasScale(k))
+			}
+		}
+	}
+	t.Logf("checked %d kinds against %d CRDs", len(seen), len(files))
+}
+
+// TestRayJobGuardSubmitter checks the guard of a RayJob whose submitter
+// pod set the object does not hold (KubeRay's default submitter): turning
+// it on while running is a new pod set, denied at spec; a running RayJob
+// that has it may still change otherwise.
+func TestRayJobGuardSubmitter(t *testing.T) {
+	rayJob := func(mode, cpu string) string {
+		return `{"apiVersion":"ray.io/v1","kind":"RayJob","metadata":{"name":"r","namespace":"team","labels":{"tally.dev/cluster-queue":"q","tally.dev/state":"admitted"}},` +
+			`"spec":{"suspend":false,` + mode + `"rayClusterSpec":{"headGroupSpec":{"template":{"spec":{"containers":[{"name":"head","resources":{"requests":{"cpu":"` + cpu + `"}}}]}}}}}}`
+	}
+	request := func(old, cur string) admission.Request {
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			UID: "1", Operation: admissionv1.Update, Namespace: "team", Name: "r",
+			Kind:     metav1.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayJob"},
+			UserInfo: authenticationv1.UserInfo{Username: alice},
+			Object:   runtime.RawExtension{Raw: []byte(cur)}, OldObject: runtime.RawExtension{Raw: []byte(old)},
+		}}
+	}
+	g := newGuard()
+	t.Run("the default submitter turned on", func(t *testing.T) {
+		checkDenial(t, g.Handle(context.Background(), request(rayJob(`"submissionMode":"HTTPMode",`, "1"), rayJob("", "1"))),
+			[]string{"tally: spec: only tally may raise the pod sets of a running RayJob in a managed namespace; its quota was admitted for 0 pods, not 1"})
+	})
+	t.Run("the head raised beside the default submitter", func(t *testing.T) {
+		checkDenial(t, g.Handle(context.Background(), request(rayJob("", "1"), rayJob("", "2"))),
+			[]string{"tally: spec.rayClusterSpec.headGroupSpec.template: only tally may raise the resources of a running RayJob's pods in a managed namespace; its quota was admitted for pods of cpu=1, not cpu=2"})
+	})
+	t.Run("the head lowered beside the default submitter", func(t *testing.T) {
+		checkDenial(t, g.Handle(context.Background(), request(rayJob("", "1"), rayJob("", "500m"))), nil)
+	})
 }

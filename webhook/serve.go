@@ -47,7 +47,7 @@ func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Optio
 	srv := mgr.GetWebhookServer()
 	for path, h := range map[string]admission.Handler{
 		JobPath:               &JobMutator{Store: opts.Store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Decoder: decoder},
-		JobGuardPath:          &JobGuard{Users: opts.Users, Decoder: decoder},
+		JobGuardPath:          &JobGuard{Users: opts.Users, Decoder: decoder, Reader: mgr.GetAPIReader()},
 		NamespaceMutatePath:   &NamespaceMutator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
 		NamespaceValidatePath: &NamespaceValidator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
 		ConfigMapValidatePath: &ConfigValidator{Namespace: opts.Namespace, Name: opts.ConfigName, Decoder: decoder},
