@@ -206,15 +206,19 @@ func (o *Object) PodSetNames() []string {
 	return names
 }
 
-// Priority returns what the workload's priority derives from: the
-// priorityClassName and priority of the first pod template that sets one.
-func (o *Object) Priority() (class string, value *int32) {
+// PriorityClassName returns the PriorityClass the workload's priority
+// derives from when it has no WorkloadPriorityClass: the priorityClassName
+// of the first pod template that sets one. A template's numeric priority
+// is not read: anyone who can write the workload can write it, and the
+// API server refuses the pods of a template whose priority does not match
+// its class.
+func (o *Object) PriorityClassName() string {
 	for _, ps := range o.PodSets {
-		if s := &ps.Template.Spec; s.PriorityClassName != "" || s.Priority != nil {
-			return s.PriorityClassName, s.Priority
+		if c := ps.Template.Spec.PriorityClassName; c != "" {
+			return c
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // PodCount is the workload's pods summed over its pod sets.

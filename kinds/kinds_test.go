@@ -62,7 +62,7 @@ func TestPyTorchJobRead(t *testing.T) {
 	if want := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC); !o.StoppedSince.Equal(want) {
 		t.Errorf("stopped since %v, want %v", o.StoppedSince, want)
 	}
-	if class, _ := o.Priority(); class != "research-high" {
+	if class := o.PriorityClassName(); class != "research-high" {
 		t.Errorf("priority class %q", class)
 	}
 	w := o.Workload("cq", 7)

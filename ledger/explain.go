@@ -134,11 +134,7 @@ func Explain(in ExplainInput) Explanation {
 				return v
 			}
 		}
-		class, v := o.Priority()
-		if v != nil {
-			return *v
-		}
-		return in.PriorityClasses[class]
+		return in.PriorityClasses[o.PriorityClassName()]
 	}
 	var all []*explained
 	var target *explained

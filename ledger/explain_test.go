@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func explainJob(ns, name string, cpu int64, ago time.Duration, state queues.Stat
 			Labels:            map[string]string{queues.LabelQueue: "q", queues.LabelState: string(state)},
 			Annotations:       map[string]string{}},
 		Spec: batchv1.JobSpec{Suspend: ptr.To(state != queues.StateAdmitted), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			Priority: ptr.To(prio),
+			PriorityClassName: fmt.Sprintf("p%d", prio),
 			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cpu, resource.DecimalSI)}}}}}}},
 	}
@@ -76,7 +77,8 @@ func explainInput(t *testing.T, target *kinds.Object, others ...*kinds.Object) E
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	return ExplainInput{Config: cfg, Workloads: append(others, target), AllNamespaces: true, Target: target, Now: explainNow}
+	return ExplainInput{Config: cfg, Workloads: append(others, target), AllNamespaces: true, Target: target, Now: explainNow,
+		PriorityClasses: map[string]int32{"p0": 0, "p100": 100}}
 }
 
 // explainBooks: two running Jobs of 2 CPUs fill the 4-CPU queue (admitted

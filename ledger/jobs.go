@@ -71,11 +71,11 @@ type entry struct {
 	lastCode string // the reason of the last Pending/Inadmissible event
 }
 
-// priorityRef is what a Job's priority is derived from.
+// priorityRef is what a Job's priority is derived from: its
+// WorkloadPriorityClass label, else its pod templates' PriorityClass.
 type priorityRef struct {
 	workloadClass string
 	podClass      string
-	pod           *int32
 }
 
 func lessEntry(a, b *entry) bool { return queues.Before(a.w, b.w) }
@@ -146,11 +146,9 @@ func (e *entry) note(o *kinds.Object) {
 	e.generation = meta.Generation
 	e.labelState = meta.Labels[queues.LabelState]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
-	class, value := o.Priority()
 	e.prio = priorityRef{
 		workloadClass: firstNonEmpty(meta.Labels[queues.LabelPriorityClass], meta.Labels[queues.LabelKueuePriorityClass]),
-		podClass:      class,
-		pod:           value,
+		podClass:      o.PriorityClassName(),
 	}
 	e.suspend = o.Kind.SuspendPath()
 	e.paths = o.TemplatePaths()
@@ -426,15 +424,13 @@ func fallbackFlavors(cfg *queues.Config, cq *queues.ClusterQueue, w *queues.Work
 }
 
 // priorityOf resolves a Job's priority: its WorkloadPriorityClass, else its
-// pod template's priority or PriorityClass, else 0.
+// pod template's PriorityClass, else 0. A template's numeric priority is
+// never read (see kinds.Object.PriorityClassName).
 func (l *Ledger) priorityOf(p priorityRef) int32 {
 	if p.workloadClass != "" && l.cfg != nil {
 		if v, ok := l.cfg.PriorityClasses[p.workloadClass]; ok {
 			return v
 		}
-	}
-	if p.pod != nil {
-		return *p.pod
 	}
 	return l.priorities[p.podClass]
 }

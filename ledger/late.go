@@ -31,15 +31,21 @@ const (
 
 // noteUnrecordedLocked looks at a workload without a tally.dev/state
 // label and queues it for capture if it runs in a managed namespace, and
-// is not part of a workload of another kind (see kinds.Object.Owner).
+// is not part of a workload that tally queues (partOfQueuedLocked).
 func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	meta := o.Meta
 	info := l.namespaces[meta.Namespace]
 	queue := ""
-	if info != nil && l.managedLocked(meta.Namespace, info) && o.Owner() == nil {
-		// A workload that names an unknown LocalQueue, or no queue where
-		// none applies, would not have been queued by the webhook either.
-		queue, _ = l.cfg.Route(meta.Namespace, info.queue, meta.Labels)
+	if info != nil && l.managedLocked(meta.Namespace, info) && !l.partOfQueuedLocked(o) {
+		// A workload that names no queue where none applies would not have
+		// been queued by the webhook either. One whose labels name a
+		// queue it may not use (an unknown LocalQueue, another team's
+		// ClusterQueue), which the webhook would have denied, is
+		// captured into the namespace's own queue, if it has one.
+		var err error
+		if queue, err = l.cfg.Route(meta.Namespace, info.queue, meta.Labels); err != nil {
+			queue, _ = l.cfg.Route(meta.Namespace, info.queue, nil)
+		}
 	}
 	if queue == "" || l.cfg == nil || o.Finished || o.Suspended || meta.DeletionTimestamp != nil {
 		if e := l.late[meta.UID]; e != nil {
@@ -61,6 +67,27 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	e.w.Tag = e
 	l.late[meta.UID] = e
 	l.poke()
+}
+
+// partOfQueuedLocked says whether o, a running workload, is part of a
+// workload that holds its quota: its controller owner is a workload of
+// another registered kind (kinds.Object.Owner) that the ledger knows by
+// that UID, in o's namespace, as one that tally admitted and that holds
+// quota. An owner reference is only the word of whoever wrote it: one that
+// names nothing tally admitted exempts nothing. Before the informers have
+// synced an owner may not be known yet, and o is taken as part of it:
+// captureManaged looks again after the sync.
+func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
+	ref := o.Owner()
+	if ref == nil {
+		return false
+	}
+	e := l.jobs[ref.UID]
+	if e == nil {
+		return !l.synced
+	}
+	holds := e.phase == assumed || e.phase == admitted || e.phase == evicting
+	return holds && e.w != nil && e.w.Namespace == o.Meta.Namespace
 }
 
 // captureManaged looks for unrecorded running Jobs in every managed

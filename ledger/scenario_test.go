@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -48,11 +49,13 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //
 // Commands (the workloads are in namespace ns, which queues to q or r):
 //
-//	create NAME [pytorch|jobset] [unrecorded] [cpu=N] [workers=N] [queue=Q] [prio=N]
+//	create NAME [pytorch|jobset] [unrecorded] [cpu=N] [workers=N] [queue=Q] [prio=N] [owner=NAME [owner-uid=UID]]
 //	                    a new suspended pending workload (a Job, or a
 //	                    PyTorchJob of one master and N workers, or a JobSet
 //	                    of a leader Job and N worker Jobs); cpu per pod;
-//	                    unrecorded: one that runs without tally's record
+//	                    unrecorded: one that runs without tally's record;
+//	                    owner: its controller owner is workload NAME (by
+//	                    owner-uid, if given, rather than NAME's own UID)
 //	pass                an admission pass: the writes it decides
 //	landed NAME         the informer shows NAME's decided write (admission,
 //	                    preemption or capture) applied: its merge patch,
@@ -204,6 +207,16 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
 }
 
+// priorityClass names a PriorityClass of value n, which the ledger knows
+// (as if its informer had brought it before any Job names it).
+func (s *scenario) priorityClass(n int) string {
+	name := fmt.Sprintf("prio-%d", n)
+	s.l.mu.Lock()
+	s.l.priorities[name] = int32(n)
+	s.l.mu.Unlock()
+	return name
+}
+
 // setPods makes n of name's pods run; those beyond n succeed.
 func (s *scenario) setPods(name string, n int) {
 	for i := range max(n, s.pods[name]) {
@@ -308,9 +321,10 @@ func (s *scenario) step(f []string) {
 		})
 	case "priority":
 		n, _ := strconv.Atoi(f[2])
+		class := s.priorityClass(n)
 		s.update(name, func(m map[string]any) {
 			for _, ps := range s.read(name).PodSets {
-				_ = unstructured.SetNestedField(m, int64(n), kinds.Join(ps.Path, "spec", "priority")...)
+				_ = unstructured.SetNestedField(m, class, kinds.Join(ps.Path, "spec", "priorityClassName")...)
 			}
 		})
 	case "suspend":
@@ -363,8 +377,9 @@ func (s *scenario) step(f []string) {
 		}
 		s.setPods(name, n)
 	case "restart":
-		cfg := s.l.cfg
+		cfg, classes := s.l.cfg, s.l.priorities
 		s.newLedger(cfg)
+		s.l.priorities = classes
 		live := s.pods
 		s.pods = map[string]int{}
 		replayPods := func() {
@@ -406,7 +421,7 @@ func (s *scenario) create(name string, args []string) {
 		opts[k] = v
 	}
 	prio, _ := strconv.Atoi(opts["prio"])
-	tpl := map[string]any{"spec": map[string]any{"priority": int64(prio), "containers": []any{map[string]any{
+	tpl := map[string]any{"spec": map[string]any{"priorityClassName": s.priorityClass(prio), "containers": []any{map[string]any{
 		"name": "c", "resources": map[string]any{"requests": map[string]any{"cpu": opts["cpu"]}}}}}}
 	meta := map[string]any{
 		"namespace": "ns", "name": name, "uid": "uid-" + name, "resourceVersion": "1", "generation": int64(1),
@@ -434,6 +449,12 @@ func (s *scenario) create(name string, args []string) {
 	default:
 		m["apiVersion"], m["kind"] = "batch/v1", "Job"
 		m["spec"] = map[string]any{"suspend": true, "template": tpl}
+	}
+	if owner := opts["owner"]; owner != "" {
+		o := s.read(owner)
+		uid := cmp.Or(opts["owner-uid"], string(o.Meta.UID))
+		meta["ownerReferences"] = []any{map[string]any{"apiVersion": o.Kind.GVK().GroupVersion().String(), "kind": o.Kind.GVK().Kind,
+			"name": owner, "uid": uid, "controller": true}}
 	}
 	if unrecorded {
 		meta["labels"] = map[string]any{queues.LabelQueue: opts["queue"]}

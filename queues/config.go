@@ -2,6 +2,7 @@ package queues
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -252,7 +253,9 @@ func (c *Config) LocalQueuesIn(ns string) []string {
 //
 //  1. kueue.x-k8s.io/queue-name names a LocalQueue of the namespace; an
 //     unknown name is an error, never a fall-back;
-//  2. the tally.dev/cluster-queue label names the ClusterQueue directly;
+//  2. the tally.dev/cluster-queue label names the ClusterQueue directly,
+//     but only one the namespace is bound to (see Bound): any other is an
+//     error, so that a user never spends another team's quota;
 //  3. the namespace's annotation;
 //  4. the namespace's LocalQueue named default.
 //
@@ -275,7 +278,18 @@ func (c *Config) Route(ns, annotation string, labels map[string]string) (string,
 		return "", fmt.Errorf("%s: LocalQueue %q does not exist in namespace %s; %s", path, lq, ns, known)
 	}
 	if q := labels[LabelQueue]; q != "" {
-		return q, nil
+		bound := c.Bound(ns, annotation)
+		if slices.Contains(bound, q) {
+			return q, nil
+		}
+		path := "metadata.labels[" + LabelQueue + "]"
+		switch {
+		case c == nil:
+			return "", fmt.Errorf("%s: tally has not loaded a valid config yet, so it cannot tell whether namespace %s may use ClusterQueue %q; retry the request", path, ns, Shorten(q))
+		case len(bound) == 0:
+			return "", fmt.Errorf("%s: namespace %s may not use ClusterQueue %q: it is bound to no ClusterQueue", path, ns, Shorten(q))
+		}
+		return "", fmt.Errorf("%s: namespace %s may not use ClusterQueue %q; it may use: %s", path, ns, Shorten(q), strings.Join(bound, ", "))
 	}
 	if annotation != "" {
 		return annotation, nil
@@ -284,6 +298,23 @@ func (c *Config) Route(ns, annotation string, labels map[string]string) (string,
 		return c.LocalQueues[ns+"/"+DefaultLocalQueue], nil
 	}
 	return "", nil
+}
+
+// Bound returns the ClusterQueues namespace ns is bound to, sorted: its
+// annotation's (annotation), and those of its LocalQueues. cfg may be nil
+// before any config has loaded; only the annotation is known then.
+func (c *Config) Bound(ns, annotation string) []string {
+	var out []string
+	if annotation != "" {
+		out = append(out, annotation)
+	}
+	if c != nil {
+		for _, lq := range c.LocalQueuesIn(ns) {
+			out = append(out, c.LocalQueues[ns+"/"+lq])
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // SortedKeys returns the keys of m, sorted.

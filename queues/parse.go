@@ -526,8 +526,8 @@ func rawText(raw json.RawMessage) string {
 	return string(bytes.TrimSpace(raw))
 }
 
-// shorten cuts a value for display in a message.
-func shorten(s string) string {
+// Shorten cuts a value for display in a message.
+func Shorten(s string) string {
 	const max = 64
 	if len(s) <= max {
 		return s

@@ -365,7 +365,7 @@ func validateFairSharing(fs *rawFairSharing, p *field.Path) field.ErrorList {
 	wp := p.Child("weight")
 	w, ok, errs := checkQuantity(fs.Weight, wp, false)
 	if ok && w.Cmp(*resource.NewQuantity(maxFairWeight, resource.DecimalSI)) > 0 {
-		errs = append(errs, invalidf(wp, shorten(rawText(fs.Weight)), "must not be more than %d", maxFairWeight))
+		errs = append(errs, invalidf(wp, Shorten(rawText(fs.Weight)), "must not be more than %d", maxFairWeight))
 	}
 	return errs
 }
@@ -574,7 +574,7 @@ func checkQuantity(raw []byte, p *field.Path, isRequired bool) (q resource.Quant
 		}
 		return q, false, nil
 	}
-	text := shorten(rawText(raw))
+	text := Shorten(rawText(raw))
 	q, err := parseQuantity(raw)
 	switch {
 	case errors.Is(err, errQuantityRange):
@@ -590,7 +590,7 @@ func checkQuantity(raw []byte, p *field.Path, isRequired bool) (q resource.Quant
 
 func validateInt32(p *field.Path, raw []byte) field.ErrorList {
 	if _, err := parseInt32(raw); err != nil {
-		text := shorten(rawText(raw))
+		text := Shorten(rawText(raw))
 		return field.ErrorList{invalidf(p, text, "must be an integer from -2147483648 to 2147483647, got %s", text)}
 	}
 	return nil

@@ -14,6 +14,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -85,7 +88,17 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		o.Meta.Namespace = req.Namespace
 	}
 	if owner := o.Owner(); owner != nil {
-		return admission.Allowed(fmt.Sprintf("part of %s %s, which holds its quota", owner.Kind, owner.Name))
+		queued, err := m.ownerQueued(ctx, o.Meta.Namespace, owner, o.Suspended)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+				"tally: cannot read the owner %s %s of this %s (%v); this is temporary, retry the request", owner.Kind, owner.Name, k.GVK().Kind, err))
+		}
+		if queued {
+			return admission.Allowed(fmt.Sprintf("part of %s %s, which holds its quota", owner.Kind, owner.Name))
+		}
+		// An owner reference is only the client's word: one that names
+		// no queued workload exempts nothing, and the workload is queued
+		// on its own.
 	}
 	ns, err := m.namespace(ctx, o.Meta.Namespace)
 	if err != nil {
@@ -112,6 +125,9 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		resp := admission.Allowed("no queue")
 		resp.Warnings = []string{unqueuedWarning(cfg, ns.Name, k.GVK().Kind)}
 		return resp
+	}
+	if err := checkPriorityClass(cfg, o.Meta.Labels); err != nil {
+		return admission.Denied("tally: " + err.Error())
 	}
 	before := mutable(o)
 	warnings, err := Mutate(cfg, o, queue, ns.Labels)
@@ -153,6 +169,60 @@ func (m *JobMutator) namespace(ctx context.Context, name string) (*corev1.Namesp
 		return nil, err
 	}
 	return ns, nil
+}
+
+// checkPriorityClass refuses a WorkloadPriorityClass label (Kueue's or
+// tally's) that names no WorkloadPriorityClass of the config, listing the
+// known ones: the workload would otherwise queue at another priority than
+// its user asked for. cfg may be nil before any config has loaded.
+func checkPriorityClass(cfg *queues.Config, labels map[string]string) error {
+	for _, key := range []string{queues.LabelKueuePriorityClass, queues.LabelPriorityClass} {
+		class := labels[key]
+		if class == "" {
+			continue
+		}
+		path := "metadata.labels[" + key + "]"
+		if cfg == nil {
+			return fmt.Errorf("%s: tally has not loaded a valid config yet, so WorkloadPriorityClass %q cannot be looked up; retry the request", path, queues.Shorten(class))
+		}
+		if _, ok := cfg.PriorityClasses[class]; ok {
+			continue
+		}
+		known := "there are none"
+		if names := queues.SortedKeys(cfg.PriorityClasses); len(names) > 0 {
+			known = "known: " + strings.Join(names, ", ")
+		}
+		return fmt.Errorf("%s: WorkloadPriorityClass %q does not exist; %s", path, queues.Shorten(class), known)
+	}
+	return nil
+}
+
+// ownerQueued says whether ref, the controller owner of a new workload of
+// namespace ns, is a workload that tally queues and that holds the new
+// one's quota: it exists in ns with ref's UID and carries tally's queue
+// label and, unless the new workload is created suspended (as operators
+// create the children of a suspended workload), tally admitted it (it is
+// not suspended). It reads the API server, not a cache, since an operator
+// creates its children right after tally admits their owner. An owner of
+// a kind the API server does not serve does not exist.
+func (m *JobMutator) ownerQueued(ctx context.Context, ns string, ref *metav1.OwnerReference, suspended bool) (bool, error) {
+	k := kinds.For(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+	if m.APIReader == nil || k == nil {
+		return false, nil
+	}
+	obj := k.New()
+	err := m.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, obj)
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	owner, err := k.Read(obj)
+	if err != nil {
+		return false, nil
+	}
+	return owner.Meta.UID == ref.UID && owner.Meta.Labels[queues.LabelQueue] != "" && (suspended || !owner.Suspended), nil
 }
 
 // unqueuedWarning tells the user of a managed namespace that their

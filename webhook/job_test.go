@@ -15,10 +15,15 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -77,6 +82,16 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
 metadata: {name: default, namespace: lq-default}
 spec: {clusterQueue: q}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: WorkloadPriorityClass
+metadata: {name: bench-small}
+value: 10
 `
 
 func testConfig(t testing.TB) *queues.Config {
@@ -104,6 +119,43 @@ func (r nsReader) List(context.Context, client.ObjectList, ...client.ListOption)
 	return fmt.Errorf("not supported")
 }
 
+// apiReader serves Namespaces from a fixed set and workloads of kinds
+// served by CRDs from another, as the API server would to the mutator's
+// owner check.
+type apiReader struct {
+	nsReader
+	objects map[client.ObjectKey]*unstructured.Unstructured
+}
+
+func (r apiReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return r.nsReader.Get(ctx, key, obj, opts...)
+	}
+	o, ok := r.objects[key]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: u.GetKind()}, key.Name)
+	}
+	u.Object = runtime.DeepCopyJSON(o.Object)
+	return nil
+}
+
+// jobSet is a JobSet of namespace team, suspended or not, queued (in q)
+// or not.
+func jobSet(name string, suspended, queued bool) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+		"metadata": map[string]any{"name": name, "namespace": "team", "uid": "uid-" + name},
+		"spec": map[string]any{"suspend": suspended, "replicatedJobs": []any{map[string]any{"name": "w", "replicas": int64(1),
+			"template": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+				"containers": []any{map[string]any{"name": "c"}}}}}}}}},
+	}}
+	if queued {
+		u.SetLabels(map[string]string{queues.LabelQueue: "q"})
+	}
+	return u
+}
+
 func newMutator(t testing.TB, cfg *queues.Config) *JobMutator {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -117,9 +169,13 @@ func newMutator(t testing.TB, cfg *queues.Config) *JobMutator {
 			"lq-default":   {ObjectMeta: metav1.ObjectMeta{Name: "lq-default", Labels: map[string]string{queues.LabelManaged: "true"}}},
 		},
 		// The API server knows a namespace the cache has not seen yet.
-		APIReader: nsReader{
+		APIReader: apiReader{nsReader: nsReader{
 			"fresh": {ObjectMeta: metav1.ObjectMeta{Name: "fresh", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "q"}}},
-		},
+		}, objects: map[client.ObjectKey]*unstructured.Unstructured{
+			{Namespace: "team", Name: "admitted"}: jobSet("admitted", false, true),
+			{Namespace: "team", Name: "pending"}:  jobSet("pending", true, true),
+			{Namespace: "team", Name: "unqueued"}: jobSet("unqueued", false, false),
+		}},
 		Namespace: "tally-system",
 		Decoder:   admission.NewDecoder(scheme),
 	}
@@ -135,6 +191,15 @@ func jobRequest(t testing.TB, job *batchv1.Job) admission.Request {
 		Kind:   metav1.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"},
 		Object: runtime.RawExtension{Raw: raw},
 	}}
+}
+
+// ownedJob is a Job of namespace team, suspended or not, whose
+// controller owner is the JobSet name of the given UID.
+func ownedJob(name string, uid types.UID, suspended bool) *batchv1.Job {
+	j := makeJob("team", "1")
+	j.Spec.Suspend = ptr.To(suspended)
+	j.OwnerReferences = []metav1.OwnerReference{{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Name: name, UID: uid, Controller: ptr.To(true)}}
+	return j
 }
 
 func makeJob(ns string, cpu string) *batchv1.Job {
@@ -310,11 +375,11 @@ func TestJobMutationCases(t *testing.T) {
 			j.Labels = map[string]string{queues.LabelKueueQueueName: "lq"}
 			return j
 		}, allowed: true, mutated: true, state: "pending", queue: "other", terms: 1},
-		{name: "an unknown queue label is inadmissible with the known queues", job: func() *batchv1.Job {
+		{name: "a queue label naming a queue the namespace is not bound to is denied with the queues it may use", job: func() *batchv1.Job {
 			j := makeJob("team", "1")
 			j.Labels = map[string]string{queues.LabelQueue: "nope"}
 			return j
-		}, allowed: true, mutated: true, state: "inadmissible", queue: "nope", warning: `ClusterQueue "nope" does not exist; known: other, q`},
+		}, code: http.StatusForbidden, errSubstr: `tally: metadata.labels[tally.dev/cluster-queue]: namespace team may not use ClusterQueue "nope"; it may use: other, q`},
 		{name: "a user-set admitted state is reset to pending", job: func() *batchv1.Job {
 			j := makeJob("team", "1")
 			j.Labels = map[string]string{queues.LabelState: "admitted"}
@@ -332,6 +397,16 @@ func TestJobMutationCases(t *testing.T) {
 			job: func() *batchv1.Job { return makeJob("lq-only", "1") }, code: http.StatusServiceUnavailable,
 			errSubstr: "tally: namespace lq-only is managed, but this tally replica has not loaded a valid config yet; retry the request"},
 		{name: "before any config an unbound namespace passes untouched", noConfig: true, job: func() *batchv1.Job { return makeJob("unbound", "1") }, allowed: true},
+		{name: "a Job of an admitted JobSet is part of it", job: func() *batchv1.Job { return ownedJob("admitted", "uid-admitted", false) }, allowed: true},
+		{name: "a suspended Job of a pending JobSet is part of it", job: func() *batchv1.Job { return ownedJob("pending", "uid-pending", true) }, allowed: true},
+		{name: "a running Job of a pending JobSet is queued", job: func() *batchv1.Job { return ownedJob("pending", "uid-pending", false) },
+			allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
+		{name: "a Job that names an admitted JobSet by a wrong UID is queued", job: func() *batchv1.Job { return ownedJob("admitted", "uid-forged", false) },
+			allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
+		{name: "a Job that names an unqueued JobSet is queued", job: func() *batchv1.Job { return ownedJob("unqueued", "uid-unqueued", false) },
+			allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
+		{name: "a Job that names a JobSet that does not exist is queued", job: func() *batchv1.Job { return ownedJob("ghost", "uid-ghost", false) },
+			allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
 		{name: "a malformed user-affinity annotation is rejected", job: func() *batchv1.Job {
 			j := makeJob("team", "1")
 			j.Annotations = map[string]string{queues.AnnotationUserAffinity: "{not json"}
