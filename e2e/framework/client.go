@@ -54,10 +54,20 @@ func NewClientWithWarnings(kubeconfig string) (client.WithWatch, *Warnings, erro
 	return c, w, err
 }
 
-func newClient(kubeconfig string, warnings rest.WarningHandlerWithContext) (client.WithWatch, error) {
+// NewUserClient returns a client of kubeconfig's cluster that acts as
+// user, by impersonation: what it may do is what the cluster's RBAC grants
+// user, as for an ordinary user of the cluster.
+func NewUserClient(kubeconfig, user string) (client.WithWatch, error) {
+	return newClient(kubeconfig, nil, func(cfg *rest.Config) { cfg.Impersonate = rest.ImpersonationConfig{UserName: user} })
+}
+
+func newClient(kubeconfig string, warnings rest.WarningHandlerWithContext, adjust ...func(*rest.Config)) (client.WithWatch, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, err
+	}
+	for _, f := range adjust {
+		f(cfg)
 	}
 	if warnings != nil {
 		cfg.WarningHandlerWithContext = warnings

@@ -21,6 +21,7 @@ const (
 	LabelManaged         = "tally.dev/managed"
 	LabelPriorityClass   = "tally.dev/priority-class"
 	LabelKueueQueueName  = "kueue.x-k8s.io/queue-name"
+	LabelKueuePriority   = "kueue.x-k8s.io/priority-class"
 	AnnotationQueue      = "tally.dev/cluster-queue"
 	AnnotationFlavors    = "tally.dev/flavors"
 	AnnotationAdmittedAt = "tally.dev/admitted-at"

@@ -1,0 +1,350 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/e2e/framework"
+)
+
+// integrityUser is the ordinary user of the attack table: edit in its
+// namespace, and the same on PyTorchJobs and their scale, nothing else.
+const integrityUser = "e2e-mallory"
+
+// integrityGPUs is the quota of each attack's ClusterQueue.
+const integrityGPUs = 2
+
+// integrityQueue is a ClusterQueue of integrityGPUs GPUs that preempts
+// lower priorities within itself.
+func integrityQueue(name string) string {
+	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: %s
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: nvidia-gpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 16}
+      - {name: memory, nominalQuota: 64Gi}
+      - {name: nvidia.com/gpu, nominalQuota: %d}
+`, name, integrityGPUs)
+}
+
+// attack is one row of the table: a namespace of its own (of the row's
+// name, bound to the ClusterQueue of the same name), where the user runs
+// what the row does. Throughout, the GPUs that the namespace's live pods
+// ask for must stay within its queue's quota; check, if set, asserts the
+// row's own invariant at the end, from the pods as well.
+type attack struct {
+	name  string
+	run   func(ctx context.Context, t *testing.T, r *attackRun)
+	check func(t *testing.T, r *attackRun)
+}
+
+// attackRun is what a row works with: the admin's client, the user's,
+// its namespace and the pod audit.
+type attackRun struct {
+	s     *suite
+	user  client.WithWatch
+	ns    string
+	audit *framework.PodAudit
+}
+
+// Quota integrity, tried by an ordinary user: a RoleBinding to edit in a
+// bound namespace (and the same rights on PyTorchJobs), acting through
+// impersonation. Each row checks what the pods do, not what tally says.
+func TestIntegrityAttacks(t *testing.T) {
+	s := setup(t)
+	ctx := testContext(t, 10*time.Minute)
+	rows := []attack{
+		{name: "e2e-int-limits", run: attackLimitsOnly},
+		{name: "e2e-int-label", run: attackOtherQueue},
+		{name: "e2e-int-prio", run: attackPriority, check: func(t *testing.T, r *attackRun) {
+			if n := r.audit.PodsOf(r.ns, "low"); n != 1 {
+				t.Errorf("Job low had %d pods, want 1: a Job with a hand-set priority preempted it", n)
+			}
+		}},
+		{name: "e2e-int-wpc", run: attackUnknownClass},
+		{name: "e2e-int-owner", run: attackFalseOwner("an unserved kind", schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayJob"})},
+		{name: "e2e-int-owner2", run: attackFalseOwner("a served kind", framework.PyTorchJobGVK)},
+		{name: "e2e-int-scale", run: attackScale},
+	}
+	var names []string
+	var docs []string
+	for _, r := range rows {
+		names = append(names, r.name)
+		docs = append(docs, integrityQueue(r.name))
+	}
+	useQueues(ctx, t, s, names, append(docs, priorityClassDocs)...)
+	user, err := framework.NewUserClient(s.cluster.Kubeconfig, integrityUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := map[string]int64{}
+	for _, r := range rows {
+		if err := framework.BindNamespace(ctx, s.client, r.name, r.name); err != nil {
+			t.Fatalf("binding namespace %s: %v", r.name, err)
+		}
+		grantEdit(ctx, t, s, r.name, integrityUser)
+		limits[r.name] = integrityGPUs
+	}
+	audit, err := framework.AuditPods(ctx, s.client, framework.ResourceGPU, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { audit.Stop() })
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			r := &attackRun{s: s, user: user, ns: row.name, audit: audit}
+			row.run(ctx, t, r)
+			rep := audit.Report()
+			for _, v := range rep.Violations {
+				if strings.Contains(v, "namespace "+row.name+" ") {
+					t.Errorf("quota broken: %s", v)
+				}
+			}
+			if rep.Gaps > 0 {
+				t.Logf("the pod watch re-listed %d times; states in between were not checked", rep.Gaps)
+			}
+			t.Logf("at most %d GPUs in the pods of %s (quota %d)", rep.Max[row.name], row.name, integrityGPUs)
+			if row.check != nil {
+				row.check(t, r)
+			}
+		})
+	}
+}
+
+// grantEdit binds user to the ClusterRole edit in ns, and to the same
+// rights on PyTorchJobs and their scale, which edit does not cover.
+func grantEdit(ctx context.Context, t *testing.T, s *suite, ns, user string) {
+	t.Helper()
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e2e-kubeflow-edit"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"kubeflow.org"}, Resources: []string{"pytorchjobs", "pytorchjobs/scale"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}}
+	for _, obj := range []client.Object{
+		role,
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e2e-kubeflow-edit"}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e2e-edit"}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"}},
+	} {
+		if err := s.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("granting %s edit in %s: %v", user, ns, err)
+		}
+	}
+}
+
+// userCreate creates obj as the user, retrying while the RoleBindings
+// just made are not yet in force.
+func userCreate(ctx context.Context, t *testing.T, r *attackRun, obj client.Object) error {
+	t.Helper()
+	var err error
+	_ = framework.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		err = r.user.Create(ctx, obj.DeepCopyObject().(client.Object))
+		return !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot create resource"), fmt.Sprint(err), nil
+	})
+	return err
+}
+
+// waitJobsDone waits until every named Job of r's namespace has finished
+// or is gone.
+func waitJobsDone(ctx context.Context, t *testing.T, r *attackRun, timeout time.Duration, names ...string) {
+	t.Helper()
+	err := framework.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, string, error) {
+		for _, n := range names {
+			j := &batchv1.Job{}
+			err := r.s.client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: n}, j)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil || !framework.Finished(j) {
+				return false, fmt.Sprintf("Job %s not finished (%v)", n, err), nil
+			}
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPodsRunning waits until n pods of r's namespace run.
+func waitPodsRunning(ctx context.Context, t *testing.T, r *attackRun, n int) {
+	t.Helper()
+	err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := r.s.client.List(ctx, pods, client.InNamespace(r.ns)); err != nil {
+			return false, err.Error(), nil
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		return running >= n, fmt.Sprintf("%d of %d pods running", running, n), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// filler is a Job of the user's that takes the whole quota for d.
+func filler(t *testing.T, ctx context.Context, r *attackRun, d time.Duration) {
+	t.Helper()
+	j := framework.NewJob(r.ns, "filler").GPUs(integrityGPUs).Runtime(d).Obj()
+	if err := userCreate(ctx, t, r, j); err != nil {
+		t.Fatalf("creating the filler: %v", err)
+	}
+	waitPodsRunning(ctx, t, r, 1)
+}
+
+// limitsOnly is a Job whose pods ask for GPUs by limits alone.
+func limitsOnly(ns, name string, gpus int, d time.Duration) *batchv1.Job {
+	j := framework.NewJob(ns, name).GPUs(gpus).Runtime(d).Obj()
+	delete(j.Spec.Template.Spec.Containers[0].Resources.Requests, framework.ResourceGPU)
+	return j
+}
+
+// Two Jobs that ask for the whole quota each, by limits alone, as GPUs
+// usually are: they run one after the other.
+func attackLimitsOnly(ctx context.Context, t *testing.T, r *attackRun) {
+	for _, name := range []string{"limits-a", "limits-b"} {
+		if err := userCreate(ctx, t, r, limitsOnly(r.ns, name, integrityGPUs, 3*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJobsDone(ctx, t, r, 2*time.Minute, "limits-a", "limits-b")
+}
+
+// A Job labelled with another team's ClusterQueue, while the user's own
+// is full: denied, listing the queues the namespace may use.
+func attackOtherQueue(ctx context.Context, t *testing.T, r *attackRun) {
+	filler(t, ctx, r, 8*time.Second)
+	j := framework.NewJob(r.ns, "elsewhere").GPUs(integrityGPUs).Runtime(2*time.Second).
+		Label(framework.LabelQueue, "e2e-quota").Obj()
+	err := userCreate(ctx, t, r, j)
+	want := fmt.Sprintf(`namespace %s may not use ClusterQueue "e2e-quota"; it may use: %s`, r.ns, r.ns)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("creating a Job in another team's queue: %v; want a denial containing %q", err, want)
+	}
+	waitJobsDone(ctx, t, r, 2*time.Minute, "filler", "elsewhere")
+}
+
+// A Job whose pod template sets a numeric priority above the running
+// low-priority Job's: it is queued at priority 0 and preempts nothing.
+// Its own pods are refused by the API server's priority admission, so it
+// never runs; the row waits for the low Job to finish.
+func attackPriority(ctx context.Context, t *testing.T, r *attackRun) {
+	low := framework.NewJob(r.ns, "low").GPUs(integrityGPUs).Runtime(8*time.Second).Label(framework.LabelPriorityClass, "e2e-low").Obj()
+	if err := userCreate(ctx, t, r, low); err != nil {
+		t.Fatal(err)
+	}
+	waitPodsRunning(ctx, t, r, 1)
+	forged := framework.NewJob(r.ns, "forged").GPUs(integrityGPUs).Runtime(2 * time.Second).Obj()
+	forged.Spec.Template.Spec.Priority = ptr.To[int32](2000000000)
+	if err := userCreate(ctx, t, r, forged); err != nil {
+		t.Fatal(err)
+	}
+	waitJobsDone(ctx, t, r, 2*time.Minute, "low")
+	if err := r.s.client.Delete(ctx, forged, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting Job forged: %v", err)
+	}
+}
+
+// A Job that names a WorkloadPriorityClass that does not exist: denied,
+// listing the known ones.
+func attackUnknownClass(ctx context.Context, t *testing.T, r *attackRun) {
+	j := framework.NewJob(r.ns, "unknown-class").GPUs(1).Runtime(time.Second).Label(framework.LabelKueuePriority, "e2e-urgent").Obj()
+	err := userCreate(ctx, t, r, j)
+	want := `WorkloadPriorityClass "e2e-urgent" does not exist; known: `
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "e2e-high") {
+		t.Errorf("creating a Job of an unknown WorkloadPriorityClass: %v; want a denial containing %q and listing e2e-high", err, want)
+	}
+	waitJobsDone(ctx, t, r, time.Minute, "unknown-class")
+}
+
+// A Job that names, as its controller owner, a workload of a registered
+// kind that does not exist (a name and UID made up), while the user's
+// queue is full: it is queued as a Job of its own and waits. Of a served
+// kind, the garbage collector may delete it first, which keeps quota too.
+func attackFalseOwner(what string, gvk schema.GroupVersionKind) func(ctx context.Context, t *testing.T, r *attackRun) {
+	return func(ctx context.Context, t *testing.T, r *attackRun) {
+		_, err := r.s.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		served := err == nil
+		if !served && !meta.IsNoMatchError(err) {
+			t.Fatalf("looking up %s: %v", gvk, err)
+		}
+		t.Logf("%s: %s, served now: %v", what, gvk.Kind, served)
+		filler(t, ctx, r, 8*time.Second)
+		j := framework.NewJob(r.ns, "owned").GPUs(integrityGPUs).Runtime(2 * time.Second).Obj()
+		j.OwnerReferences = []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: "made-up",
+			UID: types.UID("00000000-0000-0000-0000-00000000beef"), Controller: ptr.To(true)}}
+		if err := userCreate(ctx, t, r, j); err != nil {
+			t.Fatal(err)
+		}
+		waitJobsDone(ctx, t, r, 2*time.Minute, "filler", "owned")
+	}
+}
+
+// A running PyTorchJob (a master and a worker, a GPU each) that its user
+// scales up through /scale and whose worker template they ask more GPUs
+// of: both are denied, saying to delete and re-create it.
+func attackScale(ctx context.Context, t *testing.T, r *attackRun) {
+	pj := framework.NewPyTorchJob(r.ns, "train").Workers(1).GPUs(1).Runtime(10 * time.Second).Obj()
+	if err := userCreate(ctx, t, r, pj); err != nil {
+		t.Fatal(err)
+	}
+	waitPodsRunning(ctx, t, r, 2)
+	err := r.user.SubResource("scale").Patch(ctx, pj.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`)))
+	want := "only tally may scale up an admitted PyTorchJob in a managed namespace"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("scaling up a running PyTorchJob: %v; want a denial containing %q", err, want)
+	}
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(framework.PyTorchJobGVK)
+	if err := r.user.Get(ctx, client.ObjectKeyFromObject(pj), cur); err != nil {
+		t.Fatal(err)
+	}
+	containers, _, _ := unstructured.NestedSlice(cur.Object, "spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers")
+	if len(containers) == 0 {
+		t.Fatalf("PyTorchJob train has no worker containers: %v", cur.Object["spec"])
+	}
+	_ = unstructured.SetNestedField(containers[0].(map[string]any), "2", "resources", "limits", framework.ResourceGPU)
+	_ = unstructured.SetNestedField(containers[0].(map[string]any), "2", "resources", "requests", framework.ResourceGPU)
+	// A merge patch, with no resourceVersion to conflict with the
+	// operator's status writes.
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"pytorchReplicaSpecs": map[string]any{"Worker": map[string]any{
+		"template": map[string]any{"spec": map[string]any{"containers": containers}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.user.Patch(ctx, cur, client.RawPatch(types.MergePatchType, patch))
+	want = "only tally may raise the resources of a running PyTorchJob's pods"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("raising the GPUs of a running PyTorchJob's workers: %v; want a denial containing %q", err, want)
+	}
+	waitPyTorchJobs(ctx, t, r.s.client, r.ns, []string{"train"}, 2*time.Minute)
+}
