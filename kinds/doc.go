@@ -16,8 +16,9 @@
 // the webhook's rules follow (webhook.RuleSync), all without a restart. A
 // built-in kind is such a declaration plus its special cases: pod sets
 // that depend on the object (a map of replica specs, a list of replicated
-// Jobs or worker groups), status fields, and JobSet's narrowing by
-// nodeSelector (NarrowsBySelector).
+// Jobs or worker groups), status fields, JobSet's narrowing by
+// nodeSelector (NarrowsBySelector), and the kinds of object its operator
+// makes its pods through (PodParents: a RayJob's RayCluster).
 //
 // # Adding a kind
 //

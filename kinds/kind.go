@@ -72,6 +72,18 @@ func NarrowsBySelector(k Kind) bool {
 	return ok
 }
 
+// PodParents names the kinds of object, other than workload kinds, that
+// k's operator makes its pods through (a RayJob's RayCluster): a pod that
+// such an object controls may be a pod of a workload of kind k. tally does
+// not watch them, so it takes such a pod's claim to its workload at its
+// word, within the workload's namespace.
+func PodParents(k Kind) []string {
+	if p, ok := k.(interface{ podParents() []string }); ok {
+		return p.podParents()
+	}
+	return nil
+}
+
 // For returns the registered kind of gvk, or nil.
 func For(gvk schema.GroupVersionKind) Kind {
 	for _, k := range Registered() {

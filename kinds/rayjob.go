@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -44,6 +45,10 @@ func (RayJob) Resource() string             { return "rayjobs" }
 func (RayJob) New() client.Object           { return newUnstructured(rayGVK) }
 func (RayJob) NewList() client.ObjectList   { return newUnstructuredList(rayGVK) }
 func (RayJob) SuspendPath() []string        { return rayJobSuspend }
+
+// podParents: KubeRay makes a RayJob's head and workers through a
+// RayCluster (see PodParents).
+func (RayJob) podParents() []string { return []string{"RayCluster"} }
 
 // Shape is the kind's pod templates, where it holds them.
 func (RayJob) Shape() any {
@@ -97,16 +102,11 @@ func (k RayJob) Read(obj client.Object) (*Object, error) {
 			return nil, fmt.Errorf("%s.groupName: %q is empty or names another pod set (head, submitter, or another group)", FieldPath(at), name)
 		}
 		seen[name] = true
-		field := "replicas"
-		if autoscaling {
-			field = "minReplicas"
+		replicas, field, err := workerCount(m, autoscaling)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%w", FieldPath(at), err)
 		}
-		replicas, hosts := int64(0), int64(1)
-		if v, ok := m[field]; ok && v != nil {
-			if replicas, ok = number(v); !ok {
-				return nil, fmt.Errorf("%s.%s: not a number", FieldPath(at), field)
-			}
-		}
+		hosts := int64(1)
 		if v, ok := m["numOfHosts"]; ok && v != nil {
 			if hosts, ok = number(v); !ok {
 				return nil, fmt.Errorf("%s.numOfHosts: not a number", FieldPath(at))
@@ -133,6 +133,54 @@ func (k RayJob) Read(obj client.Object) (*Object, error) {
 		o.PodSets = append(o.PodSets, submitter)
 	}
 	return o, nil
+}
+
+// workerCount is how many workers a worker group m of a RayJob's cluster
+// may run, and the field that count derives from. KubeRay starts
+// replicas clamped to [minReplicas, maxReplicas] (minReplicas when
+// replicas is unset, maxReplicas when the bounds cross, none when the
+// group is suspended). With in-tree autoscaling, the autoscaler may run
+// up to maxReplicas at any time without a write tally could hold back,
+// so the quota must cover maxReplicas; a group that sets none gets
+// KubeRay's default, 2147483647, and its RayJob can never fit.
+func workerCount(m map[string]any, autoscaling bool) (int64, string, error) {
+	num := func(field string, def int64) (int64, bool, error) {
+		v, ok := m[field]
+		if !ok || v == nil {
+			return def, false, nil
+		}
+		n, ok := number(v)
+		if !ok {
+			return 0, true, fmt.Errorf("%s: not a number", field)
+		}
+		return max(n, 0), true, nil
+	}
+	lo, _, err := num("minReplicas", 0)
+	if err != nil {
+		return 0, "", err
+	}
+	hi, _, err := num("maxReplicas", math.MaxInt32)
+	if err != nil {
+		return 0, "", err
+	}
+	if autoscaling {
+		return hi, "maxReplicas", nil
+	}
+	if suspended, _ := m["suspend"].(bool); suspended {
+		return 0, "suspend", nil
+	}
+	n, set, err := num("replicas", 0)
+	switch {
+	case err != nil:
+		return 0, "", err
+	case lo > hi:
+		return hi, "maxReplicas", nil
+	case !set || n < lo:
+		return lo, "minReplicas", nil
+	case n > hi:
+		return hi, "maxReplicas", nil
+	}
+	return n, "replicas", nil
 }
 
 // template converts the pod template at path in m.

@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -66,13 +67,31 @@ func TestRayJobRead(t *testing.T) {
 	}
 }
 
+func TestPodParents(t *testing.T) {
+	if got := PodParents(RayJob{}); !slices.Equal(got, []string{"RayCluster"}) {
+		t.Errorf("a RayJob's pods come through %v, want [RayCluster]", got)
+	}
+	for _, k := range []Kind{Job{}, PyTorchJob, JobSet{}, MPIJob} {
+		if got := PodParents(k); got != nil {
+			t.Errorf("%s's pods come through %v, want none", k.GVK().Kind, got)
+		}
+	}
+}
+
 func TestRayJobVariants(t *testing.T) {
 	for _, tc := range []struct {
 		name, from, to string
 		want           []int64
 		err            string
 	}{
-		{"autoscaling counts minReplicas", `"rayClusterSpec": {`, `"rayClusterSpec": {"enableInTreeAutoscaling": true, `, []int64{1, 1, 0, 1}, ""},
+		{"autoscaling counts maxReplicas, KubeRay's default where unset", `"rayClusterSpec": {`, `"rayClusterSpec": {"enableInTreeAutoscaling": true, `,
+			[]int64{1, 5, 2 * math.MaxInt32, 1}, ""},
+		{"replicas above maxReplicas start maxReplicas", `"replicas": 3,`, `"replicas": 9,`, []int64{1, 5, 2, 1}, ""},
+		{"replicas below minReplicas start minReplicas", `"replicas": 3,`, `"replicas": 0,`, []int64{1, 1, 2, 1}, ""},
+		{"no replicas start minReplicas", `"replicas": 3,`, ``, []int64{1, 1, 2, 1}, ""},
+		{"crossed bounds start maxReplicas", `"minReplicas": 1,`, `"minReplicas": 7,`, []int64{1, 5, 2, 1}, ""},
+		{"a suspended group starts none", `"groupName": "cpu",`, `"groupName": "cpu", "suspend": true,`, []int64{1, 0, 2, 1}, ""},
+		{"a bad maxReplicas", `"maxReplicas": 5`, `"maxReplicas": "five"`, nil, "spec.rayClusterSpec.workerGroupSpecs.0.maxReplicas: not a number"},
 		{"own submitter template", `"entrypoint"`, `"submitterPodTemplate": {"spec": {"containers": [{"name": "s"}]}}, "entrypoint"`, []int64{1, 3, 2, 1}, ""},
 		{"HTTPMode has no submitter", `"entrypoint"`, `"submissionMode": "HTTPMode", "entrypoint"`, []int64{1, 3, 2}, ""},
 		{"a worker group named head", `"groupName": "cpu"`, `"groupName": "head"`, nil,

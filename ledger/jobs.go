@@ -99,6 +99,7 @@ func (l *Ledger) onJob(obj any) {
 	if e == nil {
 		e = &entry{phase: pending}
 		l.jobs[uid] = e
+		l.reverifyLocked(uid, o.Meta.Namespace, o.Kind)
 	}
 	next := *e
 	next.note(o)
@@ -163,6 +164,8 @@ func (l *Ledger) onJobDelete(obj any) {
 	uid := m.GetUID()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.parts, uid)
+	delete(l.partNS, uid)
 	e := l.jobs[uid]
 	if e == nil {
 		return

@@ -69,25 +69,65 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	l.poke()
 }
 
-// partOfQueuedLocked says whether o, a running workload, is part of a
-// workload that holds its quota: its controller owner is a workload of
-// another registered kind (kinds.Object.Owner) that the ledger knows by
-// that UID, in o's namespace, as one that tally admitted and that holds
-// quota. An owner reference is only the word of whoever wrote it: one that
-// names nothing tally admitted exempts nothing. Before the informers have
-// synced an owner may not be known yet, and o is taken as part of it:
-// captureManaged looks again after the sync.
+// partOfQueuedLocked says whether o is part of a workload that holds its
+// quota: its controller owner is a workload of another registered kind
+// (kinds.Object.Owner) that the ledger knows by that UID, in o's
+// namespace, either as one that tally admitted and that holds quota, or as
+// a part of such a workload itself (a JobSet that a TrainJob made, whose
+// Jobs are then parts too). An owner reference is only the word of
+// whoever wrote it: one that names nothing tally admitted exempts nothing.
+// Before the informers have synced an owner may not be known yet, and o is
+// taken as part of it: captureManaged looks again after the sync. It
+// records what o is part of in parts, for its pods' claims (pods.go).
 func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
+	uid := o.Meta.UID
 	ref := o.Owner()
 	if ref == nil {
+		delete(l.parts, uid)
 		return false
 	}
-	e := l.jobs[ref.UID]
-	if e == nil {
+	part := false
+	if e := l.jobs[ref.UID]; e != nil {
+		holds := e.phase == assumed || e.phase == admitted || e.phase == evicting
+		part = holds && e.w != nil && e.w.Namespace == o.Meta.Namespace
+	} else if _, ok := l.parts[ref.UID]; ok {
+		part = l.partNS[ref.UID] == o.Meta.Namespace
+	} else {
 		return !l.synced
 	}
-	holds := e.phase == assumed || e.phase == admitted || e.phase == evicting
-	return holds && e.w != nil && e.w.Namespace == o.Meta.Namespace
+	if !part {
+		delete(l.parts, uid)
+		return false
+	}
+	if l.parts[uid] != ref.UID {
+		l.parts[uid], l.partNS[uid] = ref.UID, o.Meta.Namespace
+		if root := l.rootOfLocked(ref.UID); root != "" {
+			if e := l.jobs[root]; e != nil && e.w != nil {
+				l.reverifyLocked(root, e.w.Namespace, kinds.For(kinds.GVKOf(e.w)))
+			}
+		}
+	}
+	return true
+}
+
+// maxPartDepth bounds the chains of parts the ledger follows: a Job of a
+// JobSet of a TrainJob is two parts deep.
+const maxPartDepth = 4
+
+// rootOfLocked follows parts from uid to the workload that holds their
+// quota, "" when the chain ends elsewhere or runs too deep.
+func (l *Ledger) rootOfLocked(uid types.UID) types.UID {
+	for range maxPartDepth {
+		if e := l.jobs[uid]; e != nil {
+			return uid
+		}
+		next, ok := l.parts[uid]
+		if !ok {
+			return ""
+		}
+		uid = next
+	}
+	return ""
 }
 
 // captureManaged looks for unrecorded running Jobs in every managed

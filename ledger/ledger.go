@@ -101,6 +101,15 @@ type Ledger struct {
 	// terminated; podOwner maps each of them to its workload (pods.go).
 	livePods map[types.UID]int
 	podOwner map[types.UID]types.UID
+	// unverified holds, by the workload they name, the live pods whose
+	// claim to it does not check out yet, and claimed the workload each
+	// of them names; parts maps each Job that is part of a workload
+	// holding quota (or to a part of it) to what it is part of, and
+	// partNS to its namespace (late.go, pods.go).
+	unverified map[types.UID]map[types.UID]podClaim
+	claimed    map[types.UID]types.UID
+	parts      map[types.UID]types.UID
+	partNS     map[types.UID]string
 	// ghosts are deleted workloads whose pods still run: they hold their
 	// quota until the pods are gone. adopted: the pods of workloads
 	// deleted before the ledger started have been counted (adoptOrphans).
@@ -196,6 +205,10 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		holding:    map[*entry]struct{}{},
 		livePods:   map[types.UID]int{},
 		podOwner:   map[types.UID]types.UID{},
+		unverified: map[types.UID]map[types.UID]podClaim{},
+		claimed:    map[types.UID]types.UID{},
+		parts:      map[types.UID]types.UID{},
+		partNS:     map[types.UID]string{},
 		ghosts:     map[types.UID]*entry{},
 		echoes:     map[types.UID]echo{},
 		lists:      map[string][]*queues.Workload{},

@@ -2,13 +2,18 @@ package ledger
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -30,9 +35,34 @@ func podSelector() labels.Selector {
 	return labels.NewSelector().Add(*r)
 }
 
+// A pod's LabelWorkload label is only the word of whoever made the pod:
+// any user who can create pods can write it. A pod counts for the
+// workload it names only when it is that workload's: in its namespace,
+// and controlled by it, by a part of it (a Job the ledger knows that the
+// workload controls, see partOfQueuedLocked), or by an object of a kind
+// its own kind makes its pods through and tally does not watch
+// (kinds.PodParents, as a RayJob's RayCluster). A pod seen before its
+// workload waits, unverified, until the workload is seen.
+
+// podClaim is what a pod says of itself: the workload its LabelWorkload
+// names, its namespace, and its controller owner.
+type podClaim struct {
+	owner, ctrl types.UID
+	ns          string
+	ctrlKind    string // "" when it has no controller owner
+}
+
+func claimOf(p *corev1.Pod) podClaim {
+	c := podClaim{owner: types.UID(p.Labels[queues.LabelWorkload]), ns: p.Namespace}
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+		c.ctrl, c.ctrlKind = ref.UID, ref.Kind
+	}
+	return c
+}
+
 // StripPod is a cache transform that keeps only what the ledger reads of
-// a pod: its identity, its LabelWorkload label, the queue and flavors its
-// admission noted on it, its requests and its phase.
+// a pod: its identity, its LabelWorkload label, its controller owner, the
+// queue and flavors its admission noted on it, its requests and its phase.
 func StripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -49,6 +79,9 @@ func StripPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+		out.OwnerReferences = []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: ref.Controller}}
+	}
 	if q := p.Annotations[queues.AnnotationPodQueue]; q != "" {
 		out.Annotations = map[string]string{queues.AnnotationPodQueue: q, queues.AnnotationFlavors: p.Annotations[queues.AnnotationFlavors]}
 	}
@@ -61,26 +94,85 @@ func podLive(p *corev1.Pod) bool {
 	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
-// onPod counts a pod of an admitted workload.
+// onPod counts a live pod of an admitted workload, once its claim is
+// verified.
 func (l *Ledger) onPod(obj any) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
-	owner := types.UID(p.Labels[queues.LabelWorkload])
-	if owner == "" {
+	c := claimOf(p)
+	if c.owner == "" {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.setPodLocked(p.UID, owner, podLive(p))
+	live := podLive(p)
+	counted := live && l.verifiedLocked(c)
+	l.unverify(p.UID)
+	if live && !counted {
+		if l.unverified[c.owner] == nil {
+			l.unverified[c.owner] = map[types.UID]podClaim{}
+		}
+		l.unverified[c.owner][p.UID] = c
+		l.claimed[p.UID] = c.owner
+	}
+	l.setPodLocked(p.UID, c.owner, counted)
 }
 
 func (l *Ledger) onPodDelete(obj any) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		l.unverify(p.UID)
 		l.setPodLocked(p.UID, "", false)
+	}
+}
+
+// unverify forgets pod's unverified claim, if it has one.
+func (l *Ledger) unverify(pod types.UID) {
+	if owner, ok := l.claimed[pod]; ok {
+		delete(l.claimed, pod)
+		if delete(l.unverified[owner], pod); len(l.unverified[owner]) == 0 {
+			delete(l.unverified, owner)
+		}
+	}
+}
+
+// verifiedLocked says whether claim c checks out against the workload it
+// names, as the ledger knows it now.
+func (l *Ledger) verifiedLocked(c podClaim) bool {
+	e := l.jobs[c.owner]
+	if e == nil {
+		e = l.ghosts[c.owner]
+	}
+	if e == nil || e.w == nil {
+		return false
+	}
+	return l.podOfLocked(c, e.w.Namespace, kinds.For(kinds.GVKOf(e.w)))
+}
+
+// podOfLocked says whether the pod of claim c belongs to its workload,
+// of namespace ns and kind k.
+func (l *Ledger) podOfLocked(c podClaim, ns string, k kinds.Kind) bool {
+	if c.ns != ns || c.ctrl == "" {
+		return false
+	}
+	if c.ctrl == c.owner || l.rootOfLocked(c.ctrl) == c.owner {
+		return true
+	}
+	return k != nil && slices.Contains(kinds.PodParents(k), c.ctrlKind)
+}
+
+// reverifyLocked counts the live pods that claim workload owner, of
+// namespace ns and kind k, and were waiting for it (or for a part of it)
+// to be seen.
+func (l *Ledger) reverifyLocked(owner types.UID, ns string, k kinds.Kind) {
+	for pod, c := range l.unverified[owner] {
+		if l.podOfLocked(c, ns, k) {
+			l.unverify(pod)
+			l.setPodLocked(pod, owner, true)
+		}
 	}
 }
 
@@ -134,9 +226,14 @@ func (l *Ledger) podsChangedLocked(uid types.UID) {
 
 // adoptOrphans charges, before the first pass, the pods that run for a
 // workload the ledger does not know: one deleted while no replica led,
-// whose pods still terminate. Each counts at its own requests in the
-// queue and flavors its admission noted on it, as a ghost that holds
-// them until the pods are gone.
+// whose pods still terminate. Each counts at its own requests, in the
+// flavors its admission noted on it, as a ghost that holds them until the
+// pods are gone. What a pod says is not proof: it is charged only to the
+// queue its own namespace is bound to (whatever queue it names), and only
+// when its controller owner is really gone: an owner of a kind the ledger
+// watches that the cache does not hold by that UID. A pod with no
+// controller owner, or one of a kind the ledger does not watch, is
+// nobody's orphan that the ledger can tell, and is not charged.
 //
 // It runs once, when the ledger has both synced and a config.
 func (l *Ledger) adoptOrphans(ctx context.Context) {
@@ -152,17 +249,29 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 		l.log.Error(err, "listing the pods of admitted workloads; the pods of workloads deleted meanwhile are not counted")
 		return
 	}
+	type orphan struct {
+		p     *corev1.Pod
+		queue string
+	}
+	var orphans []orphan
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		owner := types.UID(p.Labels[queues.LabelWorkload])
-		q := p.Annotations[queues.AnnotationPodQueue]
-		if owner == "" || q == "" || !podLive(p) || l.jobs[owner] != nil {
+		if owner == "" || !podLive(p) || l.jobs[owner] != nil {
 			continue
 		}
-		w := queues.NewWorkload(&p.ObjectMeta, "", "", []queues.PodTemplate{{Name: queues.MainPodSet, Count: 1, Spec: &p.Spec}}, q, 0)
+		if q := l.boundQueueLocked(p.Namespace); q != "" {
+			orphans = append(orphans, orphan{p, q})
+		}
+	}
+	l.mu.Unlock()
+	orphans = slices.DeleteFunc(orphans, func(o orphan) bool { return !l.ownerGone(ctx, o.p) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, o := range orphans {
+		p, owner := o.p, types.UID(o.p.Labels[queues.LabelWorkload])
+		w := queues.NewWorkload(&p.ObjectMeta, "", "", []queues.PodTemplate{{Name: queues.MainPodSet, Count: 1, Spec: &p.Spec}}, o.queue, 0)
 		g := l.ghosts[owner]
 		if g == nil {
 			g = &entry{w: w, phase: finished}
@@ -173,10 +282,44 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 			sum.Add(g.charged)
 			l.releaseLocked(g, false)
 		}
-		l.chargeLocked(g, q, sum)
-		n++
+		l.chargeLocked(g, o.queue, sum)
 	}
-	if n > 0 {
-		l.log.Info("counting the pods of deleted workloads until they are gone", "pods", n, "workloads", len(l.ghosts))
+	if len(orphans) > 0 {
+		l.log.Info("counting the pods of deleted workloads until they are gone", "pods", len(orphans), "workloads", len(l.ghosts))
 	}
+}
+
+// boundQueueLocked is the ClusterQueue namespace ns is bound to (its
+// annotation's, else its LocalQueue named default), "" if it is not
+// managed or has none.
+func (l *Ledger) boundQueueLocked(ns string) string {
+	info := l.namespaces[ns]
+	if info == nil || !l.managedLocked(ns, info) {
+		return ""
+	}
+	q, _ := l.cfg.Route(ns, info.queue, nil)
+	return q
+}
+
+// ownerGone says whether p's controller owner is gone: of a kind the
+// ledger watches, and not in the cache by that UID.
+func (l *Ledger) ownerGone(ctx context.Context, p *corev1.Pod) bool {
+	ref := metav1.GetControllerOfNoCopy(p)
+	if ref == nil {
+		return false
+	}
+	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+	i := slices.IndexFunc(l.watched, func(k kinds.Kind) bool { return k.GVK() == gvk })
+	if i < 0 {
+		return false
+	}
+	obj := l.watched[i].New()
+	err := l.cache.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		return false
+	}
+	return obj.GetUID() != ref.UID
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
@@ -68,6 +70,10 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	pods NAME N         N of its pods (labelled with its UID by its
 //	                    admission) run; fewer than before: the others
 //	                    succeeded
+//	ghostpod NAME POD [ns=NS] [owner=rs|OWNER]
+//	                    a running pod POD of 1 cpu, labelled with NAME's
+//	                    UID, in namespace NS (default ns), with no
+//	                    controller, a ReplicaSet, or workload OWNER
 //	restart [pods-first] a new ledger is given every object and pod the
 //	                    informers hold (pods first: before the workloads)
 //	priority NAME N     its pod template's priority becomes N
@@ -219,9 +225,15 @@ func (s *scenario) priorityClass(n int) string {
 
 // setPods makes n of name's pods run; those beyond n succeed.
 func (s *scenario) setPods(name string, n int) {
+	gvk := batchv1.SchemeGroupVersion.WithKind("Job")
+	if o, ok := s.objects[name]; ok {
+		gvk = o.GetObjectKind().GroupVersionKind()
+	}
 	for i := range max(n, s.pods[name]) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", name, i),
-			UID: types.UID(fmt.Sprintf("pod-%s-%d", name, i)), Labels: map[string]string{queues.LabelWorkload: "uid-" + name}},
+			UID: types.UID(fmt.Sprintf("pod-%s-%d", name, i)), Labels: map[string]string{queues.LabelWorkload: "uid-" + name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: name,
+				UID: types.UID("uid-" + name), Controller: ptr.To(true)}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 		if i >= n {
 			pod.Status.Phase = corev1.PodSucceeded
@@ -376,6 +388,27 @@ func (s *scenario) step(f []string) {
 			s.t.Fatalf("pods %s: %v", name, err)
 		}
 		s.setPods(name, n)
+	case "ghostpod":
+		opts := map[string]string{"ns": "ns"}
+		for _, a := range f[3:] {
+			k, v, _ := strings.Cut(a, "=")
+			opts[k] = v
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: opts["ns"], Name: f[2], UID: types.UID("pod-" + f[2]),
+			Labels: map[string]string{queues.LabelWorkload: "uid-" + name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		switch owner := opts["owner"]; owner {
+		case "":
+		case "rs":
+			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "uid-rs", Controller: ptr.To(true)}}
+		default:
+			gvk := s.objects[owner].GetObjectKind().GroupVersionKind()
+			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: owner,
+				UID: types.UID("uid-" + owner), Controller: ptr.To(true)}}
+		}
+		s.l.onPod(pod)
 	case "restart":
 		cfg, classes := s.l.cfg, s.l.priorities
 		s.newLedger(cfg)

@@ -197,32 +197,47 @@ func checkPriorityClass(cfg *queues.Config, labels map[string]string) error {
 	return nil
 }
 
+// maxOwnerDepth bounds the chain of owners ownerQueued follows: a Job of
+// a JobSet of a TrainJob is two deep.
+const maxOwnerDepth = 4
+
 // ownerQueued says whether ref, the controller owner of a new workload of
 // namespace ns, is a workload that tally queues and that holds the new
 // one's quota: it exists in ns with ref's UID and carries tally's queue
 // label and, unless the new workload is created suspended (as operators
-// create the children of a suspended workload), tally admitted it (it is
-// not suspended). It reads the API server, not a cache, since an operator
-// creates its children right after tally admits their owner. An owner of
-// a kind the API server does not serve does not exist.
+// create the parts of a suspended workload), tally admitted it (it is not
+// suspended). An owner that is not queued but is itself part of such a
+// workload, by the same rule, will do too (a JobSet that a TrainJob
+// made); whether the new workload may run still depends on the queued
+// one alone. It reads the API server, not a cache, since an operator creates
+// its parts right after tally admits their owner. An owner of a kind the
+// API server does not serve does not exist.
 func (m *JobMutator) ownerQueued(ctx context.Context, ns string, ref *metav1.OwnerReference, suspended bool) (bool, error) {
-	k := kinds.For(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-	if m.APIReader == nil || k == nil {
-		return false, nil
+	for range maxOwnerDepth {
+		k := kinds.For(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+		if m.APIReader == nil || k == nil {
+			return false, nil
+		}
+		obj := k.New()
+		err := m.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, obj)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		owner, err := k.Read(obj)
+		if err != nil || owner.Meta.UID != ref.UID {
+			return false, nil
+		}
+		if owner.Meta.Labels[queues.LabelQueue] != "" {
+			return suspended || !owner.Suspended, nil
+		}
+		if ref = owner.Owner(); ref == nil {
+			return false, nil
+		}
 	}
-	obj := k.New()
-	err := m.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.Name}, obj)
-	switch {
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	owner, err := k.Read(obj)
-	if err != nil {
-		return false, nil
-	}
-	return owner.Meta.UID == ref.UID && owner.Meta.Labels[queues.LabelQueue] != "" && (suspended || !owner.Suspended), nil
+	return false, nil
 }
 
 // unqueuedWarning tells the user of a managed namespace that their
