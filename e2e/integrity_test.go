@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -89,6 +90,7 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-owner", run: attackFalseOwner("an unserved kind", schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayJob"})},
 		{name: "e2e-int-owner2", run: attackFalseOwner("a served kind", framework.PyTorchJobGVK)},
 		{name: "e2e-int-scale", run: attackScale},
+		{name: "e2e-int-ghost", run: attackGhostPod},
 	}
 	var names []string
 	var docs []string
@@ -347,4 +349,43 @@ func attackScale(ctx context.Context, t *testing.T, r *attackRun) {
 		t.Errorf("raising the GPUs of a running PyTorchJob's workers: %v; want a denial containing %q", err, want)
 	}
 	waitPyTorchJobs(ctx, t, r.s.client, r.ns, []string{"train"}, 2*time.Minute)
+}
+
+// A bare pod of the user's (a CPU only, so outside the quota) labelled
+// tally.dev/workload with the UID of their finished Job, which took the
+// whole quota: the Job's quota is free all the same, and the next Job
+// that takes the whole quota runs while the pod lives.
+func attackGhostPod(ctx context.Context, t *testing.T, r *attackRun) {
+	first := framework.NewJob(r.ns, "first").GPUs(integrityGPUs).Runtime(time.Second).Obj()
+	if err := userCreate(ctx, t, r, first); err != nil {
+		t.Fatal(err)
+	}
+	waitJobsDone(ctx, t, r, time.Minute, "first")
+	done := &batchv1.Job{}
+	if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(first), done); err != nil {
+		t.Fatal(err)
+	}
+	ghost := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "ghost",
+		Labels: map[string]string{"tally.dev/workload": string(done.UID)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/e2e:v1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}}}
+	if err := userCreate(ctx, t, r, ghost); err != nil {
+		t.Fatal(err)
+	}
+	waitPodsRunning(ctx, t, r, 1)
+	second := framework.NewJob(r.ns, "second").GPUs(integrityGPUs).Runtime(time.Second).Obj()
+	if err := userCreate(ctx, t, r, second); err != nil {
+		t.Fatal(err)
+	}
+	waitJobsDone(ctx, t, r, time.Minute, "second")
+	if r.audit.PodsOf(r.ns, "second") == 0 {
+		t.Errorf("Job second finished without a pod")
+	}
+	p := &corev1.Pod{}
+	if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(ghost), p); err != nil || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("the ghost pod did not run throughout: %v %s", err, p.Status.Phase)
+	}
+	if err := r.s.client.Delete(ctx, ghost); err != nil {
+		t.Errorf("deleting the ghost pod: %v", err)
+	}
 }
