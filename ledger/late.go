@@ -72,8 +72,8 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 // partOfQueuedLocked says whether o is part of a workload that holds its
 // quota: its controller owner is a workload of another registered kind
 // (kinds.Object.Owner) that the ledger knows by that UID, in o's
-// namespace, either as one that tally admitted and that holds quota, or as
-// a part of such a workload itself (a JobSet that a TrainJob made, whose
+// namespace, either as one that tally admitted (and that holds quota, or
+// has finished), or as a part of such a workload itself (a JobSet that a TrainJob made, whose
 // Jobs are then parts too). An owner reference is only the word of
 // whoever wrote it: one that names nothing tally admitted exempts nothing.
 // Before the informers have synced an owner may not be known yet, and o is
@@ -88,8 +88,10 @@ func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
 	}
 	part := false
 	if e := l.jobs[ref.UID]; e != nil {
-		holds := e.phase == assumed || e.phase == admitted || e.phase == evicting
-		part = holds && e.w != nil && e.w.Namespace == o.Meta.Namespace
+		// A finished owner's parts may still run a moment (a RayJob is
+		// done before its submitter Job says so): they stay parts.
+		ran := e.phase == assumed || e.phase == admitted || e.phase == evicting || e.phase == finished
+		part = ran && e.w != nil && e.w.Namespace == o.Meta.Namespace
 	} else if _, ok := l.parts[ref.UID]; ok {
 		part = l.partNS[ref.UID] == o.Meta.Namespace
 	} else {

@@ -205,8 +205,8 @@ const maxOwnerDepth = 4
 // namespace ns, is a workload that tally queues and that holds the new
 // one's quota: it exists in ns with ref's UID and carries tally's queue
 // label and, unless the new workload is created suspended (as operators
-// create the parts of a suspended workload), tally admitted it (it is not
-// suspended). An owner that is not queued but is itself part of such a
+// create the parts of a suspended workload), tally admitted it and it has
+// not finished. An owner that is not queued but is itself part of such a
 // workload, by the same rule, will do too (a JobSet that a TrainJob
 // made); whether the new workload may run still depends on the queued
 // one alone. It reads the API server, not a cache, since an operator creates
@@ -231,7 +231,7 @@ func (m *JobMutator) ownerQueued(ctx context.Context, ns string, ref *metav1.Own
 			return false, nil
 		}
 		if owner.Meta.Labels[queues.LabelQueue] != "" {
-			return suspended || !owner.Suspended, nil
+			return suspended || !owner.Suspended && !owner.Finished, nil
 		}
 		if ref = owner.Owner(); ref == nil {
 			return false, nil
