@@ -42,7 +42,11 @@ func podSelector() labels.Selector {
 // workload controls, see partOfQueuedLocked), or by an object of a kind
 // its own kind makes its pods through and tally does not watch
 // (kinds.PodParents, as a RayJob's RayCluster). A pod seen before its
-// workload waits, unverified, until the workload is seen.
+// workload waits, unverified, until the workload is seen. Owner
+// references are the pod maker's word too: this keeps a pod of one
+// namespace, or one its maker did not tie to the workload, from holding
+// the workload's quota, not a maker who names the workload as the pod's
+// controller.
 
 // podClaim is what a pod says of itself: the workload its LabelWorkload
 // names, its namespace, and its controller owner.
@@ -108,7 +112,10 @@ func (l *Ledger) onPod(obj any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	live := podLive(p)
-	counted := live && l.verifiedLocked(c)
+	// A pod once counted stays counted until it terminates or names
+	// another workload: the garbage collector removes the owner
+	// references of a deleted workload's orphaned pods, which still run.
+	counted := live && (l.podOwner[p.UID] == c.owner || l.verifiedLocked(c))
 	l.unverify(p.UID)
 	if live && !counted {
 		if l.unverified[c.owner] == nil {
@@ -283,6 +290,8 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 			l.releaseLocked(g, false)
 		}
 		l.chargeLocked(g, o.queue, sum)
+		l.unverify(p.UID)
+		l.setPodLocked(p.UID, owner, true)
 	}
 	if len(orphans) > 0 {
 		l.log.Info("counting the pods of deleted workloads until they are gone", "pods", len(orphans), "workloads", len(l.ghosts))
