@@ -188,9 +188,16 @@ func Ref(w *queues.Workload) client.Object {
 // Workload builds the queues.Workload of o, queued in queue with the given
 // priority.
 func (o *Object) Workload(queue string, priority int32) *queues.Workload {
+	return o.WorkloadIn(queue, priority, nil)
+}
+
+// WorkloadIn builds the queues.Workload of o, queued in queue with the
+// given priority, its pods read with the defaults of its namespace (d may
+// be nil).
+func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults) *queues.Workload {
 	sets := make([]queues.PodTemplate, len(o.PodSets))
 	for i, ps := range o.PodSets {
-		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: &ps.Template.Spec}
+		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: d.Apply(&ps.Template.Spec)}
 	}
 	apiVersion, kind := "", ""
 	if _, typed := o.Obj.(*batchv1.Job); !typed {

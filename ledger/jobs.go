@@ -20,8 +20,10 @@ type entry struct {
 	w  *queues.Workload
 	rv string
 	// generation is the object's metadata.generation, which changes
-	// with its spec.
-	generation int64
+	// with its spec; defaultsGen the ledger's count of changes to pod
+	// defaults when w was built (defaults.go).
+	generation  int64
+	defaultsGen uint64
 	// paths are the JSON paths of the pod templates, by pod set in
 	// w.PodSets order, and suspend that of the suspend field.
 	paths   [][]string
@@ -103,6 +105,7 @@ func (l *Ledger) onJob(obj any) {
 	}
 	next := *e
 	next.note(o)
+	next.defaultsGen = l.defaultsGen
 	l.foldLocked(e, next, l.observeLocked(o, e, next.prio))
 }
 
@@ -119,8 +122,10 @@ func (l *Ledger) foldLocked(e *entry, next entry, o observed) {
 func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) observed {
 	queue, priority := o.Meta.Labels[queues.LabelQueue], l.priorityOf(prio)
 	w := e.w
-	if !e.builtFrom(o, queue, priority) {
-		w = o.Workload(queue, priority)
+	// A change of pod defaults rebuilds a waiting workload only: one
+	// admitted keeps what it was admitted with, which its pods got.
+	if !e.builtFrom(o, queue, priority) || e.defaultsGen != l.defaultsGen && (e.phase == pending || e.phase == inadmissible) {
+		w = o.WorkloadIn(queue, priority, l.defaultsLocked(o.Meta.Namespace))
 		w.Tag = e
 	}
 	v := observe(l.cfg, o, w, l.livePods[o.Meta.UID])

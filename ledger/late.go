@@ -63,7 +63,7 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 		return // its capture write is in flight, or made: a stale event
 	}
 	e.note(o)
-	e.w = o.Workload(queue, l.priorityOf(e.prio))
+	e.w = o.WorkloadIn(queue, l.priorityOf(e.prio), l.defaultsLocked(meta.Namespace))
 	e.w.Tag = e
 	l.late[meta.UID] = e
 	l.poke()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -83,7 +84,15 @@ type Ledger struct {
 	usage      map[string]queues.Usage
 	namespaces map[string]*nsInfo
 	priorities map[string]int32
-	cfg        *queues.Config
+	// limitRanges holds each namespace's LimitRanges by name, overheads
+	// each RuntimeClass's pod overhead, podDefaults what they make of
+	// each namespace's pods (nil for none), and defaultsGen counts their
+	// changes (defaults.go).
+	limitRanges map[string]map[string]*corev1.LimitRange
+	overheads   map[string]corev1.ResourceList
+	podDefaults map[string]*queues.PodDefaults
+	defaultsGen uint64
+	cfg         *queues.Config
 	// waitingOn maps a preemption victim to the preemptor waiting for it.
 	waitingOn map[types.UID]*entry
 	// reserved holds preemptors whose victims are gone, until the next
@@ -152,6 +161,9 @@ type Ledger struct {
 	metrics       *metrics
 	// listJobs lists the informers' workloads, for the recount.
 	listJobs func(context.Context) ([]*kinds.Object, error)
+	// spawn runs work that must not hold up an informer handler: in a
+	// goroutine of its own.
+	spawn func(func())
 	// watched are the registered kinds the API server serves, which the
 	// ledger watches (set by Start).
 	watched []kinds.Kind
@@ -192,32 +204,35 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	}
 	l := &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
-		writeSlots: make(chan struct{}, opts.Workers),
-		jobs:       map[types.UID]*entry{},
-		pending:    map[string]*btree.BTreeG[*entry]{},
-		usage:      map[string]queues.Usage{},
-		namespaces: map[string]*nsInfo{},
-		priorities: map[string]int32{},
-		waitingOn:  map[types.UID]*entry{},
-		reserved:   map[*entry]bool{},
-		yielding:   map[*entry]*entry{},
-		late:       map[types.UID]*entry{},
-		holding:    map[*entry]struct{}{},
-		livePods:   map[types.UID]int{},
-		podOwner:   map[types.UID]types.UID{},
-		unverified: map[types.UID]map[types.UID]podClaim{},
-		claimed:    map[types.UID]types.UID{},
-		parts:      map[types.UID]types.UID{},
-		partNS:     map[types.UID]string{},
-		ghosts:     map[types.UID]*entry{},
-		echoes:     map[types.UID]echo{},
-		lists:      map[string][]*queues.Workload{},
-		stale:      map[string]struct{}{},
-		dirty:      map[string]struct{}{},
-		allDirty:   true,
-		ctx:        context.Background(),
-		wake:       make(chan struct{}, 1),
-		arrive:     make(chan struct{}, 1),
+		writeSlots:  make(chan struct{}, opts.Workers),
+		jobs:        map[types.UID]*entry{},
+		pending:     map[string]*btree.BTreeG[*entry]{},
+		usage:       map[string]queues.Usage{},
+		namespaces:  map[string]*nsInfo{},
+		priorities:  map[string]int32{},
+		limitRanges: map[string]map[string]*corev1.LimitRange{},
+		overheads:   map[string]corev1.ResourceList{},
+		podDefaults: map[string]*queues.PodDefaults{},
+		waitingOn:   map[types.UID]*entry{},
+		reserved:    map[*entry]bool{},
+		yielding:    map[*entry]*entry{},
+		late:        map[types.UID]*entry{},
+		holding:     map[*entry]struct{}{},
+		livePods:    map[types.UID]int{},
+		podOwner:    map[types.UID]types.UID{},
+		unverified:  map[types.UID]map[types.UID]podClaim{},
+		claimed:     map[types.UID]types.UID{},
+		parts:       map[types.UID]types.UID{},
+		partNS:      map[types.UID]string{},
+		ghosts:      map[types.UID]*entry{},
+		echoes:      map[types.UID]echo{},
+		lists:       map[string][]*queues.Workload{},
+		stale:       map[string]struct{}{},
+		dirty:       map[string]struct{}{},
+		allDirty:    true,
+		ctx:         context.Background(),
+		wake:        make(chan struct{}, 1),
+		arrive:      make(chan struct{}, 1),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
 		finishedQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
@@ -232,6 +247,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	l.listJobs = func(ctx context.Context) ([]*kinds.Object, error) {
 		return l.listWatched(ctx, client.UnsafeDisableDeepCopy)
 	}
+	l.spawn = func(f func()) { go f() }
 	return l
 }
 
@@ -260,6 +276,12 @@ func (l *Ledger) Start(ctx context.Context) error {
 		return err
 	}
 	if err := l.watch(ctx, &corev1.Pod{}, l.onPod, l.onPodDelete); err != nil {
+		return err
+	}
+	if err := l.watch(ctx, &corev1.LimitRange{}, l.onLimitRange, l.onLimitRangeDelete); err != nil {
+		return err
+	}
+	if err := l.watch(ctx, &nodev1.RuntimeClass{}, l.onRuntimeClass, l.onRuntimeClassDelete); err != nil {
 		return err
 	}
 	if err := l.watchKinds(ctx); err != nil {

@@ -3,6 +3,7 @@ package ledger
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -52,6 +53,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 // Commands (the workloads are in namespace ns, which queues to q or r):
 //
 //	create NAME [pytorch|jobset] [unrecorded] [cpu=N] [workers=N] [queue=Q] [prio=N] [owner=NAME [owner-uid=UID]]
+//	                    (cpu=none: its containers request nothing)
 //	                    a new suspended pending workload (a Job, or a
 //	                    PyTorchJob of one master and N workers, or a JobSet
 //	                    of a leader Job and N worker Jobs); cpu per pod;
@@ -70,6 +72,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	pods NAME N         N of its pods (labelled with its UID by its
 //	                    admission) run; fewer than before: the others
 //	                    succeeded
+//	limitrange NAME CPU|none
+//	                    LimitRange NAME of namespace ns gives containers a
+//	                    default cpu request of CPU, or is deleted
 //	ghostpod NAME POD [ns=NS] [owner=rs|OWNER]
 //	                    a running pod POD of 1 cpu, labelled with NAME's
 //	                    UID, in namespace NS (default ns), with no
@@ -211,6 +216,15 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l.metrics.observeConfig(cfg, s.l.usage)
 	s.l.synced = true
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
+	s.l.spawn = func(f func()) { f() }
+	s.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
+		var out []*kinds.Object
+		for _, n := range queues.SortedKeys(s.objects) {
+			o, _ := kinds.Of(s.objects[n])
+			out = append(out, o)
+		}
+		return out, nil
+	}
 }
 
 // priorityClass names a PriorityClass of value n, which the ledger knows
@@ -388,6 +402,14 @@ func (s *scenario) step(f []string) {
 			s.t.Fatalf("pods %s: %v", name, err)
 		}
 		s.setPods(name, n)
+	case "limitrange":
+		lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		if f[2] == "none" {
+			s.l.onLimitRangeDelete(lr)
+			break
+		}
+		lr.Spec.Limits = []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(f[2])}}}
+		s.l.onLimitRange(lr)
 	case "ghostpod":
 		opts := map[string]string{"ns": "ns"}
 		for _, a := range f[3:] {
@@ -455,7 +477,10 @@ func (s *scenario) create(name string, args []string) {
 	}
 	prio, _ := strconv.Atoi(opts["prio"])
 	tpl := map[string]any{"spec": map[string]any{"priorityClassName": s.priorityClass(prio), "containers": []any{map[string]any{
-		"name": "c", "resources": map[string]any{"requests": map[string]any{"cpu": opts["cpu"]}}}}}}
+		"name": "c", "resources": map[string]any{}}}}}
+	if opts["cpu"] != "none" {
+		tpl["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["resources"] = map[string]any{"requests": map[string]any{"cpu": opts["cpu"]}}
+	}
 	meta := map[string]any{
 		"namespace": "ns", "name": name, "uid": "uid-" + name, "resourceVersion": "1", "generation": int64(1),
 		"creationTimestamp": s.clock.Now().Format(time.RFC3339),

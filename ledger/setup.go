@@ -3,6 +3,7 @@ package ledger
 import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,11 +16,14 @@ import (
 // CacheOptions are what the ledger needs of the manager's cache: Jobs
 // stripped to what it reads (StripJob), the pods of admitted workloads
 // stripped to their owner and phase (StripPod), and, when the config comes from
-// the ConfigMap (fromConfigMap), that one ConfigMap of namespace.
+// the ConfigMap (fromConfigMap), that one ConfigMap of namespace; and the
+// LimitRanges and RuntimeClasses stripped to what makes pod defaults.
 func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.ByObject {
 	byObject := map[client.Object]cache.ByObject{
-		kinds.Job{}.New(): {Transform: StripJob},
-		&corev1.Pod{}:     {Label: podSelector(), Transform: StripPod},
+		kinds.Job{}.New():      {Transform: StripJob},
+		&corev1.Pod{}:          {Label: podSelector(), Transform: StripPod},
+		&corev1.LimitRange{}:   {Transform: StripLimitRange},
+		&nodev1.RuntimeClass{}: {Transform: StripRuntimeClass},
 	}
 	if fromConfigMap {
 		byObject[&corev1.ConfigMap{}] = cache.ByObject{

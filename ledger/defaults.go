@@ -1,0 +1,142 @@
+package ledger
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"tally.dev/tally/queues"
+)
+
+// A workload is charged what its pods will reserve, and the API server
+// adds to a pod what its template does not say: its namespace's
+// LimitRange defaults and its RuntimeClass's overhead (queues.PodDefaults).
+// The ledger watches both, builds each workload with its namespace's
+// defaults, and, when they change, builds the waiting workloads again:
+// defaultsGen counts the changes, and an entry built under an older one
+// is built again when it is next observed.
+
+// StripLimitRange is a cache transform that keeps only a LimitRange's
+// identity and limits.
+func StripLimitRange(obj any) (any, error) {
+	lr, ok := obj.(*corev1.LimitRange)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: lr.Name, Namespace: lr.Namespace, UID: lr.UID, ResourceVersion: lr.ResourceVersion},
+		Spec: lr.Spec}, nil
+}
+
+// StripRuntimeClass is a cache transform that keeps only a RuntimeClass's
+// name and overhead.
+func StripRuntimeClass(obj any) (any, error) {
+	rc, ok := obj.(*nodev1.RuntimeClass)
+	if !ok {
+		return obj, nil
+	}
+	return &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: rc.Name, UID: rc.UID, ResourceVersion: rc.ResourceVersion},
+		Handler: rc.Handler, Overhead: rc.Overhead}, nil
+}
+
+func (l *Ledger) onLimitRange(obj any) { l.setLimitRange(obj, false) }
+
+func (l *Ledger) onLimitRangeDelete(obj any) { l.setLimitRange(obj, true) }
+
+func (l *Ledger) setLimitRange(obj any, deleted bool) {
+	lr, ok := obj.(*corev1.LimitRange)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	byName := l.limitRanges[lr.Namespace]
+	if deleted {
+		delete(byName, lr.Name)
+	} else {
+		if byName == nil {
+			byName = map[string]*corev1.LimitRange{}
+			l.limitRanges[lr.Namespace] = byName
+		}
+		byName[lr.Name] = lr
+	}
+	if len(byName) == 0 {
+		delete(l.limitRanges, lr.Namespace)
+	}
+	delete(l.podDefaults, lr.Namespace)
+	l.defaultsGen++
+	synced := l.synced
+	l.mu.Unlock()
+	if synced {
+		l.spawn(func() { l.reobserve(lr.Namespace) })
+	}
+}
+
+func (l *Ledger) onRuntimeClass(obj any) { l.setRuntimeClass(obj, false) }
+
+func (l *Ledger) onRuntimeClassDelete(obj any) { l.setRuntimeClass(obj, true) }
+
+func (l *Ledger) setRuntimeClass(obj any, deleted bool) {
+	rc, ok := obj.(*nodev1.RuntimeClass)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	if deleted || rc.Overhead == nil || rc.Overhead.PodFixed == nil {
+		delete(l.overheads, rc.Name)
+	} else {
+		l.overheads[rc.Name] = rc.Overhead.PodFixed
+	}
+	clear(l.podDefaults)
+	l.defaultsGen++
+	synced := l.synced
+	l.mu.Unlock()
+	if synced {
+		l.spawn(func() { l.reobserve("") })
+	}
+}
+
+// defaultsLocked returns the pod defaults of namespace ns, nil when there
+// are none.
+func (l *Ledger) defaultsLocked(ns string) *queues.PodDefaults {
+	if d, ok := l.podDefaults[ns]; ok {
+		return d
+	}
+	var d *queues.PodDefaults
+	ranges := make([]*corev1.LimitRange, 0, len(l.limitRanges[ns]))
+	for _, lr := range l.limitRanges[ns] {
+		ranges = append(ranges, lr)
+	}
+	if reqs := queues.LimitRangeRequests(ranges); reqs != nil || len(l.overheads) > 0 {
+		d = &queues.PodDefaults{Requests: reqs, Overhead: l.overheads}
+	}
+	l.podDefaults[ns] = d
+	return d
+}
+
+// reobserve observes again the waiting workloads of namespace ns (of all
+// namespaces when ns is ""), from the cache, so that they are built with
+// the defaults now in force.
+func (l *Ledger) reobserve(ns string) {
+	ctx := l.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	objs, err := l.listJobs(ctx)
+	if err != nil {
+		l.log.Error(err, "listing workloads to apply changed LimitRanges or RuntimeClasses; they apply from their next change", "namespace", ns)
+		return
+	}
+	for _, o := range objs {
+		if ns != "" && o.Meta.Namespace != ns {
+			continue
+		}
+		l.mu.Lock()
+		e := l.jobs[o.Meta.UID]
+		waiting := e != nil && (e.phase == pending || e.phase == inadmissible)
+		l.mu.Unlock()
+		if waiting {
+			l.onJob(o.Obj)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package queues
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// PodDefaults is what the API server adds to the pods of a namespace
+// beyond their template, at their creation: the container requests of
+// the namespace's LimitRanges, and the pod overhead of RuntimeClasses. A
+// workload is charged what its pods will reserve, so its pod templates
+// are read with them (Apply).
+type PodDefaults struct {
+	// Requests is the request a container gets of a resource it neither
+	// requests nor limits: the defaultRequest of the namespace's
+	// LimitRanges of type Container (see LimitRangeRequests).
+	Requests corev1.ResourceList
+	// Overhead is the pod overhead of each RuntimeClass, by name.
+	Overhead map[string]corev1.ResourceList
+}
+
+// LimitRangeRequests merges the container defaultRequests of a
+// namespace's LimitRanges as the LimitRanger admission plugin applies
+// them: in name order, a resource that one sets is not set again by
+// another. The API server fills a LimitRange's defaultRequest from its
+// default (and that from its max) when the LimitRange is created, so
+// defaultRequest is all there is to read.
+func LimitRangeRequests(ranges []*corev1.LimitRange) corev1.ResourceList {
+	ranges = slices.SortedFunc(slices.Values(ranges), func(a, b *corev1.LimitRange) int { return strings.Compare(a.Name, b.Name) })
+	var out corev1.ResourceList
+	for _, lr := range ranges {
+		for _, item := range lr.Spec.Limits {
+			if item.Type != corev1.LimitTypeContainer {
+				continue
+			}
+			for n, q := range item.DefaultRequest {
+				if _, ok := out[n]; !ok {
+					if out == nil {
+						out = corev1.ResourceList{}
+					}
+					out[n] = q
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Apply returns spec as its pods are admitted: each container (init
+// containers too) requests the LimitRange default of every resource it
+// neither requests nor limits (a limit stands for the request, as the API
+// server defaults it before LimitRanger runs), and the pod gets its
+// RuntimeClass's overhead unless it sets one. It returns spec itself when
+// nothing applies; d may be nil.
+func (d *PodDefaults) Apply(spec *corev1.PodSpec) *corev1.PodSpec {
+	if d == nil {
+		return spec
+	}
+	var overhead corev1.ResourceList
+	if spec.RuntimeClassName != nil && spec.Overhead == nil {
+		overhead = d.Overhead[*spec.RuntimeClassName]
+	}
+	missing := func(c *corev1.Container) bool {
+		for n := range d.Requests {
+			if _, ok := c.Resources.Requests[n]; ok {
+				continue
+			}
+			if _, ok := c.Resources.Limits[n]; !ok {
+				return true
+			}
+		}
+		return false
+	}
+	needed := overhead != nil
+	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			needed = needed || missing(&cs[i])
+		}
+	}
+	if !needed {
+		return spec
+	}
+	out := *spec
+	if overhead != nil {
+		out.Overhead = overhead
+	}
+	for _, cs := range []*[]corev1.Container{&out.InitContainers, &out.Containers} {
+		cp := slices.Clone(*cs)
+		for i := range cp {
+			c := &cp[i]
+			if !missing(c) {
+				continue
+			}
+			reqs := c.Resources.Requests.DeepCopy()
+			if reqs == nil {
+				reqs = corev1.ResourceList{}
+			}
+			for n, q := range d.Requests {
+				_, requested := reqs[n]
+				_, limited := c.Resources.Limits[n]
+				if !requested && !limited {
+					reqs[n] = q
+				}
+			}
+			c.Resources.Requests = reqs
+		}
+		*cs = cp
+	}
+	return &out
+}
