@@ -119,17 +119,20 @@ func TestIntegrityAttacks(t *testing.T) {
 	for _, row := range rows {
 		t.Run(row.name, func(t *testing.T) {
 			r := &attackRun{s: s, user: user, ns: row.name, audit: audit}
-			row.run(ctx, t, r)
-			rep := audit.Report()
-			for _, v := range rep.Violations {
-				if strings.Contains(v, "namespace "+row.name+" ") {
-					t.Errorf("quota broken: %s", v)
+			// The pods are judged even when the row stops early.
+			t.Cleanup(func() {
+				rep := audit.Report()
+				for _, v := range rep.Violations {
+					if strings.Contains(v, "namespace "+row.name+" ") {
+						t.Errorf("quota broken: %s", v)
+					}
 				}
-			}
-			if rep.Gaps > 0 {
-				t.Logf("the pod watch re-listed %d times; states in between were not checked", rep.Gaps)
-			}
-			t.Logf("at most %d GPUs in the pods of %s (quota %d)", rep.Max[row.name], row.name, integrityGPUs)
+				if rep.Gaps > 0 {
+					t.Logf("the pod watch re-listed %d times; states in between were not checked", rep.Gaps)
+				}
+				t.Logf("at most %d GPUs in the pods of %s (quota %d)", rep.Max[row.name], row.name, integrityGPUs)
+			})
+			row.run(ctx, t, r)
 			if row.check != nil {
 				row.check(t, r)
 			}
