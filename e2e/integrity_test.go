@@ -131,11 +131,11 @@ func TestIntegrityAttacks(t *testing.T) {
 					t.Logf("the pod watch re-listed %d times; states in between were not checked", rep.Gaps)
 				}
 				t.Logf("at most %d GPUs in the pods of %s (quota %d)", rep.Max[row.name], row.name, integrityGPUs)
+				if row.check != nil {
+					row.check(t, r)
+				}
 			})
 			row.run(ctx, t, r)
-			if row.check != nil {
-				row.check(t, r)
-			}
 		})
 	}
 }
