@@ -82,8 +82,8 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-limits", run: attackLimitsOnly},
 		{name: "e2e-int-label", run: attackOtherQueue},
 		{name: "e2e-int-prio", run: attackPriority, check: func(t *testing.T, r *attackRun) {
-			if n := r.audit.PodsOf(r.ns, "low"); n != 1 {
-				t.Errorf("Job low had %d pods, want 1: a Job with a hand-set priority preempted it", n)
+			if n, ok := r.audit.PodsOf(r.ns, "low"), r.audit.SucceededOf(r.ns, "low"); n != 1 || ok != 1 {
+				t.Errorf("Job low had %d pods, %d of them succeeded; want one that ran to its end: a Job with a hand-set priority preempted it", n, ok)
 			}
 		}},
 		{name: "e2e-int-wpc", run: attackUnknownClass},

@@ -34,6 +34,7 @@ type PodAudit struct {
 	max        map[string]int64
 	violations []string
 	owned      map[string]map[types.UID]bool // by namespace/owner name
+	succeeded  map[string]map[types.UID]bool // the same, of pods seen Succeeded
 }
 
 type podCharge struct {
@@ -44,7 +45,7 @@ type podCharge struct {
 // AuditPods starts a PodAudit of resource over the namespaces of limits.
 // It returns once it has listed the pods; call Stop for the result.
 func AuditPods(ctx context.Context, c client.WithWatch, resource corev1.ResourceName, limits map[string]int64) (*PodAudit, error) {
-	a := &PodAudit{resource: resource, limits: limits, live: map[types.UID]podCharge{}, max: map[string]int64{}, owned: map[string]map[types.UID]bool{}}
+	a := &PodAudit{resource: resource, limits: limits, live: map[types.UID]podCharge{}, max: map[string]int64{}, owned: map[string]map[types.UID]bool{}, succeeded: map[string]map[types.UID]bool{}}
 	a.f = follower{c: c, newList: func() client.ObjectList { return &corev1.PodList{} },
 		onList: func(items []runtime.Object) {
 			a.mu.Lock()
@@ -77,6 +78,12 @@ func (a *PodAudit) change(o runtime.Object, deleted bool) {
 			a.owned[key] = map[types.UID]bool{}
 		}
 		a.owned[key][p.UID] = true
+		if p.Status.Phase == corev1.PodSucceeded {
+			if a.succeeded[key] == nil {
+				a.succeeded[key] = map[types.UID]bool{}
+			}
+			a.succeeded[key][p.UID] = true
+		}
 	}
 	if deleted || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		delete(a.live, p.UID)
@@ -133,6 +140,14 @@ func (a *PodAudit) PodsOf(ns, owner string) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.owned[ns+"/"+owner])
+}
+
+// SucceededOf counts the pods seen Succeeded whose controller owner is
+// ns/owner.
+func (a *PodAudit) SucceededOf(ns, owner string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.succeeded[ns+"/"+owner])
 }
 
 // Stop ends the watch and returns the report.
