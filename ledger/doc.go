@@ -63,8 +63,13 @@
 // (joinTree, leaveTree, charge, release, relabel, freed, recheck, arrive)
 // that Ledger.apply carries out. A change in the count of a workload's
 // live pods folds its last view again with the new count (pods.go). A
-// deleted workload whose pods still run is kept as a ghost that holds its
-// quota until they are gone. Status folds each Job through react too,
+// pod counts for the workload its tally.dev/workload label names only when
+// it is that workload's, by namespace and controller chain (the chain
+// through the Jobs that are parts of it, see partOfQueuedLocked); a label
+// is nobody's proof. A deleted workload whose pods still run is kept as a
+// ghost that holds its quota until they are gone. Workloads are built with
+// their namespace's LimitRange defaults and their RuntimeClass's overhead,
+// as their pods get them (defaults.go). Status folds each Job through react too,
 // from the entry its state label and flavors annotation describe.
 //
 // testdata/scenarios/*.txt drive the ledger through these states step by
