@@ -520,7 +520,10 @@ func bindNamespace(ctx context.Context, cs kubernetes.Interface, q scenario.Clus
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	// The probe names no WorkloadPriorityClass: the webhook denies one
+	// the config does not define.
 	probe := newJob(&scenario.Job{Namespace: q.Namespace, Name: "webhook-probe", CPUMilli: 1}, scenario.Class{Name: "probe"})
+	delete(probe.Labels, labelPriorityClass)
 	last := ""
 	err := poll(ctx, 100*time.Millisecond, time.Minute, func() (bool, error) {
 		got, err := cs.BatchV1().Jobs(q.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
