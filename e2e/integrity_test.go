@@ -91,6 +91,7 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-owner2", run: attackFalseOwner("a served kind", framework.PyTorchJobGVK)},
 		{name: "e2e-int-scale", run: attackScale},
 		{name: "e2e-int-ghost", run: attackGhostPod},
+		{name: "e2e-int-defaults", run: attackLimitRange},
 	}
 	var names []string
 	var docs []string
@@ -390,5 +391,28 @@ func attackGhostPod(ctx context.Context, t *testing.T, r *attackRun) {
 	}
 	if err := r.s.client.Delete(ctx, ghost); err != nil {
 		t.Errorf("deleting the ghost pod: %v", err)
+	}
+}
+
+// Two Jobs whose containers ask for nothing, in a namespace whose admin
+// set a LimitRange that gives each container 2 GPUs by default: their pods
+// ask for the whole quota each, and run one after the other.
+func attackLimitRange(ctx context.Context, t *testing.T, r *attackRun) {
+	gpus := corev1.ResourceList{framework.ResourceGPU: resource.MustParse(fmt.Sprint(integrityGPUs))}
+	lr := &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "gpu-defaults"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, Default: gpus, DefaultRequest: gpus}}}}
+	if err := r.s.client.Create(ctx, lr); err != nil {
+		t.Fatalf("creating the LimitRange: %v", err)
+	}
+	t.Cleanup(func() { _ = r.s.client.Delete(context.Background(), lr) })
+	for _, name := range []string{"bare-a", "bare-b"} {
+		j := framework.NewJob(r.ns, name).Runtime(3 * time.Second).Obj()
+		if err := userCreate(ctx, t, r, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJobsDone(ctx, t, r, 2*time.Minute, "bare-a", "bare-b")
+	if r.audit.PodsOf(r.ns, "bare-a") == 0 || r.audit.PodsOf(r.ns, "bare-b") == 0 {
+		t.Errorf("the Jobs finished without pods: bare-a %d, bare-b %d", r.audit.PodsOf(r.ns, "bare-a"), r.audit.PodsOf(r.ns, "bare-b"))
 	}
 }
