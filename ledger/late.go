@@ -73,9 +73,10 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 // quota: its controller owner is a workload of another registered kind
 // (kinds.Object.Owner) that the ledger knows by that UID, in o's
 // namespace, either as one that tally admitted (and that holds quota, or
-// has finished), or as a part of such a workload itself (a JobSet that a TrainJob made, whose
-// Jobs are then parts too). An owner reference is only the word of
-// whoever wrote it: one that names nothing tally admitted exempts nothing.
+// has finished), or as a part of such a workload itself (a JobSet that a
+// TrainJob made, whose Jobs are then parts too). An owner reference is
+// only the word of whoever wrote it: one that names nothing tally
+// admitted exempts nothing.
 // Before the informers have synced an owner may not be known yet, and o is
 // taken as part of it: captureManaged looks again after the sync. It
 // records what o is part of in parts, for its pods' claims (pods.go).
