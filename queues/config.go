@@ -45,13 +45,16 @@ type configIndex struct {
 	fair map[string]bool
 	// local maps a namespace to the names of its LocalQueues, sorted.
 	local map[string][]string
+	// covered holds the resources some ClusterQueue covers.
+	covered map[corev1.ResourceName]bool
 }
 
 func (c *Config) index() *configIndex {
 	if ix := c.idx.Load(); ix != nil {
 		return ix
 	}
-	ix := &configIndex{lendable: map[string]Usage{}, quotas: map[string]map[FlavorResource]Quota{}, fair: map[string]bool{}, local: map[string][]string{}}
+	ix := &configIndex{lendable: map[string]Usage{}, quotas: map[string]map[FlavorResource]Quota{}, fair: map[string]bool{}, local: map[string][]string{},
+		covered: map[corev1.ResourceName]bool{}}
 	for key := range c.LocalQueues {
 		if ns, name, ok := strings.Cut(key, "/"); ok {
 			ix.local[ns] = append(ix.local[ns], name)
@@ -66,6 +69,9 @@ func (c *Config) index() *configIndex {
 		}
 		cells := map[FlavorResource]Quota{}
 		for gi := range cq.ResourceGroups {
+			for _, r := range cq.ResourceGroups[gi].Covered {
+				ix.covered[r] = true
+			}
 			for _, fq := range cq.ResourceGroups[gi].Flavors {
 				for r, q := range fq.Quotas {
 					if _, dup := cells[FlavorResource{fq.Name, r}]; !dup {
@@ -98,6 +104,10 @@ func (c *Config) FairSharing(cohort string) bool { return cohort != "" && c.inde
 // HasFairSharing reports whether any cohort shares by weighted
 // dominant-resource share.
 func (c *Config) HasFairSharing() bool { return len(c.index().fair) > 0 }
+
+// Covers says whether some ClusterQueue covers resource r: a pod that
+// asks for it runs on quota'd resources.
+func (c *Config) Covers(r corev1.ResourceName) bool { return c.index().covered[r] }
 
 // QuotaOf returns the quota of fr in the named ClusterQueue.
 func (c *Config) QuotaOf(cq string, fr FlavorResource) (Quota, bool) {

@@ -1,10 +1,12 @@
 package queues
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // PodDefaults is what the API server adds to the pods of a namespace
@@ -107,6 +109,61 @@ func (d *PodDefaults) Apply(spec *corev1.PodSpec) *corev1.PodSpec {
 			c.Resources.Requests = reqs
 		}
 		*cs = cp
+	}
+	return &out
+}
+
+// ParsePodOverhead reads an AnnotationPodOverhead value,
+// "cpu=100m,memory=64Mi". Anyone who can write the workload can write
+// it, and it only ever adds to what the workload is charged, so a part
+// that is not a resource name and a non-negative quantity is left out.
+func ParsePodOverhead(s string) corev1.ResourceList {
+	if s == "" {
+		return nil
+	}
+	var out corev1.ResourceList
+	for part := range strings.SplitSeq(s, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(value)
+		if err != nil || q.Sign() <= 0 {
+			continue
+		}
+		if out == nil {
+			out = corev1.ResourceList{}
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	return out
+}
+
+// FormatPodOverhead writes an AnnotationPodOverhead value, in name order.
+func FormatPodOverhead(l corev1.ResourceList) string {
+	parts := make([]string, 0, len(l))
+	for _, n := range slices.Sorted(maps.Keys(l)) {
+		q := l[n]
+		parts = append(parts, string(n)+"="+q.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// WithPodOverhead returns spec with extra added to its pod overhead, in
+// a copy; spec itself when extra is empty.
+func WithPodOverhead(spec *corev1.PodSpec, extra corev1.ResourceList) *corev1.PodSpec {
+	if len(extra) == 0 {
+		return spec
+	}
+	out := *spec
+	out.Overhead = spec.Overhead.DeepCopy()
+	if out.Overhead == nil {
+		out.Overhead = corev1.ResourceList{}
+	}
+	for n, q := range extra {
+		sum := out.Overhead[n]
+		sum.Add(q)
+		out.Overhead[n] = sum
 	}
 	return &out
 }

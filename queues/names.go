@@ -22,6 +22,17 @@ const (
 	// workload's UID: its pods carry it, and the workload holds its quota
 	// until the last of them is gone.
 	LabelWorkload = "tally.dev/workload"
+	// PodWorkload is the LabelWorkload of a pod that tally queues on its
+	// own (a single-pod workload) until its admission, which sets the
+	// label to the pod's own UID.
+	PodWorkload = "pod"
+	// SchedulingGate holds a single-pod workload until tally admits it.
+	SchedulingGate = "tally.dev/admission"
+	// AnnotationPodOverhead, on a workload, is what each of its pods asks
+	// for beyond its pod template (a container another admission webhook
+	// adds), as "cpu=100m,memory=64Mi": tally learns it from the first
+	// pod larger than its pod set and charges every pod for it.
+	AnnotationPodOverhead = "tally.dev/pod-overhead"
 
 	// AnnotationFlavors maps each pod set to its flavor: "main=gpu".
 	AnnotationFlavors = "tally.dev/flavors"

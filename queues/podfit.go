@@ -1,0 +1,149 @@
+package queues
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"tally.dev/tally/flavors"
+)
+
+// The pod gate's question: may a new pod of an admitted workload run on
+// what the workload was admitted with? It may when the workload's live
+// pods and the new one can each be given a pod set whose per-pod requests
+// cover their own, in every resource some ClusterQueue covers, with no
+// pod set given more pods than its count.
+
+// PodFit is the answer for one new pod.
+type PodFit int
+
+const (
+	// PodFits: the pods fit the pod sets.
+	PodFits PodFit = iota
+	// PodTooMany: the new pod is no larger than some pod set's pods, but
+	// the pod sets have no room left for it.
+	PodTooMany
+	// PodTooLarge: the new pod asks for more than any pod set's pods.
+	PodTooLarge
+)
+
+// maxHallSets bounds the pod sets FitPods weighs exactly; with more, a
+// pod takes the first pod set with room that covers it.
+const maxHallSets = 16
+
+// FitPods says whether pod, a new pod of a workload with pod sets sets
+// whose live pods ask for live, fits what the workload was admitted
+// with. Only the resources covered says are compared.
+func FitPods(sets []PodSet, live []flavors.Resources, pod flavors.Resources, covered func(corev1.ResourceName) bool) PodFit {
+	maskOf := func(p flavors.Resources) uint64 {
+		var m uint64
+		for i := range sets {
+			if i < 64 && within(p, sets[i].Requests, covered) {
+				m |= 1 << i
+			}
+		}
+		return m
+	}
+	newMask := maskOf(pod)
+	if newMask == 0 {
+		return PodTooLarge
+	}
+	masks := make([]uint64, 0, len(live)+1)
+	masks = append(masks, newMask)
+	for _, p := range live {
+		masks = append(masks, maskOf(p))
+	}
+	if hall(sets, masks) {
+		return PodFits
+	}
+	return PodTooMany
+}
+
+// hall says whether every pod, given as the mask of the pod sets that
+// may take it, can be given one, within the sets' counts. For up to
+// maxHallSets sets it checks Hall's condition: for every subset T of the
+// sets, the pods that only T's sets may take number no more than T's
+// counts. With more it assigns greedily, which may say no when a
+// cleverer assignment exists.
+func hall(sets []PodSet, masks []uint64) bool {
+	n := len(sets)
+	if n > maxHallSets {
+		room := make([]int64, n)
+		for i, s := range sets {
+			room[i] = s.Count
+		}
+	next:
+		for _, m := range masks {
+			for i := range min(n, 64) {
+				if m&(1<<i) != 0 && room[i] > 0 {
+					room[i]--
+					continue next
+				}
+			}
+			return false
+		}
+		return true
+	}
+	// need[T] counts the pods whose mask lies within T; capacity[T] sums
+	// the counts of T's sets.
+	need := make([]int64, 1<<n)
+	for _, m := range masks {
+		if m == 0 {
+			return false
+		}
+		need[m]++
+	}
+	for i := range n {
+		for t := range need {
+			if t&(1<<i) != 0 {
+				need[t] += need[t^(1<<i)]
+			}
+		}
+	}
+	capacity := make([]int64, 1<<n)
+	for t := 1; t < len(capacity); t++ {
+		low := t & -t
+		i := 0
+		for low>>i != 1 {
+			i++
+		}
+		capacity[t] = capacity[t^low] + sets[i].Count
+		if need[t] > capacity[t] {
+			return false
+		}
+	}
+	return true
+}
+
+// within says whether p asks for no more than limit of any covered
+// resource.
+func within(p, limit flavors.Resources, covered func(corev1.ResourceName) bool) bool {
+	for r, a := range p {
+		if a > limit[r] && covered(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// PodExcess is what pod asks for beyond the pod set of sets that it
+// exceeds least (in the fewest covered resources, then the least in
+// all), in covered resources only: the pod overhead that the workload
+// must be charged for its pods to fit. It is empty when pod fits a pod
+// set.
+func PodExcess(sets []PodSet, pod flavors.Resources, covered func(corev1.ResourceName) bool) flavors.Resources {
+	var best flavors.Resources
+	var bestSum flavors.Amount
+	for _, s := range sets {
+		ex := flavors.Resources{}
+		var sum flavors.Amount
+		for r, a := range pod {
+			if d := a - s.Requests[r]; d > 0 && covered(r) {
+				ex[r] = d
+				sum += d
+			}
+		}
+		if best == nil || len(ex) < len(best) || len(ex) == len(best) && sum < bestSum {
+			best, bestSum = ex, sum
+		}
+	}
+	return best
+}

@@ -1,0 +1,159 @@
+package queues
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"tally.dev/tally/flavors"
+)
+
+// res builds per-pod requests: cpu in millicores, GPUs whole.
+func res(cpu, gpu int64) flavors.Resources {
+	r := flavors.Resources{}
+	if cpu > 0 {
+		r[corev1.ResourceCPU] = flavors.Amount(cpu)
+	}
+	if gpu > 0 {
+		r["nvidia.com/gpu"] = flavors.Amount(gpu)
+	}
+	return r
+}
+
+func coveredCPUGPU(r corev1.ResourceName) bool {
+	return r == corev1.ResourceCPU || r == "nvidia.com/gpu"
+}
+
+func TestFitPods(t *testing.T) {
+	master := PodSet{Name: "master", Count: 1, Requests: res(1000, 8)}
+	worker := PodSet{Name: "worker", Count: 3, Requests: res(1000, 1)}
+	main := PodSet{Name: "main", Count: 2, Requests: res(500, 0)}
+	for _, tc := range []struct {
+		name string
+		sets []PodSet
+		live []flavors.Resources
+		pod  flavors.Resources
+		want PodFit
+	}{
+		{"first pod", []PodSet{main}, nil, res(500, 0), PodFits},
+		{"smaller pod", []PodSet{main}, nil, res(100, 0), PodFits},
+		{"second of two", []PodSet{main}, []flavors.Resources{res(500, 0)}, res(500, 0), PodFits},
+		{"third of two", []PodSet{main}, []flavors.Resources{res(500, 0), res(500, 0)}, res(500, 0), PodTooMany},
+		{"larger by a sidecar", []PodSet{main}, nil, res(600, 0), PodTooLarge},
+		{"larger in a resource not covered", []PodSet{main}, nil, flavors.Resources{corev1.ResourceCPU: 500, corev1.ResourceMemory: 1 << 30}, PodFits},
+		{"a GPU where none was admitted", []PodSet{main}, nil, res(500, 1), PodTooLarge},
+		{"master then workers", []PodSet{master, worker}, []flavors.Resources{res(1000, 8)}, res(1000, 1), PodFits},
+		{"a worker-sized pod may take the master's place", []PodSet{master, worker}, []flavors.Resources{res(1000, 1), res(1000, 1), res(1000, 1)}, res(1000, 1), PodFits},
+		{"five worker-sized pods", []PodSet{master, worker}, []flavors.Resources{res(1000, 1), res(1000, 1), res(1000, 1), res(1000, 1)}, res(1000, 1), PodTooMany},
+		{"a second master", []PodSet{master, worker}, []flavors.Resources{res(1000, 8)}, res(1000, 8), PodTooMany},
+		{"a second master while workers are few", []PodSet{master, worker}, []flavors.Resources{res(1000, 8), res(1000, 1)}, res(1000, 8), PodTooMany},
+		{"a master-sized pod beyond the master", []PodSet{master, worker}, nil, res(1000, 9), PodTooLarge},
+		{"no pod sets", nil, nil, res(1, 0), PodTooLarge},
+		{"asks nothing covered", []PodSet{main}, []flavors.Resources{res(500, 0), res(500, 0)}, flavors.Resources{}, PodTooMany},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := FitPods(tc.sets, tc.live, tc.pod, coveredCPUGPU); got != tc.want {
+				t.Errorf("FitPods = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHallMatchesBruteForce checks FitPods's assignment check against
+// every assignment of pods to pod sets, on small random cases.
+func TestHallMatchesBruteForce(t *testing.T) {
+	seed := uint64(1)
+	next := func(n int) int {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		return int(seed>>33) % n
+	}
+	for i := range 500 {
+		nsets := 1 + next(3)
+		sets := make([]PodSet, nsets)
+		for s := range sets {
+			sets[s] = PodSet{Name: fmt.Sprint(s), Count: int64(next(3)), Requests: res(int64(1+next(3)), int64(next(3)))}
+		}
+		npods := next(6)
+		pods := make([]flavors.Resources, npods)
+		for p := range pods {
+			pods[p] = res(int64(1+next(3)), int64(next(3)))
+		}
+		masks := make([]uint64, len(pods))
+		for p, r := range pods {
+			for s := range sets {
+				if within(r, sets[s].Requests, coveredCPUGPU) {
+					masks[p] |= 1 << s
+				}
+			}
+		}
+		if got, want := hall(sets, masks), bruteAssign(sets, masks, make([]int64, len(sets)), 0); got != want {
+			t.Fatalf("case %d: sets %v, pods %v: hall = %v, brute force = %v", i, sets, pods, got, want)
+		}
+	}
+}
+
+func bruteAssign(sets []PodSet, masks []uint64, used []int64, p int) bool {
+	if p == len(masks) {
+		return true
+	}
+	for s := range sets {
+		if masks[p]&(1<<s) != 0 && used[s] < sets[s].Count {
+			used[s]++
+			ok := bruteAssign(sets, masks, used, p+1)
+			used[s]--
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func TestPodExcess(t *testing.T) {
+	main := PodSet{Name: "main", Count: 2, Requests: res(500, 1)}
+	small := PodSet{Name: "small", Count: 2, Requests: res(100, 0)}
+	for _, tc := range []struct {
+		name string
+		sets []PodSet
+		pod  flavors.Resources
+		want string
+	}{
+		{"fits", []PodSet{main}, res(500, 1), ""},
+		{"a sidecar's CPU", []PodSet{main}, res(600, 1), "cpu=100m"},
+		{"the pod set it exceeds least", []PodSet{small, main}, res(700, 1), "cpu=200m"},
+		{"uncovered resources are not counted", []PodSet{main}, flavors.Resources{corev1.ResourceCPU: 600, corev1.ResourceMemory: 1 << 20}, "cpu=100m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PodExcess(tc.sets, tc.pod, coveredCPUGPU).String(); got != tc.want {
+				t.Errorf("PodExcess = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPodOverheadAnnotation(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"cpu=100m,memory=64Mi", "cpu=100m,memory=64Mi"},
+		{" memory=64Mi , cpu=100m", "cpu=100m,memory=64Mi"},
+		{"cpu=-1,memory=x,=1,gpu", ""},
+		{"cpu=0,nvidia.com/gpu=1", "nvidia.com/gpu=1"},
+	} {
+		if got := FormatPodOverhead(ParsePodOverhead(tc.in)); got != tc.want {
+			t.Errorf("ParsePodOverhead(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	spec := &corev1.PodSpec{Overhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}
+	out := WithPodOverhead(spec, ParsePodOverhead("cpu=100m,memory=64Mi"))
+	if got := FormatPodOverhead(out.Overhead); got != "cpu=350m,memory=64Mi" {
+		t.Errorf("WithPodOverhead: overhead %q, want cpu=350m,memory=64Mi", got)
+	}
+	if got := FormatPodOverhead(spec.Overhead); got != "cpu=250m" {
+		t.Errorf("WithPodOverhead changed its input: %q", got)
+	}
+	if WithPodOverhead(spec, nil) != spec {
+		t.Error("WithPodOverhead copied a spec it had nothing to add to")
+	}
+}
