@@ -17,8 +17,11 @@
 // built-in kind is such a declaration plus its special cases: pod sets
 // that depend on the object (a map of replica specs, a list of replicated
 // Jobs or worker groups), status fields, JobSet's narrowing by
-// nodeSelector (NarrowsBySelector), and the kinds of object its operator
-// makes its pods through (PodParents: a RayJob's RayCluster).
+// nodeSelector (NarrowsBySelector), the kinds of object its operator
+// makes its pods through (PodParents: a RayJob's RayCluster), and, for
+// the Pod (a single-pod workload), a suspension that is a scheduling gate
+// (Object.SuspendValue), an eviction that is a deletion
+// (EvictsByDeletion) and its own webhook (IsPodKind).
 //
 // # Adding a kind
 //

@@ -58,6 +58,7 @@ var builtin = []Kind{
 	MPIJob,
 	RayJob{},
 	JobSet{},
+	Pod{},
 }
 
 // NarrowsBySelector says whether tally narrows a workload of kind k to
@@ -69,6 +70,21 @@ var builtin = []Kind{
 // at admission, and cleared when the workload is evicted.
 func NarrowsBySelector(k Kind) bool {
 	_, ok := k.(interface{ narrowsBySelector() })
+	return ok
+}
+
+// EvictsByDeletion says whether tally evicts a workload of kind k by
+// deleting it, as it cannot be suspended again (a Pod once its scheduling
+// gate is gone).
+func EvictsByDeletion(k Kind) bool {
+	_, ok := k.(interface{ evictsByDeletion() })
+	return ok
+}
+
+// IsPodKind says whether k's workloads are pods, which the pod gate
+// (webhook.PodGate) queues, not the workload webhooks.
+func IsPodKind(k Kind) bool {
+	_, ok := k.(interface{ gatesPods() })
 	return ok
 }
 
@@ -157,6 +173,8 @@ func Of(obj any) (*Object, bool) {
 	switch o := obj.(type) {
 	case *batchv1.Job:
 		k = Job{}
+	case *corev1.Pod:
+		k = Pod{}
 	case *unstructured.Unstructured:
 		k = For(o.GroupVersionKind())
 	}
@@ -193,11 +211,12 @@ func (o *Object) Workload(queue string, priority int32) *queues.Workload {
 
 // WorkloadIn builds the queues.Workload of o, queued in queue with the
 // given priority, its pods read with the defaults of its namespace (d may
-// be nil).
+// be nil), each with the pod overhead its AnnotationPodOverhead records.
 func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults) *queues.Workload {
 	sets := make([]queues.PodTemplate, len(o.PodSets))
+	extra := queues.ParsePodOverhead(o.Meta.Annotations[queues.AnnotationPodOverhead])
 	for i, ps := range o.PodSets {
-		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: d.Apply(&ps.Template.Spec)}
+		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: queues.WithPodOverhead(d.Apply(&ps.Template.Spec), extra)}
 	}
 	apiVersion, kind := "", ""
 	if _, typed := o.Obj.(*batchv1.Job); !typed {
@@ -274,9 +293,19 @@ func (o *Object) Describe() string {
 func (o *Object) SuspendOp(v bool) (string, any) {
 	path := o.Kind.SuspendPath()
 	if o.suspendParent {
-		return Pointer(path), v
+		return Pointer(path), o.SuspendValue(v)
 	}
-	return Pointer(path[:len(path)-1]), map[string]any{path[len(path)-1]: v}
+	return Pointer(path[:len(path)-1]), map[string]any{path[len(path)-1]: o.SuspendValue(v)}
+}
+
+// SuspendValue is the value of o's suspend field that suspends it (v) or
+// lets it run: v itself, but for a kind whose suspension is not a
+// boolean (a Pod's scheduling gates).
+func (o *Object) SuspendValue(v bool) any {
+	if s, ok := o.Kind.(interface{ suspendValue(*Object, bool) any }); ok {
+		return s.suspendValue(o, v)
+	}
+	return v
 }
 
 // Pointer renders a path as a JSON pointer.

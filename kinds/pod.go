@@ -1,0 +1,104 @@
+package kinds
+
+import (
+	"errors"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/queues"
+)
+
+// Pod is a v1 Pod that tally queues on its own, a single-pod workload: a
+// pod of a managed namespace that asks for a covered resource and does
+// not belong to an admitted workload (a bare Pod, a Deployment's pod).
+// The pod gate (webhook.PodGate) holds it with the scheduling gate
+// queues.SchedulingGate and labels it queues.LabelWorkload=PodWorkload;
+// admission removes the gate, narrows it by nodeSelector (a gated pod's
+// affinity may not change) and sets the label to the pod's own UID. A
+// pod cannot be suspended again: tally evicts it by deleting it, and a
+// controller that makes it again makes a new, gated one. Only such pods
+// are workloads of this kind: Read refuses any other pod.
+type Pod struct{}
+
+// The paths of a Pod's fields. The pod is its own template: its path is
+// the root, which is not nil (nil says a pod set the object does not hold).
+var (
+	podRoot      = []string{}
+	podTemplates = [][]string{podRoot}
+	podGates     = []string{"spec", "schedulingGates"}
+)
+
+// ErrNotWorkload is Read's error for a pod that is not a single-pod
+// workload.
+var ErrNotWorkload = errors.New("kinds: the pod is not a single-pod workload")
+
+func (Pod) GVK() schema.GroupVersionKind { return corev1.SchemeGroupVersion.WithKind("Pod") }
+func (Pod) Resource() string             { return "pods" }
+func (Pod) New() client.Object           { return &corev1.Pod{} }
+func (Pod) NewList() client.ObjectList   { return &corev1.PodList{} }
+func (Pod) Shape() any                   { return &corev1.Pod{} }
+func (Pod) SuspendPath() []string        { return podGates }
+func (Pod) narrowsBySelector()           {}
+func (Pod) evictsByDeletion()            {}
+func (Pod) gatesPods()                   {}
+
+// suspendValue is the pod's scheduling gates with (suspend) or without
+// tally's.
+func (Pod) suspendValue(o *Object, suspend bool) any {
+	gates := slices.DeleteFunc(slices.Clone(o.Obj.(*corev1.Pod).Spec.SchedulingGates), isTallyGate)
+	if suspend {
+		gates = append(gates, corev1.PodSchedulingGate{Name: queues.SchedulingGate})
+	}
+	if len(gates) == 0 {
+		return nil
+	}
+	return gates
+}
+
+func isTallyGate(g corev1.PodSchedulingGate) bool { return g.Name == queues.SchedulingGate }
+
+// Gated says whether tally's scheduling gate holds pod.
+func Gated(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, isTallyGate)
+}
+
+// IsPodWorkload says whether pod is a single-pod workload: its
+// LabelWorkload is PodWorkload (queued) or its own UID (admitted).
+func IsPodWorkload(pod *corev1.Pod) bool {
+	v := pod.Labels[queues.LabelWorkload]
+	return v == queues.PodWorkload || v != "" && v == string(pod.UID)
+}
+
+func (k Pod) Read(obj client.Object) (*Object, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, errShape(k, obj)
+	}
+	if !IsPodWorkload(pod) {
+		return nil, ErrNotWorkload
+	}
+	o := &Object{
+		Kind: k, Obj: pod, Meta: &pod.ObjectMeta,
+		PodSets: []PodSet{{Name: queues.MainPodSet, Count: 1, Path: podRoot,
+			Template: &corev1.PodTemplateSpec{ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}}},
+		Suspended:     Gated(pod),
+		Started:       pod.Status.StartTime != nil,
+		suspendParent: true,
+		templates:     podTemplates,
+	}
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed:
+		o.Finished = true
+		for _, s := range pod.Status.ContainerStatuses {
+			if t := s.State.Terminated; t != nil && t.FinishedAt.After(o.FinishedAt) {
+				o.FinishedAt = t.FinishedAt.Time
+			}
+		}
+	case corev1.PodRunning:
+		o.Active = 1
+	}
+	return o, nil
+}
