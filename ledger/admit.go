@@ -30,9 +30,14 @@ type write struct {
 	userAffinity string
 	combo        []*flavors.Flavor
 	// paths and suspend are the entry's pod template and suspend field
-	// paths (see entry).
+	// paths, and resume the suspend field's value that lets it run (see
+	// entry).
 	paths   [][]string
 	suspend []string
+	resume  any
+	// overhead, for a requeue at its pods' size, is the new
+	// AnnotationPodOverhead (resize.go).
+	overhead string
 	// src is the object's content where a pod template path crosses a
 	// list (see kinds.MergePatch.SetIn).
 	src map[string]any
@@ -168,7 +173,7 @@ func (l *Ledger) decide() []write {
 		l.notePendingLocked(e)
 		l.chargeLocked(e, d.Workload.Queue, d.Assignment.Usage)
 		out = append(out, write{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity, src: e.src,
-			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend,
+			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend, resume: e.resume,
 			waitingSince: e.waitingSince()})
 	}
 	for _, p := range decided.Preemptions {
@@ -291,10 +296,18 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 // right whatever changed. Its controller then deletes the pods; the quota
 // is released when they are gone. Its node affinity can change only once
 // it has stopped: the label worker restores it then (restorePatchLocked).
+//
+// A workload of a kind that cannot be suspended again (a Pod) is deleted
+// instead; a controller that makes it again makes a new one, queued anew.
 func (l *Ledger) evict(ctx context.Context, w write) {
-	patch, err := evictionPatch(w)
-	if err == nil {
-		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
+	var err error
+	if kinds.EvictsByDeletion(kinds.For(kinds.GVKOf(w.w))) {
+		err = l.client.Delete(ctx, kinds.Ref(w.w), client.Preconditions{UID: &w.w.UID})
+	} else {
+		var patch []byte
+		if patch, err = evictionPatch(w); err == nil {
+			err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
+		}
 	}
 	if err != nil {
 		l.mu.Lock()
@@ -457,13 +470,17 @@ func affinityPatch(w write, combos [][]*flavors.Flavor, suspend bool, annotation
 		meta["annotations"] = annotations
 	}
 	p := kinds.MergePatch{"metadata": meta}
-	p.Set(w.suspend, suspend)
+	if suspend || w.resume == nil && !kinds.IsPodKind(kinds.For(kinds.GVKOf(w.w))) {
+		p.Set(w.suspend, suspend)
+	} else {
+		p.Set(w.suspend, w.resume)
+	}
 	bySelector := kinds.NarrowsBySelector(kinds.For(kinds.GVKOf(w.w)))
 	for i, ps := range w.w.PodSets {
 		if i >= len(w.paths) {
 			break
 		}
-		if len(w.paths[i]) == 0 {
+		if w.paths[i] == nil {
 			continue // a pod set the object does not hold
 		}
 		if bySelector {

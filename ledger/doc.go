@@ -69,7 +69,11 @@
 // is nobody's proof. A deleted workload whose pods still run is kept as a
 // ghost that holds its quota until they are gone. Workloads are built with
 // their namespace's LimitRange defaults and their RuntimeClass's overhead,
-// as their pods get them (defaults.go). Status folds each Job through react too,
+// as their pods get them (defaults.go). A gated pod that claims an
+// admitted workload is larger than the workload's pods: the workload is
+// evicted once, with the difference as its pod overhead, and queues again
+// at that size (resize.go). A single-pod workload (kinds.Pod) is admitted
+// by taking its scheduling gate off and evicted by deleting it. Status folds each Job through react too,
 // from the entry its state label and flavors annotation describe.
 //
 // testdata/scenarios/*.txt drive the ledger through these states step by

@@ -54,8 +54,12 @@ type entry struct {
 
 	labelState   string // the tally.dev/state label on the object
 	userAffinity string // the tally.dev/user-affinity annotation
-	prio         priorityRef
-	admittedAt   time.Time
+	overhead     string // the tally.dev/pod-overhead annotation
+	// resume is the suspend field's value that lets it run
+	// (kinds.Object.SuspendValue).
+	resume     any
+	prio       priorityRef
+	admittedAt time.Time
 	// evictedAt is when tally decided to preempt it.
 	evictedAt time.Time
 	// requeuedAt is when it last went back to its queue after it ran
@@ -142,7 +146,8 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) obse
 // pods that starts or stops), and the Workload is kept then.
 func (e *entry) builtFrom(o *kinds.Object, queue string, priority int32) bool {
 	return e.w != nil && o.Meta.Generation > 0 && o.Meta.Generation == e.generation &&
-		e.w.Queue == queue && e.w.Priority == priority && e.userAffinity == o.Meta.Annotations[queues.AnnotationUserAffinity]
+		e.w.Queue == queue && e.w.Priority == priority && e.userAffinity == o.Meta.Annotations[queues.AnnotationUserAffinity] &&
+		e.overhead == o.Meta.Annotations[queues.AnnotationPodOverhead]
 }
 
 // note copies into e what the ledger keeps of o besides its Workload.
@@ -152,6 +157,8 @@ func (e *entry) note(o *kinds.Object) {
 	e.generation = meta.Generation
 	e.labelState = meta.Labels[queues.LabelState]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
+	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]
+	e.resume = o.SuspendValue(false)
 	e.prio = priorityRef{
 		workloadClass: firstNonEmpty(meta.Labels[queues.LabelPriorityClass], meta.Labels[queues.LabelKueuePriorityClass]),
 		podClass:      o.PriorityClassName(),

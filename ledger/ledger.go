@@ -119,6 +119,14 @@ type Ledger struct {
 	claimed    map[types.UID]types.UID
 	parts      map[types.UID]types.UID
 	partNS     map[types.UID]string
+	// gated holds, by the workload they claim, the pods that tally's
+	// scheduling gate holds for it, and gatedOwner the workload each
+	// claims; gating marks the workloads whose gated pods are being
+	// judged, and regate those to judge again after (gated.go).
+	gated      map[types.UID]map[types.UID]bool
+	gatedOwner map[types.UID]types.UID
+	gating     map[types.UID]bool
+	regate     map[types.UID]bool
 	// ghosts are deleted workloads whose pods still run: they hold their
 	// quota until the pods are gone. adopted: the pods of workloads
 	// deleted before the ledger started have been counted (adoptOrphans).
@@ -224,6 +232,10 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		claimed:     map[types.UID]types.UID{},
 		parts:       map[types.UID]types.UID{},
 		partNS:      map[types.UID]string{},
+		gated:       map[types.UID]map[types.UID]bool{},
+		gatedOwner:  map[types.UID]types.UID{},
+		gating:      map[types.UID]bool{},
+		regate:      map[types.UID]bool{},
 		ghosts:      map[types.UID]*entry{},
 		echoes:      map[types.UID]echo{},
 		lists:       map[string][]*queues.Workload{},

@@ -370,6 +370,7 @@ func (l *Ledger) apply(e *entry, next entry, fx []effect) {
 		l.touchEntryLocked(e)
 		l.touchEntryLocked(&next)
 	}
+	nowAdmitted := next.phase == admitted && e.phase != admitted
 	*e = next
 	for _, f := range fx {
 		switch f := f.(type) {
@@ -401,4 +402,8 @@ func (l *Ledger) apply(e *entry, next entry, fx []effect) {
 		delete(l.holding, e)
 	}
 	l.notePendingLocked(e)
+	if nowAdmitted && e.w != nil {
+		// The pods the gate held while it waited may run now.
+		l.judgeGatedLocked(e.w.UID)
+	}
 }

@@ -36,6 +36,9 @@ const (
 	// evictedSuspendedLate: found running without tally's admission and
 	// suspended, as it does not fit (late.go; Kueue has no such reason).
 	evictedSuspendedLate = ReasonSuspendedLate
+	// evictedResized: suspended to be admitted again at the size its pods
+	// turned out to have (resize.go; Kueue has no such reason).
+	evictedResized = "PodsLarger"
 
 	attemptSuccess      = "success"
 	attemptInadmissible = "inadmissible"

@@ -92,7 +92,13 @@ func ParseMode[T ~string](name, v string, values []T) (T, error) {
 // mode in force: its type, body and options.
 func (l *Ledger) encodeAdmission(ctx context.Context, adm write, merge []byte) (client.Patch, []client.PatchOption, error) {
 	var cached client.Object
-	if l.opts.AdmissionPatch == AdmissionPatchJSON {
+	mode := l.opts.AdmissionPatch
+	if kinds.IsPodKind(kinds.For(kinds.GVKOf(adm.w))) {
+		// Only a merge patch removes one scheduling gate among others'
+		// that apply cannot take from their managers.
+		mode = AdmissionPatchMerge
+	}
+	if mode == AdmissionPatchJSON {
 		// The JSON patch is built on the informer's copy. If the
 		// informer already holds a newer one, the write would conflict:
 		// it fails so without being sent.
@@ -110,7 +116,7 @@ func (l *Ledger) encodeAdmission(ctx context.Context, adm write, merge []byte) (
 				fmt.Errorf("the informer holds version %s, the decision saw %s", cached.GetResourceVersion(), adm.rv))
 		}
 	}
-	return EncodeAdmission(l.opts.AdmissionPatch, kinds.Ref(adm.w), cached, adm.rv, merge)
+	return EncodeAdmission(mode, kinds.Ref(adm.w), cached, adm.rv, merge)
 }
 
 // EncodeAdmission encodes an admission's merge patch, guarded by

@@ -58,28 +58,45 @@ type podClaim struct {
 
 func claimOf(p *corev1.Pod) podClaim {
 	c := podClaim{owner: types.UID(p.Labels[queues.LabelWorkload]), ns: p.Namespace}
+	if kinds.IsPodWorkload(p) {
+		// A single-pod workload is its own pod; only the pod gate and
+		// tally write the label that says so (webhook.GuardPod).
+		c.owner, c.ctrl = p.UID, p.UID
+		return c
+	}
 	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 		c.ctrl, c.ctrlKind = ref.UID, ref.Kind
 	}
 	return c
 }
 
-// StripPod is a cache transform that keeps only what the ledger reads of
-// a pod: its identity, its LabelWorkload label, its controller owner, the
-// queue and flavors its admission noted on it, its requests and its phase.
+// StripPod is a cache transform that keeps only what the ledger and the
+// pod gate read of a pod: its identity, its LabelWorkload label, its
+// controller owner, the queue and flavors its admission noted on it, its
+// requests, scheduling gates, deletion and phase. A single-pod workload
+// (kinds.IsPodWorkload) keeps all but its managed fields and what its
+// containers run.
 func StripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
+	if kinds.IsPodWorkload(p) {
+		p.ManagedFields = nil
+		p.Spec.Containers = stripContainers(p.Spec.Containers)
+		p.Spec.InitContainers = stripContainers(p.Spec.InitContainers)
+		p.Spec.Volumes = nil
+		return p, nil
+	}
 	out := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: map[string]string{queues.LabelWorkload: p.Labels[queues.LabelWorkload]},
+			Labels:            map[string]string{queues.LabelWorkload: p.Labels[queues.LabelWorkload]},
+			DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Spec: corev1.PodSpec{
 			Containers: stripContainers(p.Spec.Containers), InitContainers: stripContainers(p.Spec.InitContainers),
-			Overhead: p.Spec.Overhead, Resources: p.Spec.Resources,
+			Overhead: p.Spec.Overhead, Resources: p.Spec.Resources, SchedulingGates: p.Spec.SchedulingGates,
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}
@@ -92,10 +109,11 @@ func StripPod(obj any) (any, error) {
 	return out, nil
 }
 
-// podLive says whether a pod still holds its resources: it has not
-// terminated (a pod being deleted still runs until it is gone).
+// podLive says whether a pod holds its resources: tally's scheduling gate
+// does not hold it back, and it has not terminated (a pod being deleted
+// still runs until it is gone).
 func podLive(p *corev1.Pod) bool {
-	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !kinds.Gated(p)
 }
 
 // onPod counts a live pod of an admitted workload, once its claim is
@@ -117,6 +135,9 @@ func (l *Ledger) onPod(obj any) {
 	// references of a deleted workload's orphaned pods, which still run.
 	counted := live && (l.podOwner[p.UID] == c.owner || l.verifiedLocked(c))
 	l.unverify(p.UID)
+	if c.owner != p.UID {
+		l.gatedPodLocked(p, c)
+	}
 	if live && !counted {
 		if l.unverified[c.owner] == nil {
 			l.unverified[c.owner] = map[types.UID]podClaim{}
@@ -132,6 +153,7 @@ func (l *Ledger) onPodDelete(obj any) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.unverify(p.UID)
+		l.ungatedLocked(p.UID)
 		l.setPodLocked(p.UID, "", false)
 	}
 }
@@ -204,6 +226,8 @@ func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
 		return
 	}
 	delete(l.podOwner, pod)
+	// A pod that ends may leave room for one the gate holds.
+	l.judgeGatedLocked(was)
 	if l.livePods[was]--; l.livePods[was] <= 0 {
 		delete(l.livePods, was)
 		l.podsChangedLocked(was)

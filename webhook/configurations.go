@@ -84,6 +84,9 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 	workloads := func(scale bool, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
 		var out []admissionregistrationv1.RuleWithOperations
 		for _, k := range kinds.Registered() {
+			if kinds.IsPodKind(k) {
+				continue // the pod gate's
+			}
 			gvk := k.GVK()
 			r := rule(gvk.Group, gvk.Version, k.Resource(), namespaced, ops...)
 			if scale && hasScale(k) {
@@ -99,6 +102,14 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name: "jobs.tally.dev", ClientConfig: e.clientConfig(JobPath),
 			Rules:         workloads(false, create),
+			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+		}, {
+			// Called again after other webhooks change the pod: it judges
+			// the pod as it will run.
+			Name: "pods.tally.dev", ClientConfig: e.clientConfig(PodPath),
+			Rules:         rule("", "v1", "pods", namespaced, create),
 			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			ReinvocationPolicy: ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
@@ -121,6 +132,22 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 				Name: "not-tally", Expression: notTally(own, users),
 			}},
 		}, {
+			Name: "pods.validate.tally.dev", ClientConfig: e.clientConfig(PodGuardPath),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+					Resources: []string{"pods", "pods/resize"}, Scope: ptr.To(namespaced)},
+			}},
+			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+			// Called only for the updates the guard judges, so the pods'
+			// many other updates (a finalizer removed) cost nothing.
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name: "not-tally", Expression: notTally(own, users),
+			}, {
+				Name: "guarded", Expression: podGuarded,
+			}},
+		}, {
 			Name: "namespaces.validate.tally.dev", ClientConfig: e.clientConfig(NamespaceValidatePath),
 			Rules:         rule("", "v1", "namespaces", cluster, create, update),
 			FailurePolicy: ignore, NamespaceSelector: notSystem, SideEffects: none,
@@ -134,6 +161,17 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 	}
 	return mutating, validating
 }
+
+// podGuarded is the CEL condition of the pod updates the pod guard
+// judges: a resize, or a change of labels, annotations or scheduling
+// gates.
+const podGuarded = `(has(request.subResource) && request.subResource == "resize") || ` +
+	`has(object.metadata.labels) != has(oldObject.metadata.labels) || ` +
+	`(has(object.metadata.labels) && object.metadata.labels != oldObject.metadata.labels) || ` +
+	`has(object.metadata.annotations) != has(oldObject.metadata.annotations) || ` +
+	`(has(object.metadata.annotations) && object.metadata.annotations != oldObject.metadata.annotations) || ` +
+	`has(object.spec.schedulingGates) != has(oldObject.spec.schedulingGates) || ` +
+	`(has(object.spec.schedulingGates) && object.spec.schedulingGates != oldObject.spec.schedulingGates)`
 
 // notTally is the CEL condition that skips the Job guard for tally's own
 // writes: its service account in own, and users.

@@ -12,6 +12,17 @@
 //     un-suspend a managed Job, touch its tally.dev/ labels and
 //     annotations (tally.dev/priority-class aside), change where its pods may run, or raise the pod count of
 //     a running one. tally is known by its user name (JobGuard.Users).
+//   - Pods (mutating, CREATE, managed namespaces only; called again after
+//     other webhooks change the pod): the pod gate (PodGate). A pod that
+//     asks for a covered resource must belong to an admitted workload and
+//     fit its pod sets (queues.FitPods); a larger one is held by the
+//     scheduling gate for the ledger to requeue its workload at its size;
+//     any other is queued on its own as a single-pod workload (kinds.Pod),
+//     through the Job handler's own queueing.
+//   - Pods (validating, UPDATE and pods/resize, only for the updates that
+//     matter, by matchConditions): only tally may touch their tally.dev/
+//     labels and annotations or take the scheduling gate off; a resize
+//     may not raise a covered resource (GuardPod).
 //   - Namespaces (mutating): keep the tally.dev/managed label in step with
 //     the tally.dev/cluster-queue annotation and the config's LocalQueues.
 //   - Namespaces (validating): deny an annotation that names an unknown
@@ -26,13 +37,16 @@
 // (checkQuantities).
 //
 // Handlers read in-memory state: the config Store and the manager's cache.
-// The one call to the API server is the Job webhook's read of a Namespace
-// its cache does not hold yet; if that fails too, the create is denied
-// (retryable), never let through unqueued. WhoAmI runs once, at start-up.
+// The calls to the API server are the Job webhook's read of a Namespace
+// its cache does not hold yet, of a new workload's owner, and the pod
+// gate's read of an owner (or its pods) that the cache does not hold or
+// holds as not admitted (or one pod too many): tally may have just
+// admitted it. If a read fails, the create is denied (retryable), never
+// let through unqueued. WhoAmI runs once, at start-up.
 //
-// Every registered workload kind (kinds.Registered) goes through the same
-// two Job handlers, which read it through the kinds seam; "Job" above
-// stands for any of them.
+// Every registered workload kind (kinds.Registered) but the Pod goes
+// through the same two Job handlers, which read it through the kinds seam;
+// "Job" above stands for any of them.
 //
 // Setup wires it all into a controller-runtime manager: the handlers, the
 // serving certificate (certs) and the webhook configurations.

@@ -100,6 +100,15 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		// no queued workload exempts nothing, and the workload is queued
 		// on its own.
 	}
+	return m.enqueue(ctx, o, mutable(o))
+}
+
+// enqueue queues o, a new workload of a managed namespace, on its own:
+// the rest of Handle, and of PodGate's handling of a pod that belongs to
+// no admitted workload. before is o's mutable fields as the request
+// brought them.
+func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before fields) admission.Response {
+	k := o.Kind
 	ns, err := m.namespace(ctx, o.Meta.Namespace)
 	if err != nil {
 		// The webhook is called only for namespaces labelled managed, so
@@ -129,18 +138,20 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if err := checkPriorityClass(cfg, o.Meta.Labels); err != nil {
 		return admission.Denied("tally: " + err.Error())
 	}
-	before := mutable(o)
-	warnings, err := Mutate(cfg, o, queue, ns.Labels)
+	// The creation-time check counts what the pods will get from the
+	// namespace's LimitRanges and their RuntimeClass; without them (a
+	// cache that cannot say) it counts the templates as they are.
+	d, _ := podDefaults(ctx, m.Namespaces, o)
+	warnings, err := MutateIn(cfg, o, queue, ns.Labels, d)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	resp = &admission.Response{}
-	*resp = admission.Allowed("")
+	resp := admission.Allowed("")
 	if resp.Patches = before.patch(mutable(o), o); len(resp.Patches) > 0 {
 		resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
 	}
 	resp.Warnings = warnings
-	return *resp
+	return resp
 }
 
 // kindOf returns the registered kind of a request's object: a batch/v1 Job
@@ -317,6 +328,12 @@ func MutateJob(cfg *queues.Config, job *batchv1.Job, queue string, nsLabels map[
 // nil before any config has loaded; the workload is then queued as
 // pending and sorted out by the ledger.
 func Mutate(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[string]string) ([]string, error) {
+	return MutateIn(cfg, o, queue, nsLabels, nil)
+}
+
+// MutateIn is Mutate with the pod defaults of o's namespace d (nil for
+// none), which the check that o can ever fit counts.
+func MutateIn(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[string]string, d *queues.PodDefaults) ([]string, error) {
 	meta := o.Meta
 	if meta.Labels == nil {
 		meta.Labels = map[string]string{}
@@ -356,7 +373,7 @@ func Mutate(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[stri
 		return []string{fmt.Sprintf("tally has not loaded a valid config yet; the %s waits until one is in force", o.Kind.GVK().Kind)}, nil
 	}
 
-	w := o.Workload(queue, 0)
+	w := o.WorkloadIn(queue, 0, d)
 	snap := queues.NewSnapshot(cfg, nil, map[string]labels.Set{meta.Namespace: nsLabels})
 	if _, v := snap.Assign(w); v.Kind == queues.Never {
 		meta.Labels[queues.LabelState] = string(queues.StateInadmissible)

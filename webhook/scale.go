@@ -23,10 +23,14 @@ import (
 // Job has none either.
 var scaled = []kinds.Kind{kinds.PyTorchJob, kinds.PaddleJob, kinds.JAXJob}
 
-// hasScale says whether k's resource has a scale subresource, which the
-// guard then watches too: a scale-up goes through it, not through an
-// update of the workload.
+// hasScale says whether k's resource may have a scale subresource, which
+// the guard then watches too: a scale-up goes through it, not through an
+// update of the workload. A declared kind's CRD may declare one; a rule
+// for a subresource its CRD does not have matches nothing.
 func hasScale(k kinds.Kind) bool {
+	if _, declared := k.(*kinds.Declared); declared {
+		return true
+	}
 	for _, s := range scaled {
 		if s.GVK() == k.GVK() {
 			return true

@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 	"net/url"
 	"strings"
 
@@ -45,8 +47,15 @@ func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Optio
 	}
 	decoder := admission.NewDecoder(mgr.GetScheme())
 	srv := mgr.GetWebhookServer()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, PodWorkloadIndex, IndexPodWorkload); err != nil {
+		return fmt.Errorf("indexing pods by %s: %w", queues.LabelWorkload, err)
+	}
+	jobs := &JobMutator{Store: opts.Store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Decoder: decoder}
+	gate := &PodGate{Jobs: jobs, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Users: opts.Users, Decoder: decoder}
 	for path, h := range map[string]admission.Handler{
-		JobPath:               &JobMutator{Store: opts.Store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Decoder: decoder},
+		JobPath:               jobs,
+		PodPath:               gate,
+		PodGuardPath:          gate,
 		JobGuardPath:          &JobGuard{Users: opts.Users, Decoder: decoder, Reader: mgr.GetAPIReader()},
 		NamespaceMutatePath:   &NamespaceMutator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
 		NamespaceValidatePath: &NamespaceValidator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},

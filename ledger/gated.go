@@ -1,0 +1,221 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/queues"
+)
+
+// The pod gate (webhook.PodGate) holds some pods of a workload behind
+// tally's scheduling gate, labelled with the workload's UID: pods larger
+// than the workload's pod sets (a container that another admission
+// webhook added, such as a service mesh's sidecar), and pods made while
+// the workload was not admitted (its controller had yet to see it
+// suspended). The ledger judges them whenever their workload is admitted,
+// one of them appears, or one of its pods ends (releaseGated): a pod that
+// fits what the workload was admitted with, beside its live pods, loses
+// the gate (one write); a larger one has the ledger evict the workload,
+// with one write that also records what each pod asks beyond its pod set
+// (queues.AnnotationPodOverhead), so that it queues again and is admitted
+// and charged at that size; one too many waits for a pod to end. Pods of
+// a workload that is not admitted wait: its controller deletes them when
+// it sees it suspended.
+
+// gatedPodLocked notes whether pod p, which claims another workload than
+// itself (c), is held by tally's gate, and has it judged if its workload
+// runs.
+func (l *Ledger) gatedPodLocked(p *corev1.Pod, c podClaim) {
+	held := kinds.Gated(p) && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	if !held {
+		l.ungatedLocked(p.UID)
+		return
+	}
+	if l.gated[c.owner] == nil {
+		l.gated[c.owner] = map[types.UID]bool{}
+	}
+	l.gated[c.owner][p.UID] = true
+	l.gatedOwner[p.UID] = c.owner
+	l.judgeGatedLocked(c.owner)
+}
+
+// ungatedLocked forgets pod as gated.
+func (l *Ledger) ungatedLocked(pod types.UID) {
+	owner, ok := l.gatedOwner[pod]
+	if !ok {
+		return
+	}
+	delete(l.gatedOwner, pod)
+	if delete(l.gated[owner], pod); len(l.gated[owner]) == 0 {
+		delete(l.gated, owner)
+	}
+}
+
+// judgeGatedLocked has the gated pods of workload uid judged, if it has
+// some and is admitted: now, or after the judgement under way.
+func (l *Ledger) judgeGatedLocked(uid types.UID) {
+	e := l.jobs[uid]
+	if len(l.gated[uid]) == 0 || e == nil || e.w == nil || e.phase != admitted || l.cfg == nil || l.ctx == nil {
+		return
+	}
+	if l.gating[uid] {
+		l.regate[uid] = true
+		return
+	}
+	l.gating[uid] = true
+	l.inflight.Add(1)
+	l.spawn(func() {
+		defer l.inflight.Done()
+		for {
+			l.releaseGated(l.ctx, uid)
+			l.mu.Lock()
+			again := l.regate[uid]
+			delete(l.regate, uid)
+			if !again {
+				delete(l.gating, uid)
+			}
+			l.mu.Unlock()
+			if !again {
+				return
+			}
+		}
+	})
+}
+
+// releaseGated judges the gated pods of admitted workload uid against
+// what it was admitted with and its live pods.
+func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
+	l.mu.Lock()
+	e := l.jobs[uid]
+	if e == nil || e.w == nil || e.phase != admitted || l.cfg == nil {
+		l.mu.Unlock()
+		return
+	}
+	w, cfg, k := e.w, l.cfg, kinds.For(kinds.GVKOf(e.w))
+	l.mu.Unlock()
+	pods := &corev1.PodList{}
+	if err := l.cache.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{queues.LabelWorkload: string(uid)}); err != nil {
+		l.log.Error(err, "listing the pods of a workload to judge its gated ones", "job", w.Key())
+		return
+	}
+	var live []flavors.Resources
+	var held []*corev1.Pod
+	l.mu.Lock()
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if !l.podOfLocked(claimOf(p), w.Namespace, k) {
+			continue
+		}
+		if kinds.Gated(p) {
+			held = append(held, p)
+		} else {
+			live = append(live, queues.PodRequests(&p.Spec))
+		}
+	}
+	l.mu.Unlock()
+	slices.SortFunc(held, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for _, p := range held {
+		reqs := queues.PodRequests(&p.Spec)
+		switch queues.FitPods(w.PodSets, live, reqs, cfg.Covers) {
+		case queues.PodFits:
+			if err := l.ungate(ctx, p); err != nil {
+				l.log.Info("taking the scheduling gate off a pod failed; it waits", "pod", p.Namespace+"/"+p.Name, "err", err.Error())
+				continue
+			}
+			live = append(live, reqs)
+		case queues.PodTooLarge:
+			l.mu.Lock()
+			l.tooLargeLocked(p, uid, reqs)
+			l.mu.Unlock()
+			return
+		}
+	}
+}
+
+// ungate takes tally's scheduling gate off pod p, keeping the others.
+func (l *Ledger) ungate(ctx context.Context, p *corev1.Pod) error {
+	var gates any
+	if rest := slices.DeleteFunc(slices.Clone(p.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool { return g.Name == queues.SchedulingGate }); len(rest) > 0 {
+		gates = rest
+	}
+	body, err := json.Marshal(map[string]any{"spec": map[string]any{"schedulingGates": gates}})
+	if err != nil {
+		return err
+	}
+	ref := &corev1.Pod{}
+	ref.Namespace, ref.Name = p.Namespace, p.Name
+	return l.client.Patch(ctx, ref, client.RawPatch(types.MergePatchType, body), client.FieldOwner(queues.FieldManagerAdmission))
+}
+
+// tooLargeLocked requeues admitted workload uid at the size of its pod p,
+// which asks for reqs.
+func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resources) {
+	e := l.jobs[uid]
+	if e == nil || e.w == nil || e.phase != admitted || l.cfg == nil {
+		return
+	}
+	if k := kinds.For(kinds.GVKOf(e.w)); k == nil || kinds.EvictsByDeletion(k) {
+		return
+	}
+	excess := queues.PodExcess(e.w.PodSets, reqs, l.cfg.Covers)
+	if len(excess) == 0 {
+		return
+	}
+	overhead := queues.ParsePodOverhead(e.overhead)
+	if overhead == nil {
+		overhead = corev1.ResourceList{}
+	}
+	for r, a := range excess {
+		sum := overhead[r]
+		sum.Add(a.Quantity(r))
+		overhead[r] = sum
+	}
+	e.phase = evicting
+	e.evictedAt = l.opts.Clock.Now()
+	w := write{e: e, w: e.w, suspend: e.suspend,
+		overhead: queues.FormatPodOverhead(overhead),
+		message: fmt.Sprintf("Pod %s asks for %s more than the pods it was admitted with (a container another admission webhook added?); requeued to be admitted and charged with pod overhead %s",
+			p.Name, excess, queues.FormatPodOverhead(overhead)),
+	}
+	l.inflight.Add(1)
+	l.spawn(func() {
+		defer l.inflight.Done()
+		l.requeue(l.ctx, w)
+	})
+}
+
+// requeue makes the one write that evicts a workload to be admitted
+// again at a new size: suspended, pending again, with its pod overhead.
+func (l *Ledger) requeue(ctx context.Context, w write) {
+	p := kinds.MergePatch{"metadata": map[string]any{
+		"labels":      map[string]any{queues.LabelState: string(queues.StatePending)},
+		"annotations": map[string]any{queues.AnnotationPodOverhead: w.overhead},
+	}}
+	p.Set(w.suspend, true)
+	body, err := json.Marshal(p)
+	if err == nil {
+		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, body), client.FieldOwner(queues.FieldManagerPreemption))
+	}
+	if err != nil {
+		l.mu.Lock()
+		if w.e.phase == evicting {
+			w.e.phase = admitted
+		}
+		l.mu.Unlock()
+		l.log.Info("requeue at the pods' size failed; its larger pods wait", "job", w.w.Key(), "err", err.Error())
+		return
+	}
+	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedResized).Inc()
+	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
+}

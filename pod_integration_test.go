@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"tally.dev/tally/ledger"
+	"tally.dev/tally/queues"
+	"tally.dev/tally/webhook"
+)
+
+// newPod is a pod that requests cpu, owned by controller (if set) as its
+// controller would make it.
+func newPod(ns, name, cpu string, controller metav1.Object, kind string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
+	if controller != nil {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: kind, Name: controller.GetName(), UID: controller.GetUID(), Controller: ptr.To(true)}}
+	}
+	return p
+}
+
+func gated(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == queues.SchedulingGate })
+}
+
+func getPod(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+		t.Fatalf("get pod %s/%s: %v", ns, name, err)
+	}
+	return p
+}
+
+// TestIntegrationPodGate runs the pod gate on the real API server: pods of
+// an admitted Job pass, one more than it was admitted with, or a bare
+// pod, is queued on its own behind the scheduling gate and admitted by
+// removing it, a larger one sends its Job back to its queue at its size,
+// and a user may not take the gate off.
+func TestIntegrationPodGate(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "podgate"
+	bindManaged(t, ns, "small") // 2 CPUs
+	job := newJob(ns, "two", "500m")
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](2), ptr.To[int32](2)
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j := getJob(t, ns, "two")
+		return !ptr.Deref(j.Spec.Suspend, true), "Job two not admitted"
+	})
+	job = getJob(t, ns, "two")
+
+	// The Job's two pods, as the job controller makes them: let through,
+	// labelled with its UID.
+	for _, name := range []string{"two-a", "two-b"} {
+		p := newPod(ns, name, "500m", job, "Job")
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatalf("creating pod %s of Job two: %v", name, err)
+		}
+		if gated(p) || p.Labels[queues.LabelWorkload] != string(job.UID) {
+			t.Fatalf("pod %s of admitted Job two: gates %v, labels %v; want no gate and %s=%s", name, p.Spec.SchedulingGates, p.Labels, queues.LabelWorkload, job.UID)
+		}
+	}
+	// A third pod that names the Job as its controller: one more than it
+	// was admitted with, so queued on its own. The queue has 1 CPU left:
+	// it is admitted, by taking the gate off.
+	extra := newPod(ns, "two-c", "500m", job, "Job")
+	if err := k8s.Create(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+	if !gated(extra) || extra.Labels[queues.LabelWorkload] != queues.PodWorkload || extra.Labels[queues.LabelQueue] != "small" {
+		t.Fatalf("a third pod of Job two: gates %v, labels %v; want it queued on its own in small", extra.Spec.SchedulingGates, extra.Labels)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		p := getPod(t, ns, "two-c")
+		return !gated(p) && p.Labels[queues.LabelWorkload] == string(p.UID) && p.Spec.NodeSelector["tier"] == "on-demand",
+			fmt.Sprintf("pod two-c: gates %v, labels %v, nodeSelector %v", p.Spec.SchedulingGates, p.Labels, p.Spec.NodeSelector)
+	})
+	// A bare pod that asks for more than is left (1.5 CPUs): it waits,
+	// with a Pending Event.
+	bare := newPod(ns, "bare", "1", nil, "")
+	if err := k8s.Create(ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		list := &corev1.EventList{}
+		_ = k8s.List(ctx, list, client.InNamespace(ns))
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == "bare" && e.Reason == "Pending" {
+				return true, ""
+			}
+		}
+		return false, "no Pending Event on pod bare"
+	})
+	if p := getPod(t, ns, "bare"); !gated(p) {
+		t.Fatalf("pod bare runs without quota: gates %v", p.Spec.SchedulingGates)
+	}
+
+	// A user who may update pods may not take the gate off, nor relabel.
+	alice := impersonate(t, "alice-pods", ns)
+	p := getPod(t, ns, "bare")
+	p.Spec.SchedulingGates = nil
+	err := alice.Update(ctx, p)
+	if err == nil || !strings.Contains(err.Error(), "only tally removes it") {
+		t.Errorf("a user taking tally's gate off: %v; want a denial", err)
+	}
+	p = getPod(t, ns, "bare")
+	p.Labels[queues.LabelWorkload] = string(job.UID)
+	if err := alice.Update(ctx, p); err == nil || !strings.Contains(err.Error(), "only tally may change it") {
+		t.Errorf("a user relabelling a queued pod: %v; want a denial", err)
+	}
+
+	// A pod of the Job larger than it was admitted with (a sidecar): it
+	// waits behind the gate, and the Job goes back to its queue with the
+	// difference as pod overhead.
+	if err := k8s.Delete(ctx, getPod(t, ns, "two-b"), client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	big := newPod(ns, "two-d", "500m", job, "Job")
+	big.Spec.Containers = append(big.Spec.Containers, corev1.Container{Name: "proxy", Image: "busybox",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}})
+	if err := k8s.Create(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if !gated(big) || big.Labels[queues.LabelWorkload] != string(job.UID) {
+		t.Fatalf("a larger pod of Job two: gates %v, labels %v; want it gated as Job two's", big.Spec.SchedulingGates, big.Labels)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j := getJob(t, ns, "two")
+		return ptr.Deref(j.Spec.Suspend, false) && j.Annotations[queues.AnnotationPodOverhead] == "cpu=250m",
+			fmt.Sprintf("Job two: suspend %v, annotations %v", ptr.Deref(j.Spec.Suspend, false), j.Annotations)
+	})
+	if ok, seen := hasEvent(t, ns, "two", "Evicted", "pod overhead cpu=250m"); !ok {
+		t.Errorf("no Evicted Event on Job two: %s", seen)
+	}
+	// No job controller runs here to delete its pods: once its last live
+	// pod is gone, the Job is admitted again at its new size (2 x 750m,
+	// beside two-c's 500m), and the larger pod, which still waits, fits
+	// and loses the gate.
+	if err := k8s.Delete(ctx, getPod(t, ns, "two-a"), client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() (bool, string) {
+		j, p := getJob(t, ns, "two"), getPod(t, ns, "two-d")
+		return !ptr.Deref(j.Spec.Suspend, true) && !gated(p),
+			fmt.Sprintf("Job two suspended %v, pod two-d gates %v", ptr.Deref(j.Spec.Suspend, true), p.Spec.SchedulingGates)
+	})
+	if ok, seen := hasEvent(t, ns, "two", "Admitted", "cpu=1500m"); !ok {
+		t.Errorf("Job two not admitted at its new size: %s", seen)
+	}
+}
+
+// impersonate returns a client acting as user, who may do anything to
+// pods in ns.
+func impersonate(t *testing.T, user, ns string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	for _, obj := range []client.Object{
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}},
+	} {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(envCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkPodGate measures the pod gate's handler in process, on the
+// real API server and a cache like tally's, reporting the median and
+// 99th percentile latency of single requests: a pod of an admitted Job
+// that runs 50 pods (the common case: its owner and pods read from the
+// cache, and the pods fitted to the Job's pod set), and a bare pod,
+// queued on its own.
+func BenchmarkPodGate(b *testing.B) {
+	if k8s == nil {
+		b.Skip("KUBEBUILDER_ASSETS not set")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns = "podbench"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Annotations: map[string]string{queues.AnnotationNamespaceQueue: "accel"}}}); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n := &corev1.Namespace{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, n); err == nil && n.Labels[queues.LabelManaged] == "true" {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("namespace podbench was not labelled managed")
+		}
+	}
+	job := newJob(ns, "wide", "1")
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](60), ptr.To[int32](60)
+	if err := k8s.Create(ctx, job); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for ptr.Deref(job.Spec.Suspend, true) {
+		if time.Now().After(deadline) {
+			b.Fatal("Job wide was not admitted")
+		}
+		time.Sleep(50 * time.Millisecond)
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(job), job)
+	}
+	for i := range 50 {
+		if err := k8s.Create(ctx, newPod(ns, fmt.Sprintf("wide-%d", i), "1", job, "Job")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c, err := cache.New(envCfg, cache.Options{Scheme: k8s.Scheme(), ByObject: ledger.CacheOptions(tallyNS, false)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.IndexField(ctx, &corev1.Pod{}, webhook.PodWorkloadIndex, webhook.IndexPodWorkload); err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	cached, err := client.New(envCfg, client.Options{Scheme: k8s.Scheme(), Cache: &client.CacheOptions{Reader: c}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, _, errs := queues.Parse([]byte(testConfig))
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	decoder := admission.NewDecoder(k8s.Scheme())
+	gate := &webhook.PodGate{
+		Jobs:   &webhook.JobMutator{Store: queues.NewStore(cfg), Namespaces: c, APIReader: k8s, Namespace: tallyNS, Decoder: decoder},
+		Reader: cached, APIReader: k8s, Decoder: decoder,
+	}
+	request := func(p *corev1.Pod) admission.Request {
+		raw, err := json.Marshal(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			UID: "bench", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Operation: admissionv1.Create,
+			Namespace: ns, Object: runtime.RawExtension{Raw: raw}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		gated bool
+	}{
+		{"pod-of-admitted-job", newPod(ns, "wide-next", "1", job, "Job"), false},
+		{"bare-pod", newPod(ns, "bare", "1", nil, ""), true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			req := request(tc.pod)
+			// The first request waits for the cache to fill.
+			if resp := gate.Handle(ctx, req); !resp.Allowed {
+				b.Fatal(resp.Result.Message)
+			}
+			b.ReportAllocs()
+			lat := make([]time.Duration, 0, 1<<16)
+			for b.Loop() {
+				start := time.Now()
+				resp := gate.Handle(ctx, req)
+				lat = append(lat, time.Since(start))
+				if !resp.Allowed {
+					b.Fatal(resp.Result.Message)
+				}
+				patched := false
+				for _, op := range resp.Patches {
+					patched = patched || op.Path == "/spec/schedulingGates"
+				}
+				if patched != tc.gated {
+					b.Fatalf("gated %v, want %v: %v", patched, tc.gated, resp.Patches)
+				}
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+		})
+	}
+}
+
+// TestIntegrationNeverFitsWithDefaults checks the creation-time verdict
+// on a Job that asks for nothing in a namespace whose LimitRange gives
+// each container more CPU than its queue has: it is labelled
+// inadmissible at once, with a warning.
+func TestIntegrationNeverFitsWithDefaults(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "defaults-never"
+	bindManaged(t, ns, "small") // 2 CPUs
+	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5")}
+	if err := k8s.Create(ctx, &corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, DefaultRequest: cpu, Default: cpu}}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j := newJob(ns, "probe", "1")
+		j.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		if err := k8s.Create(ctx, j, client.DryRunAll); err != nil {
+			return false, err.Error()
+		}
+		return j.Labels[queues.LabelState] == string(queues.StateInadmissible), "a Job that gets 5 CPUs by default is labelled " + j.Labels[queues.LabelState]
+	})
+}

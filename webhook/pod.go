@@ -1,0 +1,417 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/queues"
+)
+
+// PodPath is where the pod gate is served; PodGuardPath where the pod
+// guard is.
+const (
+	PodPath      = "/mutate-v1-pod"
+	PodGuardPath = "/validate-v1-pod"
+)
+
+// PodWorkloadIndex is the field index of the pod cache by
+// queues.LabelWorkload, which the pod gate counts a workload's pods by.
+const PodWorkloadIndex = "tally.dev/workload"
+
+// IndexPodWorkload is PodWorkloadIndex's function.
+func IndexPodWorkload(obj client.Object) []string {
+	if v := obj.GetLabels()[queues.LabelWorkload]; v != "" {
+		return []string{v}
+	}
+	return nil
+}
+
+// PodGate judges every new pod of a managed namespace as it will run
+// (after the other mutating webhooks: it is called again when one of
+// them changes the pod). A pod that asks for no resource a ClusterQueue
+// covers is left alone. Otherwise it must belong to a workload tally
+// admitted, through its controller-owner chain in its namespace, and fit
+// what that workload was admitted with (queues.FitPods); it is then let
+// through, labelled with the workload's UID so that the ledger counts it.
+// A pod larger than the workload's pods is held by the scheduling gate,
+// and the ledger requeues the workload at the pod's size
+// (queues.AnnotationPodOverhead). Any other pod (a bare Pod, a
+// Deployment's, one more than its workload's count) is queued on its
+// own, as a single-pod workload (kinds.Pod).
+//
+// On an UPDATE (PodGuardPath) it denies, to anyone but tally, changes to
+// tally's labels and annotations and the removal of tally's scheduling
+// gate; on pods/resize, raising a covered resource.
+type PodGate struct {
+	// Jobs queues a pod on its own as it queues any workload.
+	Jobs *JobMutator
+	// Reader reads workloads, pods (indexed by PodWorkloadIndex),
+	// LimitRanges and RuntimeClasses from the manager's cache.
+	Reader client.Reader
+	// APIReader reads an owner that the cache does not hold, or holds as
+	// not admitted: tally may have admitted it a moment ago.
+	APIReader client.Reader
+	// Users are the user names tally acts as (see JobGuard.Users).
+	Users   []string
+	Decoder admission.Decoder
+}
+
+// Handle implements admission.Handler.
+func (g *PodGate) Handle(ctx context.Context, req admission.Request) admission.Response {
+	switch req.Operation {
+	case admissionv1.Create:
+		return g.create(ctx, req)
+	case admissionv1.Update:
+		if u := req.UserInfo.Username; u != "" && slices.Contains(g.Users, u) {
+			return admission.Allowed("tally's own update")
+		}
+		return g.update(req)
+	}
+	return admission.Allowed("")
+}
+
+func (g *PodGate) create(ctx context.Context, req admission.Request) admission.Response {
+	if len(req.Object.Raw) > maxGuardedObject {
+		return admission.Errored(http.StatusRequestEntityTooLarge,
+			fmt.Errorf("tally: a Pod of %d bytes is larger than the %d-byte limit", len(req.Object.Raw), maxGuardedObject))
+	}
+	pod := &corev1.Pod{}
+	if err := decodeObject(g.Decoder, req.Object, pod, corev1.SchemeGroupVersion.WithKind("Pod")); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Pod: %w", err))
+	}
+	if req.Namespace != "" || pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	ns, err := g.Jobs.namespace(ctx, pod.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+			"tally: cannot read namespace %s to judge this Pod (%v); this is temporary, retry the request", pod.Namespace, err))
+	}
+	cfg := g.Jobs.Store.Load()
+	if !queues.Managed(cfg, ns.Name, ns.Annotations[queues.AnnotationNamespaceQueue], g.Jobs.Namespace) {
+		if cfg == nil && ns.Labels[queues.LabelManaged] == "true" {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+				"tally: namespace %s is managed, but this tally replica has not loaded a valid config yet; retry the request", ns.Name))
+		}
+		return admission.Allowed("namespace not managed by tally")
+	}
+	reqs := queues.PodRequests(&pod.Spec)
+	if !slices.ContainsFunc(reqs.Names(), cfg.Covers) {
+		return admission.Allowed("asks for no resource a ClusterQueue covers")
+	}
+	root, admitted, err := g.queuedRoot(ctx, pod)
+	if err != nil {
+		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+			"tally: cannot read the owners of this Pod (%v); this is temporary, retry the request", err))
+	}
+	if root != nil && !admitted {
+		// Its workload waits (or its controller has yet to see it
+		// suspended): the pod waits with it, as its own, and runs once
+		// the workload is admitted, if it fits; its controller deletes
+		// it otherwise.
+		return podPatch(pod, root, true, fmt.Sprintf("part of %s, which waits for its admission", root.Describe()))
+	}
+	if root != nil {
+		fit, err := g.fit(ctx, cfg, root, reqs, g.Reader)
+		if err == nil && fit == queues.PodTooMany {
+			// The cache may not have seen a pod end that the workload's
+			// controller replaces.
+			fit, err = g.fit(ctx, cfg, root, reqs, g.APIReader)
+		}
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+				"tally: cannot count the pods of %s (%v); this is temporary, retry the request", root.Describe(), err))
+		}
+		switch fit {
+		case queues.PodFits:
+			return podPatch(pod, root, false, fmt.Sprintf("part of %s, which tally admitted", root.Describe()))
+		case queues.PodTooLarge:
+			resp := podPatch(pod, root, true, "")
+			resp.Warnings = []string{fmt.Sprintf("tally: this pod asks for %s, more than the pods %s was admitted with; it waits while tally requeues %s at this size",
+				reqs, root.Describe(), root.Meta.Name)}
+			return resp
+		}
+		// One pod more than the workload was admitted with: queued on
+		// its own.
+	}
+	labels := maps.Clone(pod.Labels)
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[queues.LabelWorkload] = queues.PodWorkload
+	o, err := kinds.Pod{}.Read(pod)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Pod: %w", err))
+	}
+	before := mutable(o)
+	before.labels = labels
+	return g.Jobs.enqueue(ctx, o, before)
+}
+
+// podPatch lets a pod of root through, labelled with root's UID (so
+// that the ledger counts it) and held by tally's scheduling gate when
+// gate says, without it otherwise.
+func podPatch(pod *corev1.Pod, root *kinds.Object, gate bool, reason string) admission.Response {
+	labels := maps.Clone(pod.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[queues.LabelWorkload] = string(root.Meta.UID)
+	var ops []jsonpatch.Operation
+	if !maps.Equal(labels, pod.Labels) {
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels", labels))
+	}
+	gates := slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool { return g.Name == queues.SchedulingGate })
+	if gate {
+		gates = append(gates, corev1.PodSchedulingGate{Name: queues.SchedulingGate})
+	}
+	if !slices.Equal(gates, pod.Spec.SchedulingGates) {
+		if len(gates) == 0 {
+			ops = append(ops, jsonpatch.NewOperation("remove", "/spec/schedulingGates", nil))
+		} else {
+			ops = append(ops, jsonpatch.NewOperation("add", "/spec/schedulingGates", gates))
+		}
+	}
+	resp := admission.Allowed(reason)
+	if len(ops) > 0 {
+		resp.Patches, resp.PatchType = ops, ptr.To(admissionv1.PatchTypeJSONPatch)
+	}
+	return resp
+}
+
+// queuedRoot returns the workload that pod's controller-owner chain
+// leads to, in its namespace, when tally queues it (nil otherwise), and
+// whether tally has admitted it (it runs: only tally un-suspends a
+// managed workload) and it has not finished. The chain runs through
+// workloads of registered kinds (a JobSet's Job) and the objects their
+// operators make pods through (kinds.PodParents). An owner is read from
+// the cache first; one the cache does not hold, or holds as not running,
+// is read again from the API server.
+func (g *PodGate) queuedRoot(ctx context.Context, pod *corev1.Pod) (*kinds.Object, bool, error) {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	for range maxOwnerDepth {
+		if ref == nil {
+			return nil, false, nil
+		}
+		gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+		k := kinds.For(gvk)
+		if k == nil || kinds.IsPodKind(k) {
+			if !podParent(gvk.Kind) {
+				return nil, false, nil
+			}
+			m := &metav1.PartialObjectMetadata{}
+			m.SetGroupVersionKind(gvk)
+			found, err := g.get(ctx, pod.Namespace, ref, m, g.APIReader)
+			if !found || err != nil {
+				return nil, false, err
+			}
+			ref = metav1.GetControllerOfNoCopy(m)
+			continue
+		}
+		o, err := g.read(ctx, k, pod.Namespace, ref, g.Reader)
+		if o == nil || err != nil {
+			return nil, false, err
+		}
+		if o.Meta.Labels[queues.LabelQueue] != "" {
+			if o.Suspended || o.Finished {
+				// Perhaps admitted since the cache saw it.
+				fresh, err := g.read(ctx, k, pod.Namespace, ref, g.APIReader)
+				if err != nil {
+					return nil, false, err
+				}
+				if fresh == nil {
+					return nil, false, nil
+				}
+				o = fresh
+			}
+			return o, !o.Suspended && !o.Finished, nil
+		}
+		ref = o.Owner()
+	}
+	return nil, false, nil
+}
+
+// read reads owner ref of kind k in ns through r, and from the API
+// server when r does not hold it. It returns nil when it does not exist
+// with ref's UID.
+func (g *PodGate) read(ctx context.Context, k kinds.Kind, ns string, ref *metav1.OwnerReference, r client.Reader) (*kinds.Object, error) {
+	obj := k.New()
+	found, err := g.get(ctx, ns, ref, obj, r)
+	if !found || err != nil {
+		return nil, err
+	}
+	o, err := k.Read(obj)
+	if err != nil {
+		return nil, nil
+	}
+	return o, nil
+}
+
+// get reads ref into obj through r, then the API server; found says it
+// exists with ref's UID.
+func (g *PodGate) get(ctx context.Context, ns string, ref *metav1.OwnerReference, obj client.Object, r client.Reader) (bool, error) {
+	key := client.ObjectKey{Namespace: ns, Name: ref.Name}
+	err := r.Get(ctx, key, obj)
+	if (apierrors.IsNotFound(err) || err == nil && obj.GetUID() != ref.UID) && r != g.APIReader {
+		err = g.APIReader.Get(ctx, key, obj)
+	}
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return obj.GetUID() == ref.UID, nil
+}
+
+// podParent says whether kind is one a registered kind's operator makes
+// its pods through.
+func podParent(kind string) bool {
+	for _, k := range kinds.Registered() {
+		if slices.Contains(kinds.PodParents(k), kind) {
+			return true
+		}
+	}
+	return false
+}
+
+// fit judges a new pod that asks for reqs against what root was admitted
+// with and the pods it runs, as r lists them (the cache, by
+// PodWorkloadIndex, or the API server).
+func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Object, reqs flavors.Resources, r client.Reader) (queues.PodFit, error) {
+	d, err := podDefaults(ctx, g.Reader, root)
+	if err != nil {
+		return 0, err
+	}
+	w := root.WorkloadIn(root.Meta.Labels[queues.LabelQueue], 0, d)
+	pods := &corev1.PodList{}
+	var by client.ListOption = client.MatchingFields{PodWorkloadIndex: string(root.Meta.UID)}
+	if r == g.APIReader {
+		by = client.MatchingLabels{queues.LabelWorkload: string(root.Meta.UID)}
+	}
+	if err := r.List(ctx, pods, client.InNamespace(root.Meta.Namespace), by); err != nil {
+		return 0, err
+	}
+	var live []flavors.Resources
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || kinds.Gated(p) {
+			continue
+		}
+		live = append(live, queues.PodRequests(&p.Spec))
+	}
+	return queues.FitPods(w.PodSets, live, reqs, cfg.Covers), nil
+}
+
+// podDefaults are the pod defaults of o's namespace, as the API server
+// applies them to o's pods, read through r.
+func podDefaults(ctx context.Context, r client.Reader, o *kinds.Object) (*queues.PodDefaults, error) {
+	ranges := &corev1.LimitRangeList{}
+	if err := r.List(ctx, ranges, client.InNamespace(o.Meta.Namespace)); err != nil {
+		return nil, err
+	}
+	d := &queues.PodDefaults{}
+	ptrs := make([]*corev1.LimitRange, len(ranges.Items))
+	for i := range ranges.Items {
+		ptrs[i] = &ranges.Items[i]
+	}
+	d.Requests = queues.LimitRangeRequests(ptrs)
+	for _, ps := range o.PodSets {
+		name := ps.Template.Spec.RuntimeClassName
+		if name == nil || d.Overhead[*name] != nil {
+			continue
+		}
+		rc := &nodev1.RuntimeClass{}
+		if err := r.Get(ctx, client.ObjectKey{Name: *name}, rc); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		if rc.Overhead != nil && rc.Overhead.PodFixed != nil {
+			if d.Overhead == nil {
+				d.Overhead = map[string]corev1.ResourceList{}
+			}
+			d.Overhead[*name] = rc.Overhead.PodFixed
+		}
+	}
+	return d, nil
+}
+
+// update guards a pod against everyone but tally (Handle has let tally's
+// own updates through).
+func (g *PodGate) update(req admission.Request) admission.Response {
+	oldPod, pod := &corev1.Pod{}, &corev1.Pod{}
+	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
+	if err := decodeObject(g.Decoder, req.OldObject, oldPod, gvk); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding the old Pod: %w", err))
+	}
+	if err := decodeObject(g.Decoder, req.Object, pod, gvk); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Pod: %w", err))
+	}
+	if errs := GuardPod(oldPod, pod, req.SubResource, g.Jobs.Store.Load()); len(errs) > 0 {
+		return admission.Denied("tally: " + strings.Join(errs, "; "))
+	}
+	return admission.Allowed("")
+}
+
+// GuardPod returns what an update of a pod from old to cur (of
+// subresource sub) changes that only tally may change: tally's labels and
+// annotations and Kueue's queue label, tally's scheduling gate (which
+// only admission removes) and, through pods/resize, a resource that a
+// ClusterQueue of cfg covers, raised (cfg nil: any resource).
+func GuardPod(old, cur *corev1.Pod, sub string, cfg *queues.Config) []string {
+	var errs []string
+	if sub == "resize" {
+		was, now := queues.PodRequests(&old.Spec), queues.PodRequests(&cur.Spec)
+		for _, r := range now.Names() {
+			if now[r] > was[r] && (cfg == nil || cfg.Covers(r)) {
+				errs = append(errs, fmt.Sprintf("spec.containers[*].resources: raising %s from %s to %s is denied: the pod runs on what tally admitted; delete it and create a larger one, which is queued",
+					r, was[r].Format(r), now[r].Format(r)))
+			}
+		}
+		return errs
+	}
+	for _, path := range []struct {
+		field    string
+		old, cur map[string]string
+	}{{"metadata.labels", old.Labels, cur.Labels}, {"metadata.annotations", old.Annotations, cur.Annotations}} {
+		keys := slices.Sorted(maps.Keys(path.old))
+		for k := range path.cur {
+			if _, ok := path.old[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			if !strings.HasPrefix(k, "tally.dev/") && k != queues.LabelKueueQueueName {
+				continue
+			}
+			if v, ok := path.cur[k]; !ok || v != path.old[k] {
+				errs = append(errs, fmt.Sprintf("%s[%s]: only tally may change it", path.field, k))
+			}
+		}
+	}
+	if kinds.Gated(old) && !kinds.Gated(cur) {
+		errs = append(errs, fmt.Sprintf("spec.schedulingGates[%s]: only tally removes it, when it admits the pod", queues.SchedulingGate))
+	}
+	return errs
+}
