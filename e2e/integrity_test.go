@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -31,9 +34,9 @@ const integrityUser = "e2e-mallory"
 // integrityGPUs is the quota of each attack's ClusterQueue.
 const integrityGPUs = 2
 
-// integrityQueue is a ClusterQueue of integrityGPUs GPUs that preempts
-// lower priorities within itself.
-func integrityQueue(name string) string {
+// integrityQueue is a ClusterQueue of integrityGPUs GPUs and cpu CPUs
+// that preempts lower priorities within itself.
+func integrityQueue(name string, cpu int) string {
 	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata:
@@ -46,10 +49,10 @@ spec:
     flavors:
     - name: nvidia-gpu-flavor
       resources:
-      - {name: cpu, nominalQuota: 16}
+      - {name: cpu, nominalQuota: %d}
       - {name: memory, nominalQuota: 64Gi}
       - {name: nvidia.com/gpu, nominalQuota: %d}
-`, name, integrityGPUs)
+`, name, cmp.Or(cpu, 16), integrityGPUs)
 }
 
 // attack is one row of the table: a namespace of its own (of the row's
@@ -58,7 +61,9 @@ spec:
 // ask for must stay within its queue's quota; check, if set, asserts the
 // row's own invariant at the end, from the pods as well.
 type attack struct {
-	name  string
+	name string
+	// cpu is the CPU quota of its queue, 16 if 0.
+	cpu   int
 	run   func(ctx context.Context, t *testing.T, r *attackRun)
 	check func(t *testing.T, r *attackRun)
 }
@@ -92,12 +97,15 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-scale", run: attackScale},
 		{name: "e2e-int-ghost", run: attackGhostPod},
 		{name: "e2e-int-defaults", run: attackLimitRange},
+		{name: "e2e-int-pod", run: attackBarePods},
+		{name: "e2e-int-deploy", run: attackDeployment},
+		{name: "e2e-int-sidecar", run: attackSidecar, cpu: sidecarQuota},
 	}
 	var names []string
 	var docs []string
 	for _, r := range rows {
 		names = append(names, r.name)
-		docs = append(docs, integrityQueue(r.name))
+		docs = append(docs, integrityQueue(r.name, r.cpu))
 	}
 	useQueues(ctx, t, s, names, append(docs, priorityClassDocs)...)
 	user, err := framework.NewUserClient(s.cluster.Kubeconfig, integrityUser)
@@ -414,5 +422,211 @@ func attackLimitRange(ctx context.Context, t *testing.T, r *attackRun) {
 	waitJobsDone(ctx, t, r, 2*time.Minute, "bare-a", "bare-b")
 	if r.audit.PodsOf(r.ns, "bare-a") == 0 || r.audit.PodsOf(r.ns, "bare-b") == 0 {
 		t.Errorf("the Jobs finished without pods: bare-a %d, bare-b %d", r.audit.PodsOf(r.ns, "bare-a"), r.audit.PodsOf(r.ns, "bare-b"))
+	}
+}
+
+// barePod is a pod of the user's own, with no owner, that asks for gpus
+// GPUs by limits alone and runs for d (forever if 0).
+func barePod(ns, name string, gpus int, d time.Duration) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "registry.example/e2e:v1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{framework.ResourceGPU: *resource.NewQuantity(int64(gpus), resource.DecimalSI)}}}}}}
+	if d > 0 {
+		p.Annotations = map[string]string{framework.AnnotationRuntime: d.String()}
+	}
+	return p
+}
+
+// podGated says whether tally's scheduling gate holds p.
+func podGated(p *corev1.Pod) bool {
+	for _, g := range p.Spec.SchedulingGates {
+		if g.Name == "tally.dev/admission" {
+			return true
+		}
+	}
+	return false
+}
+
+// podEvents lists the reasons of the Events on pod name of r's namespace.
+func podEvents(ctx context.Context, r *attackRun, name string) (map[string]bool, error) {
+	evs := &corev1.EventList{}
+	if err := r.s.client.List(ctx, evs, client.InNamespace(r.ns)); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Pod" && e.InvolvedObject.Name == name {
+			out[e.Reason] = true
+		}
+	}
+	return out, nil
+}
+
+// Three bare pods that ask for a GPU each, by limits, in a queue of two:
+// two run, the third waits behind tally's scheduling gate, with a Pending
+// Event; once the user deletes one that runs, the third is admitted and
+// runs, with an Admitted Event.
+func attackBarePods(ctx context.Context, t *testing.T, r *attackRun) {
+	names := []string{"bare-1", "bare-2", "bare-3"}
+	for _, n := range names {
+		if err := userCreate(ctx, t, r, barePod(r.ns, n, 1, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// waitPods waits until want pods run and the others wait gated, and
+	// returns the names of those that run and of those that wait.
+	waitPods := func(want int) (running, waiting []string) {
+		err := framework.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+			running, waiting = nil, nil
+			for _, n := range names {
+				p := &corev1.Pod{}
+				err := r.s.client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: n}, p)
+				switch {
+				case apierrors.IsNotFound(err) || err == nil && p.DeletionTimestamp != nil:
+				case err != nil:
+					return false, err.Error(), nil
+				case p.Status.Phase == corev1.PodRunning:
+					running = append(running, n)
+				case podGated(p) && p.Spec.NodeName == "":
+					waiting = append(waiting, n)
+				}
+			}
+			return len(running) == want && len(running)+len(waiting) == len(names),
+				fmt.Sprintf("running %v, gated %v", running, waiting), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return running, waiting
+	}
+	running, waiting := waitPods(integrityGPUs)
+	if len(waiting) != 1 {
+		t.Fatalf("running %v, gated %v; want one gated", running, waiting)
+	}
+	reasons, err := podEvents(ctx, r, waiting[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reasons["Pending"] {
+		t.Errorf("the gated pod %s has no Pending Event (it has %v)", waiting[0], reasons)
+	}
+	gone := running[0]
+	if err := r.user.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: gone}}); err != nil {
+		t.Fatalf("deleting pod %s as the user: %v", gone, err)
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return n == gone })
+	waitPods(integrityGPUs)
+	if reasons, err = podEvents(ctx, r, waiting[0]); err != nil || !reasons["Admitted"] {
+		t.Errorf("pod %s runs with no Admitted Event (it has %v, %v)", waiting[0], reasons, err)
+	}
+	for _, n := range names {
+		if err := r.s.client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: n}}); err != nil {
+			t.Errorf("deleting pod %s: %v", n, err)
+		}
+	}
+}
+
+// A Deployment of three replicas of a GPU each, in a queue of two: two
+// pods run, the third waits behind the scheduling gate, with a Pending
+// Event that says why.
+func attackDeployment(ctx context.Context, t *testing.T, r *attackRun) {
+	labels := map[string]string{"app": "web"}
+	tmpl := barePod(r.ns, "", 1, 0)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec}}}
+	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	if err := userCreate(ctx, t, r, d); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.s.client.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+			t.Errorf("deleting Deployment web: %v", err)
+		}
+	}()
+	var gated string
+	err := framework.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := r.s.client.List(ctx, pods, client.InNamespace(r.ns), client.MatchingLabels(labels)); err != nil {
+			return false, err.Error(), nil
+		}
+		running, waiting := 0, 0
+		for _, p := range pods.Items {
+			switch {
+			case p.DeletionTimestamp != nil:
+			case p.Status.Phase == corev1.PodRunning:
+				running++
+			case podGated(&p) && p.Spec.NodeName == "":
+				waiting++
+				gated = p.Name
+			}
+		}
+		if gated != "" {
+			reasons, err := podEvents(ctx, r, gated)
+			if err != nil || !reasons["Pending"] {
+				return false, fmt.Sprintf("%d running, %d gated; %s has no Pending Event yet (%v)", running, waiting, gated, reasons), nil
+			}
+		}
+		return running == integrityGPUs && waiting == 1, fmt.Sprintf("%d running, %d gated", running, waiting), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pod %s waits behind the scheduling gate while two run", gated)
+}
+
+// sidecarQuota is the CPU quota of the sidecar row's queue.
+const sidecarQuota = 4
+
+// Two Jobs of two pods of 1 CPU each, in a queue of 4 CPUs, in a
+// namespace where another mutating webhook (a service mesh's, say) adds
+// to every pod a sidecar that asks 1 CPU more. Both are admitted at their
+// templates' size; their pods, grown by the sidecar, wait behind the
+// scheduling gate while tally requeues each Job with 1 CPU of pod
+// overhead; then they run one after the other, at their real size, and
+// finish. Read from the pods: never more than 4 CPUs in use.
+func attackSidecar(ctx context.Context, t *testing.T, r *attackRun) {
+	sidecar := corev1.Container{Name: "mesh-proxy", Image: "registry.example/proxy:v1",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}
+	inj, err := framework.InjectSidecar(ctx, r.s.client, r.ns, sidecar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := inj.Stop(context.Background()); err != nil {
+			t.Errorf("removing the sidecar injector: %v", err)
+		}
+	}()
+	cpu, err := framework.AuditPods(ctx, r.s.client, corev1.ResourceCPU, map[string]int64{r.ns: sidecarQuota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"meshed-a", "meshed-b"}
+	for _, n := range names {
+		j := framework.NewJob(r.ns, n).Request("cpu", "1").Parallelism(2).Runtime(3 * time.Second).Obj()
+		if err := userCreate(ctx, t, r, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJobsDone(ctx, t, r, 3*time.Minute, names...)
+	rep := cpu.Stop()
+	for _, v := range rep.Violations {
+		t.Errorf("CPU quota broken: %s", v)
+	}
+	t.Logf("at most %d CPUs in the pods of %s (quota %d); the injector grew %d pods", rep.Max[r.ns], r.ns, sidecarQuota, inj.Injected())
+	if inj.Injected() == 0 {
+		t.Error("the injector grew no pod")
+	}
+	for _, n := range names {
+		if ok := r.audit.SucceededOf(r.ns, n); ok < 2 {
+			t.Errorf("Job %s finished with %d pods succeeded, want 2", n, ok)
+		}
+		j := &batchv1.Job{}
+		if err := r.s.client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: n}, j); err != nil {
+			t.Fatal(err)
+		}
+		if got := j.Annotations["tally.dev/pod-overhead"]; got != "cpu=1" {
+			t.Errorf("Job %s records pod overhead %q, want cpu=1", n, got)
+		}
 	}
 }

@@ -389,7 +389,8 @@ func (a *auditor) onPod(obj any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ch := charge{}
-	if q := a.queueOf[owner]; q != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+	// A pod holds resources once it is bound to a node, until it ends.
+	if q := a.queueOf[owner]; q != "" && p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 		ch = charge{queue: q, use: requests(&p.Spec, 1)}
 	}
 	a.set(a.pods, p.UID, ch, "running")

@@ -18,7 +18,9 @@ import (
 
 // PodAudit checks quota from the pods alone, as the scheduler sees them,
 // whatever tally's books say: at every change of a namespace's pods, the
-// live ones (not succeeded or failed, terminating ones included) must not
+// live ones (bound to a node and not succeeded or failed, terminating
+// ones included; a pod that waits unscheduled, as behind a scheduling
+// gate, holds nothing) must not
 // ask for more of a resource than the namespace's limit. Each pod asks
 // for its containers' requests, a limit standing for a request it does not
 // make (see PodRequest). It also keeps every pod it saw, by the name of
@@ -85,7 +87,7 @@ func (a *PodAudit) change(o runtime.Object, deleted bool) {
 			a.succeeded[key][p.UID] = true
 		}
 	}
-	if deleted || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if deleted || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		delete(a.live, p.UID)
 	} else {
 		a.live[p.UID] = podCharge{ns: p.Namespace, name: p.Name, amount: PodRequest(&p.Spec, a.resource)}
