@@ -164,6 +164,9 @@ type PodSet struct {
 	// controller makes the pods from its own defaults, as KubeRay's
 	// default submitter): it counts for quota, and nothing writes to it.
 	Path, CountPath []string
+	// Injected are the init containers the kind's operator adds to the
+	// pod set's pods (see injected.go and queues.PodDefaults.Inject).
+	Injected []corev1.Container
 }
 
 // Of describes obj, a Job or an unstructured object of a registered kind.
@@ -216,7 +219,8 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 	sets := make([]queues.PodTemplate, len(o.PodSets))
 	extra := queues.ParsePodOverhead(o.Meta.Annotations[queues.AnnotationPodOverhead])
 	for i, ps := range o.PodSets {
-		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: queues.WithPodOverhead(d.Apply(&ps.Template.Spec), extra)}
+		spec := d.Inject(queue, d.Apply(&ps.Template.Spec), ps.Injected)
+		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: queues.WithPodOverhead(spec, extra)}
 	}
 	apiVersion, kind := "", ""
 	if _, typed := o.Obj.(*batchv1.Job); !typed {

@@ -32,12 +32,18 @@ type Kubeflow struct {
 	// Replicas is the default replicas of a replica type, where it is
 	// not 1.
 	Replicas map[string]int64
+	// Init is the init container the operator adds to the pods of
+	// replica type InitOf when the job has a replica type InitAfter
+	// (see injected.go).
+	Init              *corev1.Container
+	InitOf, InitAfter string
 }
 
 // The training operator's kinds. Its MPIJob (v1) is not among them: the
 // MPI operator's v2beta1 MPIJob replaces it.
 var (
-	PyTorchJob = Kubeflow{Kind: "PyTorchJob", Plural: "pytorchjobs", Field: "pytorchReplicaSpecs", Order: []string{"Master", "Worker"}}
+	PyTorchJob = Kubeflow{Kind: "PyTorchJob", Plural: "pytorchjobs", Field: "pytorchReplicaSpecs", Order: []string{"Master", "Worker"},
+		Init: &pytorchInit, InitOf: "Worker", InitAfter: "Master"}
 	TFJob      = Kubeflow{Kind: "TFJob", Plural: "tfjobs", Field: "tfReplicaSpecs", Order: []string{"Chief", "Master", "PS", "Worker", "Evaluator"}}
 	XGBoostJob = Kubeflow{Kind: "XGBoostJob", Plural: "xgboostjobs", Field: "xgbReplicaSpecs", Order: []string{"Master", "Worker"}}
 	PaddleJob  = Kubeflow{Kind: "PaddleJob", Plural: "paddlejobs", Field: "paddleReplicaSpecs", Order: []string{"Master", "Worker"}}
@@ -113,8 +119,12 @@ func (k Kubeflow) Read(obj client.Object) (*Object, error) {
 				return nil, fmt.Errorf("spec.%s.%s.template: %w", k.Field, t, err)
 			}
 		}
-		o.PodSets = append(o.PodSets, PodSet{Name: strings.ToLower(t), Count: count, Template: tpl,
-			Path: []string{"spec", k.Field, t, "template"}, CountPath: []string{"spec", k.Field, t, "replicas"}})
+		ps := PodSet{Name: strings.ToLower(t), Count: count, Template: tpl,
+			Path: []string{"spec", k.Field, t, "template"}, CountPath: []string{"spec", k.Field, t, "replicas"}}
+		if _, after := specs[k.InitAfter]; k.Init != nil && t == k.InitOf && after {
+			ps.Injected = []corev1.Container{*k.Init}
+		}
+		o.PodSets = append(o.PodSets, ps)
 	}
 	o.Suspended, _, _ = unstructured.NestedBool(u.Object, "spec", "runPolicy", "suspend")
 	_, o.suspendParent, _ = unstructured.NestedFieldNoCopy(u.Object, "spec", "runPolicy")

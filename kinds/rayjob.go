@@ -118,7 +118,7 @@ func (k RayJob) Read(obj client.Object) (*Object, error) {
 			return nil, fmt.Errorf("%s.template: %w", FieldPath(at), err)
 		}
 		o.PodSets = append(o.PodSets, PodSet{Name: name, Count: replicas * hosts, Template: tpl,
-			Path: Join(at, "template"), CountPath: Join(at, field)})
+			Path: Join(at, "template"), CountPath: Join(at, field), Injected: rayWorkerInjected})
 	}
 	mode, _, _ := unstructured.NestedString(u.Object, "spec", "submissionMode")
 	if mode == "" || mode == "K8sJobMode" {

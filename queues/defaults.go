@@ -21,6 +21,46 @@ type PodDefaults struct {
 	Requests corev1.ResourceList
 	// Overhead is the pod overhead of each RuntimeClass, by name.
 	Overhead map[string]corev1.ResourceList
+	// Config, when set, is the config in force: the init containers that
+	// operators add to pods (Inject) count with the resources the
+	// workload's ClusterQueue covers.
+	Config *Config
+}
+
+// Inject returns spec with the init containers an operator adds to its
+// pods (cs), as queued in ClusterQueue queue: each asks only for the
+// resources that queue covers, so that what the operator adds never makes
+// a workload ask for a resource its queue does not cover. It returns spec
+// itself when there is nothing to add or no config to say what is
+// covered; d may be nil.
+func (d *PodDefaults) Inject(queue string, spec *corev1.PodSpec, cs []corev1.Container) *corev1.PodSpec {
+	if d == nil || d.Config == nil || len(cs) == 0 {
+		return spec
+	}
+	cq := d.Config.ClusterQueues[queue]
+	if cq == nil {
+		return spec
+	}
+	covered := func(r corev1.ResourceName) bool {
+		for _, g := range cq.ResourceGroups {
+			if slices.Contains(g.Covered, r) {
+				return true
+			}
+		}
+		return false
+	}
+	out := *spec
+	out.InitContainers = slices.Clone(spec.InitContainers)
+	for _, c := range cs {
+		if slices.ContainsFunc(out.InitContainers, func(have corev1.Container) bool { return have.Name == c.Name }) {
+			continue
+		}
+		c = *c.DeepCopy()
+		maps.DeleteFunc(c.Resources.Requests, func(r corev1.ResourceName, _ resource.Quantity) bool { return !covered(r) })
+		maps.DeleteFunc(c.Resources.Limits, func(r corev1.ResourceName, _ resource.Quantity) bool { return !covered(r) })
+		out.InitContainers = append(out.InitContainers, c)
+	}
+	return &out
 }
 
 // LimitRangeRequests merges the container defaultRequests of a

@@ -147,3 +147,31 @@ func PodExcess(sets []PodSet, pod flavors.Resources, covered func(corev1.Resourc
 	}
 	return best
 }
+
+// WithPodOverhead returns a copy of w whose pods each ask extra more, in
+// every pod set, sealed.
+func (w *Workload) WithPodOverhead(extra flavors.Resources) *Workload {
+	out := *w
+	out.PodSets = make([]PodSet, len(w.PodSets))
+	for i, ps := range w.PodSets {
+		reqs := make(flavors.Resources, len(ps.Requests)+len(extra))
+		for r, a := range ps.Requests {
+			reqs[r] = a
+		}
+		for r, a := range extra {
+			reqs[r] = reqs[r].Add(a)
+		}
+		out.PodSets[i] = PodSet{Name: ps.Name, Count: ps.Count, Requests: reqs}
+	}
+	out.total, out.vec = nil, nil
+	return out.Seal()
+}
+
+// PodCount is w's pods summed over its pod sets.
+func (w *Workload) PodCount() int64 {
+	n := int64(0)
+	for _, ps := range w.PodSets {
+		n += ps.Count
+	}
+	return n
+}

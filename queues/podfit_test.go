@@ -157,3 +157,49 @@ func TestPodOverheadAnnotation(t *testing.T) {
 		t.Error("WithPodOverhead copied a spec it had nothing to add to")
 	}
 }
+
+func TestInjectCountsCoveredResourcesOnly(t *testing.T) {
+	cfg, _, errs := Parse([]byte(`
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cpu-only}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: cpu-memory}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 4Gi}]}]
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	init := corev1.Container{Name: "wait", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("10Mi")}}}
+	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}
+	d := &PodDefaults{Config: cfg}
+	for _, tc := range []struct{ queue, want string }{
+		{"cpu-only", "cpu=50m"},
+		{"cpu-memory", "cpu=50m, memory=10Mi"},
+		{"unknown", ""},
+	} {
+		if got := PodRequests(d.Inject(tc.queue, spec, []corev1.Container{init})).String(); got != tc.want {
+			t.Errorf("queue %s: the pod asks for %q, want %q", tc.queue, got, tc.want)
+		}
+	}
+	if len(spec.InitContainers) != 0 {
+		t.Error("Inject changed the spec it was given")
+	}
+	if (*PodDefaults)(nil).Inject("cpu-only", spec, []corev1.Container{init}) != spec {
+		t.Error("Inject without defaults copied the spec")
+	}
+}
