@@ -132,15 +132,19 @@ func TestIntegrationPodGate(t *testing.T) {
 		t.Errorf("a user relabelling a queued pod: %v; want a denial", err)
 	}
 
-	// A pod of the Job larger than it was admitted with (a sidecar): it
-	// waits behind the gate, and the Job goes back to its queue with the
-	// difference as pod overhead.
+	// A pod of the Job larger than it was admitted with (a sidecar of
+	// 250m): the queue has room for 250m more on each of the Job's two
+	// pods, so the Job is charged for it in place, and the pod runs.
 	if err := k8s.Delete(ctx, getPod(t, ns, "two-b"), client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	big := newPod(ns, "two-d", "500m", job, "Job")
-	big.Spec.Containers = append(big.Spec.Containers, corev1.Container{Name: "proxy", Image: "busybox",
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}})
+	withSidecar := func(name, cpu string) *corev1.Pod {
+		p := newPod(ns, name, "500m", job, "Job")
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "proxy", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}})
+		return p
+	}
+	big := withSidecar("two-d", "250m")
 	if err := k8s.Create(ctx, big); err != nil {
 		t.Fatal(err)
 	}
@@ -148,27 +152,33 @@ func TestIntegrationPodGate(t *testing.T) {
 		t.Fatalf("a larger pod of Job two: gates %v, labels %v; want it gated as Job two's", big.Spec.SchedulingGates, big.Labels)
 	}
 	eventually(t, 10*time.Second, func() (bool, string) {
-		j := getJob(t, ns, "two")
-		return ptr.Deref(j.Spec.Suspend, false) && j.Annotations[queues.AnnotationPodOverhead] == "cpu=250m",
-			fmt.Sprintf("Job two: suspend %v, annotations %v", ptr.Deref(j.Spec.Suspend, false), j.Annotations)
+		j, p := getJob(t, ns, "two"), getPod(t, ns, "two-d")
+		return !ptr.Deref(j.Spec.Suspend, true) && j.Annotations[queues.AnnotationPodOverhead] == "cpu=250m" && !gated(p),
+			fmt.Sprintf("Job two: suspend %v, annotations %v; pod two-d gates %v", ptr.Deref(j.Spec.Suspend, false), j.Annotations, p.Spec.SchedulingGates)
 	})
-	if ok, seen := hasEvent(t, ns, "two", "Evicted", "pod overhead cpu=250m"); !ok {
-		t.Errorf("no Evicted Event on Job two: %s", seen)
+	if ok, seen := hasEvent(t, ns, "two", "PodOverhead", "charged as pod overhead cpu=250m"); !ok {
+		t.Errorf("no PodOverhead Event on Job two: %s", seen)
 	}
-	// No job controller runs here to delete its pods: once its last live
-	// pod is gone, the Job is admitted again at its new size (2 x 750m,
-	// beside two-c's 500m), and the larger pod, which still waits, fits
-	// and loses the gate.
-	if err := k8s.Delete(ctx, getPod(t, ns, "two-a"), client.GracePeriodSeconds(0)); err != nil {
+	// A pod larger still (a sidecar of 1250m, 1 CPU beyond the recorded
+	// overhead): 2 CPUs more do not fit, so the Job goes back to its
+	// queue with the new overhead, and says why.
+	if err := k8s.Delete(ctx, getPod(t, ns, "two-d"), client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, func() (bool, string) {
-		j, p := getJob(t, ns, "two"), getPod(t, ns, "two-d")
-		return !ptr.Deref(j.Spec.Suspend, true) && !gated(p),
-			fmt.Sprintf("Job two suspended %v, pod two-d gates %v", ptr.Deref(j.Spec.Suspend, true), p.Spec.SchedulingGates)
+	huge := withSidecar("two-e", "1250m")
+	if err := k8s.Create(ctx, huge); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j := getJob(t, ns, "two")
+		return ptr.Deref(j.Spec.Suspend, false) && j.Annotations[queues.AnnotationPodOverhead] == "cpu=1250m",
+			fmt.Sprintf("Job two: suspend %v, annotations %v", ptr.Deref(j.Spec.Suspend, false), j.Annotations)
 	})
-	if ok, seen := hasEvent(t, ns, "two", "Admitted", "cpu=1500m"); !ok {
-		t.Errorf("Job two not admitted at its new size: %s", seen)
+	if ok, seen := hasEvent(t, ns, "two", "Evicted", "pod overhead cpu=1250m"); !ok {
+		t.Errorf("no Evicted Event on Job two: %s", seen)
+	}
+	if p := getPod(t, ns, "two-e"); !gated(p) {
+		t.Errorf("pod two-e runs: gates %v", p.Spec.SchedulingGates)
 	}
 }
 

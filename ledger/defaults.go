@@ -96,20 +96,17 @@ func (l *Ledger) setRuntimeClass(obj any, deleted bool) {
 	}
 }
 
-// defaultsLocked returns the pod defaults of namespace ns, nil when there
-// are none.
+// defaultsLocked returns the pod defaults of namespace ns, with the
+// config in force.
 func (l *Ledger) defaultsLocked(ns string) *queues.PodDefaults {
 	if d, ok := l.podDefaults[ns]; ok {
 		return d
 	}
-	var d *queues.PodDefaults
 	ranges := make([]*corev1.LimitRange, 0, len(l.limitRanges[ns]))
 	for _, lr := range l.limitRanges[ns] {
 		ranges = append(ranges, lr)
 	}
-	if reqs := queues.LimitRangeRequests(ranges); reqs != nil || len(l.overheads) > 0 {
-		d = &queues.PodDefaults{Requests: reqs, Overhead: l.overheads}
-	}
+	d := &queues.PodDefaults{Requests: queues.LimitRangeRequests(ranges), Overhead: l.overheads, Config: l.cfg}
 	l.podDefaults[ns] = d
 	return d
 }

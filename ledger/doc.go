@@ -71,8 +71,9 @@
 // their namespace's LimitRange defaults and their RuntimeClass's overhead,
 // as their pods get them (defaults.go). A gated pod that claims an
 // admitted workload is larger than the workload's pods: the workload is
-// evicted once, with the difference as its pod overhead, and queues again
-// at that size (resize.go). A single-pod workload (kinds.Pod) is admitted
+// charged the difference as its pod overhead, in place when its queue has
+// room, else by an eviction after which it queues again at that size
+// (gated.go). A single-pod workload (kinds.Pod) is admitted
 // by taking its scheduling gate off and evicted by deleting it. Status folds each Job through react too,
 // from the entry its state label and flavors annotation describe.
 //

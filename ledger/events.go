@@ -21,7 +21,10 @@ const (
 	// ReasonEvicted is on a workload tally suspended for another reason
 	// than a preemption: its pods turned out larger than it was admitted
 	// with (resize.go).
-	ReasonEvicted       = "Evicted"
+	ReasonEvicted = "Evicted"
+	// ReasonPodOverhead is on a running workload charged in place for
+	// pods larger than its pod sets (gated.go).
+	ReasonPodOverhead   = "PodOverhead"
 	ReasonConfigInvalid = "InvalidConfig"
 	ReasonConfigLoaded  = "ConfigLoaded"
 	// ReasonNamespaceUnbound is on waiting Jobs whose namespace lost its
@@ -35,7 +38,7 @@ func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, arg
 	msg := fmt.Sprintf(format, args...)
 	l.recorder.Event(kinds.Ref(w), eventType, reason, msg)
 	switch reason {
-	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonEvicted, ReasonQuotaReleased, ReasonInadmissible:
+	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonEvicted, ReasonPodOverhead, ReasonQuotaReleased, ReasonInadmissible:
 		l.recent.add(Decision{At: l.opts.Clock.Now(), Reason: reason, Workload: kinds.GVKOf(w).Kind + " " + w.Key(),
 			Queue: w.Queue, Message: msg})
 	}

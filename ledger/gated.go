@@ -17,18 +17,20 @@ import (
 
 // The pod gate (webhook.PodGate) holds some pods of a workload behind
 // tally's scheduling gate, labelled with the workload's UID: pods larger
-// than the workload's pod sets (a container that another admission
-// webhook added, such as a service mesh's sidecar), and pods made while
-// the workload was not admitted (its controller had yet to see it
-// suspended). The ledger judges them whenever their workload is admitted,
-// one of them appears, or one of its pods ends (releaseGated): a pod that
-// fits what the workload was admitted with, beside its live pods, loses
-// the gate (one write); a larger one has the ledger evict the workload,
-// with one write that also records what each pod asks beyond its pod set
-// (queues.AnnotationPodOverhead), so that it queues again and is admitted
-// and charged at that size; one too many waits for a pod to end. Pods of
-// a workload that is not admitted wait: its controller deletes them when
-// it sees it suspended.
+// than the workload's pod sets (an init container its operator adds, a
+// sidecar that another admission webhook adds), and pods made while the
+// workload was not admitted (its controller had yet to see it suspended).
+// The ledger judges them whenever their workload is admitted, one of them
+// appears, or one of its pods ends (releaseGated): a pod that fits what
+// the workload was admitted with, beside its live pods, loses the gate
+// (one write); one too many waits for a pod to end. A larger one has the
+// workload charged the difference on every pod, as pod overhead
+// (queues.AnnotationPodOverhead): in place, with one write of the
+// annotation, when that fits its ClusterQueue's nominal quota (grow);
+// else by evicting it, with one write that also records the overhead, so
+// that it queues again and is admitted and charged at its real size
+// (tooLargeLocked). Pods of a workload that is not admitted wait: its
+// controller deletes them when it sees it suspended.
 
 // gatedPodLocked notes whether pod p, which claims another workload than
 // itself (c), is held by tally's gate, and has it judged if its workload
@@ -135,12 +137,99 @@ func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 			}
 			live = append(live, reqs)
 		case queues.PodTooLarge:
-			l.mu.Lock()
-			l.tooLargeLocked(p, uid, reqs)
-			l.mu.Unlock()
-			return
+			grown, ok := l.grow(ctx, uid, w, p, reqs)
+			if !ok {
+				l.mu.Lock()
+				l.tooLargeLocked(p, uid, reqs)
+				l.mu.Unlock()
+				return
+			}
+			w = grown
+			if queues.FitPods(w.PodSets, live, reqs, cfg.Covers) != queues.PodFits {
+				continue
+			}
+			if err := l.ungate(ctx, p); err != nil {
+				l.log.Info("taking the scheduling gate off a pod failed; it waits", "pod", p.Namespace+"/"+p.Name, "err", err.Error())
+				continue
+			}
+			live = append(live, reqs)
 		}
 	}
+}
+
+// grow charges admitted workload uid (whose Workload is w) in place for
+// its pod p, which asks for reqs, more than its pod sets, when the
+// difference, on every pod, fits its ClusterQueue's nominal quota beside
+// what the queue uses: it records the new pod overhead on the workload
+// (one write, which its next view charges as well) and returns the grown
+// Workload. Otherwise, or if the write fails, it returns false.
+func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p *corev1.Pod, reqs flavors.Resources) (*queues.Workload, bool) {
+	l.mu.Lock()
+	e := l.jobs[uid]
+	if e == nil || e.w != w || e.phase != admitted || l.cfg == nil || e.charged == nil {
+		l.mu.Unlock()
+		return nil, false
+	}
+	excess := queues.PodExcess(w.PodSets, reqs, l.cfg.Covers)
+	grown := w.WithPodOverhead(excess)
+	delta := queues.Usage{}
+	for r, a := range excess {
+		fr := l.flavorForLocked(e, r)
+		delta[fr] = delta[fr].Add(a.Mul(w.PodCount()))
+	}
+	used := l.usage[e.chargedQueue]
+	for fr, a := range delta {
+		q, ok := l.cfg.QuotaOf(e.chargedQueue, fr)
+		if !ok || used[fr].Add(a) > q.Nominal {
+			l.mu.Unlock()
+			return nil, false
+		}
+	}
+	ann := addOverhead(e.overhead, excess)
+	queue := e.chargedQueue
+	e.charged = e.charged.Clone()
+	e.charged.Add(delta)
+	l.addUsageLocked(queue, delta)
+	l.mu.Unlock()
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{queues.AnnotationPodOverhead: ann}}})
+	if err == nil {
+		err = l.client.Patch(ctx, kinds.Ref(w), client.RawPatch(types.MergePatchType, body), client.FieldOwner(queues.FieldManagerAdmission))
+	}
+	if err != nil {
+		l.mu.Lock()
+		if e.charged != nil && e.chargedQueue == queue {
+			e.charged.Sub(delta)
+			l.subUsageLocked(queue, delta)
+		}
+		l.mu.Unlock()
+		l.log.Info("recording a workload's pod overhead failed; its larger pods wait", "job", w.Key(), "err", err.Error())
+		return nil, false
+	}
+	l.event(w, corev1.EventTypeNormal, ReasonPodOverhead, "Pod %s asks for %s more than its pod set (a container its operator or another admission webhook added); charged as pod overhead %s on each of its %d pods",
+		p.Name, excess, ann, w.PodCount())
+	return grown, true
+}
+
+// flavorForLocked is the flavor that e's charge holds resource r in: the
+// one among the flavors it is charged in whose quota in its ClusterQueue
+// covers r, else the first of them.
+func (l *Ledger) flavorForLocked(e *entry, r corev1.ResourceName) queues.FlavorResource {
+	var names []string
+	for fr := range e.charged {
+		if !slices.Contains(names, fr.Flavor) {
+			names = append(names, fr.Flavor)
+		}
+	}
+	slices.Sort(names)
+	for _, f := range names {
+		if _, ok := l.cfg.QuotaOf(e.chargedQueue, queues.FlavorResource{Flavor: f, Resource: r}); ok {
+			return queues.FlavorResource{Flavor: f, Resource: r}
+		}
+	}
+	if len(names) == 0 {
+		return queues.FlavorResource{Resource: r}
+	}
+	return queues.FlavorResource{Flavor: names[0], Resource: r}
 }
 
 // ungate takes tally's scheduling gate off pod p, keeping the others.
@@ -172,21 +261,13 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 	if len(excess) == 0 {
 		return
 	}
-	overhead := queues.ParsePodOverhead(e.overhead)
-	if overhead == nil {
-		overhead = corev1.ResourceList{}
-	}
-	for r, a := range excess {
-		sum := overhead[r]
-		sum.Add(a.Quantity(r))
-		overhead[r] = sum
-	}
+	ann := addOverhead(e.overhead, excess)
 	e.phase = evicting
 	e.evictedAt = l.opts.Clock.Now()
 	w := write{e: e, w: e.w, suspend: e.suspend,
-		overhead: queues.FormatPodOverhead(overhead),
+		overhead: ann,
 		message: fmt.Sprintf("Pod %s asks for %s more than the pods it was admitted with (a container another admission webhook added?); requeued to be admitted and charged with pod overhead %s",
-			p.Name, excess, queues.FormatPodOverhead(overhead)),
+			p.Name, excess, ann),
 	}
 	l.inflight.Add(1)
 	l.spawn(func() {
@@ -218,4 +299,18 @@ func (l *Ledger) requeue(ctx context.Context, w write) {
 	}
 	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedResized).Inc()
 	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
+}
+
+// addOverhead is the AnnotationPodOverhead value ann with excess added.
+func addOverhead(ann string, excess flavors.Resources) string {
+	overhead := queues.ParsePodOverhead(ann)
+	if overhead == nil {
+		overhead = corev1.ResourceList{}
+	}
+	for r, a := range excess {
+		sum := overhead[r]
+		sum.Add(a.Quantity(r))
+		overhead[r] = sum
+	}
+	return queues.FormatPodOverhead(overhead)
 }

@@ -450,6 +450,9 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cfg = cfg
+	// The pod defaults carry the config (what the queues cover).
+	clear(l.podDefaults)
+	l.defaultsGen++
 	l.metrics.observeConfig(cfg, l.usage)
 	l.rebuildPendingLocked()
 	l.relabelLocked()

@@ -141,7 +141,10 @@ func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before fields
 	// The creation-time check counts what the pods will get from the
 	// namespace's LimitRanges and their RuntimeClass; without them (a
 	// cache that cannot say) it counts the templates as they are.
-	d, _ := podDefaults(ctx, m.Namespaces, o)
+	d, err := podDefaults(ctx, m.Namespaces, o, cfg)
+	if err != nil {
+		d = &queues.PodDefaults{Config: cfg}
+	}
 	warnings, err := MutateIn(cfg, o, queue, ns.Labels, d)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)

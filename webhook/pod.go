@@ -298,7 +298,7 @@ func podParent(kind string) bool {
 // with and the pods it runs, as r lists them (the cache, by
 // PodWorkloadIndex, or the API server).
 func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Object, reqs flavors.Resources, r client.Reader) (queues.PodFit, error) {
-	d, err := podDefaults(ctx, g.Reader, root)
+	d, err := podDefaults(ctx, g.Reader, root, cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -323,13 +323,13 @@ func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Objec
 }
 
 // podDefaults are the pod defaults of o's namespace, as the API server
-// applies them to o's pods, read through r.
-func podDefaults(ctx context.Context, r client.Reader, o *kinds.Object) (*queues.PodDefaults, error) {
+// applies them to o's pods, read through r, with config cfg.
+func podDefaults(ctx context.Context, r client.Reader, o *kinds.Object, cfg *queues.Config) (*queues.PodDefaults, error) {
 	ranges := &corev1.LimitRangeList{}
 	if err := r.List(ctx, ranges, client.InNamespace(o.Meta.Namespace)); err != nil {
 		return nil, err
 	}
-	d := &queues.PodDefaults{}
+	d := &queues.PodDefaults{Config: cfg}
 	ptrs := make([]*corev1.LimitRange, len(ranges.Items))
 	for i := range ranges.Items {
 		ptrs[i] = &ranges.Items[i]
