@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -82,7 +84,12 @@ type attackRun struct {
 // impersonation. Each row checks what the pods do, not what tally says.
 func TestIntegrityAttacks(t *testing.T) {
 	s := setup(t)
-	ctx := testContext(t, 10*time.Minute)
+	// A cold build of KubeRay's operator, for the RayJob row, takes some
+	// minutes.
+	if err := s.env.BuildTool(testContext(t, 30*time.Minute), framework.RayOperator); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t, 15*time.Minute)
 	rows := []attack{
 		{name: "e2e-int-limits", run: attackLimitsOnly},
 		{name: "e2e-int-label", run: attackOtherQueue},
@@ -100,12 +107,21 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-pod", run: attackBarePods},
 		{name: "e2e-int-deploy", run: attackDeployment},
 		{name: "e2e-int-sidecar", run: attackSidecar, cpu: sidecarQuota},
+		{name: "e2e-int-runtime", run: attackRuntimeClass, cpu: runtimeQuota},
+		{name: "e2e-int-restart", run: attackGhostAfterRestart},
+		{name: "e2e-int-ray", run: attackRayClamp, cpu: rayQuota},
+		{name: "e2e-int-resize", run: attackResize, cpu: resizeQuota},
 	}
 	var names []string
 	var docs []string
 	for _, r := range rows {
 		names = append(names, r.name)
 		docs = append(docs, integrityQueue(r.name, r.cpu))
+	}
+	// RayJob's CRD before the config that brings the queues: tally watches
+	// a kind whose CRD came since its last config load from the next one.
+	if err := s.cluster.InstallRayCRDs(ctx); err != nil {
+		t.Fatal(err)
 	}
 	useQueues(ctx, t, s, names, append(docs, priorityClassDocs)...)
 	user, err := framework.NewUserClient(s.cluster.Kubeconfig, integrityUser)
@@ -510,6 +526,15 @@ func attackBarePods(ctx context.Context, t *testing.T, r *attackRun) {
 	if !reasons["Pending"] {
 		t.Errorf("the gated pod %s has no Pending Event (it has %v)", waiting[0], reasons)
 	}
+	// The user may update their pods, but not take tally's gate off.
+	p := &corev1.Pod{}
+	if err := r.user.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: waiting[0]}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.SchedulingGates = nil
+	if err := r.user.Update(ctx, p); err == nil || !strings.Contains(err.Error(), "only tally removes it") {
+		t.Errorf("the user taking the scheduling gate off pod %s: %v; want a denial", p.Name, err)
+	}
 	gone := running[0]
 	if err := r.user.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: gone}}); err != nil {
 		t.Fatalf("deleting pod %s as the user: %v", gone, err)
@@ -628,5 +653,208 @@ func attackSidecar(ctx context.Context, t *testing.T, r *attackRun) {
 		if got := j.Annotations["tally.dev/pod-overhead"]; got != "cpu=1" {
 			t.Errorf("Job %s records pod overhead %q, want cpu=1", n, got)
 		}
+	}
+}
+
+// runtimeQuota is the CPU quota of the RuntimeClass row's queue.
+const runtimeQuota = 2
+
+// Two Jobs of a CPU each whose pods name a RuntimeClass with a pod
+// overhead of one CPU (the admin's): each pod asks for two, the whole
+// quota, and the Jobs run one after the other. Read from the pods (the
+// overhead counted, as the scheduler counts it): never more than 2 CPUs.
+func attackRuntimeClass(ctx context.Context, t *testing.T, r *attackRun) {
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-cpu-overhead"}, Handler: "runc",
+		Overhead: &nodev1.Overhead{PodFixed: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}
+	if err := r.s.client.Create(ctx, rc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the RuntimeClass: %v", err)
+	}
+	t.Cleanup(func() { _ = r.s.client.Delete(context.Background(), rc) })
+	cpu, err := framework.AuditPods(ctx, r.s.client, corev1.ResourceCPU, map[string]int64{r.ns: runtimeQuota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"overhead-a", "overhead-b"}
+	for _, n := range names {
+		j := framework.NewJob(r.ns, n).Request("cpu", "1").Runtime(3 * time.Second).Obj()
+		j.Spec.Template.Spec.RuntimeClassName = ptr.To(rc.Name)
+		if err := userCreate(ctx, t, r, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJobsDone(ctx, t, r, 2*time.Minute, names...)
+	rep := cpu.Stop()
+	for _, v := range rep.Violations {
+		t.Errorf("CPU quota broken: %s", v)
+	}
+	t.Logf("at most %d CPUs in the pods of %s, overhead included (quota %d)", rep.Max[r.ns], r.ns, runtimeQuota)
+	for _, n := range names {
+		if r.audit.SucceededOf(r.ns, n) == 0 {
+			t.Errorf("Job %s finished with no pod that succeeded", n)
+		}
+	}
+}
+
+// A pod of the user's that claims, by label, a workload that does not
+// exist, and, by the annotations tally's admission writes on its pods,
+// a GPU in another team's ClusterQueue; then tally restarts. The pod is
+// queued on its own in the user's queue, and after the restart the other
+// team's Job that takes their whole quota runs.
+func attackGhostAfterRestart(ctx context.Context, t *testing.T, r *attackRun) {
+	const other = "e2e-int-label"
+	ghost := barePod(r.ns, "ghost", 1, 0)
+	ghost.Labels = map[string]string{"tally.dev/workload": "00000000-0000-0000-0000-00000000dead"}
+	ghost.Annotations = map[string]string{"tally.dev/cluster-queue": other, "tally.dev/flavors": "main=nvidia-gpu-flavor"}
+	if err := userCreate(ctx, t, r, ghost); err != nil {
+		t.Fatal(err)
+	}
+	waitPodsRunning(ctx, t, r, 1)
+	killTally(t, r.s)
+	if err := r.s.tally.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.s.tally.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatalf("tally not ready after the restart: %v", err)
+	}
+	j := framework.NewJob(other, "after-restart").GPUs(integrityGPUs).Runtime(time.Second).Obj()
+	if err := r.s.client.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		cur := &batchv1.Job{}
+		if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(j), cur); err != nil {
+			return false, err.Error(), nil
+		}
+		return framework.Finished(cur), "the other team's Job has not finished", nil
+	})
+	if err != nil {
+		t.Errorf("after the restart, the ghost pod holds the other team's quota: %v", err)
+	}
+	if err := r.s.client.Delete(ctx, ghost); err != nil {
+		t.Errorf("deleting the ghost pod: %v", err)
+	}
+}
+
+// rayQuota is the CPU quota of the RayJob row's queue.
+const rayQuota = 4
+
+// A RayJob (head, submitter and a worker group of a CPU each) whose group
+// says replicas 1 but minReplicas 2, so KubeRay starts two workers, and a
+// Job of a CPU beside it, in a queue of 4 CPUs: the RayJob is charged for
+// the workers KubeRay starts (4 CPUs in all), and the Job waits until it
+// ends. Read from the pods: never more than 4 CPUs in use.
+func attackRayClamp(ctx context.Context, t *testing.T, r *attackRun) {
+	o, err := framework.NewRayOperator(ctx, r.s.cluster, filepath.Dir(r.s.cluster.Kubeconfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator(ctx, t, o, 2*time.Minute)
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: integrityUser}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "e2e-ray-edit"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"ray.io"}, Resources: []string{"rayjobs"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}}
+	for _, obj := range []client.Object{role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "e2e-ray-edit"}, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}}} {
+		if err := r.s.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cpu, err := framework.AuditPods(ctx, r.s.client, corev1.ResourceCPU, map[string]int64{r.ns: rayQuota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rj := framework.OperatorJob{Namespace: r.ns, Name: "clamp", Workers: 1, Runtime: 3 * time.Second}.RayJob()
+	groups, _, _ := unstructured.NestedSlice(rj.Object, "spec", "rayClusterSpec", "workerGroupSpecs")
+	groups[0].(map[string]any)["minReplicas"] = int64(2)
+	groups[0].(map[string]any)["maxReplicas"] = int64(2)
+	if err := unstructured.SetNestedSlice(rj.Object, groups, "spec", "rayClusterSpec", "workerGroupSpecs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := userCreate(ctx, t, r, rj); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted while its operator runs, which removes its finalizer.
+	t.Cleanup(func() { _ = r.s.client.Delete(context.Background(), rj) })
+	beside := framework.NewJob(r.ns, "beside").Request("cpu", "1").Runtime(20 * time.Second).Obj()
+	if err := userCreate(ctx, t, r, beside); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.Poll(ctx, 500*time.Millisecond, 4*time.Minute, func(ctx context.Context) (bool, string, error) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(framework.RayJobGVK)
+		if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(rj), u); err != nil {
+			return false, err.Error(), nil
+		}
+		j := &batchv1.Job{}
+		if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(beside), j); err != nil {
+			return false, err.Error(), nil
+		}
+		st := framework.RayJobDeploymentStatus(u)
+		return (st == "Failed" || st == "Complete") && framework.Finished(j), fmt.Sprintf("RayJob %s, Job beside finished %v", st, framework.Finished(j)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := cpu.Stop()
+	for _, v := range rep.Violations {
+		t.Errorf("CPU quota broken: %s", v)
+	}
+	t.Logf("at most %d CPUs in the pods of %s (quota %d)", rep.Max[r.ns], r.ns, rayQuota)
+	if n := r.audit.PodsOf(r.ns, "beside"); n == 0 {
+		t.Error("Job beside finished without a pod")
+	}
+}
+
+// resizeQuota is the CPU quota of the resize row's queue.
+const resizeQuota = 2
+
+// A bare pod of a CPU, admitted and running in a queue of 2 CPUs, that
+// its user grows to 4 CPUs in place through pods/resize (granted to them
+// here, as edit may not): denied, and the pod keeps asking for one.
+func attackResize(ctx context.Context, t *testing.T, r *attackRun) {
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: integrityUser}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "e2e-resize"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"pods/resize"}, Verbs: []string{"get", "update", "patch"}}}}
+	for _, obj := range []client.Object{role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "e2e-resize"}, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}}} {
+		if err := r.s.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cpu, err := framework.AuditPods(ctx, r.s.client, corev1.ResourceCPU, map[string]int64{r.ns: resizeQuota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "grow"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/e2e:v1",
+			Resources: corev1.ResourceRequirements{Requests: one, Limits: one}}}}}
+	if err := userCreate(ctx, t, r, p); err != nil {
+		t.Fatal(err)
+	}
+	waitPodsRunning(ctx, t, r, 1)
+	var denial error
+	err = framework.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+		cur := &corev1.Pod{}
+		if err := r.user.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
+			return false, err.Error(), nil
+		}
+		four := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+		cur.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: four, Limits: four}
+		denial = r.user.SubResource("resize").Update(ctx, cur)
+		// A conflict with the kubelet's status writes is tried again.
+		return !apierrors.IsConflict(denial), fmt.Sprint(denial), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if denial == nil || !strings.Contains(denial.Error(), "raising cpu from 1 to 4 is denied") {
+		t.Errorf("growing a running pod through pods/resize: %v; want a denial", denial)
+	}
+	rep := cpu.Stop()
+	for _, v := range rep.Violations {
+		t.Errorf("CPU quota broken: %s", v)
+	}
+	if err := r.s.client.Delete(ctx, p); err != nil {
+		t.Errorf("deleting pod grow: %v", err)
 	}
 }

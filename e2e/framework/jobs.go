@@ -116,7 +116,10 @@ func PodRequest(spec *corev1.PodSpec, name corev1.ResourceName) int64 {
 	for _, c := range spec.InitContainers {
 		initMax = max(initMax, containerRequest(c, name))
 	}
-	return max(sum, initMax)
+	// The pod overhead (its RuntimeClass's) counts on top, as the
+	// scheduler counts it.
+	over := spec.Overhead[name]
+	return max(sum, initMax) + over.Value()
 }
 
 // containerRequest is what c requests of a resource: its request, else
