@@ -442,11 +442,13 @@ func attackLimitRange(ctx context.Context, t *testing.T, r *attackRun) {
 }
 
 // barePod is a pod of the user's own, with no owner, that asks for gpus
-// GPUs by limits alone and runs for d (forever if 0).
+// GPUs by limits alone and runs for d (forever if 0). It tolerates the
+// GPU nodes' taint, as a user who knows it would write.
 func barePod(ns, name string, gpus int, d time.Duration) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "registry.example/e2e:v1",
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{framework.ResourceGPU: *resource.NewQuantity(int64(gpus), resource.DecimalSI)}}}}}}
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{framework.ResourceGPU: *resource.NewQuantity(int64(gpus), resource.DecimalSI)}}}},
+			Tolerations: []corev1.Toleration{{Key: "kueue.x-k8s.io/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}}
 	if d > 0 {
 		p.Annotations = map[string]string{framework.AnnotationRuntime: d.String()}
 	}

@@ -304,11 +304,12 @@ func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Objec
 	}
 	w := root.WorkloadIn(root.Meta.Labels[queues.LabelQueue], 0, d)
 	pods := &corev1.PodList{}
-	var by client.ListOption = client.MatchingFields{PodWorkloadIndex: string(root.Meta.UID)}
+	// The cache's pods are only read: not copied.
+	opts := []client.ListOption{client.InNamespace(root.Meta.Namespace), client.MatchingFields{PodWorkloadIndex: string(root.Meta.UID)}, client.UnsafeDisableDeepCopy}
 	if r == g.APIReader {
-		by = client.MatchingLabels{queues.LabelWorkload: string(root.Meta.UID)}
+		opts = []client.ListOption{client.InNamespace(root.Meta.Namespace), client.MatchingLabels{queues.LabelWorkload: string(root.Meta.UID)}}
 	}
-	if err := r.List(ctx, pods, client.InNamespace(root.Meta.Namespace), by); err != nil {
+	if err := r.List(ctx, pods, opts...); err != nil {
 		return 0, err
 	}
 	var live []flavors.Resources
@@ -326,7 +327,7 @@ func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Objec
 // applies them to o's pods, read through r, with config cfg.
 func podDefaults(ctx context.Context, r client.Reader, o *kinds.Object, cfg *queues.Config) (*queues.PodDefaults, error) {
 	ranges := &corev1.LimitRangeList{}
-	if err := r.List(ctx, ranges, client.InNamespace(o.Meta.Namespace)); err != nil {
+	if err := r.List(ctx, ranges, client.InNamespace(o.Meta.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	d := &queues.PodDefaults{Config: cfg}
