@@ -119,6 +119,16 @@ spec:
 ---
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
+metadata: {name: pods}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: on-demand
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
 metadata: {name: tiny}
 spec:
   resourceGroups:
