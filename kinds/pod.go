@@ -48,7 +48,7 @@ func (Pod) gatesPods()                   {}
 // suspendValue is the pod's scheduling gates with (suspend) or without
 // tally's.
 func (Pod) suspendValue(o *Object, suspend bool) any {
-	gates := slices.DeleteFunc(slices.Clone(o.Obj.(*corev1.Pod).Spec.SchedulingGates), isTallyGate)
+	gates := WithoutGate(o.Obj.(*corev1.Pod).Spec.SchedulingGates)
 	if suspend {
 		gates = append(gates, corev1.PodSchedulingGate{Name: queues.SchedulingGate})
 	}
@@ -59,6 +59,11 @@ func (Pod) suspendValue(o *Object, suspend bool) any {
 }
 
 func isTallyGate(g corev1.PodSchedulingGate) bool { return g.Name == queues.SchedulingGate }
+
+// WithoutGate returns gates without tally's, in a new slice.
+func WithoutGate(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
+	return slices.DeleteFunc(slices.Clone(gates), isTallyGate)
+}
 
 // Gated says whether tally's scheduling gate holds pod.
 func Gated(pod *corev1.Pod) bool {

@@ -235,7 +235,7 @@ func (l *Ledger) flavorForLocked(e *entry, r corev1.ResourceName) queues.FlavorR
 // ungate takes tally's scheduling gate off pod p, keeping the others.
 func (l *Ledger) ungate(ctx context.Context, p *corev1.Pod) error {
 	var gates any
-	if rest := slices.DeleteFunc(slices.Clone(p.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool { return g.Name == queues.SchedulingGate }); len(rest) > 0 {
+	if rest := kinds.WithoutGate(p.Spec.SchedulingGates); len(rest) > 0 {
 		gates = rest
 	}
 	body, err := json.Marshal(map[string]any{"spec": map[string]any{"schedulingGates": gates}})

@@ -180,7 +180,7 @@ func podPatch(pod *corev1.Pod, root *kinds.Object, gate bool, reason string) adm
 	if !maps.Equal(labels, pod.Labels) {
 		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels", labels))
 	}
-	gates := slices.DeleteFunc(slices.Clone(pod.Spec.SchedulingGates), func(g corev1.PodSchedulingGate) bool { return g.Name == queues.SchedulingGate })
+	gates := kinds.WithoutGate(pod.Spec.SchedulingGates)
 	if gate {
 		gates = append(gates, corev1.PodSchedulingGate{Name: queues.SchedulingGate})
 	}
