@@ -36,7 +36,7 @@ type write struct {
 	suspend []string
 	resume  any
 	// overhead, for a requeue at its pods' size, is the new
-	// AnnotationPodOverhead (resize.go).
+	// AnnotationPodOverhead (gated.go).
 	overhead string
 	// src is the object's content where a pod template path crosses a
 	// list (see kinds.MergePatch.SetIn).

@@ -20,7 +20,7 @@ const (
 	ReasonPreempted     = "Preempted"
 	// ReasonEvicted is on a workload tally suspended for another reason
 	// than a preemption: its pods turned out larger than it was admitted
-	// with (resize.go).
+	// with (gated.go).
 	ReasonEvicted = "Evicted"
 	// ReasonPodOverhead is on a running workload charged in place for
 	// pods larger than its pod sets (gated.go).

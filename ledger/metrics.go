@@ -37,7 +37,7 @@ const (
 	// suspended, as it does not fit (late.go; Kueue has no such reason).
 	evictedSuspendedLate = ReasonSuspendedLate
 	// evictedResized: suspended to be admitted again at the size its pods
-	// turned out to have (resize.go; Kueue has no such reason).
+	// turned out to have (gated.go; Kueue has no such reason).
 	evictedResized = "PodsLarger"
 
 	attemptSuccess      = "success"
