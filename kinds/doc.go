@@ -10,7 +10,12 @@
 //
 // A WorkloadKind document of the config declares any other kind with a
 // suspend field (Declared): its suspend path, its pod sets as template
-// and count paths, and the conditions that mean finished. The config
+// and count paths, and the conditions that mean finished. Accept is the
+// one acceptance of a config, for every reader of one (the ConfigMap's
+// webhook, the ledger's config loader, serve's --config and the
+// commands): it parses it, refuses a declaration of a built-in kind,
+// checks the declared paths against their CRDs' schemas when it can list
+// them, and resolves the declared kinds' resource names. The config
 // loader declares them (Declare) with the resource names the API server
 // serves them under, the ledger watches them once they are declared, and
 // the webhook's rules follow (webhook.RuleSync), all without a restart. A
@@ -38,5 +43,6 @@
 //
 // It may import tally's queues and flavors packages, the Kubernetes API
 // machinery and controller-runtime's client package (for client.Object);
-// webhook, ledger and main import it, queues and flavors never do.
+// webhook, ledger, ledger/inspect and main import it, queues and flavors
+// never do.
 package kinds
