@@ -10,14 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
 // ConfigMapValidatePath is where the config validating webhook is served.
 const ConfigMapValidatePath = "/validate-v1-configmap"
 
-// ConfigValidator denies a config ConfigMap that does not validate, with
-// every error and its field path.
+// ConfigValidator denies a config ConfigMap that kinds.Accept refuses,
+// with every error and its field path.
 type ConfigValidator struct {
 	Namespace string
 	Name      string
@@ -25,7 +26,7 @@ type ConfigValidator struct {
 }
 
 // Handle implements admission.Handler.
-func (v *ConfigValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *ConfigValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
@@ -40,9 +41,11 @@ func (v *ConfigValidator) Handle(_ context.Context, req admission.Request) admis
 	if !ok {
 		return admission.Denied(fmt.Sprintf("data[%s]: required: the config documents live under this key", queues.ConfigKey))
 	}
-	_, warnings, errs := queues.Parse([]byte(data))
-	if len(errs) > 0 {
-		return admission.Denied(fmt.Sprintf("data[%s]: invalid config: %s", queues.ConfigKey, strings.Join(queues.FormatErrors(errs), "; ")))
+	// Offline: the handler asks the API server nothing; the ledger's
+	// loader finds which declared kinds are served.
+	acc := kinds.Accept(ctx, kinds.Text(data), kinds.API{})
+	if len(acc.Errs) > 0 {
+		return admission.Denied(fmt.Sprintf("data[%s]: invalid config: %s", queues.ConfigKey, strings.Join(queues.FormatErrors(acc.Errs), "; ")))
 	}
-	return admission.Allowed("").WithWarnings(warnings...)
+	return admission.Allowed("").WithWarnings(acc.Warnings...)
 }

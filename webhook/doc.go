@@ -27,7 +27,8 @@
 //     the tally.dev/cluster-queue annotation and the config's LocalQueues.
 //   - Namespaces (validating): deny an annotation that names an unknown
 //     ClusterQueue.
-//   - ConfigMaps (validating): deny a config that does not validate.
+//   - ConfigMaps (validating): deny a config that kinds.Accept refuses
+//     (offline: it asks the API server nothing).
 //
 // Every request is bounded in body size and time (Limit) and, when it is
 // the v1 AdmissionReview the API server sends, read in one pass instead of
