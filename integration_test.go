@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tally.dev/tally/ledger/inspect"
 	"tally.dev/tally/queues"
 )
 
@@ -348,7 +349,7 @@ func TestIntegrationStatus(t *testing.T) {
 	want := "stat  -  1  2  0  on-demand  cpu  2  2  0"
 	eventually(t, 10*time.Second, func() (bool, string) {
 		var out strings.Builder
-		if err := statusWith(ctx, k8s, tallyNS, "", &out); err != nil {
+		if err := inspect.ShowStatus(ctx, k8s, tallyNS, "", &out); err != nil {
 			return false, err.Error()
 		}
 		for _, line := range strings.Split(out.String(), "\n") {
@@ -359,7 +360,7 @@ func TestIntegrationStatus(t *testing.T) {
 		return false, "no line " + want + " in:\n" + out.String()
 	})
 	var out strings.Builder
-	if err := statusWith(ctx, k8s, "no-such-namespace", "", &out); err == nil || !strings.Contains(err.Error(), "reading the config") {
+	if err := inspect.ShowStatus(ctx, k8s, "no-such-namespace", "", &out); err == nil || !strings.Contains(err.Error(), "reading the config") {
 		t.Errorf("status without a config ConfigMap: err %v, want one about reading the config", err)
 	}
 }

@@ -1,0 +1,25 @@
+package inspect
+
+import (
+	"context"
+	"io"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/ledger"
+)
+
+// ShowStatus writes every ClusterQueue's books (ledger.Status), rebuilt
+// from the workloads on the API server, under the config in namespace's
+// ConfigMap, or in configFile when it is set.
+func ShowStatus(ctx context.Context, c client.Reader, namespace, configFile string, out io.Writer) error {
+	cfg, err := LoadConfig(ctx, c, namespace, configFile)
+	if err != nil {
+		return err
+	}
+	jobs, err := ListWorkloads(ctx, c)
+	if err != nil {
+		return err
+	}
+	return ledger.WriteStatus(out, cfg, ledger.Status(cfg, jobs))
+}
