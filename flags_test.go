@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger"
 )
 
@@ -72,5 +79,34 @@ func TestServeFlagsClientLimits(t *testing.T) {
 		if f.qps != tc.qps || f.burst != tc.burst {
 			t.Errorf("%v: qps %v burst %d, want %v and %d", tc.args, f.qps, f.burst, tc.qps, tc.burst)
 		}
+	}
+}
+
+// TestLoadConfigFile: --config is accepted as the ConfigMap is, and a
+// config the webhook would refuse stops tally.
+func TestLoadConfigFile(t *testing.T) {
+	defer kinds.Declare(nil)
+	dir := t.TempDir()
+	kind := func(name, group, kind string) string {
+		return "apiVersion: tally.dev/v1\nkind: WorkloadKind\nmetadata: {name: " + name + "}\nspec:\n  group: " + group + "\n  version: v1\n  kind: " + kind +
+			"\n  suspendPath: .spec.suspend\n  podSets:\n  - name: worker\n    templatePath: .spec.worker.template\n  finishedConditions: [Succeeded]\n"
+	}
+	train := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "TrainJob"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.AddSpecific(train, train.GroupVersion().WithResource("trainings"), train.GroupVersion().WithResource("training"), meta.RESTScopeNamespace)
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte(kind("trainjobs.example.com", "example.com", "TrainJob")+"---\n"+kind("others.example.com", "example.com", "Other")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(kind("mine", "kubeflow.org", "PyTorchJob")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfigFile(context.Background(), good, mapper, logr.Discard())
+	if k := kinds.For(train); err != nil || cfg == nil || k == nil || k.Resource() != "trainings" {
+		t.Errorf("good file: config %v, error %v, TrainJob declared as %v", cfg, err, k)
+	}
+	want := "--config " + bad + `: WorkloadKind "mine".spec.kind: kubeflow.org/v1, Kind=PyTorchJob is built into tally; declare only kinds it does not know`
+	if _, err := loadConfigFile(context.Background(), bad, mapper, logr.Discard()); err == nil || err.Error() != want {
+		t.Errorf("bad file: error %v, want %s", err, want)
 	}
 }

@@ -69,23 +69,21 @@ func (c *ConfigLoader) load(obj any) {
 	if !ok || cm.Namespace != c.Namespace || cm.Name != ConfigName {
 		return
 	}
-	cfg, warnings, errs := queues.Parse([]byte(cm.Data[queues.ConfigKey]))
-	if cfg != nil {
-		errs = kinds.CheckDeclared(cfg.WorkloadKinds)
-	}
+	acc := kinds.Accept(context.Background(), kinds.Text(cm.Data[queues.ConfigKey]), kinds.API{Mapper: c.Mapper})
 	report := c.Report == nil || c.Report()
-	if len(errs) > 0 {
-		msg := strings.Join(queues.FormatErrors(errs), "; ")
-		c.Log.Error(errs.ToAggregate(), "config rejected; keeping the last good one", "configMap", cm.Namespace+"/"+cm.Name)
+	if len(acc.Errs) > 0 {
+		msg := strings.Join(queues.FormatErrors(acc.Errs), "; ")
+		c.Log.Error(acc.Errs.ToAggregate(), "config rejected; keeping the last good one", "configMap", cm.Namespace+"/"+cm.Name)
 		if report {
 			c.Recorder.Eventf(cm, corev1.EventTypeWarning, ReasonConfigInvalid, "Config rejected, the last good config stays in force: %s", msg)
 		}
 		return
 	}
-	for _, w := range warnings {
+	for _, w := range acc.Warnings {
 		c.Log.Info("config warning", "warning", w)
 	}
-	c.declare(cfg, cm, report)
+	c.declare(acc, cm, report)
+	cfg := acc.Config
 	c.Store.Set(cfg)
 	c.Log.Info("config loaded", "configMap", cm.Namespace+"/"+cm.Name, "resourceVersion", cm.ResourceVersion, "clusterQueues", len(cfg.QueueNames))
 	if report {
@@ -96,19 +94,21 @@ func (c *ConfigLoader) load(obj any) {
 // declare puts the config's declared kinds in force (kinds.Declare), with
 // those declared by earlier configs. A kind the API server does not serve
 // is reported and left out until a later load finds it served.
-func (c *ConfigLoader) declare(cfg *queues.Config, cm *corev1.ConfigMap, report bool) {
+func (c *ConfigLoader) declare(acc kinds.Accepted, cm *corev1.ConfigMap, report bool) {
 	if c.declared == nil {
 		c.declared = map[schema.GroupVersionKind]*kinds.Declared{}
 	}
-	for _, d := range resolveKinds(cfg.WorkloadKinds, c.Mapper, func(spec queues.WorkloadKind, err error) {
+	for _, u := range acc.Unserved {
+		spec := u.Spec
 		c.Log.Info("declared workload kind not served by the API server; not queued until its CRD is installed and the config is reloaded",
-			"workloadKind", spec.Name, "reason", err.Error())
+			"workloadKind", spec.Name, "reason", u.Err.Error())
 		if report {
 			c.Recorder.Eventf(cm, corev1.EventTypeWarning, ReasonConfigInvalid,
 				"WorkloadKind %s: %s/%s %s is not served by the API server (%v); it is not queued until its CRD is installed and the config is reloaded",
-				spec.Name, spec.Group, spec.Version, spec.Kind, err)
+				spec.Name, spec.Group, spec.Version, spec.Kind, u.Err)
 		}
-	}) {
+	}
+	for _, d := range acc.Kinds {
 		c.declared[d.GVK()] = d
 	}
 	all := make([]*kinds.Declared, 0, len(c.declared))
@@ -116,37 +116,4 @@ func (c *ConfigLoader) declare(cfg *queues.Config, cm *corev1.ConfigMap, report 
 		all = append(all, c.declared[gvk])
 	}
 	kinds.Declare(all)
-}
-
-// DeclareKinds puts the kinds a config file declares in force (the
-// ConfigLoader does it for the ConfigMap), each with the resource name
-// mapper finds for it.
-func DeclareKinds(cfg *queues.Config, mapper meta.RESTMapper, log logr.Logger) error {
-	if errs := kinds.CheckDeclared(cfg.WorkloadKinds); len(errs) > 0 {
-		return errs.ToAggregate()
-	}
-	kinds.Declare(resolveKinds(cfg.WorkloadKinds, mapper, func(spec queues.WorkloadKind, err error) {
-		log.Info("declared workload kind not served by the API server; not queued", "workloadKind", spec.Name, "reason", err.Error())
-	}))
-	return nil
-}
-
-// resolveKinds makes the kinds specs declare, each with the resource name
-// mapper serves it under (nil mapper: its kind in lower case with an s);
-// a kind mapper does not know is passed to skip.
-func resolveKinds(specs []queues.WorkloadKind, mapper meta.RESTMapper, skip func(queues.WorkloadKind, error)) []*kinds.Declared {
-	var out []*kinds.Declared
-	for _, spec := range specs {
-		plural := strings.ToLower(spec.Kind) + "s"
-		if mapper != nil {
-			m, err := mapper.RESTMapping(schema.GroupKind{Group: spec.Group, Kind: spec.Kind}, spec.Version)
-			if err != nil {
-				skip(spec, err)
-				continue
-			}
-			plural = m.Resource.Resource
-		}
-		out = append(out, kinds.NewDeclared(spec, plural))
-	}
-	return out
 }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/queues"
+)
+
+// checkConfig validates config files offline and prints every error with
+// its field path.
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(stderr, "Usage: tally check-config FILE...\n\nValidates ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass and WorkloadKind\ndocuments and prints every error with its field path. Exits 1 if there is any. The paths of a\nWorkloadKind are checked against its CRD's schema too when the API server ($KUBECONFIG, or\nin-cluster) can be reached.")
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	acc := kinds.Accept(context.Background(), kinds.Files(args...), kinds.API{CRDs: listCRDs})
+	for _, w := range acc.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if len(acc.Errs) > 0 {
+		for _, e := range queues.FormatErrors(acc.Errs) {
+			fmt.Fprintln(stderr, e)
+		}
+		fmt.Fprintf(stderr, "%d error(s)\n", len(acc.Errs))
+		return 1
+	}
+	cfg := acc.Config
+	fmt.Fprintf(stdout, "ok: %d ResourceFlavor(s), %d ClusterQueue(s), %d LocalQueue(s), %d WorkloadPriorityClass(es), %d WorkloadKind(s)\n",
+		len(cfg.Flavors), len(cfg.ClusterQueues), len(cfg.LocalQueues), len(cfg.PriorityClasses), len(cfg.WorkloadKinds))
+	return 0
+}
+
+// listCRDs lists the CRDs of the API server ($KUBECONFIG, or in-cluster),
+// for kinds.Accept to check the declared kinds' paths against.
+func listCRDs(ctx context.Context) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	restCfg, err := restConfig("")
+	if err != nil {
+		return nil, err
+	}
+	restCfg.Timeout = 10 * time.Second
+	scheme := runtime.NewScheme()
+	_ = apiextensionsv1.AddToScheme(scheme)
+	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(ctx, crds); err != nil {
+		return nil, err
+	}
+	return crds.Items, nil
+}
