@@ -24,7 +24,7 @@ const ConfigName = "tally-config"
 
 // ConfigLoader keeps a Store in step with the config ConfigMap. Every
 // replica runs it, since every replica serves the webhooks. A ConfigMap
-// that does not validate leaves the last good config in force and is
+// that kinds.Accept refuses leaves the last good config in force and is
 // reported in an Event on the ConfigMap.
 type ConfigLoader struct {
 	Cache     cache.Cache
