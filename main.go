@@ -168,8 +168,9 @@ func checkKindSchemas(specs []queues.WorkloadKind) (field.ErrorList, []string) {
 }
 
 // loadConfig reads the config in force from file, or else from the
-// ConfigMap in tally's namespace, and declares its kinds.
-func loadConfig(ctx context.Context, c client.Reader, namespace, file string) (*queues.Config, error) {
+// ConfigMap in tally's namespace, and declares its kinds in the registry
+// it returns.
+func loadConfig(ctx context.Context, c client.Reader, namespace, file string) (*queues.Config, *kinds.Registry, error) {
 	var (
 		cfg  *queues.Config
 		errs field.ErrorList
@@ -179,27 +180,28 @@ func loadConfig(ctx context.Context, c client.Reader, namespace, file string) (*
 	} else {
 		cm := &corev1.ConfigMap{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ledger.ConfigName}, cm); err != nil {
-			return nil, fmt.Errorf("reading the config: %w", err)
+			return nil, nil, fmt.Errorf("reading the config: %w", err)
 		}
 		cfg, _, errs = queues.Parse([]byte(cm.Data[queues.ConfigKey]))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
+		return nil, nil, fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
 			strings.Join(queues.FormatErrors(errs), "; "))
 	}
 	// The client maps each kind to its resource itself.
-	if err := ledger.DeclareKinds(cfg, nil, logr.Discard()); err != nil {
-		return nil, fmt.Errorf("the config's WorkloadKinds: %w", err)
+	ks := kinds.NewRegistry()
+	if err := ledger.DeclareKinds(ks, cfg, nil, logr.Discard()); err != nil {
+		return nil, nil, fmt.Errorf("the config's WorkloadKinds: %w", err)
 	}
-	return cfg, nil
+	return cfg, ks, nil
 }
 
-// listWorkloads lists the managed workloads of every registered kind, as
+// listWorkloads lists the managed workloads of every kind of ks, as
 // the ledger counts them (each stripped to what the books need: a cluster
 // may hold 100k Jobs). A kind whose CRD is not installed has none.
-func listWorkloads(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]*kinds.Object, error) {
+func listWorkloads(ctx context.Context, ks *kinds.Registry, c client.Reader, opts ...client.ListOption) ([]*kinds.Object, error) {
 	var out []*kinds.Object
-	for _, k := range kinds.Registered() {
+	for _, k := range ks.All() {
 		list := k.NewList()
 		for {
 			err := c.List(ctx, list, append([]client.ListOption{client.HasLabels{queues.LabelQueue}, client.Limit(1000), client.Continue(list.GetContinue())}, opts...)...)
@@ -211,7 +213,7 @@ func listWorkloads(ctx context.Context, c client.Reader, opts ...client.ListOpti
 			}
 			if err := meta.EachListItem(list, func(obj runtime.Object) error {
 				_, _ = ledger.StripJob(obj)
-				if o, ok := kinds.Of(obj); ok {
+				if o, ok := ks.Of(obj); ok {
 					out = append(out, o)
 				}
 				return nil
@@ -313,13 +315,13 @@ type explainRequest struct {
 }
 
 func explainWith(ctx context.Context, c client.Reader, req explainRequest, now time.Time) (ledger.Explanation, error) {
-	cfg, err := loadConfig(ctx, c, req.tallyNamespace, req.configFile)
+	cfg, ks, err := loadConfig(ctx, c, req.tallyNamespace, req.configFile)
 	if err != nil {
 		return ledger.Explanation{}, err
 	}
 	in := ledger.ExplainInput{Config: cfg, Now: now, AllNamespaces: true, PriorityClasses: map[string]int32{}}
 	if req.file != "" {
-		if in.Target, err = readWorkloadFile(req.file, req.namespace); err != nil {
+		if in.Target, err = readWorkloadFile(ks, req.file, req.namespace); err != nil {
 			return ledger.Explanation{}, err
 		}
 		in.New = true
@@ -336,7 +338,7 @@ func explainWith(ctx context.Context, c client.Reader, req explainRequest, now t
 				Notes: []string{"it would not be queued: it names no LocalQueue or ClusterQueue, and namespace " + meta.Namespace + " is not bound to one (or you cannot read it)"}}, nil
 		}
 	} else {
-		k, name, err := kindAndName(req.name)
+		k, name, err := kindAndName(ks, req.name)
 		if err != nil {
 			return ledger.Explanation{}, err
 		}
@@ -346,7 +348,7 @@ func explainWith(ctx context.Context, c client.Reader, req explainRequest, now t
 		}
 		_, _ = ledger.StripJob(obj)
 		var ok bool
-		if in.Target, ok = kinds.Of(obj); !ok {
+		if in.Target, ok = ks.Of(obj); !ok {
 			return ledger.Explanation{}, fmt.Errorf("%s %s/%s: not a workload tally can read", k.GVK().Kind, req.namespace, name)
 		}
 		events := &corev1.EventList{}
@@ -358,10 +360,10 @@ func explainWith(ctx context.Context, c client.Reader, req explainRequest, now t
 	if lq := in.Target.Meta.Labels[queues.LabelKueueQueueName]; lq != "" {
 		in.LocalQueue = in.Target.Meta.Namespace + "/" + lq
 	}
-	in.Workloads, err = listWorkloads(ctx, c)
+	in.Workloads, err = listWorkloads(ctx, ks, c)
 	if apierrors.IsForbidden(err) {
 		in.AllNamespaces = false
-		in.Workloads, err = listWorkloads(ctx, c, client.InNamespace(in.Target.Meta.Namespace))
+		in.Workloads, err = listWorkloads(ctx, ks, c, client.InNamespace(in.Target.Meta.Namespace))
 	}
 	if err != nil {
 		return ledger.Explanation{}, err
@@ -385,15 +387,15 @@ func eventTime(e corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// kindAndName reads [KIND/]NAME: KIND is a registered kind's name or
-// plural resource, in any case; Job when left out.
-func kindAndName(s string) (kinds.Kind, string, error) {
+// kindAndName reads [KIND/]NAME: KIND is the name or plural resource of
+// a kind of ks, in any case; Job when left out.
+func kindAndName(ks *kinds.Registry, s string) (kinds.Kind, string, error) {
 	kind, name, found := strings.Cut(s, "/")
 	if !found {
 		return kinds.Job{}, s, nil
 	}
 	var names []string
-	for _, k := range kinds.Registered() {
+	for _, k := range ks.All() {
 		if strings.EqualFold(kind, k.GVK().Kind) || strings.EqualFold(kind, k.Resource()) {
 			return k, name, nil
 		}
@@ -402,9 +404,9 @@ func kindAndName(s string) (kinds.Kind, string, error) {
 	return nil, "", fmt.Errorf("unknown kind %q: tally queues %s", kind, strings.Join(names, ", "))
 }
 
-// readWorkloadFile reads one workload from a YAML or JSON file, in
-// namespace ns unless it names one.
-func readWorkloadFile(path, ns string) (*kinds.Object, error) {
+// readWorkloadFile reads one workload of a kind of ks from a YAML or JSON
+// file, in namespace ns unless it names one.
+func readWorkloadFile(ks *kinds.Registry, path, ns string) (*kinds.Object, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -419,7 +421,7 @@ func readWorkloadFile(path, ns string) (*kinds.Object, error) {
 	if ts := u.GetCreationTimestamp(); ts.IsZero() {
 		u.SetCreationTimestamp(metav1.Now())
 	}
-	k := kinds.For(u.GroupVersionKind())
+	k := ks.For(u.GroupVersionKind())
 	if k == nil {
 		return nil, fmt.Errorf("%s: %s is not a kind tally queues", path, u.GroupVersionKind())
 	}
@@ -480,11 +482,11 @@ func status(args []string, stdout, stderr io.Writer) int {
 }
 
 func statusWith(ctx context.Context, c client.Reader, namespace, configFile string, out io.Writer) error {
-	cfg, err := loadConfig(ctx, c, namespace, configFile)
+	cfg, ks, err := loadConfig(ctx, c, namespace, configFile)
 	if err != nil {
 		return err
 	}
-	jobs, err := listWorkloads(ctx, c)
+	jobs, err := listWorkloads(ctx, ks, c)
 	if err != nil {
 		return err
 	}
@@ -702,8 +704,9 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
+	ks := kinds.NewRegistry()
 	if cfg := store.Load(); cfg != nil {
-		if err := ledger.DeclareKinds(cfg, mgr.GetRESTMapper(), log); err != nil {
+		if err := ledger.DeclareKinds(ks, cfg, mgr.GetRESTMapper(), log); err != nil {
 			return fmt.Errorf("--config %s: %w", f.configFile, err)
 		}
 	}
@@ -721,12 +724,13 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	log.Info("only these users may un-suspend or re-pin managed Jobs", "users", users)
 	if err := webhook.Setup(ctx, mgr, direct, webhook.Options{
 		Store: store, Namespace: f.namespace, ConfigName: ledger.ConfigName, Users: users,
-		URL: f.webhookURL, CertDir: f.certDir, CertManager: f.certManager, Register: f.register,
+		URL: f.webhookURL, CertDir: f.certDir, CertManager: f.certManager, Register: f.register, Kinds: ks,
 	}, log); err != nil {
 		return err
 	}
 	opts := f.ledger
 	opts.Namespace, opts.Recount, opts.DashboardAddr = f.namespace, f.recount, f.dashboardAddr
+	opts.Kinds = ks
 	if lease != nil {
 		opts.Held = lease.Held
 	}

@@ -37,6 +37,8 @@ type ConfigLoader struct {
 	// Mapper resolves a declared kind's resource name (nil: the kind's
 	// name in lower case with an s).
 	Mapper meta.RESTMapper
+	// Kinds is where the config's kinds are declared.
+	Kinds *kinds.Registry
 
 	// declared holds every kind a config declared since the start: one
 	// whose declaration goes stays known until tally restarts, so that
@@ -93,7 +95,7 @@ func (c *ConfigLoader) load(obj any) {
 	}
 }
 
-// declare puts the config's declared kinds in force (kinds.Declare), with
+// declare puts the config's declared kinds in force (c.Kinds), with
 // those declared by earlier configs. A kind the API server does not serve
 // is reported and left out until a later load finds it served.
 func (c *ConfigLoader) declare(cfg *queues.Config, cm *corev1.ConfigMap, report bool) {
@@ -115,17 +117,17 @@ func (c *ConfigLoader) declare(cfg *queues.Config, cm *corev1.ConfigMap, report 
 	for _, gvk := range slices.SortedFunc(maps.Keys(c.declared), func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) }) {
 		all = append(all, c.declared[gvk])
 	}
-	kinds.Declare(all)
+	c.Kinds.Declare(all)
 }
 
-// DeclareKinds puts the kinds a config file declares in force (the
+// DeclareKinds puts the kinds a config file declares in force in ks (the
 // ConfigLoader does it for the ConfigMap), each with the resource name
 // mapper finds for it.
-func DeclareKinds(cfg *queues.Config, mapper meta.RESTMapper, log logr.Logger) error {
+func DeclareKinds(ks *kinds.Registry, cfg *queues.Config, mapper meta.RESTMapper, log logr.Logger) error {
 	if errs := kinds.CheckDeclared(cfg.WorkloadKinds); len(errs) > 0 {
 		return errs.ToAggregate()
 	}
-	kinds.Declare(resolveKinds(cfg.WorkloadKinds, mapper, func(spec queues.WorkloadKind, err error) {
+	ks.Declare(resolveKinds(cfg.WorkloadKinds, mapper, func(spec queues.WorkloadKind, err error) {
 		log.Info("declared workload kind not served by the API server; not queued", "workloadKind", spec.Name, "reason", err.Error())
 	}))
 	return nil
