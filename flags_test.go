@@ -85,7 +85,6 @@ func TestServeFlagsClientLimits(t *testing.T) {
 // TestLoadConfigFile: --config is accepted as the ConfigMap is, and a
 // config the webhook would refuse stops tally.
 func TestLoadConfigFile(t *testing.T) {
-	defer kinds.Declare(nil)
 	dir := t.TempDir()
 	kind := func(name, group, kind string) string {
 		return "apiVersion: tally.dev/v1\nkind: WorkloadKind\nmetadata: {name: " + name + "}\nspec:\n  group: " + group + "\n  version: v1\n  kind: " + kind +
@@ -101,12 +100,13 @@ func TestLoadConfigFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(kind("mine", "kubeflow.org", "PyTorchJob")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfigFile(context.Background(), good, mapper, logr.Discard())
-	if k := kinds.For(train); err != nil || cfg == nil || k == nil || k.Resource() != "trainings" {
+	ks := kinds.NewRegistry()
+	cfg, err := loadConfigFile(context.Background(), ks, good, mapper, logr.Discard())
+	if k := ks.For(train); err != nil || cfg == nil || k == nil || k.Resource() != "trainings" {
 		t.Errorf("good file: config %v, error %v, TrainJob declared as %v", cfg, err, k)
 	}
 	want := "--config " + bad + `: WorkloadKind "mine".spec.kind: kubeflow.org/v1, Kind=PyTorchJob is built into tally; declare only kinds it does not know`
-	if _, err := loadConfigFile(context.Background(), bad, mapper, logr.Discard()); err == nil || err.Error() != want {
+	if _, err := loadConfigFile(context.Background(), kinds.NewRegistry(), bad, mapper, logr.Discard()); err == nil || err.Error() != want {
 		t.Errorf("bad file: error %v, want %s", err, want)
 	}
 }

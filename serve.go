@@ -235,8 +235,9 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		return fmt.Errorf("manager: %w", err)
 	}
 	store := queues.NewStore(nil)
+	ks := kinds.NewRegistry()
 	if f.configFile != "" {
-		cfg, err := loadConfigFile(ctx, f.configFile, mgr.GetRESTMapper(), log)
+		cfg, err := loadConfigFile(ctx, ks, f.configFile, mgr.GetRESTMapper(), log)
 		if err != nil {
 			return err
 		}
@@ -256,12 +257,13 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	log.Info("only these users may un-suspend or re-pin managed Jobs", "users", users)
 	if err := webhook.Setup(ctx, mgr, direct, webhook.Options{
 		Store: store, Namespace: f.namespace, ConfigName: ledger.ConfigName, Users: users,
-		URL: f.webhookURL, CertDir: f.certDir, CertManager: f.certManager, Register: f.register,
+		URL: f.webhookURL, CertDir: f.certDir, CertManager: f.certManager, Register: f.register, Kinds: ks,
 	}, log); err != nil {
 		return err
 	}
 	opts := f.ledger
 	opts.Namespace, opts.Recount, opts.DashboardAddr = f.namespace, f.recount, f.dashboardAddr
+	opts.Kinds = ks
 	if lease != nil {
 		opts.Held = lease.Held
 	}
@@ -289,9 +291,9 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 }
 
 // loadConfigFile accepts serve's --config (kinds.Accept) and declares its
-// kinds. Where the ConfigMap's loader keeps its last good config, a bad
+// kinds in ks. Where the ConfigMap's loader keeps its last good config, a bad
 // file stops tally from starting.
-func loadConfigFile(ctx context.Context, file string, mapper meta.RESTMapper, log logr.Logger) (*queues.Config, error) {
+func loadConfigFile(ctx context.Context, ks *kinds.Registry, file string, mapper meta.RESTMapper, log logr.Logger) (*queues.Config, error) {
 	acc := kinds.Accept(ctx, kinds.Files(file), kinds.API{Mapper: mapper})
 	if len(acc.Errs) > 0 {
 		return nil, fmt.Errorf("--config %s: %s", file, strings.Join(queues.FormatErrors(acc.Errs), "; "))
@@ -302,6 +304,6 @@ func loadConfigFile(ctx context.Context, file string, mapper meta.RESTMapper, lo
 	for _, u := range acc.Unserved {
 		log.Info("declared workload kind not served by the API server; not queued", "workloadKind", u.Spec.Name, "reason", u.Err.Error())
 	}
-	kinds.Declare(acc.Kinds)
+	ks.Declare(acc.Kinds)
 	return acc.Config, nil
 }

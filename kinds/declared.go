@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -150,19 +149,6 @@ func shapeOf(paths [][]string) reflect.Type {
 		return reflect.StructOf(fields)
 	}
 	return build(root)
-}
-
-// current is the registered kinds: the built-in ones and those declared.
-var current atomic.Pointer[[]Kind]
-
-// Declare puts the declared kinds ks in force beside the built-in ones
-// (see Registered), in place of those declared before.
-func Declare(ks []*Declared) {
-	all := slices.Clone(builtin)
-	for _, d := range ks {
-		all = append(all, d)
-	}
-	current.Store(&all)
 }
 
 // CheckDeclared reports the declarations that name a built-in kind.

@@ -32,15 +32,15 @@ const trainJobObject = `{"apiVersion": "example.com/v1", "kind": "TrainJob", "me
 
 func TestDeclaredRead(t *testing.T) {
 	d := NewDeclared(trainJob, "trainjobs")
-	defer Declare(nil)
-	if Of(decode(t, trainJobObject)); For(d.GVK()) != nil {
+	r := NewRegistry()
+	if _, ok := r.Of(decode(t, trainJobObject)); ok || r.For(d.GVK()) != nil {
 		t.Fatal("known before it is declared")
 	}
-	Declare([]*Declared{d})
-	if For(d.GVK()) != Kind(d) || Registered()[0].GVK().Kind != "Job" {
+	r.Declare([]*Declared{d})
+	if r.For(d.GVK()) != Kind(d) || r.All()[0].GVK().Kind != "Job" {
 		t.Fatal("Declare: not registered after the built-in kinds")
 	}
-	o, ok := Of(decode(t, trainJobObject))
+	o, ok := r.Of(decode(t, trainJobObject))
 	if !ok {
 		t.Fatal("not read")
 	}
@@ -57,15 +57,15 @@ func TestDeclaredRead(t *testing.T) {
 		t.Errorf("total %s, want cpu=7", got)
 	}
 	u := decode(t, strings.Replace(trainJobObject, `"Suspended"`, `"Failed"`, 1))
-	if o, _ := Of(u); !o.Finished {
+	if o, _ := r.Of(u); !o.Finished {
 		t.Error("a Failed condition is declared finished")
 	}
 	u = decode(t, strings.Replace(trainJobObject, `"replicas": 3`, `"replicas": "3"`, 1))
 	if _, err := d.Read(u); err == nil || err.Error() != "spec.worker.replicas: not a number" {
 		t.Errorf("a count that is not a number: %v", err)
 	}
-	Declare(nil)
-	if For(d.GVK()) != nil {
+	r.Declare(nil)
+	if r.For(d.GVK()) != nil {
 		t.Error("Declare(nil) leaves it declared")
 	}
 }

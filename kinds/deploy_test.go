@@ -28,7 +28,7 @@ func TestDeployedRBAC(t *testing.T) {
 	if role == nil {
 		t.Fatal("deploy/base/rbac.yaml has no ClusterRole tally")
 	}
-	for _, k := range Registered() {
+	for _, k := range builtins.All() {
 		group, res := k.GVK().Group, k.Resource()
 		verbs := map[string]bool{}
 		for _, rule := range role.Rules {

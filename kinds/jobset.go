@@ -2,12 +2,17 @@ package kinds
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/flavors"
+	"tally.dev/tally/queues"
 )
 
 // JobSet is jobset.x-k8s.io/v1alpha2 JobSet. Its pod sets are its
@@ -16,12 +21,12 @@ import (
 // It is suspended by spec.suspend and finished when Completed or Failed;
 // on suspend the JobSet controller suspends its child Jobs, whose pods go,
 // and sets a Suspended condition. Its child Jobs are part of it and not
-// queued on their own (Object.Owner).
+// queued on their own (Registry.Owner).
 //
 // JobSet's own webhook lets a suspended JobSet's pod templates change
 // only in labels, annotations, nodeSelector, tolerations and scheduling
-// gates, so tally narrows it to its flavor by the nodeSelector (see
-// NarrowsBySelector).
+// gates, so tally narrows it to its flavor by the nodeSelector
+// (selectorWrites).
 type JobSet struct{}
 
 var (
@@ -34,7 +39,7 @@ func (JobSet) Resource() string             { return "jobsets" }
 func (JobSet) New() client.Object           { return newUnstructured(jobSetGVK) }
 func (JobSet) NewList() client.ObjectList   { return newUnstructuredList(jobSetGVK) }
 func (JobSet) SuspendPath() []string        { return jobSetSuspend }
-func (JobSet) narrowsBySelector()           {}
+func (JobSet) writes() writes               { return selectorWrites{} }
 
 // Shape is the kind's pod templates, where it holds them.
 func (JobSet) Shape() any {
@@ -116,4 +121,61 @@ func count(m map[string]any, def int64, at string, path ...string) (int64, error
 		return 0, fmt.Errorf("%s.%s: not a number", at, FieldPath(path))
 	}
 	return n, nil
+}
+
+// selectorWrites are the writes of a kind whose controller allows no
+// change to a suspended workload's pod templates but their nodeSelector
+// (JobSet; a gated Pod's affinity may not change either): tally narrows
+// it to its flavors by the nodeSelector. At creation the user's own
+// nodeSelector moves into the required node affinity, so that the
+// nodeSelector is tally's alone: the chosen flavors' node labels at
+// admission, cleared when the workload is evicted.
+type selectorWrites struct{ templateWrites }
+
+func (selectorWrites) ownTerms(spec *corev1.PodSpec) []corev1.NodeSelectorTerm {
+	terms := withSelector(queues.RequiredTerms(spec), spec.NodeSelector)
+	spec.NodeSelector = nil
+	return terms
+}
+
+func (selectorWrites) narrow(p MergePatch, t *Target, i int, combos [][]*flavors.Flavor, suspend bool) error {
+	sel := map[string]any{}
+	for k := range t.W.NodeSelector { // all templates carry the same
+		sel[k] = nil
+	}
+	if !suspend {
+		for _, f := range combos[0] {
+			for k, v := range f.NodeLabels {
+				sel[k] = v
+			}
+		}
+	}
+	p.SetIn(t.Src, Join(t.Paths[i], "spec", "nodeSelector"), sel)
+	return nil
+}
+
+// restoreDue: the nodeSelector is tally's, and empty while it waits.
+func (selectorWrites) restoreDue(ps PodSet, _ string, _ [][]*flavors.Flavor) (bool, error) {
+	return len(ps.Template.Spec.NodeSelector) > 0, nil
+}
+
+// withSelector adds a nodeSelector's requirements to every term (to a
+// single term when there is none): the same nodes, as affinity.
+func withSelector(terms []corev1.NodeSelectorTerm, sel map[string]string) []corev1.NodeSelectorTerm {
+	if len(sel) == 0 {
+		return terms
+	}
+	if len(terms) == 0 {
+		terms = []corev1.NodeSelectorTerm{{}}
+	}
+	keys := slices.Sorted(maps.Keys(sel))
+	out := make([]corev1.NodeSelectorTerm, len(terms))
+	for i, t := range terms {
+		out[i] = *t.DeepCopy()
+		for _, k := range keys {
+			out[i].MatchExpressions = append(out[i].MatchExpressions,
+				corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{sel[k]}})
+		}
+	}
+	return out
 }

@@ -1,10 +1,17 @@
 package kinds
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"tally.dev/tally/flavors"
+	"tally.dev/tally/queues"
 )
 
 const jobSet = `{
@@ -26,7 +33,7 @@ const jobSet = `{
 
 func TestJobSetRead(t *testing.T) {
 	u := decode(t, jobSet)
-	o, ok := Of(u)
+	o, ok := builtins.Of(u)
 	if !ok {
 		t.Fatal("not read")
 	}
@@ -48,12 +55,12 @@ func TestJobSetRead(t *testing.T) {
 	if want := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC); !o.StoppedSince.Equal(want) {
 		t.Errorf("stopped since %v", o.StoppedSince)
 	}
-	if !NarrowsBySelector(o.Kind) || NarrowsBySelector(RayJob{}) || NarrowsBySelector(Job{}) {
+	if _, ok := writesOf(o.Kind).(selectorWrites); !ok || writesOf(RayJob{}) != (templateWrites{}) || writesOf(Job{}) != (templateWrites{}) {
 		t.Error("only JobSet narrows by its nodeSelector")
 	}
 	for _, c := range []string{"Completed", "Failed"} {
 		u.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": c, "status": "True"}}}
-		if o, _ := Of(u); !o.Finished {
+		if o, _ := builtins.Of(u); !o.Finished {
 			t.Errorf("%s: not finished", c)
 		}
 	}
@@ -70,7 +77,7 @@ func TestJobSetRead(t *testing.T) {
 // TestMergePatchLiteralInList: inside a list copied into the patch, a
 // map's null entries are dropped rather than sent as values.
 func TestMergePatchLiteralInList(t *testing.T) {
-	o, _ := Of(decode(t, jobSet))
+	o, _ := builtins.Of(decode(t, jobSet))
 	p := MergePatch{}
 	p.SetIn(o.Source(), Join(o.PodSets[0].Path, "spec", "nodeSelector"), map[string]any{"old": nil, "zone": "a"})
 	sel := p["spec"].(map[string]any)["replicatedJobs"].([]any)[0].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["nodeSelector"].(map[string]any)
@@ -81,5 +88,55 @@ func TestMergePatchLiteralInList(t *testing.T) {
 	q.Set([]string{"spec", "nodeSelector"}, map[string]any{"old": nil})
 	if v, ok := q["spec"].(map[string]any)["nodeSelector"].(map[string]any)["old"]; !ok || v != nil {
 		t.Error("outside a list, a null entry stays: it deletes the key")
+	}
+}
+
+// TestSelectorNarrowedPatch: a JobSet's admission writes its replicated
+// Jobs whole (a merge patch cannot address one element of a list), with
+// the chosen flavor's node labels as each template's nodeSelector and
+// the affinity left as the webhook made it; the restore after an eviction
+// clears the nodeSelector. A Job's admission narrows the affinity.
+func TestSelectorNarrowedPatch(t *testing.T) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(`{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+	  "metadata": {"name": "js", "namespace": "n", "uid": "u1", "resourceVersion": "7"},
+	  "spec": {"suspend": true, "replicatedJobs": [
+	    {"name": "workers", "replicas": 2, "template": {"spec": {"template": {"spec": {
+	      "nodeSelector": {"gpu": "h100"},
+	      "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}]}]}}},
+	      "containers": [{"name": "w", "image": "x"}]}}}}}]}}`)); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := builtins.Of(u)
+	w := Target{Kind: o.Kind, W: o.Workload("q", 0), RV: "7", Paths: o.TemplatePaths(), Suspend: o.Kind.SuspendPath(), Src: o.Source()}
+	a100 := [][]*flavors.Flavor{{{Name: "a100", NodeLabels: map[string]string{"gpu": "a100", "zone": "z1"}}}}
+	admit, err := w.Admit(a100[0], map[string]any{queues.AnnotationFlavors: "workers=a100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(patch []byte) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal(patch, &m); err != nil {
+			t.Fatal(err)
+		}
+		rj := m["spec"].(map[string]any)["replicatedJobs"].([]any)
+		if len(rj) != 1 || rj[0].(map[string]any)["replicas"] != float64(2) {
+			t.Fatalf("replicatedJobs not written whole: %v", rj)
+		}
+		return rj[0].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	}
+	s := spec(admit)
+	if got := fmt.Sprint(s["nodeSelector"]); got != "map[gpu:a100 zone:z1]" {
+		t.Errorf("admission nodeSelector %s, want the flavor's labels (the old gpu=h100 replaced)", got)
+	}
+	if got := fmt.Sprint(s["affinity"]); !strings.Contains(got, "a100") || len(s["containers"].([]any)) != 1 {
+		t.Errorf("affinity or containers changed: %v", s)
+	}
+	restore, err := w.Restore(a100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(spec(restore)["nodeSelector"]); got != "map[]" {
+		t.Errorf("restored nodeSelector %s, want empty", got)
 	}
 }

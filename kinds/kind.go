@@ -38,49 +38,6 @@ type Kind interface {
 	Read(obj client.Object) (*Object, error)
 }
 
-// Registered lists the kinds tally queues: the built-in ones, batch/v1
-// Job first, then the declared ones (Declare). The result must not be
-// modified.
-func Registered() []Kind {
-	if all := current.Load(); all != nil {
-		return *all
-	}
-	return builtin
-}
-
-var builtin = []Kind{
-	Job{},
-	PyTorchJob,
-	TFJob,
-	XGBoostJob,
-	PaddleJob,
-	JAXJob,
-	MPIJob,
-	RayJob{},
-	JobSet{},
-	Pod{},
-}
-
-// NarrowsBySelector says whether tally narrows a workload of kind k to
-// its flavor by its pod templates' nodeSelector rather than their node
-// affinity: its controller allows no other change to a suspended
-// workload's templates (JobSet). The webhook then moves the user's own
-// nodeSelector into the required node affinity at creation, so that the
-// nodeSelector is tally's alone: set to the chosen flavors' node labels
-// at admission, and cleared when the workload is evicted.
-func NarrowsBySelector(k Kind) bool {
-	_, ok := k.(interface{ narrowsBySelector() })
-	return ok
-}
-
-// EvictsByDeletion says whether tally evicts a workload of kind k by
-// deleting it, as it cannot be suspended again (a Pod once its scheduling
-// gate is gone).
-func EvictsByDeletion(k Kind) bool {
-	_, ok := k.(interface{ evictsByDeletion() })
-	return ok
-}
-
 // IsPodKind says whether k's workloads are pods, which the pod gate
 // (webhook.PodGate) queues, not the workload webhooks.
 func IsPodKind(k Kind) bool {
@@ -96,16 +53,6 @@ func IsPodKind(k Kind) bool {
 func PodParents(k Kind) []string {
 	if p, ok := k.(interface{ podParents() []string }); ok {
 		return p.podParents()
-	}
-	return nil
-}
-
-// For returns the registered kind of gvk, or nil.
-func For(gvk schema.GroupVersionKind) Kind {
-	for _, k := range Registered() {
-		if k.GVK() == gvk {
-			return k
-		}
 	}
 	return nil
 }
@@ -167,25 +114,6 @@ type PodSet struct {
 	// Injected are the init containers the kind's operator adds to the
 	// pod set's pods (see injected.go and queues.PodDefaults.Inject).
 	Injected []corev1.Container
-}
-
-// Of describes obj, a Job or an unstructured object of a registered kind.
-// It returns false for anything else.
-func Of(obj any) (*Object, bool) {
-	var k Kind
-	switch o := obj.(type) {
-	case *batchv1.Job:
-		k = Job{}
-	case *corev1.Pod:
-		k = Pod{}
-	case *unstructured.Unstructured:
-		k = For(o.GroupVersionKind())
-	}
-	if k == nil {
-		return nil, false
-	}
-	o, err := k.Read(obj.(client.Object))
-	return o, err == nil
 }
 
 // GVKOf returns the group, version and kind of a Workload.
@@ -270,21 +198,6 @@ func (o *Object) PodCount() int64 {
 		n += ps.Count
 	}
 	return n
-}
-
-// Owner returns the controller owner of o when it is a workload of a
-// registered kind other than o's: such an object is part of its owner,
-// which holds its quota, and is not queued on its own.
-func (o *Object) Owner() *metav1.OwnerReference {
-	ref := metav1.GetControllerOfNoCopy(o.Meta)
-	if ref == nil {
-		return nil
-	}
-	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
-	if k := For(gvk); k == nil || gvk == o.Kind.GVK() {
-		return nil
-	}
-	return ref
 }
 
 // Describe names o for messages: "PyTorchJob team-a/train".

@@ -46,7 +46,7 @@ func decode(t *testing.T, s string) *unstructured.Unstructured {
 }
 
 func TestPyTorchJobRead(t *testing.T) {
-	o, ok := Of(decode(t, seedPyTorchJob))
+	o, ok := builtins.Of(decode(t, seedPyTorchJob))
 	if !ok {
 		t.Fatal("Of: not a known kind")
 	}
@@ -84,7 +84,7 @@ func TestPyTorchJobWithoutRunPolicy(t *testing.T) {
 	u := decode(t, `{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p", "namespace": "n"},
 	  "spec": {"pytorchReplicaSpecs": {"Master": {"template": {"spec": {"containers": [{"name": "c"}]}}}}},
 	  "status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}`)
-	o, ok := Of(u)
+	o, ok := builtins.Of(u)
 	if !ok {
 		t.Fatal("not read")
 	}
@@ -108,6 +108,9 @@ func TestPyTorchJobBadReplicas(t *testing.T) {
 	}
 }
 
+// builtins is the registry of the built-in kinds.
+var builtins = NewRegistry()
+
 func TestJobRead(t *testing.T) {
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "n", OwnerReferences: []metav1.OwnerReference{
@@ -116,25 +119,25 @@ func TestJobRead(t *testing.T) {
 		Status: batchv1.JobStatus{Active: 1, Terminating: ptr.To[int32](2), Conditions: []batchv1.JobCondition{
 			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}},
 	}
-	o, ok := Of(job)
+	o, ok := builtins.Of(job)
 	if !ok {
 		t.Fatal("not read")
 	}
 	if o.PodSets[0].Count != 2 || !o.Suspended || !o.Finished || o.Active != 3 || o.Started {
 		t.Errorf("%+v", o)
 	}
-	if o.Owner() == nil {
+	if builtins.Owner(o) == nil {
 		t.Error("a Job controlled by a PyTorchJob is owned by a workload")
 	}
 	job.OwnerReferences[0].Kind = "CronJob"
 	job.OwnerReferences[0].APIVersion = "batch/v1"
-	if o.Owner() != nil {
+	if builtins.Owner(o) != nil {
 		t.Error("a CronJob is not a workload kind: its Jobs queue on their own")
 	}
 	if w := o.Workload("q", 0); w.Kind != "" || GVKOf(w) != (Job{}).GVK() {
 		t.Errorf("a Job's Workload names no kind: %q", w.Kind)
 	}
-	if _, ok := Of(&corev1.Pod{}); ok {
+	if _, ok := builtins.Of(&corev1.Pod{}); ok {
 		t.Error("a Pod is not a workload")
 	}
 }
@@ -164,7 +167,7 @@ func TestKubeflowKinds(t *testing.T) {
 		}
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{k.Field: specs}}}
 		u.SetGroupVersionKind(k.GVK())
-		o, ok := Of(u)
+		o, ok := builtins.Of(u)
 		if !ok {
 			t.Fatalf("%s: not read", k.Kind)
 		}

@@ -1,11 +1,14 @@
 package kinds
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/queues"
@@ -41,9 +44,8 @@ func (Pod) New() client.Object           { return &corev1.Pod{} }
 func (Pod) NewList() client.ObjectList   { return &corev1.PodList{} }
 func (Pod) Shape() any                   { return &corev1.Pod{} }
 func (Pod) SuspendPath() []string        { return podGates }
-func (Pod) narrowsBySelector()           {}
-func (Pod) evictsByDeletion()            {}
 func (Pod) gatesPods()                   {}
+func (Pod) writes() writes               { return podWrites{} }
 
 // suspendValue is the pod's scheduling gates with (suspend) or without
 // tally's.
@@ -63,6 +65,66 @@ func isTallyGate(g corev1.PodSchedulingGate) bool { return g.Name == queues.Sche
 // WithoutGate returns gates without tally's, in a new slice.
 func WithoutGate(gates []corev1.PodSchedulingGate) []corev1.PodSchedulingGate {
 	return slices.DeleteFunc(slices.Clone(gates), isTallyGate)
+}
+
+// podWrites are a Pod's writes: it is narrowed by nodeSelector, as a
+// gated pod's affinity may not change (selectorWrites); it runs once
+// tally's scheduling gate is taken out of its gates, which only a merge
+// patch does among other managers' gates; and it cannot be suspended
+// again, so its eviction deletes it.
+type podWrites struct{ selectorWrites }
+
+// resume is the pod's gates without tally's: nil for none.
+func (podWrites) resume(t *Target) any { return t.Resume }
+
+func (podWrites) evict(*Target) (Eviction, error) { return Eviction{Delete: true}, nil }
+
+func (podWrites) mergeOnly() bool { return true }
+
+// EvictsByDeletion says whether tally evicts a workload of kind k by
+// deleting it, as it cannot be suspended again (a Pod once its scheduling
+// gate is gone): it cannot be requeued either.
+func EvictsByDeletion(k Kind) bool {
+	_, ok := writesOf(k).(podWrites)
+	return ok
+}
+
+// PartPatch is the pod gate's JSON patch of a new pod that is part of
+// workload uid: labelled with uid (LabelWorkload), so that the ledger
+// counts it, and held by tally's scheduling gate when gate says, without
+// it otherwise.
+func PartPatch(pod *corev1.Pod, uid types.UID, gate bool) []JSONPatchOp {
+	labels := maps.Clone(pod.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[queues.LabelWorkload] = string(uid)
+	var ops []JSONPatchOp
+	if !maps.Equal(labels, pod.Labels) {
+		ops = append(ops, JSONPatchOp{Op: "add", Path: "/metadata/labels", Value: labels})
+	}
+	gates := WithoutGate(pod.Spec.SchedulingGates)
+	if gate {
+		gates = append(gates, corev1.PodSchedulingGate{Name: queues.SchedulingGate})
+	}
+	if !slices.Equal(gates, pod.Spec.SchedulingGates) {
+		if len(gates) == 0 {
+			ops = append(ops, JSONPatchOp{Op: "remove", Path: "/spec/schedulingGates"})
+		} else {
+			ops = append(ops, JSONPatchOp{Op: "add", Path: "/spec/schedulingGates", Value: gates})
+		}
+	}
+	return ops
+}
+
+// UngatePatch is the merge patch that takes tally's scheduling gate off
+// pod, keeping the others.
+func UngatePatch(pod *corev1.Pod) ([]byte, error) {
+	var gates any
+	if rest := WithoutGate(pod.Spec.SchedulingGates); len(rest) > 0 {
+		gates = rest
+	}
+	return json.Marshal(map[string]any{"spec": map[string]any{"schedulingGates": gates}})
 }
 
 // Gated says whether tally's scheduling gate holds pod.

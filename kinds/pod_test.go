@@ -49,7 +49,7 @@ func TestPodRead(t *testing.T) {
 				if err == nil {
 					t.Fatalf("Read took a pod that is not a single-pod workload")
 				}
-				if _, ok := Of(tc.pod); ok {
+				if _, ok := builtins.Of(tc.pod); ok {
 					t.Fatalf("Of took a pod that is not a single-pod workload")
 				}
 				return
@@ -75,7 +75,7 @@ func TestPodRead(t *testing.T) {
 			}
 		})
 	}
-	if !EvictsByDeletion(Pod{}) || !IsPodKind(Pod{}) || !NarrowsBySelector(Pod{}) || EvictsByDeletion(Job{}) || IsPodKind(Job{}) {
+	if !EvictsByDeletion(Pod{}) || !IsPodKind(Pod{}) || !(Target{Kind: Pod{}}).MergeOnly() || EvictsByDeletion(Job{}) || IsPodKind(Job{}) {
 		t.Error("the Pod kind's markers are wrong")
 	}
 }

@@ -33,7 +33,7 @@ const rayJob = `{
 
 func TestRayJobRead(t *testing.T) {
 	u := decode(t, rayJob)
-	o, ok := Of(u)
+	o, ok := builtins.Of(u)
 	if !ok {
 		t.Fatal("not read")
 	}
@@ -61,7 +61,7 @@ func TestRayJobRead(t *testing.T) {
 	}
 	for _, status := range []string{"Complete", "Failed", "ValidationFailed"} {
 		u.Object["status"] = map[string]any{"jobDeploymentStatus": status}
-		if o, _ := Of(u); !o.Finished {
+		if o, _ := builtins.Of(u); !o.Finished {
 			t.Errorf("%s: not finished", status)
 		}
 	}
@@ -132,7 +132,7 @@ func TestRayJobVariants(t *testing.T) {
 // whole from the object, once, and changes the element in the copy.
 func TestMergePatchIntoList(t *testing.T) {
 	u := decode(t, rayJob)
-	o, _ := Of(u)
+	o, _ := builtins.Of(u)
 	p := MergePatch{}
 	p.Set(o.Kind.SuspendPath(), false)
 	for _, ps := range o.PodSets {
@@ -166,7 +166,7 @@ func TestMPIJobRead(t *testing.T) {
 	  "spec": {"runPolicy": {"suspend": true}, "mpiReplicaSpecs": {
 	    "Worker": {"template": {"spec": {"containers": [{"name": "w"}]}}},
 	    "Launcher": {"template": {"spec": {"containers": [{"name": "l"}]}}}}}}`)
-	o, ok := Of(u)
+	o, ok := builtins.Of(u)
 	if !ok {
 		t.Fatal("not read")
 	}

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -300,13 +299,12 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 // A workload of a kind that cannot be suspended again (a Pod) is deleted
 // instead; a controller that makes it again makes a new one, queued anew.
 func (l *Ledger) evict(ctx context.Context, w write) {
-	var err error
-	if kinds.EvictsByDeletion(kinds.For(kinds.GVKOf(w.w))) {
-		err = l.client.Delete(ctx, kinds.Ref(w.w), client.Preconditions{UID: &w.w.UID})
-	} else {
-		var patch []byte
-		if patch, err = evictionPatch(w); err == nil {
-			err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, patch), client.FieldOwner(queues.FieldManagerPreemption))
+	ev, err := l.target(w).Evict()
+	if err == nil {
+		if ev.Delete {
+			err = l.client.Delete(ctx, kinds.Ref(w.w), client.Preconditions{UID: &w.w.UID})
+		} else {
+			err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, ev.Patch), client.FieldOwner(queues.FieldManagerPreemption))
 		}
 	}
 	if err != nil {
@@ -327,12 +325,10 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 	l.evicted(w)
 }
 
-// evictionPatch is the one write that preempts a workload: suspended, and
-// pending again.
-func evictionPatch(w write) ([]byte, error) {
-	p := kinds.MergePatch{"metadata": map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}}}
-	p.Set(w.suspend, true)
-	return json.Marshal(p)
+// target is the workload of w as its kind's writes need it.
+func (l *Ledger) target(w write) kinds.Target {
+	return kinds.Target{Kind: l.opts.Kinds.For(kinds.GVKOf(w.w)), W: w.w, RV: w.rv, UserAffinity: w.userAffinity,
+		Paths: w.paths, Suspend: w.suspend, Resume: w.resume, Src: w.src}
 }
 
 // evicted records a preemption write that landed.
@@ -442,86 +438,16 @@ func (l *Ledger) rollback(adm write, err error) {
 	l.log.Error(err, "admission write failed; quota rolled back", "job", adm.w.Key())
 }
 
-// admissionPatch is the one write that admits a workload. It is a merge
-// patch guarded by the resourceVersion the decision saw, so it fails with a
-// Conflict if the workload changed meanwhile. It narrows every pod
-// template's node affinity to the assigned flavors, records the
-// assignment and un-suspends the workload.
+// admissionPatch is the one write that admits a workload (kinds.Target.Admit).
+// It is a merge patch guarded by the resourceVersion the decision saw, so
+// it fails with a Conflict if the workload changed meanwhile. It narrows
+// every pod template to the assigned flavors, records the assignment and
+// un-suspends the workload.
 func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
-	return affinityPatch(adm, [][]*flavors.Flavor{adm.combo}, false, map[string]any{
+	return l.target(adm).Admit(adm.combo, map[string]any{
 		queues.AnnotationFlavors:    adm.a.Annotation(adm.w),
 		queues.AnnotationAdmittedAt: now.UTC().Format(time.RFC3339),
-	}, queues.StateAdmitted)
-}
-
-// affinityPatch builds a merge patch, guarded by resourceVersion w.rv,
-// that sets each pod template's required node affinity (at w.paths) to
-// its pod set's own terms (from w.userAffinity) ANDed with the flavor
-// combinations and labels it with the workload's UID (LabelWorkload), the
-// suspend field, annotations (unless nil; with AnnotationFlavors among
-// them, the pod templates get it too, with AnnotationPodQueue) and the
-// state label.
-func affinityPatch(w write, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any, state queues.State) ([]byte, error) {
-	meta := map[string]any{
-		"resourceVersion": w.rv,
-		"labels":          map[string]any{queues.LabelState: string(state)},
-	}
-	if annotations != nil {
-		meta["annotations"] = annotations
-	}
-	p := kinds.MergePatch{"metadata": meta}
-	if suspend || w.resume == nil && !kinds.IsPodKind(kinds.For(kinds.GVKOf(w.w))) {
-		p.Set(w.suspend, suspend)
-	} else {
-		p.Set(w.suspend, w.resume)
-	}
-	bySelector := kinds.NarrowsBySelector(kinds.For(kinds.GVKOf(w.w)))
-	for i, ps := range w.w.PodSets {
-		if i >= len(w.paths) {
-			break
-		}
-		if w.paths[i] == nil {
-			continue // a pod set the object does not hold
-		}
-		if bySelector {
-			// The nodeSelector is tally's (kinds.NarrowsBySelector): the
-			// chosen flavors' node labels at admission, nothing after.
-			sel := map[string]any{}
-			for k := range w.w.NodeSelector { // all templates carry the same
-				sel[k] = nil
-			}
-			if !suspend {
-				for _, f := range combos[0] {
-					for k, v := range f.NodeLabels {
-						sel[k] = v
-					}
-				}
-			}
-			p.SetIn(w.src, kinds.Join(w.paths[i], "spec", "nodeSelector"), sel)
-		} else {
-			user, err := podSetUserTerms(w.userAffinity, ps.Name)
-			if err != nil {
-				return nil, err
-			}
-			var required any
-			if ns := queues.NodeSelector(user, combos); ns != nil {
-				required = ns
-			}
-			p.SetIn(w.src, kinds.Join(w.paths[i], "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"), required)
-		}
-		p.SetIn(w.src, kinds.Join(w.paths[i], "metadata", "labels", queues.LabelWorkload), string(w.w.UID))
-		if f, ok := annotations[queues.AnnotationFlavors]; ok {
-			// What its pods hold, should they outlive the workload
-			// and the ledger forget it (see adoptOrphans).
-			p.SetIn(w.src, kinds.Join(w.paths[i], "metadata", "annotations", queues.AnnotationPodQueue), w.w.Queue)
-			p.SetIn(w.src, kinds.Join(w.paths[i], "metadata", "annotations", queues.AnnotationFlavors), f)
-		}
-	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("affinity patch: %w", err)
-	}
-	return b, nil
+	})
 }
 
 // podSetsNote describes a workload's pod sets for an Event, when it has

@@ -37,6 +37,8 @@ type ConfigLoader struct {
 	// Mapper resolves a declared kind's resource name (nil: the kind's
 	// name in lower case with an s).
 	Mapper meta.RESTMapper
+	// Kinds is where the config's kinds are declared.
+	Kinds *kinds.Registry
 
 	// declared holds every kind a config declared since the start: one
 	// whose declaration goes stays known until tally restarts, so that
@@ -91,7 +93,7 @@ func (c *ConfigLoader) load(obj any) {
 	}
 }
 
-// declare puts the config's declared kinds in force (kinds.Declare), with
+// declare puts the config's declared kinds in force (c.Kinds), with
 // those declared by earlier configs. A kind the API server does not serve
 // is reported and left out until a later load finds it served.
 func (c *ConfigLoader) declare(acc kinds.Accepted, cm *corev1.ConfigMap, report bool) {
@@ -115,5 +117,5 @@ func (c *ConfigLoader) declare(acc kinds.Accepted, cm *corev1.ConfigMap, report 
 	for _, gvk := range slices.SortedFunc(maps.Keys(c.declared), func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) }) {
 		all = append(all, c.declared[gvk])
 	}
-	kinds.Declare(all)
+	c.Kinds.Declare(all)
 }

@@ -27,8 +27,7 @@ func TestConfigLoaderKinds(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.AddSpecific(train, train.GroupVersion().WithResource("trainings"), train.GroupVersion().WithResource("training"), meta.RESTScopeNamespace)
 	rec := record.NewFakeRecorder(10)
-	c := &ConfigLoader{Store: queues.NewStore(nil), Recorder: rec, Namespace: "tally-system", Log: logr.Discard(), Mapper: mapper}
-	defer kinds.Declare(nil)
+	c := &ConfigLoader{Store: queues.NewStore(nil), Recorder: rec, Namespace: "tally-system", Log: logr.Discard(), Mapper: mapper, Kinds: kinds.NewRegistry()}
 	load := func(config string) []string {
 		c.load(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tally-system", Name: ConfigName}, Data: map[string]string{queues.ConfigKey: config}})
 		var events []string
@@ -44,7 +43,7 @@ func TestConfigLoaderKinds(t *testing.T) {
 		t.Errorf("events %q", events)
 	}
 	good := c.Store.Load()
-	if k := kinds.For(train); good == nil || k == nil || k.Resource() != "trainings" || len(good.WorkloadKinds) != 2 {
+	if k := c.Kinds.For(train); good == nil || k == nil || k.Resource() != "trainings" || len(good.WorkloadKinds) != 2 {
 		t.Fatalf("config %v, kind %v: TrainJob not declared as trainings", good, k)
 	}
 
@@ -53,7 +52,7 @@ func TestConfigLoaderKinds(t *testing.T) {
 	if len(events) != 1 || events[0] != want {
 		t.Errorf("events %q, want %q", events, want)
 	}
-	if c.Store.Load() != good || kinds.For(train) == nil {
+	if c.Store.Load() != good || c.Kinds.For(train) == nil {
 		t.Error("a refused config replaced the last good one")
 	}
 }

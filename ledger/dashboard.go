@@ -120,7 +120,7 @@ const dashHead = 20
 func (l *Ledger) Dashboard() DashboardView {
 	now := l.opts.Clock.Now()
 	v := DashboardView{At: now, Recent: l.recent.list(), Totals: map[string]int{}}
-	for _, k := range kinds.Registered() {
+	for _, k := range l.opts.Kinds.All() {
 		v.Kinds = append(v.Kinds, k.GVK().Kind)
 	}
 	l.mu.Lock()

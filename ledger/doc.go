@@ -1,7 +1,7 @@
 // Package ledger is tally's background controller. It keeps, from informer
-// events, which workloads (Jobs, and every other kind of kinds.Registered
-// the API server serves, read through that seam; "Job" below stands for
-// any of them) hold quota in which ClusterQueue and flavor, admits
+// events, which workloads (Jobs, and every other kind of Options.Kinds
+// the API server serves, read and written through the kinds seam; "Job"
+// below stands for any of them) hold quota in which ClusterQueue and flavor, admits
 // pending Jobs when quota frees, keeps the tally.dev/managed label on
 // managed namespaces (annotated, or named by a LocalQueue of the config),
 // and loads the config ConfigMap (declaring its WorkloadKinds). Status

@@ -67,7 +67,7 @@ func explainJob(ns, name string, cpu int64, ago time.Duration, state queues.Stat
 		job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue,
 			LastTransitionTime: metav1.NewTime(explainNow.Add(-admitted + ran))}}
 	}
-	o, _ := kinds.Of(job)
+	o, _ := kinds.NewRegistry().Of(job)
 	return o
 }
 

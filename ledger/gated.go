@@ -101,7 +101,7 @@ func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 		l.mu.Unlock()
 		return
 	}
-	w, cfg, k := e.w, l.cfg, kinds.For(kinds.GVKOf(e.w))
+	w, cfg, k := e.w, l.cfg, l.opts.Kinds.For(kinds.GVKOf(e.w))
 	l.mu.Unlock()
 	pods := &corev1.PodList{}
 	if err := l.cache.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{queues.LabelWorkload: string(uid)}); err != nil {
@@ -234,11 +234,7 @@ func (l *Ledger) flavorForLocked(e *entry, r corev1.ResourceName) queues.FlavorR
 
 // ungate takes tally's scheduling gate off pod p, keeping the others.
 func (l *Ledger) ungate(ctx context.Context, p *corev1.Pod) error {
-	var gates any
-	if rest := kinds.WithoutGate(p.Spec.SchedulingGates); len(rest) > 0 {
-		gates = rest
-	}
-	body, err := json.Marshal(map[string]any{"spec": map[string]any{"schedulingGates": gates}})
+	body, err := kinds.UngatePatch(p)
 	if err != nil {
 		return err
 	}
@@ -254,7 +250,7 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 	if e == nil || e.w == nil || e.phase != admitted || l.cfg == nil {
 		return
 	}
-	if k := kinds.For(kinds.GVKOf(e.w)); k == nil || kinds.EvictsByDeletion(k) {
+	if k := l.opts.Kinds.For(kinds.GVKOf(e.w)); k == nil || kinds.EvictsByDeletion(k) {
 		return
 	}
 	excess := queues.PodExcess(e.w.PodSets, reqs, l.cfg.Covers)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -88,7 +87,7 @@ func lessEntry(a, b *entry) bool { return queues.Before(a.w, b.w) }
 
 // onJob folds one workload object's new state into the ledger.
 func (l *Ledger) onJob(obj any) {
-	o, ok := kinds.Of(obj)
+	o, ok := l.opts.Kinds.Of(obj)
 	if !ok {
 		return
 	}
@@ -234,40 +233,7 @@ func (l *Ledger) restoreDueLocked(o *kinds.Object, w *queues.Workload) bool {
 	if !ok {
 		return false
 	}
-	bySelector := kinds.NarrowsBySelector(o.Kind)
-	for _, ps := range o.PodSets {
-		if bySelector {
-			// Its nodeSelector is tally's, and empty while it waits.
-			if len(ps.Template.Spec.NodeSelector) > 0 {
-				return true
-			}
-			continue
-		}
-		user, err := podSetUserTerms(ann[queues.AnnotationUserAffinity], ps.Name)
-		if err != nil {
-			return false
-		}
-		want := queues.NodeSelector(user, combos)
-		have := ps.Template.Spec.Affinity
-		var haveSel *corev1.NodeSelector
-		if have != nil && have.NodeAffinity != nil {
-			haveSel = have.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-		}
-		if !equality.Semantic.DeepEqual(want, haveSel) {
-			return true
-		}
-	}
-	return false
-}
-
-// podSetUserTerms decodes pod set name's own required terms from the
-// AnnotationUserAffinity annotation.
-func podSetUserTerms(ann, name string) ([]corev1.NodeSelectorTerm, error) {
-	enc, err := queues.PodSetTerms(ann, name)
-	if err != nil {
-		return nil, err
-	}
-	return queues.DecodeUserTerms(enc)
+	return o.RestoreDue(combos)
 }
 
 // candidatesLocked returns what the webhook built a Job's required node

@@ -289,7 +289,7 @@ func (l *Ledger) restorePatchLocked(e *entry) []byte {
 	if !ok {
 		return nil
 	}
-	patch, err := affinityPatch(write{w: e.w, rv: e.rv, userAffinity: e.userAffinity, paths: e.paths, suspend: e.suspend, src: e.src}, combos, true, nil, queues.StatePending)
+	patch, err := l.target(write{w: e.w, rv: e.rv, userAffinity: e.userAffinity, paths: e.paths, suspend: e.suspend, src: e.src}).Restore(combos)
 	if err != nil {
 		return nil
 	}

@@ -71,7 +71,7 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 
 // partOfQueuedLocked says whether o is part of a workload that holds its
 // quota: its controller owner is a workload of another registered kind
-// (kinds.Object.Owner) that the ledger knows by that UID, in o's
+// (kinds.Registry.Owner) that the ledger knows by that UID, in o's
 // namespace, either as one that tally admitted (and that holds quota, or
 // has finished), or as a part of such a workload itself (a JobSet that a
 // TrainJob made, whose Jobs are then parts too). An owner reference is
@@ -82,7 +82,7 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 // records what o is part of in parts, for its pods' claims (pods.go).
 func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
 	uid := o.Meta.UID
-	ref := o.Owner()
+	ref := l.opts.Kinds.Owner(o)
 	if ref == nil {
 		delete(l.parts, uid)
 		return false
@@ -106,7 +106,7 @@ func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
 		l.parts[uid], l.partNS[uid] = ref.UID, o.Meta.Namespace
 		if root := l.rootOfLocked(ref.UID); root != "" {
 			if e := l.jobs[root]; e != nil && e.w != nil {
-				l.reverifyLocked(root, e.w.Namespace, kinds.For(kinds.GVKOf(e.w)))
+				l.reverifyLocked(root, e.w.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.w)))
 			}
 		}
 	}

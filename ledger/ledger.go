@@ -63,6 +63,9 @@ type Options struct {
 	FinishedLabelRate float64
 	Events            Events
 	AdmissionPatch    AdmissionPatch
+	// Kinds are the kinds the ledger queues, which the ConfigLoader
+	// declares more of (nil: the built-in ones).
+	Kinds *kinds.Registry
 }
 
 // Ledger keeps quota usage and admits Jobs. It is a manager Runnable that
@@ -414,13 +417,13 @@ func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any),
 	return nil
 }
 
-// watchKinds watches every registered kind (kinds.Registered: built in,
-// or declared by the config) that the API server serves and that is not
+// watchKinds watches every kind of Options.Kinds (built in, or declared
+// by the config) that the API server serves and that is not
 // watched yet. It runs at the start and after each config change, so a
 // kind declared, or whose CRD was installed, since then is picked up
 // without a restart.
 func (l *Ledger) watchKinds(ctx context.Context) error {
-	for _, k := range kinds.Registered() {
+	for _, k := range l.opts.Kinds.All() {
 		gvk := k.GVK()
 		if slices.ContainsFunc(l.watched, func(w kinds.Kind) bool { return w.GVK() == gvk }) {
 			continue
@@ -468,7 +471,7 @@ func (l *Ledger) listWatched(ctx context.Context, opts ...client.ListOption) ([]
 			return nil, fmt.Errorf("listing %s: %w", k.GVK().Kind, err)
 		}
 		if err := meta.EachListItem(list, func(obj runtime.Object) error {
-			if o, ok := kinds.Of(obj); ok {
+			if o, ok := l.opts.Kinds.Of(obj); ok {
 				out = append(out, o)
 			}
 			return nil

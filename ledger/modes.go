@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,7 +94,7 @@ func ParseMode[T ~string](name, v string, values []T) (T, error) {
 func (l *Ledger) encodeAdmission(ctx context.Context, adm write, merge []byte) (client.Patch, []client.PatchOption, error) {
 	var cached client.Object
 	mode := l.opts.AdmissionPatch
-	if kinds.IsPodKind(kinds.For(kinds.GVKOf(adm.w))) {
+	if l.target(adm).MergeOnly() {
 		// Only a merge patch removes one scheduling gate among others'
 		// that apply cannot take from their managers.
 		mode = AdmissionPatchMerge
@@ -103,7 +104,7 @@ func (l *Ledger) encodeAdmission(ctx context.Context, adm write, merge []byte) (
 		// informer already holds a newer one, the write would conflict:
 		// it fails so without being sent.
 		gvk := kinds.GVKOf(adm.w)
-		k := kinds.For(gvk)
+		k := l.opts.Kinds.For(gvk)
 		if k == nil {
 			return nil, nil, fmt.Errorf("%s is no longer a declared kind", gvk.Kind)
 		}
@@ -158,8 +159,8 @@ func jsonAdmissionPatch(obj client.Object, rv string, merge []byte) ([]byte, err
 			return nil, err
 		}
 		src = m
-	} else if o, ok := kinds.Of(obj); ok {
-		src = o.Source()
+	} else if u, ok := obj.(*unstructured.Unstructured); ok {
+		src = u.Object
 	}
 	var p kinds.MergePatch
 	if err := json.Unmarshal(merge, &p); err != nil {

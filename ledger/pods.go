@@ -178,7 +178,7 @@ func (l *Ledger) verifiedLocked(c podClaim) bool {
 	if e == nil || e.w == nil {
 		return false
 	}
-	return l.podOfLocked(c, e.w.Namespace, kinds.For(kinds.GVKOf(e.w)))
+	return l.podOfLocked(c, e.w.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.w)))
 }
 
 // podOfLocked says whether the pod of claim c belongs to its workload,

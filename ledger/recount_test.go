@@ -48,7 +48,7 @@ func newRecountFixture(t *testing.T, rec record.EventRecorder) *recountFixture {
 func objects(jobs []batchv1.Job) []*kinds.Object {
 	out := make([]*kinds.Object, len(jobs))
 	for i := range jobs {
-		out[i], _ = kinds.Of(&jobs[i])
+		out[i], _ = kinds.NewRegistry().Of(&jobs[i])
 	}
 	return out
 }

@@ -220,7 +220,7 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
 		var out []*kinds.Object
 		for _, n := range queues.SortedKeys(s.objects) {
-			o, _ := kinds.Of(s.objects[n])
+			o, _ := s.l.opts.Kinds.Of(s.objects[n])
 			out = append(out, o)
 		}
 		return out, nil
@@ -287,7 +287,9 @@ func (s *scenario) step(f []string) {
 		var err error
 		switch {
 		case w.preemptor != nil:
-			patch, err = evictionPatch(w)
+			var ev kinds.Eviction
+			ev, err = s.l.target(w).Evict()
+			patch = ev.Patch
 			s.l.evicted(w)
 		case w.late:
 			patch, err = capturePatch(w, s.clock.Now())
@@ -517,7 +519,7 @@ func (s *scenario) create(name string, args []string) {
 	if unrecorded {
 		meta["labels"] = map[string]any{queues.LabelQueue: opts["queue"]}
 		delete(meta, "annotations")
-		o, _ := kinds.Of(s.fromMap(m))
+		o, _ := s.l.opts.Kinds.Of(s.fromMap(m))
 		_ = unstructured.SetNestedField(m, false, o.Kind.SuspendPath()...)
 		setStatus(m, o, map[string]any{"startTime": s.clock.Now().Format(time.RFC3339)}, o.PodCount(), "")
 	}
@@ -577,7 +579,7 @@ func (s *scenario) fromMap(m map[string]any) client.Object {
 }
 
 func (s *scenario) read(name string) *kinds.Object {
-	o, ok := kinds.Of(s.objects[name])
+	o, ok := s.l.opts.Kinds.Of(s.objects[name])
 	if !ok {
 		s.t.Fatalf("%s is not a workload", name)
 	}

@@ -39,11 +39,14 @@ func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.
 // (every replica loads it; only the leader reports on it).
 func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log logr.Logger, opts Options) error {
 	recorder := mgr.GetEventRecorderFor("tally")
+	if opts.Kinds == nil {
+		opts.Kinds = kinds.NewRegistry()
+	}
 	if fromConfigMap {
 		elected := mgr.Elected()
 		if err := mgr.Add(&ConfigLoader{
 			Cache: mgr.GetCache(), Store: store, Recorder: recorder, Namespace: opts.Namespace, Log: log.WithName("config"),
-			Mapper: mgr.GetRESTMapper(),
+			Mapper: mgr.GetRESTMapper(), Kinds: opts.Kinds,
 			Report: func() bool {
 				select {
 				case <-elected:

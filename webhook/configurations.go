@@ -46,13 +46,14 @@ func (e Endpoint) clientConfig(path string) admissionregistrationv1.WebhookClien
 }
 
 // Configurations returns the webhook configurations for tally running in
-// namespace own. The Job webhooks fail closed but only ever see managed
+// namespace own, queueing the kinds of ks (nil: the built-in ones). The
+// Job webhooks fail closed but only ever see managed
 // namespaces; the others fail open, so tally being down never blocks
 // namespace or ConfigMap writes.
 //
 // users are the names tally acts as besides its service account in own
 // (see JobGuard.Users): the guard is not called for their writes either.
-func Configurations(e Endpoint, own string, users ...string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+func Configurations(ks *kinds.Registry, e Endpoint, own string, users ...string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	none := ptr.To(admissionregistrationv1.SideEffectClassNone)
 	fail, ignore := ptr.To(admissionregistrationv1.Fail), ptr.To(admissionregistrationv1.Ignore)
 	versions := []string{"v1"}
@@ -83,7 +84,7 @@ func Configurations(e Endpoint, own string, users ...string) (*admissionregistra
 	// (see hasScale).
 	workloads := func(scale bool, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
 		var out []admissionregistrationv1.RuleWithOperations
-		for _, k := range kinds.Registered() {
+		for _, k := range ks.All() {
 			if kinds.IsPodKind(k) {
 				continue // the pod gate's
 			}
@@ -190,8 +191,8 @@ func notTally(own string, users []string) string {
 
 // Register creates or updates tally's webhook configurations (see
 // Configurations).
-func Register(ctx context.Context, c client.Client, e Endpoint, own string, users ...string) error {
-	wantM, wantV := Configurations(e, own, users...)
+func Register(ctx context.Context, c client.Client, ks *kinds.Registry, e Endpoint, own string, users ...string) error {
+	wantM, wantV := Configurations(ks, e, own, users...)
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, c, m, func() error { m.Webhooks = wantM.Webhooks; return nil }); err != nil {
 		return fmt.Errorf("registering MutatingWebhookConfiguration %s: %w", ConfigurationName, err)
@@ -205,8 +206,7 @@ func Register(ctx context.Context, c client.Client, e Endpoint, own string, user
 
 // RuleSync keeps the rules of tally's two workload webhooks (in the
 // webhook configurations named ConfigurationName) in step with the kinds
-// tally queues, kinds.Registered, which change when a config declares a
-// kind: it updates them at the start and after every config load. Only
+// tally queues, Kinds, which change when a config declares a kind: it updates them at the start and after every config load. Only
 // the leader runs it.
 type RuleSync struct {
 	Client client.Client
@@ -214,7 +214,9 @@ type RuleSync struct {
 	// Namespace and Users are as for Configurations.
 	Namespace string
 	Users     []string
-	Log       logr.Logger
+	// Kinds are the kinds tally queues.
+	Kinds *kinds.Registry
+	Log   logr.Logger
 }
 
 // NeedLeaderElection: one replica writes.
@@ -237,7 +239,7 @@ func (r *RuleSync) Start(ctx context.Context) error {
 
 // Sync updates the workload webhooks' rules, if they differ.
 func (r *RuleSync) Sync(ctx context.Context) error {
-	wantM, wantV := Configurations(Endpoint{}, r.Namespace, r.Users...)
+	wantM, wantV := Configurations(r.Kinds, Endpoint{}, r.Namespace, r.Users...)
 	rules := map[string][]admissionregistrationv1.RuleWithOperations{}
 	for _, w := range wantM.Webhooks {
 		rules[w.Name] = w.Rules

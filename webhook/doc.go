@@ -45,9 +45,10 @@
 // admitted it. If a read fails, the create is denied (retryable), never
 // let through unqueued. WhoAmI runs once, at start-up.
 //
-// Every registered workload kind (kinds.Registered) but the Pod goes
-// through the same two Job handlers, which read it through the kinds seam;
-// "Job" above stands for any of them.
+// Every workload kind of the registry (kinds.Registry, Options.Kinds) but
+// the Pod goes through the same two Job handlers, which read it and build
+// its creation patch through the kinds seam; "Job" above stands for any
+// of them.
 //
 // Setup wires it all into a controller-runtime manager: the handlers, the
 // serving certificate (certs) and the webhook configurations.

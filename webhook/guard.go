@@ -48,6 +48,8 @@ type JobGuard struct {
 	// tally admitted it. When it is nil, every scale-up is denied: the
 	// webhook only sees managed namespaces.
 	Reader client.Reader
+	// Kinds are the kinds tally queues (nil: the built-in ones).
+	Kinds *kinds.Registry
 }
 
 // Handle implements admission.Handler.
@@ -67,7 +69,7 @@ func (g *JobGuard) Handle(ctx context.Context, req admission.Request) admission.
 	if req.SubResource == "scale" {
 		return g.handleScale(ctx, req)
 	}
-	k, resp := kindOf(req)
+	k, resp := kindOf(g.Kinds, req)
 	if resp != nil {
 		return *resp
 	}

@@ -244,7 +244,7 @@ func TestJobGuardOperations(t *testing.T) {
 // webhook as Configurations does, with the Service as endpoint: a tally run
 // with --register-webhooks=false finds them as it would write them.
 func TestConfigurationsDeployed(t *testing.T) {
-	wantM, wantV := Configurations(Endpoint{ServiceNamespace: "tally-system", ServiceName: "tally-webhook", ServicePort: 443}, "tally-system")
+	wantM, wantV := Configurations(nil, Endpoint{ServiceNamespace: "tally-system", ServiceName: "tally-webhook", ServicePort: 443}, "tally-system")
 	data, err := os.ReadFile("../deploy/base/webhooks.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +285,7 @@ func TestGuardSkipsTally(t *testing.T) {
 		{[]string{"system:serviceaccount:tally-system:tally", ""}, `request.userInfo.username != "system:serviceaccount:tally-system:tally"`},
 		{[]string{"system:serviceaccount:tally-system:tally", "tally"}, `!(request.userInfo.username in ["system:serviceaccount:tally-system:tally", "tally"])`},
 	} {
-		_, v := Configurations(e, "tally-system", tc.users...)
+		_, v := Configurations(nil, e, "tally-system", tc.users...)
 		var got []string
 		for _, w := range v.Webhooks {
 			for _, c := range w.MatchConditions {
@@ -633,7 +633,7 @@ func TestJobGuardScaleBadRequests(t *testing.T) {
 // TestGuardScaleRules checks that the guard, and only it, watches the
 // scale subresource of the kinds that have one.
 func TestGuardScaleRules(t *testing.T) {
-	m, v := Configurations(Endpoint{URL: "https://127.0.0.1:9443"}, "tally-system")
+	m, v := Configurations(nil, Endpoint{URL: "https://127.0.0.1:9443"}, "tally-system")
 	var got []string
 	for _, w := range m.Webhooks {
 		for _, r := range w.Rules {
@@ -687,7 +687,7 @@ func TestScaledKindsMatchCRDs(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for _, ver := range crd.Spec.Versions {
-			k := kinds.For(schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind})
+			k := kinds.NewRegistry().For(schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind})
 			if k == nil {
 				continue
 			}

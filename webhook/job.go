@@ -3,9 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -13,7 +11,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +42,9 @@ type JobMutator struct {
 	APIReader client.Reader
 	// Namespace is tally's own namespace.
 	Namespace string
-	Decoder   admission.Decoder
+	// Kinds are the kinds tally queues (nil: the built-in ones).
+	Kinds   *kinds.Registry
+	Decoder admission.Decoder
 }
 
 // Handle implements admission.Handler.
@@ -53,7 +52,7 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
-	k, resp := kindOf(req)
+	k, resp := kindOf(m.Kinds, req)
 	if resp != nil {
 		return *resp
 	}
@@ -87,7 +86,7 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if req.Namespace != "" || o.Meta.Namespace == "" {
 		o.Meta.Namespace = req.Namespace
 	}
-	if owner := o.Owner(); owner != nil {
+	if owner := m.Kinds.Owner(o); owner != nil {
 		queued, err := m.ownerQueued(ctx, o.Meta.Namespace, owner, o.Suspended)
 		if err != nil {
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
@@ -100,14 +99,13 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		// no queued workload exempts nothing, and the workload is queued
 		// on its own.
 	}
-	return m.enqueue(ctx, o, mutable(o))
+	return m.enqueue(ctx, o, o.Fields())
 }
 
 // enqueue queues o, a new workload of a managed namespace, on its own:
 // the rest of Handle, and of PodGate's handling of a pod that belongs to
-// no admitted workload. before is o's mutable fields as the request
-// brought them.
-func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before fields) admission.Response {
+// no admitted workload. before is o's fields as the request brought them.
+func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before kinds.Fields) admission.Response {
 	k := o.Kind
 	ns, err := m.namespace(ctx, o.Meta.Namespace)
 	if err != nil {
@@ -150,21 +148,21 @@ func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before fields
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	resp := admission.Allowed("")
-	if resp.Patches = before.patch(mutable(o), o); len(resp.Patches) > 0 {
+	if resp.Patches = jsonPatch(o.CreationPatch(before)); len(resp.Patches) > 0 {
 		resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
 	}
 	resp.Warnings = warnings
 	return resp
 }
 
-// kindOf returns the registered kind of a request's object: a batch/v1 Job
+// kindOf returns the kind of ks of a request's object: a batch/v1 Job
 // when the request does not say.
-func kindOf(req admission.Request) (kinds.Kind, *admission.Response) {
+func kindOf(ks *kinds.Registry, req admission.Request) (kinds.Kind, *admission.Response) {
 	gvk := schema.GroupVersionKind{Group: req.Kind.Group, Version: req.Kind.Version, Kind: req.Kind.Kind}
 	if gvk.Empty() {
 		return kinds.Job{}, nil
 	}
-	if k := kinds.For(gvk); k != nil {
+	if k := ks.For(gvk); k != nil {
 		return k, nil
 	}
 	resp := admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: %s is not a workload kind tally queues", gvk))
@@ -228,7 +226,7 @@ const maxOwnerDepth = 4
 // API server does not serve does not exist.
 func (m *JobMutator) ownerQueued(ctx context.Context, ns string, ref *metav1.OwnerReference, suspended bool) (bool, error) {
 	for range maxOwnerDepth {
-		k := kinds.For(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+		k := m.Kinds.For(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
 		if m.APIReader == nil || k == nil {
 			return false, nil
 		}
@@ -247,7 +245,7 @@ func (m *JobMutator) ownerQueued(ctx context.Context, ns string, ref *metav1.Own
 		if owner.Meta.Labels[queues.LabelQueue] != "" {
 			return suspended || !owner.Suspended && !owner.Finished, nil
 		}
-		if ref = owner.Owner(); ref == nil {
+		if ref = m.Kinds.Owner(owner); ref == nil {
 			return false, nil
 		}
 	}
@@ -259,56 +257,6 @@ func (m *JobMutator) ownerQueued(ctx context.Context, ns string, ref *metav1.Own
 func unqueuedWarning(cfg *queues.Config, ns, kind string) string {
 	return fmt.Sprintf("tally: this %s is not queued and runs outside any quota: it has no %s label, and namespace %s has no %s annotation and no LocalQueue named %s (its LocalQueues: %s)",
 		kind, queues.LabelKueueQueueName, ns, queues.AnnotationNamespaceQueue, queues.DefaultLocalQueue, strings.Join(cfg.LocalQueuesIn(ns), ", "))
-}
-
-// fields are the parts of a workload that Mutate may change.
-type fields struct {
-	labels, annotations map[string]string
-	suspend             bool
-	// Per pod set.
-	affinity     []*corev1.Affinity
-	tolerations  [][]corev1.Toleration
-	nodeSelector []map[string]string
-}
-
-// mutable copies out the parts of o that Mutate may change.
-func mutable(o *kinds.Object) fields {
-	f := fields{labels: maps.Clone(o.Meta.Labels), annotations: maps.Clone(o.Meta.Annotations), suspend: o.Suspended}
-	for _, ps := range o.PodSets {
-		spec := &ps.Template.Spec
-		f.affinity = append(f.affinity, spec.Affinity.DeepCopy())
-		f.tolerations = append(f.tolerations, slices.Clone(spec.Tolerations))
-		f.nodeSelector = append(f.nodeSelector, maps.Clone(spec.NodeSelector))
-	}
-	return f
-}
-
-// patch is the JSON patch from f to after, for o: each changed field is
-// replaced whole, and nothing else is touched, so fields that the API
-// server knows and tally's types do not are kept.
-func (f fields) patch(after fields, o *kinds.Object) []jsonpatch.Operation {
-	var ops []jsonpatch.Operation
-	set := func(path string, changed bool, value any) {
-		if changed {
-			ops = append(ops, jsonpatch.NewOperation("add", path, value))
-		}
-	}
-	set("/metadata/labels", !maps.Equal(f.labels, after.labels), after.labels)
-	set("/metadata/annotations", !maps.Equal(f.annotations, after.annotations), after.annotations)
-	path, value := o.SuspendOp(after.suspend)
-	set(path, f.suspend != after.suspend, value)
-	for i, ps := range o.PodSets {
-		if ps.Path == nil {
-			continue // not held by the object
-		}
-		spec := kinds.Pointer(ps.Path) + "/spec"
-		set(spec+"/affinity", !equality.Semantic.DeepEqual(f.affinity[i], after.affinity[i]), after.affinity[i])
-		set(spec+"/tolerations", !equality.Semantic.DeepEqual(f.tolerations[i], after.tolerations[i]), after.tolerations[i])
-		if !maps.Equal(f.nodeSelector[i], after.nodeSelector[i]) {
-			ops = append(ops, jsonpatch.NewOperation("remove", spec+"/nodeSelector", nil))
-		}
-	}
-	return ops
 }
 
 // MutateJob applies Mutate to a Job.
@@ -347,16 +295,9 @@ func MutateIn(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[st
 	names := o.PodSetNames()
 	user := map[string][]corev1.NodeSelectorTerm{}
 	enc, annotated := meta.Annotations[queues.AnnotationUserAffinity]
-	bySelector := kinds.NarrowsBySelector(o.Kind)
 	for _, ps := range o.PodSets {
 		if !annotated {
-			user[ps.Name] = queues.RequiredTerms(&ps.Template.Spec)
-			if bySelector {
-				// The nodeSelector becomes tally's (kinds.NarrowsBySelector):
-				// the user's own moves into the required terms.
-				user[ps.Name] = withSelector(user[ps.Name], ps.Template.Spec.NodeSelector)
-				ps.Template.Spec.NodeSelector = nil
-			}
+			user[ps.Name] = o.TakeOwnTerms(ps)
 			continue
 		}
 		terms, err := queues.PodSetTerms(enc, ps.Name)
@@ -391,23 +332,11 @@ func MutateIn(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[st
 	return nil, nil
 }
 
-// withSelector adds a nodeSelector's requirements to every term (to a
-// single term when there is none): the same nodes, as affinity.
-func withSelector(terms []corev1.NodeSelectorTerm, sel map[string]string) []corev1.NodeSelectorTerm {
-	if len(sel) == 0 {
-		return terms
-	}
-	if len(terms) == 0 {
-		terms = []corev1.NodeSelectorTerm{{}}
-	}
-	keys := slices.Sorted(maps.Keys(sel))
-	out := make([]corev1.NodeSelectorTerm, len(terms))
-	for i, t := range terms {
-		out[i] = *t.DeepCopy()
-		for _, k := range keys {
-			out[i].MatchExpressions = append(out[i].MatchExpressions,
-				corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{sel[k]}})
-		}
+// jsonPatch is ops as the admission response's patch.
+func jsonPatch(ops []kinds.JSONPatchOp) []jsonpatch.Operation {
+	out := make([]jsonpatch.Operation, len(ops))
+	for i, op := range ops {
+		out[i] = jsonpatch.NewOperation(op.Op, op.Path, op.Value)
 	}
 	return out
 }

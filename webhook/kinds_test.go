@@ -109,8 +109,9 @@ func TestJobSetMutation(t *testing.T) {
 
 // benchWebhook measures the mutating webhook on req, reporting the median
 // and 99th percentile latency of single requests.
-func benchWebhook(b *testing.B, req admission.Request) {
+func benchWebhook(b *testing.B, ks *kinds.Registry, req admission.Request) {
 	m := newMutator(b, testConfig(b))
+	m.Kinds = ks
 	b.ReportAllocs()
 	lat := make([]time.Duration, 0, 1<<16)
 	for b.Loop() {
@@ -135,8 +136,8 @@ func BenchmarkKindWebhook(b *testing.B) {
 	declared := kinds.NewDeclared(queues.WorkloadKind{Name: "t", Group: "example.com", Version: "v1", Kind: "TrainJob",
 		SuspendPath: []string{"spec", "suspend"}, FinishedConditions: []string{"Succeeded"},
 		PodSets: []queues.WorkloadKindPodSet{{Name: "worker", TemplatePath: []string{"spec", "worker", "template"}, CountPath: []string{"spec", "worker", "replicas"}}}}, "trainjobs")
-	kinds.Declare([]*kinds.Declared{declared})
-	defer kinds.Declare(nil)
+	ks := kinds.NewRegistry()
+	ks.Declare([]*kinds.Declared{declared})
 	for _, tc := range []struct {
 		k   kinds.Kind
 		raw string
@@ -153,7 +154,7 @@ func BenchmarkKindWebhook(b *testing.B) {
 	} {
 		gvk := tc.k.GVK()
 		b.Run(gvk.Kind, func(b *testing.B) {
-			benchWebhook(b, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			benchWebhook(b, ks, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 				UID: "1", Operation: admissionv1.Create, Namespace: "team", Name: "x",
 				Kind:   metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
 				Object: runtime.RawExtension{Raw: []byte(tc.raw)},

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"gomodules.xyz/jsonpatch/v2"
-
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -162,8 +160,8 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding Pod: %w", err))
 	}
-	before := mutable(o)
-	before.labels = labels
+	before := o.Fields()
+	before.Labels = labels
 	return g.Jobs.enqueue(ctx, o, before)
 }
 
@@ -171,26 +169,7 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 // that the ledger counts it) and held by tally's scheduling gate when
 // gate says, without it otherwise.
 func podPatch(pod *corev1.Pod, root *kinds.Object, gate bool, reason string) admission.Response {
-	labels := maps.Clone(pod.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[queues.LabelWorkload] = string(root.Meta.UID)
-	var ops []jsonpatch.Operation
-	if !maps.Equal(labels, pod.Labels) {
-		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/labels", labels))
-	}
-	gates := kinds.WithoutGate(pod.Spec.SchedulingGates)
-	if gate {
-		gates = append(gates, corev1.PodSchedulingGate{Name: queues.SchedulingGate})
-	}
-	if !slices.Equal(gates, pod.Spec.SchedulingGates) {
-		if len(gates) == 0 {
-			ops = append(ops, jsonpatch.NewOperation("remove", "/spec/schedulingGates", nil))
-		} else {
-			ops = append(ops, jsonpatch.NewOperation("add", "/spec/schedulingGates", gates))
-		}
-	}
+	ops := jsonPatch(kinds.PartPatch(pod, root.Meta.UID, gate))
 	resp := admission.Allowed(reason)
 	if len(ops) > 0 {
 		resp.Patches, resp.PatchType = ops, ptr.To(admissionv1.PatchTypeJSONPatch)
@@ -213,9 +192,9 @@ func (g *PodGate) queuedRoot(ctx context.Context, pod *corev1.Pod) (*kinds.Objec
 			return nil, false, nil
 		}
 		gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
-		k := kinds.For(gvk)
+		k := g.Jobs.Kinds.For(gvk)
 		if k == nil || kinds.IsPodKind(k) {
-			if !podParent(gvk.Kind) {
+			if !g.Jobs.Kinds.PodParent(gvk.Kind) {
 				return nil, false, nil
 			}
 			m := &metav1.PartialObjectMetadata{}
@@ -245,7 +224,7 @@ func (g *PodGate) queuedRoot(ctx context.Context, pod *corev1.Pod) (*kinds.Objec
 			}
 			return o, !o.Suspended && !o.Finished, nil
 		}
-		ref = o.Owner()
+		ref = g.Jobs.Kinds.Owner(o)
 	}
 	return nil, false, nil
 }
@@ -281,17 +260,6 @@ func (g *PodGate) get(ctx context.Context, ns string, ref *metav1.OwnerReference
 		return false, err
 	}
 	return obj.GetUID() == ref.UID, nil
-}
-
-// podParent says whether kind is one a registered kind's operator makes
-// its pods through.
-func podParent(kind string) bool {
-	for _, k := range kinds.Registered() {
-		if slices.Contains(kinds.PodParents(k), kind) {
-			return true
-		}
-	}
-	return false
 }
 
 // fit judges a new pod that asks for reqs against what root was admitted

@@ -92,9 +92,9 @@ func TestDeclaredKindScaleGuarded(t *testing.T) {
 	declared := kinds.NewDeclared(queues.WorkloadKind{Name: "t", Group: "example.com", Version: "v1", Kind: "TrainJob",
 		SuspendPath: []string{"spec", "suspend"},
 		PodSets:     []queues.WorkloadKindPodSet{{Name: "worker", TemplatePath: []string{"spec", "template"}, CountPath: []string{"spec", "replicas"}}}}, "trainjobs")
-	kinds.Declare([]*kinds.Declared{declared})
-	defer kinds.Declare(nil)
-	_, v := Configurations(Endpoint{URL: "https://127.0.0.1:9443"}, "tally-system")
+	ks := kinds.NewRegistry()
+	ks.Declare([]*kinds.Declared{declared})
+	_, v := Configurations(ks, Endpoint{URL: "https://127.0.0.1:9443"}, "tally-system")
 	found := false
 	for _, w := range v.Webhooks {
 		for _, r := range w.Rules {

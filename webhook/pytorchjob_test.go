@@ -187,5 +187,5 @@ func TestPyTorchJobGuard(t *testing.T) {
 // PyTorchJob (a master and workers), reporting the median and 99th
 // percentile latency of single requests.
 func BenchmarkPyTorchJobWebhook(b *testing.B) {
-	benchWebhook(b, pyTorchJobRequest(admissionv1.Create, pyTorchJobJSON(`, "labels": {"app": "train"}`, `{"cleanPodPolicy": "Running"}`, ""), ""))
+	benchWebhook(b, nil, pyTorchJobRequest(admissionv1.Create, pyTorchJobJSON(`, "labels": {"app": "train"}`, `{"cleanPodPolicy": "Running"}`, ""), ""))
 }

@@ -353,7 +353,7 @@ func TestLimit(t *testing.T) {
 // webhook configuration waits less than RequestTimeout, and a body over
 // controller-runtime's 7 MiB cap is refused by Limit first.
 func TestRequestBounds(t *testing.T) {
-	m, v := Configurations(Endpoint{URL: "https://127.0.0.1:9443"}, "tally-system")
+	m, v := Configurations(nil, Endpoint{URL: "https://127.0.0.1:9443"}, "tally-system")
 	var timeouts []int32
 	for _, w := range m.Webhooks {
 		timeouts = append(timeouts, *w.TimeoutSeconds)

@@ -39,11 +39,11 @@ func hasScale(k kinds.Kind) bool {
 	return false
 }
 
-// scaledKind returns the registered kind whose scale subresource req
-// writes, or nil.
-func scaledKind(req admission.Request) kinds.Kind {
+// scaledKind returns the kind of ks whose scale subresource req writes,
+// or nil.
+func scaledKind(ks *kinds.Registry, req admission.Request) kinds.Kind {
 	r := req.Resource
-	for _, k := range kinds.Registered() {
+	for _, k := range ks.All() {
 		if gvk := k.GVK(); gvk.Group == r.Group && gvk.Version == r.Version && k.Resource() == r.Resource {
 			return k
 		}
@@ -58,7 +58,7 @@ func scaledKind(req admission.Request) kinds.Kind {
 // pending workload, which is queued again with its new shape. Without a
 // Reader the guard cannot tell, and denies every scale-up.
 func (g *JobGuard) handleScale(ctx context.Context, req admission.Request) admission.Response {
-	k := scaledKind(req)
+	k := scaledKind(g.Kinds, req)
 	if k == nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: %s/scale is not the scale of a workload kind tally queues", req.Resource.Resource))
 	}

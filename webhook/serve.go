@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"tally.dev/tally/certs"
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -34,6 +35,9 @@ type Options struct {
 	// CertManager says cert-manager provides the certificate and injects
 	// the CA; Register says tally registers its webhook configurations.
 	CertManager, Register bool
+	// Kinds are the kinds tally queues, which a config may declare more
+	// of while tally runs.
+	Kinds *kinds.Registry
 }
 
 // Setup serves every webhook on the manager's webhook server, each bounded
@@ -50,20 +54,20 @@ func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Optio
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, PodWorkloadIndex, IndexPodWorkload); err != nil {
 		return fmt.Errorf("indexing pods by %s: %w", queues.LabelWorkload, err)
 	}
-	jobs := &JobMutator{Store: opts.Store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Decoder: decoder}
+	jobs := &JobMutator{Store: opts.Store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Kinds: opts.Kinds, Decoder: decoder}
 	gate := &PodGate{Jobs: jobs, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Users: opts.Users, Decoder: decoder}
 	for path, h := range map[string]admission.Handler{
 		JobPath:               jobs,
 		PodPath:               gate,
 		PodGuardPath:          gate,
-		JobGuardPath:          &JobGuard{Users: opts.Users, Decoder: decoder, Reader: mgr.GetAPIReader()},
+		JobGuardPath:          &JobGuard{Users: opts.Users, Decoder: decoder, Reader: mgr.GetAPIReader(), Kinds: opts.Kinds},
 		NamespaceMutatePath:   &NamespaceMutator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
 		NamespaceValidatePath: &NamespaceValidator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
 		ConfigMapValidatePath: &ConfigValidator{Namespace: opts.Namespace, Name: opts.ConfigName, Decoder: decoder},
 	} {
 		srv.Register(path, Limit(Review(&ctrlwebhook.Admission{Handler: h, LogConstructor: plainLog})))
 	}
-	return mgr.Add(&RuleSync{Client: c, Store: opts.Store, Namespace: opts.Namespace, Users: opts.Users, Log: log.WithName("webhook-rules")})
+	return mgr.Add(&RuleSync{Client: c, Store: opts.Store, Namespace: opts.Namespace, Users: opts.Users, Kinds: opts.Kinds, Log: log.WithName("webhook-rules")})
 }
 
 // plainLog gives each request the webhook's own logger. The default adds
@@ -92,7 +96,7 @@ func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, opts 
 	if opts.CertManager {
 		if opts.Register {
 			return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-				return Register(ctx, c, endpoint, opts.Namespace, opts.Users...)
+				return Register(ctx, c, opts.Kinds, endpoint, opts.Namespace, opts.Users...)
 			}))
 		}
 		return nil
@@ -104,7 +108,7 @@ func setUpCerts(ctx context.Context, mgr manager.Manager, c client.Client, opts 
 	}
 	if opts.Register {
 		endpoint.CABundle = bundle.CACert
-		if err := Register(ctx, c, endpoint, opts.Namespace, opts.Users...); err != nil {
+		if err := Register(ctx, c, opts.Kinds, endpoint, opts.Namespace, opts.Users...); err != nil {
 			return err
 		}
 		log.Info("webhook configurations registered", "name", ConfigurationName, "url", endpoint.URL)

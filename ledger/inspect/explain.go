@@ -37,13 +37,13 @@ type ExplainRequest struct {
 // config, the workload and its Events, the queued workloads and the
 // PriorityClasses) and says where the workload stands at now.
 func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, now time.Time) (ledger.Explanation, error) {
-	cfg, err := LoadConfig(ctx, c, req.TallyNamespace, req.ConfigFile)
+	cfg, ks, err := LoadConfig(ctx, c, req.TallyNamespace, req.ConfigFile)
 	if err != nil {
 		return ledger.Explanation{}, err
 	}
 	in := ledger.ExplainInput{Config: cfg, Now: now, AllNamespaces: true, PriorityClasses: map[string]int32{}}
 	if req.File != "" {
-		if in.Target, err = readWorkloadFile(req.File, req.Namespace); err != nil {
+		if in.Target, err = readWorkloadFile(ks, req.File, req.Namespace); err != nil {
 			return ledger.Explanation{}, err
 		}
 		in.New = true
@@ -60,7 +60,7 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 				Notes: []string{"it would not be queued: it names no LocalQueue or ClusterQueue, and namespace " + meta.Namespace + " is not bound to one (or you cannot read it)"}}, nil
 		}
 	} else {
-		k, name, err := kindAndName(req.Name)
+		k, name, err := kindAndName(ks, req.Name)
 		if err != nil {
 			return ledger.Explanation{}, err
 		}
@@ -70,7 +70,7 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 		}
 		_, _ = ledger.StripJob(obj)
 		var ok bool
-		if in.Target, ok = kinds.Of(obj); !ok {
+		if in.Target, ok = ks.Of(obj); !ok {
 			return ledger.Explanation{}, fmt.Errorf("%s %s/%s: not a workload tally can read", k.GVK().Kind, req.Namespace, name)
 		}
 		events := &corev1.EventList{}
@@ -82,10 +82,10 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 	if lq := in.Target.Meta.Labels[queues.LabelKueueQueueName]; lq != "" {
 		in.LocalQueue = in.Target.Meta.Namespace + "/" + lq
 	}
-	in.Workloads, err = ListWorkloads(ctx, c)
+	in.Workloads, err = ListWorkloads(ctx, ks, c)
 	if apierrors.IsForbidden(err) {
 		in.AllNamespaces = false
-		in.Workloads, err = ListWorkloads(ctx, c, client.InNamespace(in.Target.Meta.Namespace))
+		in.Workloads, err = ListWorkloads(ctx, ks, c, client.InNamespace(in.Target.Meta.Namespace))
 	}
 	if err != nil {
 		return ledger.Explanation{}, err
@@ -111,13 +111,13 @@ func eventTime(e corev1.Event) time.Time {
 
 // kindAndName reads [KIND/]NAME: KIND is a registered kind's name or
 // plural resource, in any case; Job when left out.
-func kindAndName(s string) (kinds.Kind, string, error) {
+func kindAndName(ks *kinds.Registry, s string) (kinds.Kind, string, error) {
 	kind, name, found := strings.Cut(s, "/")
 	if !found {
 		return kinds.Job{}, s, nil
 	}
 	var names []string
-	for _, k := range kinds.Registered() {
+	for _, k := range ks.All() {
 		if strings.EqualFold(kind, k.GVK().Kind) || strings.EqualFold(kind, k.Resource()) {
 			return k, name, nil
 		}
@@ -128,7 +128,7 @@ func kindAndName(s string) (kinds.Kind, string, error) {
 
 // readWorkloadFile reads one workload from a YAML or JSON file, in
 // namespace ns unless it names one.
-func readWorkloadFile(path, ns string) (*kinds.Object, error) {
+func readWorkloadFile(ks *kinds.Registry, path, ns string) (*kinds.Object, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func readWorkloadFile(path, ns string) (*kinds.Object, error) {
 	if ts := u.GetCreationTimestamp(); ts.IsZero() {
 		u.SetCreationTimestamp(metav1.Now())
 	}
-	k := kinds.For(u.GroupVersionKind())
+	k := ks.For(u.GroupVersionKind())
 	if k == nil {
 		return nil, fmt.Errorf("%s: %s is not a kind tally queues", path, u.GroupVersionKind())
 	}

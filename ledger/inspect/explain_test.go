@@ -16,7 +16,7 @@ func TestKindAndName(t *testing.T) {
 		{"jobsets/train", "JobSet", "train", ""},
 		{"cronjob/train", "", "", `unknown kind "cronjob": tally queues job, `},
 	} {
-		k, name, err := kindAndName(tc.in)
+		k, name, err := kindAndName(nil, tc.in)
 		if tc.err != "" {
 			if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
 				t.Errorf("%s: error %v, want %s", tc.in, err, tc.err)
@@ -37,7 +37,7 @@ func TestReadWorkloadFile(t *testing.T) {
 	if err := os.WriteFile(job, []byte("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n      containers: [{name: c, resources: {requests: {cpu: 2}}}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o, err := readWorkloadFile(job, "team")
+	o, err := readWorkloadFile(nil, job, "team")
 	if err != nil || o.Meta.Namespace != "team" || o.Meta.CreationTimestamp.IsZero() || len(o.PodSets) != 1 {
 		t.Fatalf("%+v, %v", o, err)
 	}
@@ -45,7 +45,7 @@ func TestReadWorkloadFile(t *testing.T) {
 	if err := os.WriteFile(cm, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readWorkloadFile(cm, ""); err == nil || !strings.Contains(err.Error(), "is not a kind tally queues") {
+	if _, err := readWorkloadFile(nil, cm, ""); err == nil || !strings.Contains(err.Error(), "is not a kind tally queues") {
 		t.Errorf("a ConfigMap: %v", err)
 	}
 }

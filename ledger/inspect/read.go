@@ -16,32 +16,34 @@ import (
 )
 
 // LoadConfig reads the config in force from file, or else from the
-// ConfigMap in tally's namespace, and declares its kinds.
-func LoadConfig(ctx context.Context, c client.Reader, namespace, file string) (*queues.Config, error) {
+// ConfigMap in tally's namespace, and declares its kinds in the registry
+// it returns.
+func LoadConfig(ctx context.Context, c client.Reader, namespace, file string) (*queues.Config, *kinds.Registry, error) {
 	src := kinds.Files(file)
 	if file == "" {
 		cm := &corev1.ConfigMap{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ledger.ConfigName}, cm); err != nil {
-			return nil, fmt.Errorf("reading the config: %w", err)
+			return nil, nil, fmt.Errorf("reading the config: %w", err)
 		}
 		src = kinds.Text(cm.Data[queues.ConfigKey])
 	}
 	// Offline: the client maps each kind to its resource itself.
 	acc := kinds.Accept(ctx, src, kinds.API{})
 	if len(acc.Errs) > 0 {
-		return nil, fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
+		return nil, nil, fmt.Errorf("the config does not validate (tally keeps its last good one in force, which this command cannot see): %s",
 			strings.Join(queues.FormatErrors(acc.Errs), "; "))
 	}
-	kinds.Declare(acc.Kinds)
-	return acc.Config, nil
+	ks := kinds.NewRegistry()
+	ks.Declare(acc.Kinds)
+	return acc.Config, ks, nil
 }
 
-// ListWorkloads lists the managed workloads of every registered kind, as
+// ListWorkloads lists the managed workloads of every kind of ks, as
 // the ledger counts them (each stripped to what the books need: a cluster
 // may hold 100k Jobs). A kind whose CRD is not installed has none.
-func ListWorkloads(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]*kinds.Object, error) {
+func ListWorkloads(ctx context.Context, ks *kinds.Registry, c client.Reader, opts ...client.ListOption) ([]*kinds.Object, error) {
 	var out []*kinds.Object
-	for _, k := range kinds.Registered() {
+	for _, k := range ks.All() {
 		list := k.NewList()
 		for {
 			err := c.List(ctx, list, append([]client.ListOption{client.HasLabels{queues.LabelQueue}, client.Limit(1000), client.Continue(list.GetContinue())}, opts...)...)
@@ -53,7 +55,7 @@ func ListWorkloads(ctx context.Context, c client.Reader, opts ...client.ListOpti
 			}
 			if err := meta.EachListItem(list, func(obj runtime.Object) error {
 				_, _ = ledger.StripJob(obj)
-				if o, ok := kinds.Of(obj); ok {
+				if o, ok := ks.Of(obj); ok {
 					out = append(out, o)
 				}
 				return nil

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger"
 	"tally.dev/tally/queues"
 )
@@ -40,7 +39,6 @@ func workloadKind(name, group, kind string) string {
 // is refused as the webhook and the ledger refuse it; its kinds are
 // declared for the reads that follow.
 func TestLoadConfig(t *testing.T) {
-	defer kinds.Declare(nil)
 	cm := func(config string) configMapReader {
 		c := &corev1.ConfigMap{Data: map[string]string{queues.ConfigKey: config}}
 		c.Namespace, c.Name = "tally-system", ledger.ConfigName
@@ -52,9 +50,9 @@ func TestLoadConfig(t *testing.T) {
 	}
 	train := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "TrainJob"}
 
-	cfg, err := LoadConfig(context.Background(), cm(workloadKind("trainjobs.example.com", "example.com", "TrainJob")), "tally-system", "")
-	if err != nil || len(cfg.WorkloadKinds) != 1 || kinds.For(train) == nil {
-		t.Errorf("from the ConfigMap: config %v, error %v, TrainJob declared %v", cfg, err, kinds.For(train) != nil)
+	cfg, ks, err := LoadConfig(context.Background(), cm(workloadKind("trainjobs.example.com", "example.com", "TrainJob")), "tally-system", "")
+	if err != nil || len(cfg.WorkloadKinds) != 1 || ks.For(train) == nil {
+		t.Errorf("from the ConfigMap: config %v, error %v, TrainJob declared %v", cfg, err, ks.For(train) != nil)
 	}
 	for _, tc := range []struct {
 		name string
@@ -69,7 +67,7 @@ func TestLoadConfig(t *testing.T) {
 			`the config does not validate (tally keeps its last good one in force, which this command cannot see): WorkloadKind "mine".spec.kind: kubeflow.org/v1, Kind=PyTorchJob is built into tally; declare only kinds it does not know`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := LoadConfig(context.Background(), tc.r, "tally-system", tc.file); err == nil || !strings.HasPrefix(err.Error(), tc.err) {
+			if _, _, err := LoadConfig(context.Background(), tc.r, "tally-system", tc.file); err == nil || !strings.HasPrefix(err.Error(), tc.err) {
 				t.Errorf("error %v, want %s", err, tc.err)
 			}
 		})

@@ -13,11 +13,11 @@ import (
 // from the workloads on the API server, under the config in namespace's
 // ConfigMap, or in configFile when it is set.
 func ShowStatus(ctx context.Context, c client.Reader, namespace, configFile string, out io.Writer) error {
-	cfg, err := LoadConfig(ctx, c, namespace, configFile)
+	cfg, ks, err := LoadConfig(ctx, c, namespace, configFile)
 	if err != nil {
 		return err
 	}
-	jobs, err := ListWorkloads(ctx, c)
+	jobs, err := ListWorkloads(ctx, ks, c)
 	if err != nil {
 		return err
 	}
