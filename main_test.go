@@ -15,7 +15,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -24,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // The integration tests run tally's real server wiring (serveWith) against
@@ -41,134 +42,24 @@ var (
 	tallyLog = &strings.Builder{}
 )
 
-const testConfig = `
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: on-demand}
-spec:
-  nodeLabels: {tier: on-demand}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: spot}
-spec:
-  nodeLabels: {tier: spot}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: gpu}
-spec:
-  nodeLabels: {accel: gpu}
-  nodeTaints: [{key: gpu, value: "true", effect: NoSchedule}]
-  tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: small}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: on-demand
-      resources: [{name: cpu, nominalQuota: 2}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: accel}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: gpu
-      resources: [{name: cpu, nominalQuota: 100}, {name: nvidia.com/gpu, nominalQuota: 4}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: prio}
-spec:
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: on-demand
-      resources: [{name: cpu, nominalQuota: 2}]
-    - name: spot
-      resources: [{name: cpu, nominalQuota: 0}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: stat}
-spec:
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: on-demand
-      resources: [{name: cpu, nominalQuota: 2}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: late}
-spec:
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: on-demand
-      resources: [{name: cpu, nominalQuota: 2}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: pods}
-spec:
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: on-demand
-      resources: [{name: cpu, nominalQuota: 2}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: tiny}
-spec:
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: on-demand
-      resources: [{name: cpu, nominalQuota: 1}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: selective}
-spec:
-  namespaceSelector: {matchLabels: {team: ml}}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: on-demand
-      resources: [{name: cpu, nominalQuota: 2}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: pytorch}
-spec:
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: gpu
-      resources: [{name: cpu, nominalQuota: 100}, {name: nvidia.com/gpu, nominalQuota: 4}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata: {name: low}
-value: 100
-`
+var testConfig = queuestest.New().
+	Flavor("on-demand", "nodeLabels: {tier: on-demand}").
+	Flavor("spot", "nodeLabels: {tier: spot}").
+	Flavor("gpu", "nodeLabels: {accel: gpu}", `nodeTaints: [{key: gpu, value: "true", effect: NoSchedule}]`,
+		"tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]").
+	ClusterQueue("small", "namespaceSelector: {}").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("accel", "namespaceSelector: {}").Group("cpu", "nvidia.com/gpu").Quotas("gpu", "cpu=100", "nvidia.com/gpu=4").
+	ClusterQueue("prio", "preemption: {withinClusterQueue: LowerPriority}").Group("cpu").
+	Quotas("on-demand", "cpu=2").Quotas("spot", "cpu=0").
+	ClusterQueue("stat").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("late").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("pods").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("tiny").Group("cpu").Quotas("on-demand", "cpu=1").
+	ClusterQueue("selective", "namespaceSelector: {matchLabels: {team: ml}}").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("pytorch", "preemption: {withinClusterQueue: LowerPriority}").Group("cpu", "nvidia.com/gpu").
+	Quotas("gpu", "cpu=100", "nvidia.com/gpu=4").
+	PriorityClass("high", 1000).
+	PriorityClass("low", 100).String()
 
 func TestMain(m *testing.M) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
@@ -326,15 +217,7 @@ func bindManaged(t *testing.T, name, queue string) {
 }
 
 func newJob(ns, name string, cpu string) *batchv1.Job {
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
-			}}},
-		}}},
-	}
+	return kindstest.Job(ns, name).RestartPolicy(corev1.RestartPolicyNever).Image("busybox").Request(corev1.ResourceCPU, cpu).Obj()
 }
 
 func getJob(t *testing.T, ns, name string) *batchv1.Job {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/ledger"
 	"tally.dev/tally/queues"
 )
@@ -53,7 +54,7 @@ func TestIntegrationAdmissionPatch(t *testing.T) {
 				return b
 			}
 			ref := func() *batchv1.Job {
-				return &batchv1.Job{TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}, ObjectMeta: metav1.ObjectMeta{Namespace: "encodings", Name: name}}
+				return kindstest.Job("encodings", name).TypeMeta().Obj()
 			}
 			// send writes the admission decided on seen, the Job as the
 			// informer holds it (stripped).

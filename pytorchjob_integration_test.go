@@ -19,29 +19,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/queues"
 )
 
 // newPyTorchJob is a PyTorchJob of one master and workers workers, one GPU
 // each, created not suspended (runPolicy absent), as a user would.
 func newPyTorchJob(ns, name string, workers int64, labels map[string]string) *unstructured.Unstructured {
-	tpl := func() map[string]any {
-		return map[string]any{"spec": map[string]any{"containers": []any{map[string]any{
-			"name": "pytorch", "image": "pytorch",
-			"resources": map[string]any{"requests": map[string]any{"cpu": "1", "nvidia.com/gpu": "1"}, "limits": map[string]any{"nvidia.com/gpu": "1"}},
-		}}}}
+	c := map[string]any{"name": "pytorch", "image": "pytorch",
+		"resources": map[string]any{"requests": map[string]any{"cpu": "1", "nvidia.com/gpu": "1"}, "limits": map[string]any{"nvidia.com/gpu": "1"}}}
+	b := kindstest.PyTorchJob(ns, name).Replica("Master", 1, "OnFailure", c).Replica("Worker", workers, "OnFailure", c)
+	for k, v := range labels {
+		b.Label(k, v)
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"spec": map[string]any{"pytorchReplicaSpecs": map[string]any{
-			"Master": map[string]any{"replicas": int64(1), "restartPolicy": "OnFailure", "template": tpl()},
-			"Worker": map[string]any{"replicas": workers, "restartPolicy": "OnFailure", "template": tpl()},
-		}},
-	}}
-	u.SetGroupVersionKind(kinds.PyTorchJob.GVK())
-	u.SetNamespace(ns)
-	u.SetName(name)
-	u.SetLabels(labels)
-	return u
+	return b.Obj()
 }
 
 func getPyTorchJob(t *testing.T, ns, name string) *kinds.Object {

@@ -8,9 +8,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+
+	"tally.dev/tally/kinds/kindstest"
 )
 
 const seedPyTorchJob = `{
@@ -112,13 +113,10 @@ func TestPyTorchJobBadReplicas(t *testing.T) {
 var builtins = NewRegistry()
 
 func TestJobRead(t *testing.T) {
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "n", OwnerReferences: []metav1.OwnerReference{
-			{APIVersion: "kubeflow.org/v1", Kind: "PyTorchJob", Name: "p", Controller: ptr.To(true)}}},
-		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](4), Completions: ptr.To[int32](2), Suspend: ptr.To(true)},
-		Status: batchv1.JobStatus{Active: 1, Terminating: ptr.To[int32](2), Conditions: []batchv1.JobCondition{
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}},
-	}
+	job := kindstest.Job("n", "j").ControlledBy("kubeflow.org/v1", "PyTorchJob", "p", "").
+		Parallelism(4).Completions(2).Suspend(true).Obj()
+	job.Status = batchv1.JobStatus{Active: 1, Terminating: ptr.To[int32](2), Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}
 	o, ok := builtins.Of(job)
 	if !ok {
 		t.Fatal("not read")

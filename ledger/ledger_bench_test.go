@@ -4,20 +4,20 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // The ledger benchmarks drive the in-memory side of the ledger (event
@@ -25,24 +25,12 @@ import (
 // the writes they would trigger are not made.
 
 func benchConfig(b testing.TB, nQueues int) *queues.Config {
-	var sb strings.Builder
-	sb.WriteString("apiVersion: tally.dev/v1\nkind: ResourceFlavor\nmetadata: {name: default}\n")
+	c := queuestest.New().Flavor("default")
 	for i := range nQueues {
-		fmt.Fprintf(&sb, `---
-apiVersion: tally.dev/v1
-kind: ClusterQueue
-metadata: {name: cq-%d}
-spec:
-  cohort: cohort-%d
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: default
-      resources: [{name: cpu, nominalQuota: 10}, {name: memory, nominalQuota: 10Gi}]
-`, i, i%10)
+		c.ClusterQueue(fmt.Sprintf("cq-%d", i), fmt.Sprintf("cohort: cohort-%d", i%10), "namespaceSelector: {}").
+			Group("cpu", "memory").Quotas("default", "cpu=10", "memory=10Gi")
 	}
-	cfg, _, errs := queues.Parse([]byte(sb.String()))
+	cfg, _, errs := queues.Parse(c.Bytes())
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
@@ -51,24 +39,12 @@ spec:
 
 func benchJob(i, nQueues int, suspended bool) *batchv1.Job {
 	q := fmt.Sprintf("cq-%d", i%nQueues)
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "ns-" + q, Name: fmt.Sprintf("job-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i)),
-			ResourceVersion:   "1",
-			Generation:        1,
-			CreationTimestamp: metav1.NewTime(time.Unix(int64(i), 0)),
-			Labels:            map[string]string{queues.LabelState: "pending", queues.LabelQueue: q},
-			Annotations:       map[string]string{queues.AnnotationUserAffinity: ""},
-		},
-		Spec: batchv1.JobSpec{
-			Suspend: ptr.To(suspended),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"),
-				}},
-			}}}},
-		},
-	}
+	return kindstest.Job("ns-"+q, fmt.Sprintf("job-%d", i)).UID(fmt.Sprintf("uid-%d", i)).
+		ResourceVersion("1").Generation(1).Created(time.Unix(int64(i), 0)).
+		Label(queues.LabelState, "pending").Label(queues.LabelQueue, q).
+		Annotation(queues.AnnotationUserAffinity, "").
+		Suspend(suspended).
+		Request(corev1.ResourceCPU, "1").Request(corev1.ResourceMemory, "1Gi").Obj()
 }
 
 // newBenchLedger returns a synced ledger with nAdmitted running Jobs

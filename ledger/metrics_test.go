@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // metricValue reads a gauge or counter.
@@ -88,21 +89,8 @@ func only(got map[string]float64, prefixes ...string) map[string]float64 {
 // by a pass, one the informer shows, a finish and a delete.
 func TestUsageGaugeIsLive(t *testing.T) {
 	const queue = "gauge-live"
-	cfg, _, errs := queues.Parse([]byte(`apiVersion: tally.dev/v1
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: tally.dev/v1
-kind: ClusterQueue
-metadata: {name: gauge-live}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: default
-      resources: [{name: cpu, nominalQuota: 10}, {name: memory, nominalQuota: 10Gi}]
-`))
+	cfg, _, errs := queues.Parse(queuestest.New().Flavor("default").
+		ClusterQueue("gauge-live", "namespaceSelector: {}").Group("cpu", "memory").Quotas("default", "cpu=10", "memory=10Gi").Bytes())
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -324,54 +312,12 @@ func TestQuotaMetricsFollowConfig(t *testing.T) {
 		}
 		return cfg
 	}
-	const flavors = `apiVersion: tally.dev/v1
-kind: ResourceFlavor
-metadata: {name: f1}
----
-apiVersion: tally.dev/v1
-kind: ResourceFlavor
-metadata: {name: f2}
-`
-	first := parse(flavors + `---
-apiVersion: tally.dev/v1
-kind: ClusterQueue
-metadata: {name: qx}
-spec:
-  cohort: c1
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: f1
-      resources: [{name: cpu, nominalQuota: 1500m, borrowingLimit: 500m, lendingLimit: 1}, {name: memory, nominalQuota: 1Gi}]
-    - name: f2
-      resources: [{name: cpu, nominalQuota: 2}, {name: memory, nominalQuota: 2Gi}]
----
-apiVersion: tally.dev/v1
-kind: ClusterQueue
-metadata: {name: qy}
-spec:
-  stopPolicy: Hold
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: f1
-      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
-`)
-	second := parse(flavors + `---
-apiVersion: tally.dev/v1
-kind: ClusterQueue
-metadata: {name: qx}
-spec:
-  cohort: c2
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: f1
-      resources: [{name: cpu, nominalQuota: 3}, {name: memory, nominalQuota: 1Gi}]
-`)
+	first := parse(queuestest.New().Flavor("f1").Flavor("f2").
+		ClusterQueue("qx", "cohort: c1", "namespaceSelector: {}").Group("cpu", "memory").
+		Quotas("f1", "cpu=1500m/500m/1", "memory=1Gi").Quotas("f2", "cpu=2", "memory=2Gi").
+		ClusterQueue("qy", "stopPolicy: Hold", "namespaceSelector: {}").Group("nvidia.com/gpu").Quotas("f1", "nvidia.com/gpu=4").String())
+	second := parse(queuestest.New().Flavor("f1").Flavor("f2").
+		ClusterQueue("qx", "cohort: c2", "namespaceSelector: {}").Group("cpu", "memory").Quotas("f1", "cpu=3", "memory=1Gi").String())
 	reg := prometheus.NewRegistry()
 	l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{Registry: reg})
 	resourceMetrics := []string{"tally_cluster_queue_nominal_quota", "tally_cluster_queue_borrowing_limit",

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -13,38 +12,24 @@ import (
 	"k8s.io/utils/ptr"
 
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // lqConfig binds namespace lq-ns by a LocalQueue named default and
-// namespace lq-only by a LocalQueue of another name.
-const lqConfig = `
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: default, namespace: lq-ns}
-spec: {clusterQueue: cq}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: named, namespace: lq-only}
-spec: {clusterQueue: cq}
-`
+// namespace lq-only by a LocalQueue of another name; without LocalQueues
+// it is the ClusterQueue alone.
+func lqConfig(withLocalQueues bool) []byte {
+	c := queuestest.New().Flavor("default").
+		ClusterQueue("cq", "namespaceSelector: {}").Group("cpu").Quotas("default", "cpu=4")
+	if withLocalQueues {
+		c.LocalQueue("lq-ns", "default", "cq").LocalQueue("lq-only", "named", "cq")
+	}
+	return c.Bytes()
+}
 
 func parseLQConfig(t *testing.T) *queues.Config {
 	t.Helper()
-	cfg, _, errs := queues.Parse([]byte(lqConfig))
+	cfg, _, errs := queues.Parse(lqConfig(true))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -91,7 +76,7 @@ func TestNamespacesManagedByLocalQueues(t *testing.T) {
 
 	// A config without the LocalQueues: lq-only loses its label, the
 	// annotated namespace keeps its own.
-	bare, _, errs := queues.Parse([]byte(lqConfig[:strings.Index(lqConfig, "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue")]))
+	bare, _, errs := queues.Parse(lqConfig(false))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

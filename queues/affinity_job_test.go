@@ -5,21 +5,17 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds/kindstest"
 )
 
 // zoneJob is a one-pod Job of namespace ns asking for one CPU, whose pods
 // require the given node selector terms (none: no node affinity).
 func zoneJob(name string, required ...corev1.NodeSelectorTerm) *batchv1.Job {
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: k8stypes.UID("uid-" + name)}}
+	job := kindstest.Job("ns", name).UID("uid-"+name).Request(corev1.ResourceCPU, "1").Obj()
 	spec := &job.Spec.Template.Spec
-	spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
 	if len(required) > 0 {
 		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: required}}}

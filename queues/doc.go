@@ -1,11 +1,21 @@
 // Package queues owns tally's configuration and its pure admission core.
 //
 // It parses and validates the config documents (ResourceFlavor, ClusterQueue,
-// LocalQueue, WorkloadPriorityClass) into a Config, describes Jobs as
-// Workloads, and decides, as pure functions of (Config, usage Snapshot,
-// Workloads), which flavor a Workload gets, whether it fits, may borrow, or
-// must wait, and why. Nothing here talks to an API server.
+// LocalQueue, WorkloadPriorityClass, and tally's WorkloadKind, which declares
+// a kind of workload by its suspend field and pod sets) into a Config,
+// describes workloads of any kind as Workloads through their pod templates,
+// and decides, as pure functions of (Config, usage Snapshot, Workloads),
+// which flavor a Workload gets, whether it fits, may borrow, or must wait,
+// and why. Nothing here talks to an API server.
 //
-// It may import tally's flavors package, the standard library and the
-// Kubernetes API types; webhook, ledger and main import it.
+// A config is read in steps, a file each: yaml.go splits the YAML stream
+// into documents, schema.go holds the documents' raw types, validate.go
+// checks them, errors.go words decoding errors, and parse.go drives the
+// steps and converts valid documents into the Config. workloadkind.go
+// does all of this for the WorkloadKind document.
+//
+// It may import tally's flavors package, the standard library, the
+// Kubernetes API types and machinery, k8s.io/component-helpers and the
+// sigs.k8s.io yaml and json decoders; kinds, webhook, ledger and main
+// import it.
 package queues

@@ -2,18 +2,12 @@ package queues
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -32,15 +26,6 @@ const (
 	MaxDocuments = 10000
 )
 
-// The kinds of config documents.
-const (
-	kindResourceFlavor        = "ResourceFlavor"
-	kindClusterQueue          = "ClusterQueue"
-	kindLocalQueue            = "LocalQueue"
-	kindWorkloadPriorityClass = "WorkloadPriorityClass"
-	kindCohort                = "Cohort"
-)
-
 // The defaults of optional ClusterQueue fields, as in Kueue.
 const (
 	defaultStopPolicy     = "None"
@@ -51,14 +36,6 @@ const (
 	// defaultFairWeight is fairSharing.weight 1, in thousandths.
 	defaultFairWeight = 1000
 )
-
-func supportedAPIVersions() []string {
-	return []string{"tally.dev/v1", "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"}
-}
-
-func supportedKinds() []string {
-	return []string{kindResourceFlavor, kindClusterQueue, kindLocalQueue, kindWorkloadPriorityClass, kindWorkloadKind}
-}
 
 // Parse reads a config: multi-document YAML holding ResourceFlavor,
 // ClusterQueue, LocalQueue and WorkloadPriorityClass documents with Kueue's
@@ -184,61 +161,6 @@ func (p *parser) add(prefix string, sizePath *field.Path, data []byte) {
 	}
 }
 
-// chunk is the text of one document and the line it starts on.
-type chunk struct {
-	text []byte
-	line int
-}
-
-// splitDocuments splits a YAML stream at its document markers: lines that
-// start with "---" or "..." followed by nothing, a blank or a comment. Text
-// after "---" on the same line begins the next document. It returns at most
-// limit+1 chunks, so the caller can tell there are more than limit.
-func splitDocuments(data []byte, limit int) []chunk {
-	var out []chunk
-	start, startLine, line := 0, 1, 1
-	for pos := 0; pos < len(data); line++ {
-		next := len(data)
-		if nl := bytes.IndexByte(data[pos:], '\n'); nl >= 0 {
-			next = pos + nl + 1
-		}
-		if isMarker(data[pos:next]) {
-			out = append(out, chunk{data[start:pos], startLine})
-			if len(out) > limit {
-				return out
-			}
-			start, startLine = pos+3, line
-			if data[pos] == '.' {
-				start, startLine = next, line+1
-			}
-		}
-		pos = next
-	}
-	return append(out, chunk{data[start:], startLine})
-}
-
-func isMarker(line []byte) bool {
-	if !bytes.HasPrefix(line, []byte("---")) && !bytes.HasPrefix(line, []byte("...")) {
-		return false
-	}
-	rest := bytes.TrimRight(line[3:], "\r\n")
-	if line[0] == '.' {
-		rest = bytes.TrimLeft(rest, " \t")
-		return len(rest) == 0 || rest[0] == '#'
-	}
-	return len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t'
-}
-
-// header is what every document must have, read before the kind is known.
-type header struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
-}
-
 // decode reads document i of an input into p.docs.
 func (p *parser) decode(prefix string, i int, c chunk) {
 	where := fmt.Sprintf("document[%d]", i)
@@ -315,289 +237,6 @@ func (p *parser) decodeBody(d *document, js []byte) {
 		p.warnings = append(p.warnings, fmt.Sprintf("%s: accepted as an alias of spec.nodeLabels, Kueue's name for this field",
 			d.root.Child("spec", "nodeSelector")))
 	}
-}
-
-// yamlLine matches the line numbers in YAML errors ("line 12: ...").
-var yamlLine = regexp.MustCompile(`line (\d+):`)
-
-// yamlError renders a YAML error on one line, with line numbers counted
-// from the start of the input rather than of the document.
-func yamlError(err error, firstLine int) string {
-	msg := strings.Join(strings.Fields(err.Error()), " ")
-	return yamlLine.ReplaceAllStringFunc(msg, func(m string) string {
-		n, convErr := strconv.Atoi(m[len("line ") : len(m)-1])
-		if convErr != nil {
-			return m
-		}
-		return fmt.Sprintf("line %d:", n+firstLine-1)
-	})
-}
-
-// decodeError turns a JSON decoding error into a field error. A type
-// mismatch becomes "must be a list, not a string" at the field's path;
-// anything else is reported as is. rootDetail, if set, replaces the
-// message of a mismatch at the root.
-func decodeError(root *field.Path, err error, rootDetail string) *field.Error {
-	got, path, want, ok := typeError(err)
-	if !ok {
-		return withDetail(field.Invalid(root, nil, ""), "%s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if path == "" {
-		detail := fmt.Sprintf("must be %s, not %s", want, got)
-		if rootDetail != "" {
-			detail = fmt.Sprintf("%s, not %s", rootDetail, got)
-		}
-		return withDetail(field.TypeInvalid(root, nil, ""), "%s", detail)
-	}
-	e := withDetail(field.TypeInvalid(root, nil, ""), "must be %s, not %s", want, got)
-	if want == "a string" && (got == "a boolean" || got == "a number") {
-		// YAML reads true, no, y and 10 unquoted as booleans and numbers.
-		e.Detail += "; quote it"
-	}
-	e.Field = root.String() + "." + path
-	return e
-}
-
-// typeError unpacks a JSON type mismatch: what was found, at which dotted
-// path, and what was expected. The decoder's error type is internal to its
-// module, so its exported fields are read by reflection.
-func typeError(err error) (got, path, want string, ok bool) {
-	v := reflect.ValueOf(err)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return "", "", "", false
-	}
-	v = v.Elem()
-	value, fieldPath, typ := v.FieldByName("Value"), v.FieldByName("Field"), v.FieldByName("Type")
-	if value.Kind() != reflect.String || fieldPath.Kind() != reflect.String || !typ.IsValid() || !typ.CanInterface() {
-		return "", "", "", false
-	}
-	t, isType := typ.Interface().(reflect.Type)
-	if !isType || t == nil {
-		return "", "", "", false
-	}
-	return describeJSON(value.String()), fieldPath.String(), describeKind(t), true
-}
-
-// describeJSON names a JSON value as the decoder reports it ("array",
-// "number 1.5").
-func describeJSON(v string) string {
-	switch {
-	case v == "array":
-		return "a list"
-	case v == "object":
-		return "an object"
-	case v == "string":
-		return "a string"
-	case v == "bool":
-		return "a boolean"
-	case strings.HasPrefix(v, "number"):
-		return "a number"
-	}
-	return v
-}
-
-func describeKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	}
-	return "an object"
-}
-
-// The raw documents, with Kueue's field names.
-
-// Each raw kind spells out apiVersion, kind and metadata rather than
-// embedding a common struct, whose Go name would show in decoding errors.
-
-type rawResourceFlavor struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       rawFlavorSpec     `json:"spec"`
-}
-
-type rawFlavorSpec struct {
-	NodeLabels map[string]string `json:"nodeLabels"`
-	// NodeSelector is an alias of NodeLabels.
-	NodeSelector map[string]string   `json:"nodeSelector"`
-	NodeTaints   []corev1.Taint      `json:"nodeTaints"`
-	Tolerations  []corev1.Toleration `json:"tolerations"`
-}
-
-type rawClusterQueue struct {
-	APIVersion string              `json:"apiVersion"`
-	Kind       string              `json:"kind"`
-	Metadata   metav1.ObjectMeta   `json:"metadata"`
-	Spec       rawClusterQueueSpec `json:"spec"`
-}
-
-type rawClusterQueueSpec struct {
-	ResourceGroups []rawResourceGroup `json:"resourceGroups"`
-	// Cohort is v1beta1's name, CohortName v1beta2's.
-	Cohort            string                `json:"cohort"`
-	CohortName        string                `json:"cohortName"`
-	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector"`
-	QueueingStrategy  string                `json:"queueingStrategy"`
-	Preemption        *rawPreemption        `json:"preemption"`
-	FlavorFungibility *rawFungibility       `json:"flavorFungibility"`
-	FairSharing       *rawFairSharing       `json:"fairSharing"`
-	StopPolicy        string                `json:"stopPolicy"`
-}
-
-type rawResourceGroup struct {
-	CoveredResources []corev1.ResourceName `json:"coveredResources"`
-	Flavors          []rawFlavorQuotas     `json:"flavors"`
-}
-
-type rawFlavorQuotas struct {
-	Name      string             `json:"name"`
-	Resources []rawResourceQuota `json:"resources"`
-}
-
-// rawResourceQuota keeps the quantities as written, so that a bad one is
-// reported with its path.
-type rawResourceQuota struct {
-	Name           corev1.ResourceName `json:"name"`
-	NominalQuota   json.RawMessage     `json:"nominalQuota"`
-	BorrowingLimit json.RawMessage     `json:"borrowingLimit"`
-	LendingLimit   json.RawMessage     `json:"lendingLimit"`
-}
-
-type rawPreemption struct {
-	WithinClusterQueue  string                 `json:"withinClusterQueue"`
-	ReclaimWithinCohort string                 `json:"reclaimWithinCohort"`
-	BorrowWithinCohort  *rawBorrowWithinCohort `json:"borrowWithinCohort"`
-}
-
-type rawBorrowWithinCohort struct {
-	Policy               string          `json:"policy"`
-	MaxPriorityThreshold json.RawMessage `json:"maxPriorityThreshold"`
-}
-
-type rawFungibility struct {
-	WhenCanBorrow  string `json:"whenCanBorrow"`
-	WhenCanPreempt string `json:"whenCanPreempt"`
-}
-
-type rawFairSharing struct {
-	Weight json.RawMessage `json:"weight"`
-}
-
-type rawLocalQueue struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       struct {
-		ClusterQueue string `json:"clusterQueue"`
-	} `json:"spec"`
-}
-
-// rawPriorityClass is a WorkloadPriorityClass: value and description are
-// at the top level, not under spec.
-type rawPriorityClass struct {
-	APIVersion  string            `json:"apiVersion"`
-	Kind        string            `json:"kind"`
-	Metadata    metav1.ObjectMeta `json:"metadata"`
-	Value       json.RawMessage   `json:"value"`
-	Description string            `json:"description"`
-}
-
-// isUnset says whether a raw value was left out or written as null.
-func isUnset(raw json.RawMessage) bool {
-	s := bytes.TrimSpace(raw)
-	return len(s) == 0 || string(s) == "null"
-}
-
-// rawText is a raw scalar as the user wrote it: a string unquoted.
-func rawText(raw json.RawMessage) string {
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s
-	}
-	return string(bytes.TrimSpace(raw))
-}
-
-// Shorten cuts a value for display in a message.
-func Shorten(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "..."
-}
-
-// Bounds on a quantity's text and decimal exponent. Arithmetic on a
-// quantity such as 1e999999999 scales a big decimal and never ends.
-const (
-	maxQuantityLen      = flavors.MaxQuantityText
-	maxQuantityExponent = flavors.MaxQuantityExponent
-)
-
-// errQuantityRange reports a quantity beyond maxQuantityExponent.
-var errQuantityRange = errors.New("quantity out of range")
-
-// parseQuantity parses a quantity written as a YAML number or string. Its
-// text is checked first: resource.ParseQuantity itself can take minutes
-// over an exponent such as 1e-999999999.
-func parseQuantity(raw json.RawMessage) (resource.Quantity, error) {
-	text := rawText(raw)
-	if len(text) > maxQuantityLen {
-		return resource.Quantity{}, resource.ErrFormatWrong
-	}
-	if err := flavors.CheckQuantityText(text); err != nil {
-		return resource.Quantity{}, fmt.Errorf("%w: %w", errQuantityRange, err)
-	}
-	q, err := resource.ParseQuantity(text)
-	if err != nil {
-		return resource.Quantity{}, err
-	}
-	probe := q
-	if scale := probe.AsDec().Scale(); scale > maxQuantityExponent || scale < -maxQuantityExponent {
-		return resource.Quantity{}, errQuantityRange
-	}
-	return q, nil
-}
-
-// parseInt32 parses a raw JSON integer in the int32 range.
-func parseInt32(raw json.RawMessage) (int32, error) {
-	v, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 32)
-	return int32(v), err
-}
-
-// coveredResources is a group's coveredResources or, when it is left out,
-// the resources its flavors list, in the order they first appear.
-func coveredResources(g *rawResourceGroup) []corev1.ResourceName {
-	if len(g.CoveredResources) > 0 {
-		return g.CoveredResources
-	}
-	var out []corev1.ResourceName
-	seen := map[corev1.ResourceName]bool{}
-	for _, f := range g.Flavors {
-		for _, r := range f.Resources {
-			if !seen[r.Name] {
-				seen[r.Name] = true
-				out = append(out, r.Name)
-			}
-		}
-	}
-	return out
-}
-
-// cohortOf is the cohort, whichever of its names is set.
-func cohortOf(s *rawClusterQueueSpec) string {
-	if s.Cohort != "" {
-		return s.Cohort
-	}
-	return s.CohortName
 }
 
 // The conversion of valid raw documents into the Config.

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // FuzzParse feeds arbitrary bytes to Parse: it must not fail internally,
@@ -21,7 +22,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	}
-	f.Add([]byte(stream(flavorYAML("default"), cqYAML("a", "  cohort: ml\n"+oneGroup))))
+	f.Add([]byte(queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", "  cohort: ml\n"+queuestest.OneGroup))))
 	f.Add([]byte("---\n...\n--- {a: 1}\n- x\n"))
 	f.Add([]byte("a: &a [*a]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {

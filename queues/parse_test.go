@@ -16,6 +16,7 @@ import (
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // Builders for the Config a test expects.
@@ -141,27 +142,6 @@ func configCmp() cmp.Options {
 
 var selectorType = reflect.TypeOf((*labels.Selector)(nil)).Elem()
 
-// stream joins documents into one multi-document YAML input.
-func stream(docs ...string) string { return strings.Join(docs, "---\n") }
-
-func flavorYAML(name string) string {
-	return "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: " + name + "}\n"
-}
-
-// cqYAML renders a ClusterQueue; spec holds the lines under "spec:",
-// indented by two spaces.
-func cqYAML(name, spec string) string {
-	return "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata: {name: " + name + "}\nspec:\n" + spec
-}
-
-// oneGroup is a resource group giving 4 cpu of flavor "default".
-const oneGroup = `  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources: [{name: cpu, nominalQuota: 4}]
-`
-
 func TestParse(t *testing.T) {
 	cases := map[string]struct {
 		in   string
@@ -213,7 +193,7 @@ description: "Urgent work."
 			want: newConfig().Obj(),
 		},
 		"omitted optional fields take Kueue's defaults, and limits are unlimited": {
-			in:   stream(flavorYAML("default"), cqYAML("a", oneGroup)),
+			in:   queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", queuestest.OneGroup)),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
 		},
 		"tally.dev/v1 is accepted": {
@@ -225,11 +205,11 @@ apiVersion: tally.dev/v1
 kind: ClusterQueue
 metadata: {name: a}
 spec:
-` + oneGroup,
+` + queuestest.OneGroup,
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
 		},
 		"every ClusterQueue field, v1beta1": {
-			in: stream(flavorYAML("default"), flavorYAML("spot"), `apiVersion: kueue.x-k8s.io/v1beta1
+			in: queuestest.Stream(queuestest.Flavor("default"), queuestest.Flavor("spot"), `apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: a}
 spec:
@@ -259,7 +239,7 @@ spec:
     flavors:
     - name: gpu
       resources: [{name: nvidia.com/gpu, nominalQuota: 1.5}]
-`, flavorYAML("gpu")),
+`, queuestest.Flavor("gpu")),
 			want: newConfig().Flavors(wantFlavor("default"), wantFlavor("spot"), wantFlavor("gpu")).Queues(
 				wantCQ("a").Cohort("ml").Mod(func(cq *queues.ClusterQueue) {
 					cq.NamespaceSelector = labels.SelectorFromSet(labels.Set{"team": "a"})
@@ -275,33 +255,33 @@ spec:
 					Group("nvidia.com/gpu").Flavor("gpu", "nvidia.com/gpu=2").Obj()).Obj(),
 		},
 		"v1beta2: cohortName, and MayStopSearch read as Borrow and Preempt": {
-			in: stream(flavorYAML("default"), `apiVersion: kueue.x-k8s.io/v1beta2
+			in: queuestest.Stream(queuestest.Flavor("default"), `apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: a}
 spec:
   cohortName: ml
   flavorFungibility: {whenCanBorrow: MayStopSearch, whenCanPreempt: MayStopSearch}
-`+oneGroup),
+`+queuestest.OneGroup),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Cohort("ml").Mod(func(cq *queues.ClusterQueue) {
 				cq.FlavorFungibility = queues.FlavorFungibility{WhenCanBorrow: "Borrow", WhenCanPreempt: "Preempt"}
 			}).Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
 		},
 		"cohort and cohortName may both be set when they agree": {
-			in:   stream(flavorYAML("default"), cqYAML("a", "  cohort: ml\n  cohortName: ml\n"+oneGroup)),
+			in:   queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", "  cohort: ml\n  cohortName: ml\n"+queuestest.OneGroup)),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Cohort("ml").Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
 		},
 		"cohorts list their members sorted, and a cohort may share a queue's name": {
-			in: stream(flavorYAML("default"),
-				cqYAML("zeta", "  cohort: alpha\n"+oneGroup),
-				cqYAML("alpha", "  cohort: alpha\n"+oneGroup),
-				cqYAML("solo", oneGroup)),
+			in: queuestest.Stream(queuestest.Flavor("default"),
+				queuestest.ClusterQueue("zeta", "  cohort: alpha\n"+queuestest.OneGroup),
+				queuestest.ClusterQueue("alpha", "  cohort: alpha\n"+queuestest.OneGroup),
+				queuestest.ClusterQueue("solo", queuestest.OneGroup)),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(
 				wantCQ("alpha").Cohort("alpha").Group("cpu").Flavor("default", "cpu=4").Obj(),
 				wantCQ("solo").Group("cpu").Flavor("default", "cpu=4").Obj(),
 				wantCQ("zeta").Cohort("alpha").Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
 		},
 		"coveredResources left out is the flavors' resources, in order of appearance": {
-			in: stream(flavorYAML("a"), flavorYAML("b"), cqYAML("q", `  resourceGroups:
+			in: queuestest.Stream(queuestest.Flavor("a"), queuestest.Flavor("b"), queuestest.ClusterQueue("q", `  resourceGroups:
   - flavors:
     - name: a
       resources: [{name: memory, nominalQuota: 1Gi}, {name: cpu, nominalQuota: 1}]
@@ -312,13 +292,13 @@ spec:
 				wantCQ("q").Group("memory", "cpu").Flavor("a", "memory=1Gi", "cpu=1").Flavor("b", "cpu=2", "memory=2Gi").Obj()).Obj(),
 		},
 		"a namespaceSelector of {} selects every namespace": {
-			in:   stream(flavorYAML("default"), cqYAML("a", "  namespaceSelector: {}\n"+oneGroup)),
+			in:   queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", "  namespaceSelector: {}\n"+queuestest.OneGroup)),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
 		},
 		"a namespaceSelector with expressions": {
-			in: stream(flavorYAML("default"), cqYAML("a", `  namespaceSelector:
+			in: queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", `  namespaceSelector:
     matchExpressions: [{key: team, operator: In, values: [a, b]}]
-`+oneGroup)),
+`+queuestest.OneGroup)),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Mod(func(cq *queues.ClusterQueue) {
 				sel, _ := labels.Parse("team in (a,b)")
 				cq.NamespaceSelector = sel
@@ -351,7 +331,7 @@ spec:
 				`ResourceFlavor "gpu".spec.nodeSelector: accepted as an alias of spec.nodeLabels, Kueue's name for this field`).Obj(),
 		},
 		"fields tally does not read are warnings, not errors": {
-			in: stream(flavorYAML("default"), cqYAML("a", "  admissionChecks: [prov]\n"+oneGroup)+`status:
+			in: queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", "  admissionChecks: [prov]\n"+queuestest.OneGroup)+`status:
   pendingWorkloads: 3
 `, `apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
@@ -365,7 +345,7 @@ spec: {clusterQueue: a, stopPolicy: None}
 				`LocalQueue "ns/main".spec.stopPolicy: unknown field, ignored`).Obj(),
 		},
 		"local queues of one name in two namespaces": {
-			in: stream(flavorYAML("default"), cqYAML("a", oneGroup), `apiVersion: kueue.x-k8s.io/v1beta1
+			in: queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", queuestest.OneGroup), `apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
 metadata: {name: main, namespace: x}
 spec: {clusterQueue: a}
@@ -378,7 +358,7 @@ spec: {clusterQueue: a}
 				Local("x/main", "a").Local("y/main", "a").Obj(),
 		},
 		"priority class values span int32": {
-			in: stream(`apiVersion: kueue.x-k8s.io/v1beta1
+			in: queuestest.Stream(`apiVersion: kueue.x-k8s.io/v1beta1
 kind: WorkloadPriorityClass
 metadata: {name: top}
 value: 2147483647
@@ -390,7 +370,7 @@ value: -2147483648
 			want: newConfig().Priority("top", math.MaxInt32).Priority("bottom", math.MinInt32).Obj(),
 		},
 		"a huge quota saturates at Unlimited": {
-			in: stream(flavorYAML("default"), cqYAML("a", `  resourceGroups:
+			in: queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", `  resourceGroups:
   - flavors:
     - name: default
       resources: [{name: pods, nominalQuota: 1e30}]
@@ -401,11 +381,11 @@ value: -2147483648
 			}).Obj()).Obj(),
 		},
 		"a byte order mark, and separators with comments": {
-			in:   "\ufeff" + strings.ReplaceAll(stream(flavorYAML("default"), cqYAML("a", oneGroup)), "---\n", "--- # next\n"),
+			in:   "\ufeff" + strings.ReplaceAll(queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", queuestest.OneGroup)), "---\n", "--- # next\n"),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
 		},
 		"a document end marker": {
-			in:   flavorYAML("default") + "...\n" + cqYAML("a", oneGroup),
+			in:   queuestest.Flavor("default") + "...\n" + queuestest.ClusterQueue("a", queuestest.OneGroup),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
 		},
 	}
@@ -426,7 +406,7 @@ value: -2147483648
 }
 
 func TestParseCRLF(t *testing.T) {
-	in := strings.ReplaceAll(stream(flavorYAML("default"), cqYAML("a", oneGroup)), "\n", "\r\n")
+	in := strings.ReplaceAll(queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", queuestest.OneGroup)), "\n", "\r\n")
 	got, _, errs := queues.Parse([]byte(in))
 	if len(errs) > 0 {
 		t.Fatalf("Parse: %v", queues.FormatErrors(errs))
@@ -484,8 +464,8 @@ func TestParseFiles(t *testing.T) {
 		}
 		return p
 	}
-	flavorsFile := write("flavors.yaml", flavorYAML("default"))
-	queuesFile := write("queues.yaml", cqYAML("a", oneGroup)+"---\n"+cqYAML("b", strings.ReplaceAll(oneGroup, "default", "x")))
+	flavorsFile := write("flavors.yaml", queuestest.Flavor("default"))
+	queuesFile := write("queues.yaml", queuestest.ClusterQueue("a", queuestest.OneGroup)+"---\n"+queuestest.ClusterQueue("b", strings.ReplaceAll(queuestest.OneGroup, "default", "x")))
 	missing := filepath.Join(dir, "missing.yaml")
 
 	cases := map[string]struct {

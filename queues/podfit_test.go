@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // res builds per-pod requests: cpu in millicores, GPUs whole.
@@ -159,27 +160,9 @@ func TestPodOverheadAnnotation(t *testing.T) {
 }
 
 func TestInjectCountsCoveredResourcesOnly(t *testing.T) {
-	cfg, _, errs := Parse([]byte(`
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cpu-only}
-spec:
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cpu-memory}
-spec:
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 4Gi}]}]
-`))
+	cfg, _, errs := Parse(queuestest.New().Flavor("default").
+		ClusterQueue("cpu-only").Group("cpu").Quotas("default", "cpu=4").
+		ClusterQueue("cpu-memory").Group("cpu", "memory").Quotas("default", "cpu=4", "memory=4Gi").Bytes())
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

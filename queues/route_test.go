@@ -5,48 +5,17 @@ import (
 	"testing"
 
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // routeConfig has two ClusterQueues and LocalQueues in two namespaces:
 // team-a has no LocalQueue named default, team-b has one.
-const routeConfig = `
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: f}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq-a}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: cq-b}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors: [{name: f, resources: [{name: cpu, nominalQuota: 1}]}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: team-a-queue, namespace: team-a}
-spec: {clusterQueue: cq-a}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: other, namespace: team-a}
-spec: {clusterQueue: cq-b}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: default, namespace: team-b}
-spec: {clusterQueue: cq-b}
-`
+var routeConfig = queuestest.New().Flavor("f").
+	ClusterQueue("cq-a", "namespaceSelector: {}").Group("cpu").Quotas("f", "cpu=1").
+	ClusterQueue("cq-b", "namespaceSelector: {}").Group("cpu").Quotas("f", "cpu=1").
+	LocalQueue("team-a", "team-a-queue", "cq-a").
+	LocalQueue("team-a", "other", "cq-b").
+	LocalQueue("team-b", "default", "cq-b").String()
 
 func parseRouteConfig(t *testing.T) *queues.Config {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // subdomainRule is apimachinery's description of a DNS-1123 subdomain.
@@ -39,14 +40,14 @@ func groups(gs ...string) string { return "  resourceGroups:\n" + strings.Join(g
 const cpu4 = "[{name: cpu, nominalQuota: 4}]"
 
 func TestValidate(t *testing.T) {
-	base := stream(flavorYAML("default"), flavorYAML("spot"))
+	base := queuestest.Stream(queuestest.Flavor("default"), queuestest.Flavor("spot"))
 	cases := map[string]struct {
 		in   string
 		want []string
 	}{
 		// References between documents.
 		"a ClusterQueue names a flavor that is not defined": {
-			in:   stream(base, cqYAML("a", groups(group("[cpu]", "default: "+cpu4, "x: "+cpu4)))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: "+cpu4, "x: "+cpu4)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[1].name: flavor "x" is not defined`},
 		},
 		"a LocalQueue names a ClusterQueue that is not defined": {
@@ -58,11 +59,11 @@ spec: {clusterQueue: nope}
 			want: []string{`LocalQueue "team-a/main".spec.clusterQueue: ClusterQueue "nope" is not defined`},
 		},
 		"a broken flavor document still defines its name": {
-			in: stream(`apiVersion: kueue.x-k8s.io/v1beta1
+			in: queuestest.Stream(`apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: default}
 spec: {nodeLabels: [a]}
-`, cqYAML("a", oneGroup)),
+`, queuestest.ClusterQueue("a", queuestest.OneGroup)),
 			want: []string{`ResourceFlavor "default".spec.nodeLabels: must be an object, not a list`},
 		},
 
@@ -72,24 +73,24 @@ spec: {nodeLabels: [a]}
 			want: []string{`document[0].metadata.name: is required`},
 		},
 		"a name that is not a DNS-1123 subdomain": {
-			in:   flavorYAML("Team_A"),
+			in:   queuestest.Flavor("Team_A"),
 			want: []string{`ResourceFlavor "Team_A".metadata.name: "Team_A" is not a valid name: ` + subdomainRule},
 		},
 		"two ClusterQueues of one name": {
-			in: stream(base, cqYAML("a", oneGroup), cqYAML("a", oneGroup)),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", queuestest.OneGroup), queuestest.ClusterQueue("a", queuestest.OneGroup)),
 			want: []string{
 				`ClusterQueue "a".metadata.name: ClusterQueue "a" is defined twice: in document[2] and document[3]`,
 			},
 		},
 		"two flavors of one name": {
-			in:   stream(base, flavorYAML("default")),
+			in:   queuestest.Stream(base, queuestest.Flavor("default")),
 			want: []string{`ResourceFlavor "default".metadata.name: ResourceFlavor "default" is defined twice: in document[0] and document[2]`},
 		},
 		"a flavor and a ClusterQueue may share a name": {
-			in: stream(flavorYAML("a"), cqYAML("a", groups(group("[cpu]", "a: "+cpu4)))),
+			in: queuestest.Stream(queuestest.Flavor("a"), queuestest.ClusterQueue("a", groups(group("[cpu]", "a: "+cpu4)))),
 		},
 		"two LocalQueues of one name in one namespace": {
-			in: stream(base, cqYAML("a", oneGroup), `apiVersion: kueue.x-k8s.io/v1beta1
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", queuestest.OneGroup), `apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
 metadata: {name: main, namespace: ns}
 spec: {clusterQueue: a}
@@ -114,98 +115,98 @@ spec: {}
 
 		// Resource groups.
 		"a flavor listed twice in one group": {
-			in:   stream(base, cqYAML("a", groups(group("[cpu]", "default: "+cpu4, "default: "+cpu4)))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: "+cpu4, "default: "+cpu4)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[1].name: flavor "default" is already listed in resourceGroups[0].flavors[0]`},
 		},
 		"a flavor listed in two groups": {
-			in: stream(base, cqYAML("a", groups(
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(
 				group("[cpu]", "default: "+cpu4),
 				group("[memory]", "default: [{name: memory, nominalQuota: 1Gi}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[1].flavors[0].name: flavor "default" is already listed in resourceGroups[0].flavors[0]`},
 		},
 		"a resource covered by two groups": {
-			in: stream(base, cqYAML("a", groups(
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(
 				group("[cpu]", "default: "+cpu4),
 				group("[cpu]", "spot: "+cpu4)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[1].coveredResources[0]: resource "cpu" is already covered by resourceGroups[0]`},
 		},
 		"a resource two groups cover without coveredResources": {
-			in: stream(base, cqYAML("a", groups(
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(
 				group("", "default: "+cpu4),
 				group("", "spot: [{name: memory, nominalQuota: 1Gi}, {name: cpu, nominalQuota: 1}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[1].flavors[0].resources[1].name: resource "cpu" is already covered by resourceGroups[0]`},
 		},
 		"a flavor missing a covered resource": {
-			in: stream(base, cqYAML("a", groups(group("[cpu, memory]", "default: "+cpu4)))),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu, memory]", "default: "+cpu4)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources: missing resource "memory": ` +
 				`each flavor of a resource group must list all its resources (cpu, memory)`},
 		},
 		"a flavor missing a resource its sibling lists, without coveredResources": {
-			in: stream(base, cqYAML("a", groups(group("",
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("",
 				"default: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 1Gi}]",
 				"spot: "+cpu4)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[1].resources: missing resource "memory": ` +
 				`each flavor of a resource group must list all its resources (cpu, memory)`},
 		},
 		"a flavor missing several covered resources": {
-			in: stream(base, cqYAML("a", groups(group("[cpu, memory, pods]", "default: "+cpu4)))),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu, memory, pods]", "default: "+cpu4)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources: missing resources "memory", "pods": ` +
 				`each flavor of a resource group must list all its resources (cpu, memory, pods)`},
 		},
 		"more resource groups than Kueue allows": {
-			in:   stream(base, cqYAML("a", groups(strings.Repeat(group("[cpu]", "default: "+cpu4), 17)))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(strings.Repeat(group("[cpu]", "default: "+cpu4), 17)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups: has 17 groups, more than 16`},
 		},
 		"more flavors in a group than Kueue allows": {
-			in:   stream(base, cqYAML("a", groups(group("[cpu]", strings.Split(strings.Repeat("default: "+cpu4+"\n", 65), "\n")[:65]...)))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", strings.Split(strings.Repeat("default: "+cpu4+"\n", 65), "\n")[:65]...)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors: has 65 flavors, more than 64`},
 		},
 		"more resources in a flavor than Kueue allows": {
-			in:   stream(base, cqYAML("a", groups(group("", "default: ["+strings.Repeat("{name: cpu, nominalQuota: 1},", 65)+"]")))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("", "default: ["+strings.Repeat("{name: cpu, nominalQuota: 1},", 65)+"]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources: has 65 resources, more than 64`},
 		},
 		"a flavor with a resource the group does not cover": {
-			in:   stream(base, cqYAML("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4}, {name: pods, nominalQuota: 10}]")))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4}, {name: pods, nominalQuota: 10}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[1].name: resource "pods" is not in coveredResources (cpu)`},
 		},
 		"a resource listed twice in a flavor": {
-			in:   stream(base, cqYAML("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4}, {name: cpu, nominalQuota: 2}]")))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4}, {name: cpu, nominalQuota: 2}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[1].name: resource "cpu" is listed twice`},
 		},
 		"a resource listed twice in coveredResources": {
-			in:   stream(base, cqYAML("a", groups(group("[cpu, cpu]", "default: "+cpu4)))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu, cpu]", "default: "+cpu4)))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].coveredResources[1]: resource "cpu" is listed twice`},
 		},
 		"a resource name that is not a qualified name": {
-			in: stream(base, cqYAML("a", groups(group("", "default: [{name: 'nvidia.com/gpu/x', nominalQuota: 4}]")))),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("", "default: [{name: 'nvidia.com/gpu/x', nominalQuota: 4}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].name: "nvidia.com/gpu/x" is not a valid resource name: ` +
 				`it must be a qualified name such as cpu, memory or example.com/gpu`},
 		},
 		"a group without flavors": {
-			in:   stream(base, cqYAML("a", "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: []\n")),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors: []\n")),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors: must list at least one flavor`},
 		},
 		"a group whose flavors list no resource": {
-			in:   stream(base, cqYAML("a", groups(group("", "default: []")))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("", "default: []")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].coveredResources: must list at least one resource`},
 		},
 
 		// Quotas.
 		"a negative nominal quota": {
-			in:   stream(base, cqYAML("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: -1}]")))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: -1}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: must not be negative, got -1`},
 		},
 		"a missing nominal quota": {
-			in:   stream(base, cqYAML("a", groups(group("[cpu]", "default: [{name: cpu}]")))),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: [{name: cpu}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: is required`},
 		},
 		"a nominal quota that is not a quantity": {
-			in: stream(base, cqYAML("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: four}]")))),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: four}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: ` +
 				`"four" is not a valid quantity such as 10, 500m or 100Gi`},
 		},
 		"quantities with absurd exponents are out of range": {
-			in: stream(base, cqYAML("a", "  cohort: ml\n  fairSharing: {weight: 1e40}\n"+
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  cohort: ml\n  fairSharing: {weight: 1e40}\n"+
 				groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 1e999999999, lendingLimit: 1e31}]")))),
 			want: []string{
 				`ClusterQueue "a".spec.fairSharing.weight: "1e+40" is out of range: at most 64 characters, with a decimal exponent within ±30`,
@@ -214,87 +215,87 @@ spec: {}
 			},
 		},
 		"a borrowingLimit without a cohort": {
-			in: stream(base, cqYAML("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4, borrowingLimit: 2}]")))),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4, borrowingLimit: 2}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: ` +
 				`must not be set when the ClusterQueue has no cohort`},
 		},
 		"a lendingLimit without a cohort": {
-			in: stream(base, cqYAML("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4, lendingLimit: 2}]")))),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4, lendingLimit: 2}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: ` +
 				`must not be set when the ClusterQueue has no cohort`},
 		},
 		"a lendingLimit above the nominal quota": {
-			in: stream(base, cqYAML("a", "  cohort: ml\n"+groups(group("[memory]", "default: [{name: memory, nominalQuota: 4Gi, lendingLimit: 5Gi}]")))),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  cohort: ml\n"+groups(group("[memory]", "default: [{name: memory, nominalQuota: 4Gi, lendingLimit: 5Gi}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].lendingLimit: ` +
 				`must not be more than nominalQuota (4Gi)`},
 		},
 		"a negative borrowingLimit": {
-			in: stream(base, cqYAML("a", "  cohort: ml\n"+groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4, borrowingLimit: -2}]")))),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  cohort: ml\n"+groups(group("[cpu]", "default: [{name: cpu, nominalQuota: 4, borrowingLimit: -2}]")))),
 			want: []string{`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: ` +
 				`must not be negative, got -2`},
 		},
 
 		// Enums and policies.
 		"an unknown queueingStrategy": {
-			in:   stream(base, cqYAML("a", "  queueingStrategy: FIFO\n"+oneGroup)),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  queueingStrategy: FIFO\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.queueingStrategy: unsupported value "FIFO": must be one of BestEffortFIFO, StrictFIFO`},
 		},
 		"an unknown withinClusterQueue": {
-			in: stream(base, cqYAML("a", "  preemption: {withinClusterQueue: Any}\n"+oneGroup)),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  preemption: {withinClusterQueue: Any}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.preemption.withinClusterQueue: unsupported value "Any": ` +
 				`must be one of Never, LowerPriority, LowerOrNewerEqualPriority`},
 		},
 		"an unknown reclaimWithinCohort": {
-			in: stream(base, cqYAML("a", "  preemption: {reclaimWithinCohort: Always}\n"+oneGroup)),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  preemption: {reclaimWithinCohort: Always}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.preemption.reclaimWithinCohort: unsupported value "Always": ` +
 				`must be one of Never, LowerPriority, Any`},
 		},
 		"an unknown borrowWithinCohort policy": {
-			in: stream(base, cqYAML("a", "  preemption: {reclaimWithinCohort: Any, borrowWithinCohort: {policy: Any}}\n"+oneGroup)),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  preemption: {reclaimWithinCohort: Any, borrowWithinCohort: {policy: Any}}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.preemption.borrowWithinCohort.policy: unsupported value "Any": ` +
 				`must be one of Never, LowerPriority`},
 		},
 		"borrowWithinCohort without reclaimWithinCohort": {
-			in:   stream(base, cqYAML("a", "  preemption: {borrowWithinCohort: {policy: LowerPriority}}\n"+oneGroup)),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  preemption: {borrowWithinCohort: {policy: LowerPriority}}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.preemption.borrowWithinCohort.policy: must be Never when reclaimWithinCohort is Never`},
 		},
 		"a maxPriorityThreshold outside int32": {
-			in: stream(base, cqYAML("a", "  preemption: {reclaimWithinCohort: Any, borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 3000000000}}\n"+oneGroup)),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  preemption: {reclaimWithinCohort: Any, borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 3000000000}}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.preemption.borrowWithinCohort.maxPriorityThreshold: ` +
 				`must be an integer from -2147483648 to 2147483647, got 3000000000`},
 		},
 		"unknown flavorFungibility values": {
-			in: stream(base, cqYAML("a", "  flavorFungibility: {whenCanBorrow: Preempt, whenCanPreempt: Borrow}\n"+oneGroup)),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  flavorFungibility: {whenCanBorrow: Preempt, whenCanPreempt: Borrow}\n"+queuestest.OneGroup)),
 			want: []string{
 				`ClusterQueue "a".spec.flavorFungibility.whenCanBorrow: unsupported value "Preempt": must be one of Borrow, TryNextFlavor, MayStopSearch`,
 				`ClusterQueue "a".spec.flavorFungibility.whenCanPreempt: unsupported value "Borrow": must be one of TryNextFlavor, Preempt, MayStopSearch`,
 			},
 		},
 		"an unknown stopPolicy": {
-			in:   stream(base, cqYAML("a", "  stopPolicy: Drain\n"+oneGroup)),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  stopPolicy: Drain\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.stopPolicy: unsupported value "Drain": must be one of None, Hold, HoldAndDrain`},
 		},
 		"a negative fair sharing weight": {
-			in:   stream(base, cqYAML("a", "  fairSharing: {weight: -1}\n"+oneGroup)),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  fairSharing: {weight: -1}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.fairSharing.weight: must not be negative, got -1`},
 		},
 		"a fair sharing weight too large": {
-			in:   stream(base, cqYAML("a", "  fairSharing: {weight: 2M}\n"+oneGroup)),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  fairSharing: {weight: 2M}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.fairSharing.weight: must not be more than 1000000`},
 		},
 		"an invalid namespaceSelector": {
-			in: stream(base, cqYAML("a", "  namespaceSelector:\n    matchExpressions: [{key: team, operator: Near}]\n"+oneGroup)),
+			in: queuestest.Stream(base, queuestest.ClusterQueue("a", "  namespaceSelector:\n    matchExpressions: [{key: team, operator: Near}]\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.namespaceSelector.matchExpressions[0].operator: ` +
 				`Invalid value: "Near": not a valid selector operator`},
 		},
 
 		// Cohorts.
 		"cohort and cohortName that differ": {
-			in:   stream(base, cqYAML("a", "  cohort: ml\n  cohortName: hpc\n"+oneGroup)),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  cohort: ml\n  cohortName: hpc\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.cohortName: "hpc" differs from spec.cohort "ml": set one of them`},
 		},
 		"a cohort name that is not a DNS-1123 subdomain": {
-			in:   stream(base, cqYAML("a", "  cohortName: ML\n"+oneGroup)),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  cohortName: ML\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.cohortName: "ML" is not a valid cohort name: ` + subdomainRule},
 		},
 
@@ -352,7 +353,7 @@ spec:
 
 		// Documents.
 		"an unknown apiVersion": {
-			in: strings.Replace(flavorYAML("default"), "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1alpha1", 1),
+			in: strings.Replace(queuestest.Flavor("default"), "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1alpha1", 1),
 			want: []string{`document[0].apiVersion: unsupported apiVersion "kueue.x-k8s.io/v1alpha1": ` +
 				`must be one of tally.dev/v1, kueue.x-k8s.io/v1beta1, kueue.x-k8s.io/v1beta2`},
 		},
@@ -364,7 +365,7 @@ spec:
 			},
 		},
 		"an unknown kind": {
-			in:   stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: prov}\n"),
+			in:   queuestest.Stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: prov}\n"),
 			want: []string{`document[2].kind: unknown kind "AdmissionCheck": must be one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, WorkloadKind`},
 		},
 		"a hierarchical Cohort document": {
@@ -372,11 +373,11 @@ spec:
 			want: []string{`document[0].kind: kind Cohort is not supported: cohorts are flat, named by each ClusterQueue's spec.cohort`},
 		},
 		"a YAML syntax error names the document and the line in the input": {
-			in:   stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: [gpu\n"),
+			in:   queuestest.Stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: [gpu\n"),
 			want: []string{`document[2]: yaml: line 12: did not find expected ',' or ']'`},
 		},
 		"a key given twice": {
-			in:   stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nkind: ClusterQueue\nmetadata: {name: a}\n"),
+			in:   queuestest.Stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nkind: ClusterQueue\nmetadata: {name: a}\n"),
 			want: []string{`document[2]: yaml: unmarshal errors: line 11: key "kind" already set in map`},
 		},
 		"a document that is not an object": {
@@ -384,7 +385,7 @@ spec:
 			want: []string{`document[0]: a document must be an object with apiVersion, kind and metadata, not a list`},
 		},
 		"a field of the wrong type": {
-			in:   stream(base, cqYAML("a", "  resourceGroups:\n  - coveredResources: cpu\n")),
+			in:   queuestest.Stream(base, queuestest.ClusterQueue("a", "  resourceGroups:\n  - coveredResources: cpu\n")),
 			want: []string{`ClusterQueue "a".spec.resourceGroups.coveredResources: must be a list, not a string`},
 		},
 		"an unquoted YAML boolean where a string belongs": {
@@ -396,8 +397,8 @@ spec:
 			want: []string{`ResourceFlavor "a".metadata.uid: must be a string, not a number; quote it`},
 		},
 		"every error of every document is reported, in order": {
-			in: stream(flavorYAML("default"),
-				cqYAML("a", "  queueingStrategy: LIFO\n"+groups(group("[cpu]", "default: [{name: cpu, nominalQuota: -4}]", "gpu: "+cpu4))),
+			in: queuestest.Stream(queuestest.Flavor("default"),
+				queuestest.ClusterQueue("a", "  queueingStrategy: LIFO\n"+groups(group("[cpu]", "default: [{name: cpu, nominalQuota: -4}]", "gpu: "+cpu4))),
 				"kind: Cohort\napiVersion: v1\n",
 				`apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
@@ -458,7 +459,7 @@ func TestParseCapsErrors(t *testing.T) {
 	}
 	wantErrs = append(wantErrs, "config: 5 more errors not listed")
 	wantWarnings = append(wantWarnings, "config: 5 more warnings not listed")
-	_, warnings, errs := queues.Parse([]byte(stream(docs...)))
+	_, warnings, errs := queues.Parse([]byte(queuestest.Stream(docs...)))
 	if diff := cmp.Diff(wantErrs, queues.FormatErrors(errs)); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // The hostile tables send malformed and hostile AdmissionReviews through
@@ -542,12 +543,8 @@ func TestHostileConfigValidator(t *testing.T) {
 	}
 	cfg := func(config string) hostileReq { return op(configMap(config)) }
 	invalid := "data[queues.yaml]: invalid config: "
-	flavor := "apiVersion: tally.dev/v1\nkind: ResourceFlavor\nmetadata: {name: %s}\n"
-	cq := func(name, spec string) string {
-		return "apiVersion: tally.dev/v1\nkind: ClusterQueue\nmetadata: {name: " + name + "}\nspec:\n" + spec
-	}
 	cpuGroup := "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: f\n      resources: [{name: cpu, nominalQuota: %s}]\n"
-	good := fmt.Sprintf(flavor, "f") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "1"))
+	good := queuestest.Flavor("f") + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "1"))
 	laughs := "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
 	for i, c := range "bcdefghi" {
 		prev := string("abcdefgh"[i])
@@ -576,28 +573,28 @@ func TestHostileConfigValidator(t *testing.T) {
 		hostile{name: "a kind that does not exist", req: cfg("apiVersion: tally.dev/v1\nkind: Evil\nmetadata: {name: x}\n"),
 			want: denied(invalid + `document[0].kind: unknown kind "Evil": must be one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, WorkloadKind`)},
 		hostile{name: "an unknown apiVersion", req: cfg("apiVersion: evil/v1\nkind: ResourceFlavor\nmetadata: {name: x}\n"), want: denied(invalid + "document[0].apiVersion")},
-		hostile{name: "duplicate flavor names", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + fmt.Sprintf(flavor, "f")), want: denied(`ResourceFlavor "f"`)},
-		hostile{name: "duplicate ClusterQueue names", req: cfg(good + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "2"))), want: denied(`ClusterQueue "a"`)},
-		hostile{name: "an unknown flavor", req: cfg(cq("a", fmt.Sprintf(cpuGroup, "1"))), want: denied(invalid + `ClusterQueue "a".spec.resourceGroups[0].flavors[0].name: flavor "f" is not defined`)},
-		hostile{name: "a resource not covered", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: f\n      resources: [{name: cpu, nominalQuota: 1}, {name: memory, nominalQuota: 1Gi}]\n")),
+		hostile{name: "duplicate flavor names", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.Flavor("f")), want: denied(`ResourceFlavor "f"`)},
+		hostile{name: "duplicate ClusterQueue names", req: cfg(good + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "2"))), want: denied(`ClusterQueue "a"`)},
+		hostile{name: "an unknown flavor", req: cfg(queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "1"))), want: denied(invalid + `ClusterQueue "a".spec.resourceGroups[0].flavors[0].name: flavor "f" is not defined`)},
+		hostile{name: "a resource not covered", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.ClusterQueue("a", "  resourceGroups:\n  - coveredResources: [cpu]\n    flavors:\n    - name: f\n      resources: [{name: cpu, nominalQuota: 1}, {name: memory, nominalQuota: 1Gi}]\n")),
 			want: denied(`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources`)},
-		hostile{name: "a resource covered twice", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + fmt.Sprintf(flavor, "g") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "1")+"  - coveredResources: [cpu]\n    flavors:\n    - name: g\n      resources: [{name: cpu, nominalQuota: 1}]\n")),
+		hostile{name: "a resource covered twice", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.Flavor("g") + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "1")+"  - coveredResources: [cpu]\n    flavors:\n    - name: g\n      resources: [{name: cpu, nominalQuota: 1}]\n")),
 			want: denied(`ClusterQueue "a".spec.resourceGroups[1]`)},
-		hostile{name: "a quota of 1e31", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "1e31"))), want: denied(`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota`)},
-		hostile{name: "a negative quota", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "-1"))), want: denied(`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota`)},
-		hostile{name: "a quota that is not a quantity", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "lots"))), want: denied(`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota`)},
+		hostile{name: "a quota of 1e31", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "1e31"))), want: denied(`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota`)},
+		hostile{name: "a negative quota", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "-1"))), want: denied(`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota`)},
+		hostile{name: "a quota that is not a quantity", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "lots"))), want: denied(`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota`)},
 		hostile{name: "a priority beyond int32", req: cfg("apiVersion: tally.dev/v1\nkind: WorkloadPriorityClass\nmetadata: {name: x}\nvalue: 3000000000\n"),
 			want: denied(invalid + `WorkloadPriorityClass "x".value: must be an integer from -2147483648 to 2147483647, got 3000000000`)},
 		hostile{name: "a priority below int32", req: cfg("apiVersion: tally.dev/v1\nkind: WorkloadPriorityClass\nmetadata: {name: x}\nvalue: -2147483649\n"),
 			want: denied(`WorkloadPriorityClass "x".value: must be an integer from -2147483648 to 2147483647`)},
 		hostile{name: "a LocalQueue naming an unknown ClusterQueue", req: cfg(good + "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq, namespace: team}\nspec: {clusterQueue: nope}\n"),
 			want: denied(`LocalQueue "team/lq"`)},
-		hostile{name: "a cohort of one queue borrowing from itself", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", "  cohort: a\n"+fmt.Sprintf(cpuGroup, "1"))), want: allowed("")},
+		hostile{name: "a cohort of one queue borrowing from itself", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.ClusterQueue("a", "  cohort: a\n"+fmt.Sprintf(cpuGroup, "1"))), want: allowed("")},
 		hostile{name: "11000 empty documents", req: cfg(strings.Repeat("---\n{}\n", 11000)), want: denied("config")},
-		hostile{name: "a quota with an exponent beyond int32", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, "9223E7203685477580927"))),
+		hostile{name: "a quota with an exponent beyond int32", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "9223E7203685477580927"))),
 			want: denied(invalid + `ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "9223E7203685477580927" is out of range`)},
 		// Unquoted, YAML reads 1e-30000000 as the number 0.
-		hostile{name: "a quota of 1e-30000000", req: cfg(fmt.Sprintf(flavor, "f") + "---\n" + cq("a", fmt.Sprintf(cpuGroup, `"1e-30000000"`))),
+		hostile{name: "a quota of 1e-30000000", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, `"1e-30000000"`))),
 			want: denied(invalid + `ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "1e-30000000" is out of range`)},
 	)
 	runHostile(t, &ConfigValidator{Namespace: "tally-system", Name: "tally-config", Decoder: hostileDecoder()}, cases)

@@ -27,72 +27,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
-const config = `
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: spot}
-spec:
-  nodeLabels: {tier: spot}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: on-demand}
-spec:
-  nodeLabels: {tier: on-demand}
-  tolerations: [{key: on-demand, operator: Exists, effect: NoSchedule}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: q}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: spot
-      resources: [{name: cpu, nominalQuota: 4}, {name: memory, nominalQuota: 8Gi}]
-    - name: on-demand
-      resources: [{name: cpu, nominalQuota: 8}, {name: memory, nominalQuota: 16Gi}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: other}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: spot
-      resources: [{name: cpu, nominalQuota: 1}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: lq, namespace: team}
-spec: {clusterQueue: other}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: x, namespace: lq-only}
-spec: {clusterQueue: other}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {name: default, namespace: lq-default}
-spec: {clusterQueue: q}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: WorkloadPriorityClass
-metadata: {name: bench-small}
-value: 10
-`
+var config = queuestest.New().
+	Flavor("spot", "nodeLabels: {tier: spot}").
+	Flavor("on-demand", "nodeLabels: {tier: on-demand}", "tolerations: [{key: on-demand, operator: Exists, effect: NoSchedule}]").
+	ClusterQueue("q", "namespaceSelector: {}").Group("cpu", "memory").
+	Quotas("spot", "cpu=4", "memory=8Gi").Quotas("on-demand", "cpu=8", "memory=16Gi").
+	ClusterQueue("other", "namespaceSelector: {}").Group("cpu").Quotas("spot", "cpu=1").
+	LocalQueue("team", "lq", "other").
+	LocalQueue("lq-only", "x", "other").
+	LocalQueue("lq-default", "default", "q").
+	PriorityClass("high", 1000).
+	PriorityClass("bench-small", 10).String()
 
 func testConfig(t testing.TB) *queues.Config {
 	t.Helper()
@@ -203,15 +153,7 @@ func ownedJob(name string, uid types.UID, suspended bool) *batchv1.Job {
 }
 
 func makeJob(ns string, cpu string) *batchv1.Job {
-	return &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
-			}}},
-		}}},
-	}
+	return kindstest.Job(ns, "j").TypeMeta().Request(corev1.ResourceCPU, cpu).Obj()
 }
 
 // apply runs the handler and applies its patch, returning the mutated Job.

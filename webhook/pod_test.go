@@ -11,26 +11,12 @@ import (
 
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 func TestGuardPod(t *testing.T) {
-	cfg, _, err := queues.Parse([]byte(`
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: default}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: q}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default
-      resources:
-      - {name: cpu, nominalQuota: 4}
-`))
+	cfg, _, err := queues.Parse(queuestest.New().Flavor("default").
+		ClusterQueue("q", "namespaceSelector: {}").Group("cpu").Quotas("default", "cpu=4").Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
