@@ -16,6 +16,7 @@ import (
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -117,8 +118,8 @@ func (l *Ledger) decide() []write {
 	lists := l.listsLocked(inPass)
 	snap.Admitted = l.admittedLocked(inPass)
 	for e := range l.reserved {
-		if e.inTree {
-			snap.Reserved = append(snap.Reserved, e.w)
+		if e.InTree {
+			snap.Reserved = append(snap.Reserved, e.W)
 		}
 	}
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
@@ -156,22 +157,16 @@ func (l *Ledger) decide() []write {
 		l.event(w, corev1.EventTypeNormal, ReasonPending, "%s", v.Message())
 	})
 	for _, e := range never {
-		l.untree(e)
-		e.phase = inadmissible
-		l.notePendingLocked(e)
-		if e.labelState != string(queues.StateInadmissible) {
-			l.labelQueue.Add(e.w.UID)
-		}
+		l.step(e, machine.Reject)
 	}
 	out := append(make([]write, 0, len(late)+len(decided.Admissions)), late...)
 	for _, d := range decided.Admissions {
 		e := d.Workload.Tag.(*entry)
-		l.untree(e)
-		e.phase = assumed
 		e.lastCode = ""
-		l.notePendingLocked(e)
-		l.chargeLocked(e, d.Workload.Queue, d.Assignment.Usage)
-		out = append(out, write{e: e, w: e.w, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity, src: e.src,
+		l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+			return machine.Assume(m, d.Workload.Queue, d.Assignment.Usage, fx)
+		})
+		out = append(out, write{e: e, w: e.W, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity, src: e.src,
 			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend, resume: e.resume,
 			waitingSince: e.waitingSince()})
 	}
@@ -194,11 +189,11 @@ func (l *Ledger) decide() []write {
 func (l *Ledger) admittedLocked(inPass func(string) bool) map[string][]*queues.Admitted {
 	out := map[string][]*queues.Admitted{}
 	for e := range l.holding {
-		if e.charged == nil || e.phase != admitted || !inPass(e.chargedQueue) {
+		if e.Charged == nil || e.Phase() != machine.Admitted || !inPass(e.ChargedQueue) {
 			continue
 		}
-		e.candidate = queues.Admitted{W: e.w, Usage: e.charged, AdmittedAt: e.admittedAt}
-		out[e.chargedQueue] = append(out[e.chargedQueue], &e.candidate)
+		e.candidate = queues.Admitted{W: e.W, Usage: e.Charged, AdmittedAt: e.AdmittedAt}
+		out[e.ChargedQueue] = append(out[e.ChargedQueue], &e.candidate)
 	}
 	return out
 }
@@ -211,14 +206,14 @@ func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
 	}
 	out := map[*queues.Workload]*queues.Workload{}
 	for v, p := range l.yielding {
-		if l.jobs[v.w.UID] != v || l.jobs[p.w.UID] != p || p.phase.label() != queues.StatePending || v.phase == finished {
+		if l.jobs[v.W.UID] != v || l.jobs[p.W.UID] != p || p.Phase().Label() != queues.StatePending || v.Phase() == machine.Finished {
 			delete(l.yielding, v)
-			l.touchLocked(v.w.Queue)
-			l.touchLocked(p.w.Queue)
+			l.touchLocked(v.W.Queue)
+			l.touchLocked(p.W.Queue)
 			continue
 		}
-		if v.inTree {
-			out[v.w] = p.w
+		if v.InTree {
+			out[v.W] = p.W
 		}
 	}
 	return out
@@ -234,22 +229,20 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	// The preemptor's claim on the room its victims leave counts until it
 	// is tried again, so nothing else is decided on that room. What the
 	// claim covers of the victims' quota moves to it, as in the pass.
-	l.addUsageLocked(pe.w.Queue, p.Assignment.Usage)
-	pe.claim = &claim{victims: make(map[types.UID]bool, len(p.Victims)), usage: p.Assignment.Usage}
+	l.addUsageLocked(pe.W.Queue, p.Assignment.Usage)
+	pe.Claim = &machine.Claim{Victims: make(map[types.UID]bool, len(p.Victims)), Usage: p.Assignment.Usage}
 	l.event(p.Preemptor, corev1.EventTypeNormal, ReasonPreempting, "%s", p.Message())
 	writes := make([]write, 0, len(p.Victims))
 	for i, v := range p.Victims {
 		ve := v.W.Tag.(*entry)
-		ve.phase = evicting
-		ve.evictedAt = l.opts.Clock.Now()
 		moved := p.Moved[i]
-		ve.charged = ve.charged.Clone()
-		ve.charged.Sub(moved)
-		l.subUsageLocked(ve.chargedQueue, moved)
-		pe.claim.victims[v.W.UID] = true
+		l.step(ve, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+			return machine.Evict(m, moved, l.opts.Clock.Now(), fx)
+		})
+		pe.Claim.Victims[v.W.UID] = true
 		l.waitingOn[v.W.UID] = pe
 		l.yielding[ve] = pe
-		writes = append(writes, write{e: ve, w: ve.w, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend})
+		writes = append(writes, write{e: ve, w: ve.W, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend})
 	}
 	l.metrics.preempted.Add(float64(len(p.Victims)))
 	return writes
@@ -259,7 +252,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 // creation, or its last return to its queue after it ran.
 func (e *entry) waitingSince() time.Time {
 	if e.requeuedAt == 0 {
-		return e.w.Created
+		return e.W.Created
 	}
 	return time.Unix(0, e.requeuedAt)
 }
@@ -309,17 +302,12 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 	}
 	if err != nil {
 		l.mu.Lock()
-		if w.e.phase == evicting {
-			w.e.phase = admitted
-		}
-		if w.e.charged != nil {
-			// It runs on: its quota counts in full again.
-			w.e.charged.Add(w.moved)
-			l.addUsageLocked(w.e.chargedQueue, w.moved)
-		}
-		l.victimFreedLocked(w.w.UID)
+		// It runs on: its quota counts in full again.
+		l.step(w.e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+			return machine.EvictionFailed(m, w.moved, fx)
+		})
 		l.mu.Unlock()
-		l.log.Info("preemption write failed; the preemptor queues again", "job", w.w.Key(), "preemptor", w.preemptor.w.Key(), "err", err.Error())
+		l.log.Info("preemption write failed; the preemptor queues again", "job", w.w.Key(), "preemptor", w.preemptor.W.Key(), "err", err.Error())
 		return
 	}
 	l.evicted(w)
@@ -414,19 +402,17 @@ func (l *Ledger) rollback(adm write, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := adm.e
-	if e.phase != assumed {
+	if e.Phase() != machine.Assumed {
 		return
 	}
-	e.phase = pending
-	l.notePendingLocked(e)
-	l.releaseLocked(e, false)
 	// After a conflict the Job waits out of its queue until the informer
 	// brings its newer version (onJob queues it again): decided on the
 	// version the write saw, it would only conflict again, one wasted
 	// write per pass.
-	if l.jobs[adm.w.UID] == e && (!apierrors.IsConflict(err) || e.rv != adm.rv) {
-		l.entree(e)
-	}
+	rejoin := l.jobs[adm.w.UID] == e && (!apierrors.IsConflict(err) || e.rv != adm.rv)
+	l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+		return machine.Rollback(m, rejoin, fx)
+	})
 	if errors.Is(err, ErrNotLeader) {
 		l.log.Info("admission not written", "job", adm.w.Key(), "reason", err.Error())
 		return

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -131,14 +132,14 @@ func (l *Ledger) Dashboard() DashboardView {
 	}
 	admittedBy := map[string]int{}
 	for e := range l.holding {
-		if e.phase == admitted {
-			admittedBy[e.chargedQueue]++
+		if e.Phase() == machine.Admitted {
+			admittedBy[e.ChargedQueue]++
 		}
 	}
 	lists := map[string][]*queues.Workload{}
 	for q, t := range l.pending {
 		t.Ascend(func(e *entry) bool {
-			lists[q] = append(lists[q], e.w)
+			lists[q] = append(lists[q], e.W)
 			return len(lists[q]) < dashHead
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -130,7 +131,7 @@ func (l *Ledger) reobserve(ns string) {
 		}
 		l.mu.Lock()
 		e := l.jobs[o.Meta.UID]
-		waiting := e != nil && (e.phase == pending || e.phase == inadmissible)
+		waiting := e != nil && (e.Phase() == machine.Pending || e.Phase() == machine.Inadmissible)
 		l.mu.Unlock()
 		if waiting {
 			l.onJob(o.Obj)

@@ -30,10 +30,10 @@ func (l *Ledger) touchAllLocked() {
 // touchEntryLocked notes a change of entry e, which may have been
 // queued in, or hold quota in, a queue.
 func (l *Ledger) touchEntryLocked(e *entry) {
-	if e.w != nil {
-		l.touchLocked(e.w.Queue)
+	if e.W != nil {
+		l.touchLocked(e.W.Queue)
 	}
-	l.touchLocked(e.chargedQueue)
+	l.touchLocked(e.ChargedQueue)
 }
 
 // changesPass says whether an entry going from e to next changes what a
@@ -41,16 +41,16 @@ func (l *Ledger) touchEntryLocked(e *entry) {
 // preemption candidate, an assumed one is not), its quota, its claim, or
 // its queue and priority.
 func changesPass(e, next *entry) bool {
-	if e.phase != next.phase || e.inTree != next.inTree || e.chargedQueue != next.chargedQueue || e.claim != next.claim {
+	if e.Phase() != next.Phase() || e.InTree != next.InTree || e.ChargedQueue != next.ChargedQueue || e.Claim != next.Claim {
 		return true
 	}
-	if e.w == next.w {
+	if e.W == next.W {
 		return false
 	}
-	if e.w == nil || next.w == nil || next.inTree {
+	if e.W == nil || next.W == nil || next.InTree {
 		return true
 	}
-	return e.w.Queue != next.w.Queue || e.w.Priority != next.w.Priority
+	return e.W.Queue != next.W.Queue || e.W.Priority != next.W.Priority
 }
 
 // passScopeLocked returns whether the pass about to run decides queue q:
@@ -114,7 +114,7 @@ func (l *Ledger) listsLocked(inPass func(string) bool) map[string][]*queues.Work
 		if _, stale := l.stale[q]; stale || !built {
 			clear(list)
 			list = list[:0]
-			t.Ascend(func(e *entry) bool { list = append(list, e.w); return true })
+			t.Ascend(func(e *entry) bool { list = append(list, e.W); return true })
 			l.lists[q] = list
 			delete(l.stale, q)
 		}

@@ -2,8 +2,6 @@ package ledger
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
@@ -42,20 +40,4 @@ func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, arg
 		l.recent.add(Decision{At: l.opts.Clock.Now(), Reason: reason, Workload: kinds.GVKOf(w).Kind + " " + w.Key(),
 			Queue: w.Queue, Message: msg})
 	}
-}
-
-// describeUsage renders usage as "nvidia.com/gpu=4, cpu=8 in flavor gpu",
-// grouped by flavor.
-func describeUsage(u queues.Usage) string {
-	byFlavor := map[string][]string{}
-	for fr, a := range u {
-		byFlavor[fr.Flavor] = append(byFlavor[fr.Flavor], fmt.Sprintf("%s=%s", fr.Resource, a.Format(fr.Resource)))
-	}
-	parts := make([]string, 0, len(byFlavor))
-	for _, f := range queues.SortedKeys(byFlavor) {
-		res := byFlavor[f]
-		sort.Strings(res)
-		parts = append(parts, fmt.Sprintf("%s in flavor %s", strings.Join(res, ", "), f))
-	}
-	return strings.Join(parts, "; ")
 }

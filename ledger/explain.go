@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -110,7 +111,7 @@ type Estimate struct {
 type explained struct {
 	o  *kinds.Object
 	w  *queues.Workload
-	e  entry
+	e  machine.Entry
 	at time.Time // admitted at
 }
 
@@ -159,7 +160,8 @@ func Explain(in ExplainInput) Explanation {
 	target = read(cfg, in.Target, q, out.Priority)
 	if in.New {
 		target.w.Created = in.Now
-		target.e.phase, target.e.charged = pending, nil
+		// Not submitted yet: it would wait, holding nothing.
+		target.e = machine.FromLabels(target.w, queues.StatePending, "", nil)
 	}
 	all = append(all, target)
 	out.ClusterQueue = q
@@ -167,12 +169,12 @@ func Explain(in ExplainInput) Explanation {
 	if cq != nil {
 		out.Cohort = cq.Cohort
 	}
-	out.State = string(target.e.phase.label())
-	if target.e.phase == evicting {
+	out.State = string(target.e.Phase().Label())
+	if target.e.Phase() == machine.Evicting {
 		out.State = "evicting (preempted or suspended; its pods are going)"
 	}
 	out.Needs = target.w.Total().String()
-	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.phase == admitted {
+	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.Phase() == machine.Admitted {
 		out.Flavors = f
 	}
 	for _, ev := range in.Events {
@@ -187,19 +189,19 @@ func Explain(in ExplainInput) Explanation {
 	admittedByQueue := map[string][]*queues.Admitted{}
 	var running []*explained
 	for _, x := range all {
-		if x.e.charged != nil {
-			u := usage[x.e.chargedQueue]
+		if x.e.Charged != nil {
+			u := usage[x.e.ChargedQueue]
 			if u == nil {
 				u = queues.Usage{}
-				usage[x.e.chargedQueue] = u
+				usage[x.e.ChargedQueue] = u
 			}
-			u.Add(x.e.charged)
+			u.Add(x.e.Charged)
 			running = append(running, x)
-			if x.e.phase == admitted {
-				admittedByQueue[x.e.chargedQueue] = append(admittedByQueue[x.e.chargedQueue], &queues.Admitted{W: x.w, Usage: x.e.charged, AdmittedAt: x.at})
+			if x.e.Phase() == machine.Admitted {
+				admittedByQueue[x.e.ChargedQueue] = append(admittedByQueue[x.e.ChargedQueue], &queues.Admitted{W: x.w, Usage: x.e.Charged, AdmittedAt: x.at})
 			}
 		}
-		if x.e.phase == pending {
+		if x.e.Phase() == machine.Pending {
 			lists[x.w.Queue] = append(lists[x.w.Queue], x.w)
 		}
 	}
@@ -215,8 +217,8 @@ func Explain(in ExplainInput) Explanation {
 		out.Notes = append(out.Notes, fmt.Sprintf("ClusterQueue %q is not in the config in force", q))
 		return out
 	}
-	if target.e.phase != pending {
-		if target.e.phase == inadmissible {
+	if target.e.Phase() != machine.Pending {
+		if target.e.Phase() == machine.Inadmissible {
 			_, v := queues.NewSnapshot(cfg, nil, nil).Assign(target.w)
 			out.Reason = v.Message()
 		}
@@ -294,10 +296,10 @@ func Explain(in ExplainInput) Explanation {
 // read folds o, of queue q and priority p, as the ledger would.
 func read(cfg *queues.Config, o *kinds.Object, q string, p int32) *explained {
 	e := statusEntry(cfg, o, q)
-	w := *e.w
+	w := *e.W
 	w.Priority = p
-	e.w = &w
-	x := &explained{o: o, w: e.w, e: e}
+	e.W = &w
+	x := &explained{o: o, w: e.W, e: e}
 	x.at, _ = time.Parse(time.RFC3339, o.Meta.Annotations[queues.AnnotationAdmittedAt])
 	return x
 }
@@ -353,7 +355,7 @@ func runTimes(all []*explained) (map[string]time.Duration, string) {
 	byQueue := map[string][]time.Duration{}
 	var every []time.Duration
 	for _, x := range all {
-		if x.e.phase != finished || x.at.IsZero() || x.o.FinishedAt.IsZero() || !x.o.FinishedAt.After(x.at) {
+		if x.e.Phase() != machine.Finished || x.at.IsZero() || x.o.FinishedAt.IsZero() || !x.o.FinishedAt.After(x.at) {
 			continue
 		}
 		d := x.o.FinishedAt.Sub(x.at)
@@ -401,7 +403,7 @@ func simulate(cfg *queues.Config, usage map[string]queues.Usage, lists map[strin
 			overdue++
 		}
 		t := at
-		ends = append(ends, end{at: at, queue: x.e.chargedQueue, usage: x.e.charged,
+		ends = append(ends, end{at: at, queue: x.e.ChargedQueue, usage: x.e.Charged,
 			ref: &WorkloadRef{Name: x.w.Key(), Priority: x.w.Priority, EndsAt: &t}})
 	}
 	snap := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)

@@ -12,6 +12,7 @@ import (
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -65,7 +66,7 @@ func (l *Ledger) ungatedLocked(pod types.UID) {
 // some and is admitted: now, or after the judgement under way.
 func (l *Ledger) judgeGatedLocked(uid types.UID) {
 	e := l.jobs[uid]
-	if len(l.gated[uid]) == 0 || e == nil || e.w == nil || e.phase != admitted || l.cfg == nil || l.ctx == nil {
+	if len(l.gated[uid]) == 0 || e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil || l.ctx == nil {
 		return
 	}
 	if l.gating[uid] {
@@ -97,11 +98,11 @@ func (l *Ledger) judgeGatedLocked(uid types.UID) {
 func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 	l.mu.Lock()
 	e := l.jobs[uid]
-	if e == nil || e.w == nil || e.phase != admitted || l.cfg == nil {
+	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil {
 		l.mu.Unlock()
 		return
 	}
-	w, cfg, k := e.w, l.cfg, l.opts.Kinds.For(kinds.GVKOf(e.w))
+	w, cfg, k := e.W, l.cfg, l.opts.Kinds.For(kinds.GVKOf(e.W))
 	l.mu.Unlock()
 	pods := &corev1.PodList{}
 	if err := l.cache.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{queues.LabelWorkload: string(uid)}); err != nil {
@@ -166,7 +167,7 @@ func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p *corev1.Pod, reqs flavors.Resources) (*queues.Workload, bool) {
 	l.mu.Lock()
 	e := l.jobs[uid]
-	if e == nil || e.w != w || e.phase != admitted || l.cfg == nil || e.charged == nil {
+	if e == nil || e.W != w || e.Phase() != machine.Admitted || l.cfg == nil || e.Charged == nil {
 		l.mu.Unlock()
 		return nil, false
 	}
@@ -177,18 +178,18 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 		fr := l.flavorForLocked(e, r)
 		delta[fr] = delta[fr].Add(a.Mul(w.PodCount()))
 	}
-	used := l.usage[e.chargedQueue]
+	used := l.usage[e.ChargedQueue]
 	for fr, a := range delta {
-		q, ok := l.cfg.QuotaOf(e.chargedQueue, fr)
+		q, ok := l.cfg.QuotaOf(e.ChargedQueue, fr)
 		if !ok || used[fr].Add(a) > q.Nominal {
 			l.mu.Unlock()
 			return nil, false
 		}
 	}
 	ann := addOverhead(e.overhead, excess)
-	queue := e.chargedQueue
-	e.charged = e.charged.Clone()
-	e.charged.Add(delta)
+	queue := e.ChargedQueue
+	e.Charged = e.Charged.Clone()
+	e.Charged.Add(delta)
 	l.addUsageLocked(queue, delta)
 	l.mu.Unlock()
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{queues.AnnotationPodOverhead: ann}}})
@@ -197,8 +198,8 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 	}
 	if err != nil {
 		l.mu.Lock()
-		if e.charged != nil && e.chargedQueue == queue {
-			e.charged.Sub(delta)
+		if e.Charged != nil && e.ChargedQueue == queue {
+			e.Charged.Sub(delta)
 			l.subUsageLocked(queue, delta)
 		}
 		l.mu.Unlock()
@@ -215,14 +216,14 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 // covers r, else the first of them.
 func (l *Ledger) flavorForLocked(e *entry, r corev1.ResourceName) queues.FlavorResource {
 	var names []string
-	for fr := range e.charged {
+	for fr := range e.Charged {
 		if !slices.Contains(names, fr.Flavor) {
 			names = append(names, fr.Flavor)
 		}
 	}
 	slices.Sort(names)
 	for _, f := range names {
-		if _, ok := l.cfg.QuotaOf(e.chargedQueue, queues.FlavorResource{Flavor: f, Resource: r}); ok {
+		if _, ok := l.cfg.QuotaOf(e.ChargedQueue, queues.FlavorResource{Flavor: f, Resource: r}); ok {
 			return queues.FlavorResource{Flavor: f, Resource: r}
 		}
 	}
@@ -247,20 +248,21 @@ func (l *Ledger) ungate(ctx context.Context, p *corev1.Pod) error {
 // which asks for reqs.
 func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resources) {
 	e := l.jobs[uid]
-	if e == nil || e.w == nil || e.phase != admitted || l.cfg == nil {
+	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil {
 		return
 	}
-	if k := l.opts.Kinds.For(kinds.GVKOf(e.w)); k == nil || kinds.EvictsByDeletion(k) {
+	if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
 		return
 	}
-	excess := queues.PodExcess(e.w.PodSets, reqs, l.cfg.Covers)
+	excess := queues.PodExcess(e.W.PodSets, reqs, l.cfg.Covers)
 	if len(excess) == 0 {
 		return
 	}
 	ann := addOverhead(e.overhead, excess)
-	e.phase = evicting
-	e.evictedAt = l.opts.Clock.Now()
-	w := write{e: e, w: e.w, suspend: e.suspend,
+	l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+		return machine.Requeue(m, l.opts.Clock.Now(), fx)
+	})
+	w := write{e: e, w: e.W, suspend: e.suspend,
 		overhead: ann,
 		message: fmt.Sprintf("Pod %s asks for %s more than the pods it was admitted with (a container another admission webhook added?); requeued to be admitted and charged with pod overhead %s",
 			p.Name, excess, ann),
@@ -286,9 +288,7 @@ func (l *Ledger) requeue(ctx context.Context, w write) {
 	}
 	if err != nil {
 		l.mu.Lock()
-		if w.e.phase == evicting {
-			w.e.phase = admitted
-		}
+		l.step(w.e, machine.RequeueFailed)
 		l.mu.Unlock()
 		l.log.Info("requeue at the pods' size failed; its larger pods wait", "job", w.w.Key(), "err", err.Error())
 		return

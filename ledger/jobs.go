@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"strings"
-	"time"
 
 	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
@@ -11,56 +10,39 @@ import (
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
-// entry is the ledger's record of one managed Job.
+// entry is the ledger's record of one managed workload: its place in the
+// state machine (machine.Entry), and beside it what the ledger keeps of
+// its object for its writes, and its own bookkeeping of Events and
+// metrics.
 type entry struct {
-	w  *queues.Workload
+	machine.Entry
 	rv string
 	// generation is the object's metadata.generation, which changes
 	// with its spec; defaultsGen the ledger's count of changes to pod
-	// defaults when w was built (defaults.go).
+	// defaults when W was built (defaults.go).
 	generation  int64
 	defaultsGen uint64
 	// paths are the JSON paths of the pod templates, by pod set in
-	// w.PodSets order, and suspend that of the suspend field.
+	// W.PodSets order, and suspend that of the suspend field.
 	paths   [][]string
 	suspend []string
 	// src is the object's content, for the patches of a kind whose pod
 	// templates sit in lists (see kinds.MergePatch.SetIn); nil for a Job.
 	src map[string]any
-	// phase is where it is in the state machine; inTree says whether it
-	// is in its queue's pending tree.
-	phase  phase
-	inTree bool
-	// pendingAs is how tally_pending_workloads counts it (0: not at
-	// all, 1: active, 2: inadmissible), in pendingIn's ClusterQueue
-	// (metrics.notePending).
-	pendingAs uint8
-	pendingIn *queueMetrics
-	// claim, for a preemptor, is what it waits for: it rejoins its queue
-	// when its last victim is gone.
-	claim *claim
-	// captured: tally recorded this Job late, as it ran unrecorded.
-	captured bool
-	// charged is the usage this Job holds in chargedQueue.
-	charged      queues.Usage
-	chargedQueue string
 	// candidate describes it to a pass as a preemption candidate while it
 	// is admitted (admittedLocked).
 	candidate queues.Admitted
 
-	labelState   string // the tally.dev/state label on the object
 	userAffinity string // the tally.dev/user-affinity annotation
 	overhead     string // the tally.dev/pod-overhead annotation
 	// resume is the suspend field's value that lets it run
 	// (kinds.Object.SuspendValue).
-	resume     any
-	prio       priorityRef
-	admittedAt time.Time
-	// evictedAt is when tally decided to preempt it.
-	evictedAt time.Time
+	resume any
+	prio   priorityRef
 	// requeuedAt is when it last went back to its queue after it ran
 	// (an eviction, or a late capture that suspended it), in Unix
 	// nanoseconds; its admission wait counts from then, else from its
@@ -68,12 +50,15 @@ type entry struct {
 	requeuedAt int64
 	// seen is its last view, folded again when its count of live pods
 	// changes.
-	seen observed
-	// restore: a stopped victim still carries the node affinity of the
-	// flavor it ran in; it gets its candidate affinity back.
-	restore  bool
-	queued   bool   // the Queued event was written
-	lastCode string // the reason of the last Pending/Inadmissible event
+	seen machine.Observed
+
+	// pendingAs is how tally_pending_workloads counts it (0: not at
+	// all, 1: active, 2: inadmissible), in pendingIn's ClusterQueue
+	// (metrics.notePending).
+	pendingAs uint8
+	pendingIn *queueMetrics
+	queued    bool   // the Queued event was written
+	lastCode  string // the reason of the last machine.Pending/machine.Inadmissible event
 }
 
 // priorityRef is what a Job's priority is derived from: its
@@ -83,7 +68,7 @@ type priorityRef struct {
 	podClass      string
 }
 
-func lessEntry(a, b *entry) bool { return queues.Before(a.w, b.w) }
+func lessEntry(a, b *entry) bool { return queues.Before(a.W, b.W) }
 
 // onJob folds one workload object's new state into the ledger.
 func (l *Ledger) onJob(obj any) {
@@ -102,7 +87,7 @@ func (l *Ledger) onJob(obj any) {
 	delete(l.late, uid)
 	e := l.jobs[uid]
 	if e == nil {
-		e = &entry{phase: pending}
+		e = &entry{Entry: machine.New(machine.Pending)}
 		l.jobs[uid] = e
 		l.reverifyLocked(uid, o.Meta.Namespace, o.Kind)
 	}
@@ -115,25 +100,26 @@ func (l *Ledger) onJob(obj any) {
 // foldLocked folds view o into e (as next, with what changed besides the
 // view already noted), keeps o for the folds of e's pod counts, and puts
 // the result in force.
-func (l *Ledger) foldLocked(e *entry, next entry, o observed) {
-	next, fx := react(next, o, l.opts.Clock.Now(), l.fx)
+func (l *Ledger) foldLocked(e *entry, next entry, o machine.Observed) {
+	var fx []machine.Effect
+	next.Entry, fx = machine.React(next.Entry, o, l.opts.Clock.Now(), l.fx)
 	next.seen = o
 	l.apply(e, next, fx)
 }
 
 // observeLocked reads o, whose entry is e, under the config in force.
-func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) observed {
+func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) machine.Observed {
 	queue, priority := o.Meta.Labels[queues.LabelQueue], l.priorityOf(prio)
-	w := e.w
+	w := e.W
 	// A change of pod defaults rebuilds a waiting workload only: one
 	// admitted keeps what it was admitted with, which its pods got.
-	if !e.builtFrom(o, queue, priority) || e.defaultsGen != l.defaultsGen && (e.phase == pending || e.phase == inadmissible) {
+	if !e.builtFrom(o, queue, priority) || e.defaultsGen != l.defaultsGen && (e.Phase() == machine.Pending || e.Phase() == machine.Inadmissible) {
 		w = o.WorkloadIn(queue, priority, l.defaultsLocked(o.Meta.Namespace))
 		w.Tag = e
 	}
 	v := observe(l.cfg, o, w, l.livePods[o.Meta.UID])
 	if o.Suspended && !o.Finished {
-		v.restore = l.restoreDueLocked(o, w)
+		v.Restore = l.restoreDueLocked(o, w)
 	}
 	return v
 }
@@ -144,8 +130,8 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) obse
 // A workload's status changes far more often than its spec (each of its
 // pods that starts or stops), and the Workload is kept then.
 func (e *entry) builtFrom(o *kinds.Object, queue string, priority int32) bool {
-	return e.w != nil && o.Meta.Generation > 0 && o.Meta.Generation == e.generation &&
-		e.w.Queue == queue && e.w.Priority == priority && e.userAffinity == o.Meta.Annotations[queues.AnnotationUserAffinity] &&
+	return e.W != nil && o.Meta.Generation > 0 && o.Meta.Generation == e.generation &&
+		e.W.Queue == queue && e.W.Priority == priority && e.userAffinity == o.Meta.Annotations[queues.AnnotationUserAffinity] &&
 		e.overhead == o.Meta.Annotations[queues.AnnotationPodOverhead]
 }
 
@@ -154,7 +140,7 @@ func (e *entry) note(o *kinds.Object) {
 	meta := o.Meta
 	e.rv = meta.ResourceVersion
 	e.generation = meta.Generation
-	e.labelState = meta.Labels[queues.LabelState]
+	e.LabelState = meta.Labels[queues.LabelState]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
 	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]
 	e.resume = o.SuspendValue(false)
@@ -181,22 +167,21 @@ func (l *Ledger) onJobDelete(obj any) {
 	if e == nil {
 		return
 	}
-	l.untree(e)
 	delete(l.jobs, uid)
 	delete(l.late, uid)
 	delete(l.echoes, uid)
 	l.metrics.notePending(l.cfg, e, true)
-	if e.charged != nil && l.livePods[uid] > 0 {
-		// Its pods outlive it: its quota, and its preemptor's wait,
-		// last until they are gone (pods.go).
-		e.phase = finished
+	// Its pods may outlive it: its quota, and its preemptor's wait, last
+	// until they are gone (pods.go).
+	live := l.livePods[uid] > 0
+	l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+		return machine.Forget(m, live, fx)
+	})
+	if e.Charged != nil {
 		l.ghosts[uid] = e
-	} else {
-		l.releaseLocked(e, false)
-		l.victimFreedLocked(uid)
 	}
-	if e.claim != nil {
-		for v := range e.claim.victims {
+	if e.Claim != nil {
+		for v := range e.Claim.Victims {
 			delete(l.waitingOn, v)
 		}
 	}
@@ -213,8 +198,9 @@ func (l *Ledger) recheckVictim(uid types.UID, rv string) {
 	if e == nil || e.rv != rv {
 		return
 	}
-	next, fx := recheckFold(*e, l.fx)
-	l.apply(e, next, fx)
+	l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+		return machine.Recheck(m, e.seen, fx)
+	})
 }
 
 // restoreDueLocked says whether a suspended workload that was admitted
@@ -259,14 +245,14 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 		return
 	}
 	delete(l.waitingOn, victim)
-	if p.claim != nil {
-		delete(p.claim.victims, victim)
-		if len(p.claim.victims) > 0 {
+	if p.Claim != nil {
+		delete(p.Claim.Victims, victim)
+		if len(p.Claim.Victims) > 0 {
 			return
 		}
 	}
 	l.releaseClaimLocked(p)
-	if l.jobs[p.w.UID] == p && p.phase == pending {
+	if l.jobs[p.W.UID] == p && p.Phase() == machine.Pending {
 		l.entree(p)
 		l.reserved[p] = true
 	}
@@ -275,38 +261,38 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 
 // releaseClaimLocked gives back a preemptor's claim.
 func (l *Ledger) releaseClaimLocked(p *entry) {
-	if p.claim != nil && p.claim.usage != nil {
-		l.subUsageLocked(p.w.Queue, p.claim.usage)
+	if p.Claim != nil && p.Claim.Usage != nil {
+		l.subUsageLocked(p.W.Queue, p.Claim.Usage)
 	}
-	p.claim = nil
+	p.Claim = nil
 }
 
 // entree puts a pending entry into its queue's tree.
 func (l *Ledger) entree(e *entry) {
-	t := l.pending[e.w.Queue]
+	t := l.pending[e.W.Queue]
 	if t == nil {
 		t = btree.NewG(32, lessEntry)
-		l.pending[e.w.Queue] = t
+		l.pending[e.W.Queue] = t
 	}
 	t.ReplaceOrInsert(e)
-	e.inTree = true
-	l.stale[e.w.Queue] = struct{}{}
-	l.touchLocked(e.w.Queue)
+	e.InTree = true
+	l.stale[e.W.Queue] = struct{}{}
+	l.touchLocked(e.W.Queue)
 }
 
 func (l *Ledger) untree(e *entry) {
-	if !e.inTree {
+	if !e.InTree {
 		return
 	}
-	if t := l.pending[e.w.Queue]; t != nil {
+	if t := l.pending[e.W.Queue]; t != nil {
 		t.Delete(e)
 		if t.Len() == 0 {
-			delete(l.pending, e.w.Queue)
+			delete(l.pending, e.W.Queue)
 		}
 	}
-	e.inTree = false
-	l.stale[e.w.Queue] = struct{}{}
-	l.touchLocked(e.w.Queue)
+	e.InTree = false
+	l.stale[e.W.Queue] = struct{}{}
+	l.touchLocked(e.W.Queue)
 }
 
 func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
@@ -314,7 +300,7 @@ func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
 		return
 	}
 	l.addUsageLocked(queue, u)
-	e.charged, e.chargedQueue = u, queue
+	e.Charged, e.ChargedQueue = u, queue
 	l.holding[e] = struct{}{}
 	l.poke()
 }
@@ -344,14 +330,14 @@ func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
 // releaseLocked returns e's quota. finished says the Job completed, which
 // is worth a QuotaReleased event.
 func (l *Ledger) releaseLocked(e *entry, finished bool) {
-	if e.charged == nil {
+	if e.Charged == nil {
 		return
 	}
-	l.subUsageLocked(e.chargedQueue, e.charged)
-	if finished && e.w != nil {
-		l.event(e.w, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", describeUsage(e.charged))
+	l.subUsageLocked(e.ChargedQueue, e.Charged)
+	if finished && e.W != nil {
+		l.event(e.W, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", e.Charged.Describe())
 	}
-	e.charged, e.chargedQueue = nil, ""
+	e.Charged, e.ChargedQueue = nil, ""
 	delete(l.holding, e)
 	l.poke()
 }
@@ -422,16 +408,14 @@ func (l *Ledger) rebuildPendingLocked() {
 	l.pending = map[string]*btree.BTreeG[*entry]{}
 	l.touchAllLocked()
 	for _, e := range l.jobs {
-		e.inTree = false
-		if e.claim != nil || (e.phase != pending && e.phase != inadmissible) {
+		// The trees it was in are gone.
+		e.InTree = false
+		if e.Claim != nil || (e.Phase() != machine.Pending && e.Phase() != machine.Inadmissible) {
 			continue
 		}
-		w := *e.w
-		w.Priority = l.priorityOf(e.prio)
-		e.w = &w
-		e.phase = pending
-		l.entree(e)
-		l.notePendingLocked(e)
+		l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+			return machine.Rebuild(m, l.priorityOf(e.prio), fx)
+		})
 	}
 	l.poke()
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -80,12 +81,12 @@ func (l *Ledger) relabelLocked() {
 // before, since each carries its ClusterQueue in its own label.
 func (l *Ledger) unboundLocked(ns, queue string) {
 	for _, e := range l.jobs {
-		if e.w == nil || e.w.Namespace != ns || (e.phase.label() != queues.StatePending && e.phase.label() != queues.StateInadmissible) {
+		if e.W == nil || e.W.Namespace != ns || (e.Phase().Label() != queues.StatePending && e.Phase().Label() != queues.StateInadmissible) {
 			continue
 		}
-		l.event(e.w, corev1.EventTypeWarning, ReasonNamespaceUnbound,
+		l.event(e.W, corev1.EventTypeWarning, ReasonNamespaceUnbound,
 			"Namespace %s is no longer bound to ClusterQueue %s: this %s stays queued in ClusterQueue %s and is admitted when it has quota; new workloads in the namespace are not queued. Delete the %s to withdraw it",
-			ns, queue, e.w.KindName(), e.w.Queue, e.w.KindName())
+			ns, queue, e.W.KindName(), e.W.Queue, e.W.KindName())
 	}
 }
 
@@ -198,16 +199,16 @@ func (l *Ledger) runJobQueue(ctx context.Context, q workqueue.TypedRateLimitingI
 // relabelJobLocked asks for e's state label or affinity write: from the
 // label worker, or, for the finished label, as FinishedLabel says.
 func (l *Ledger) relabelJobLocked(e *entry) {
-	if e.phase == finished {
+	if e.Phase() == machine.Finished {
 		switch l.opts.FinishedLabel {
 		case FinishedLabelOff:
 			return
 		case FinishedLabelLazy:
-			l.finishedQueue.Add(e.w.UID)
+			l.finishedQueue.Add(e.W.UID)
 			return
 		}
 	}
-	l.labelQueue.Add(e.w.UID)
+	l.labelQueue.Add(e.W.UID)
 }
 
 // runFinishedLabelWorker writes the finished labels of FinishedLabelLazy:
@@ -248,14 +249,14 @@ func (l *Ledger) admissionsQuiet() bool {
 func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID, lazy bool) error {
 	l.mu.Lock()
 	e := l.jobs[uid]
-	if e == nil || e.phase.writing() || e.w == nil {
+	if e == nil || e.Phase().Writing() || e.W == nil {
 		l.mu.Unlock()
 		return nil
 	}
-	want, have := string(e.phase.label()), e.labelState
-	job := kinds.Ref(e.w)
+	want, have := string(e.Phase().Label()), e.LabelState
+	job := kinds.Ref(e.W)
 	var restore []byte
-	if e.restore && e.phase == pending {
+	if e.Restore && e.Phase() == machine.Pending {
 		restore = l.restorePatchLocked(e)
 	}
 	l.mu.Unlock()
@@ -285,11 +286,11 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID, lazy bool) err
 // is no longer configured. It is guarded by the resourceVersion it was
 // decided on, so it cannot undo an admission.
 func (l *Ledger) restorePatchLocked(e *entry) []byte {
-	_, combos, ok := l.candidatesLocked(e.w, "")
+	_, combos, ok := l.candidatesLocked(e.W, "")
 	if !ok {
 		return nil
 	}
-	patch, err := l.target(write{w: e.w, rv: e.rv, userAffinity: e.userAffinity, paths: e.paths, suspend: e.suspend, src: e.src}).Restore(combos)
+	patch, err := l.target(write{w: e.W, rv: e.rv, userAffinity: e.userAffinity, paths: e.paths, suspend: e.suspend, src: e.src}).Restore(combos)
 	if err != nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -56,15 +57,15 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	}
 	e := l.jobs[meta.UID]
 	if e == nil {
-		e = &entry{phase: unrecorded}
+		e = &entry{Entry: machine.New(machine.Unrecorded)}
 		l.jobs[meta.UID] = e
 	}
-	if e.phase.writing() || e.captured {
+	if e.Phase().Writing() || e.Captured {
 		return // its capture write is in flight, or made: a stale event
 	}
 	e.note(o)
-	e.w = o.WorkloadIn(queue, l.priorityOf(e.prio), l.defaultsLocked(meta.Namespace))
-	e.w.Tag = e
+	e.W = o.WorkloadIn(queue, l.priorityOf(e.prio), l.defaultsLocked(meta.Namespace))
+	e.W.Tag = e
 	l.late[meta.UID] = e
 	l.poke()
 }
@@ -91,8 +92,8 @@ func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
 	if e := l.jobs[ref.UID]; e != nil {
 		// A finished owner's parts may still run a moment (a RayJob is
 		// done before its submitter Job says so): they stay parts.
-		ran := e.phase == assumed || e.phase == admitted || e.phase == evicting || e.phase == finished
-		part = ran && e.w != nil && e.w.Namespace == o.Meta.Namespace
+		ran := e.Phase() == machine.Assumed || e.Phase() == machine.Admitted || e.Phase() == machine.Evicting || e.Phase() == machine.Finished
+		part = ran && e.W != nil && e.W.Namespace == o.Meta.Namespace
 	} else if _, ok := l.parts[ref.UID]; ok {
 		part = l.partNS[ref.UID] == o.Meta.Namespace
 	} else {
@@ -105,8 +106,8 @@ func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
 	if l.parts[uid] != ref.UID {
 		l.parts[uid], l.partNS[uid] = ref.UID, o.Meta.Namespace
 		if root := l.rootOfLocked(ref.UID); root != "" {
-			if e := l.jobs[root]; e != nil && e.w != nil {
-				l.reverifyLocked(root, e.w.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.w)))
+			if e := l.jobs[root]; e != nil && e.W != nil {
+				l.reverifyLocked(root, e.W.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.W)))
 			}
 		}
 	}
@@ -177,20 +178,23 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 	for _, e := range l.late {
 		late = append(late, e)
 	}
-	sort.Slice(late, func(i, j int) bool { return queues.Before(late[i].w, late[j].w) })
+	sort.Slice(late, func(i, j int) bool { return queues.Before(late[i].W, late[j].W) })
 	clear(l.late)
 	out := make([]write, 0, len(late))
 	for _, e := range late {
-		a, v := snap.Assign(e.w)
-		wr := write{e: e, w: e.w, late: true, suspend: e.suspend}
+		a, v := snap.Assign(e.W)
+		wr := write{e: e, w: e.W, late: true, suspend: e.suspend}
+		var charge queues.Usage
 		if v.Kind == queues.Fits {
-			snap.Charge(e.w.Queue, a.Usage, +1)
-			l.chargeLocked(e, e.w.Queue, a.Usage)
+			snap.Charge(e.W.Queue, a.Usage, +1)
+			charge = a.Usage
 			wr.a = a
 		} else {
 			wr.message = v.Message()
 		}
-		e.phase = capturing
+		l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+			return machine.Capture(m, e.W.Queue, charge, fx)
+		})
 		out = append(out, wr)
 	}
 	return out
@@ -227,28 +231,20 @@ func capturePatch(w write, now time.Time) ([]byte, error) {
 func (l *Ledger) captured(w write, err error) {
 	fits := w.message == ""
 	l.mu.Lock()
-	if w.e.phase == capturing {
-		w.e.phase = unrecorded
-	}
+	// A suspended Job that is still recorded queues now, whether or not
+	// the informer has shown it yet (an event seen while the write was in
+	// flight was set aside).
+	recorded := l.jobs[w.w.UID] == w.e
+	l.step(w.e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
+		return machine.Captured(m, err == nil, fits, recorded, fx)
+	})
 	if err != nil {
-		l.releaseLocked(w.e, false)
-		if l.jobs[w.w.UID] == w.e {
+		if recorded {
 			l.late[w.w.UID] = w.e
 		}
 		l.mu.Unlock()
 		l.log.Error(err, "recording an unrecorded running Job failed; will retry", "job", w.w.Key())
 		return
-	}
-	w.e.captured = true
-	if !fits && l.jobs[w.w.UID] == w.e && !w.e.inTree && w.e.charged == nil {
-		// The suspended Job queues now, whether or not the informer has
-		// shown it yet (an event seen while the write was in flight was
-		// set aside).
-		w.e.phase = pending
-		w.e.requeuedAt = l.opts.Clock.Now().UnixNano()
-		l.entree(w.e)
-		l.notePendingLocked(w.e)
-		l.poke()
 	}
 	l.mu.Unlock()
 	if fits {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -139,7 +140,7 @@ type Ledger struct {
 	// brought yet (tally_watch_delay_seconds).
 	echoes map[types.UID]echo
 	// fx is the effects of the fold in progress, kept for its array.
-	fx []effect
+	fx []machine.Effect
 	// lists are the pending lists, in admission order, as the last pass
 	// that decided each queue built them; stale holds the queues whose
 	// tree changed since (dirty.go).

@@ -99,7 +99,7 @@ func BenchmarkAdmissionPass(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			l := newBenchLedger(b, nQueues, 10*nQueues, 100_000)
-			l.decide() // the first pass writes the Queued and Pending events
+			l.decide() // the first pass writes the Queued and machine.Pending events
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {

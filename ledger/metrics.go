@@ -11,6 +11,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -251,22 +252,22 @@ func (m *metrics) observeUsage(cfg *queues.Config, old, fresh map[string]queues.
 // notePendingLocked keeps tally_pending_workloads in step with e, whose
 // phase or queue may have changed.
 func (l *Ledger) notePendingLocked(e *entry) {
-	if as := pendingStatus(e, false); as == e.pendingAs && (as == 0 || e.pendingIn.name == e.w.Queue) {
+	if as := pendingStatus(e, false); as == e.pendingAs && (as == 0 || e.pendingIn.name == e.W.Queue) {
 		return
 	}
-	l.metrics.notePending(l.cfg, e, e.w == nil || l.jobs[e.w.UID] != e)
+	l.metrics.notePending(l.cfg, e, e.W == nil || l.jobs[e.W.UID] != e)
 }
 
 // pendingStatus is how tally_pending_workloads counts e (see
 // entry.pendingAs); gone says it has left the ledger.
 func pendingStatus(e *entry, gone bool) uint8 {
-	if gone || e.w == nil {
+	if gone || e.W == nil {
 		return 0
 	}
-	switch e.phase {
-	case pending:
+	switch e.Phase() {
+	case machine.Pending:
 		return 1
-	case inadmissible:
+	case machine.Inadmissible:
 		return 2
 	}
 	return 0
@@ -277,7 +278,7 @@ func pendingStatus(e *entry, gone bool) uint8 {
 // counts as active while pending, as inadmissible while inadmissible.
 func (m *metrics) notePending(cfg *queues.Config, e *entry, gone bool) {
 	as := pendingStatus(e, gone)
-	if as == e.pendingAs && (as == 0 || e.pendingIn.name == e.w.Queue) {
+	if as == e.pendingAs && (as == 0 || e.pendingIn.name == e.W.Queue) {
 		return
 	}
 	if q := e.pendingIn; q != nil {
@@ -288,7 +289,7 @@ func (m *metrics) notePending(cfg *queues.Config, e *entry, gone bool) {
 		m.forgetIfDone(q)
 	}
 	if as != 0 {
-		q := m.queue(cfg, e.w.Queue)
+		q := m.queue(cfg, e.W.Queue)
 		q.pending[as-1]++
 		q.pendingGauge[as-1].Set(float64(q.pending[as-1]))
 		e.pendingAs, e.pendingIn = as, q

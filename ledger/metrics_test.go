@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 	"tally.dev/tally/queues/queuestest"
 )
@@ -265,14 +266,14 @@ func recountedMetrics(l *Ledger) map[string]float64 {
 	defer l.mu.Unlock()
 	out := map[string]float64{}
 	for _, e := range l.jobs {
-		if e.w == nil {
+		if e.W == nil {
 			continue
 		}
-		switch e.phase {
-		case pending:
-			out[fmt.Sprintf(`tally_pending_workloads{cluster_queue=%q,status="active"}`, e.w.Queue)]++
-		case inadmissible:
-			out[fmt.Sprintf(`tally_pending_workloads{cluster_queue=%q,status="inadmissible"}`, e.w.Queue)]++
+		switch e.Phase() {
+		case machine.Pending:
+			out[fmt.Sprintf(`tally_pending_workloads{cluster_queue=%q,status="active"}`, e.W.Queue)]++
+		case machine.Inadmissible:
+			out[fmt.Sprintf(`tally_pending_workloads{cluster_queue=%q,status="inadmissible"}`, e.W.Queue)]++
 		}
 	}
 	for q, u := range l.usage {

@@ -123,11 +123,11 @@ func TestLateCaptureRoutesLikeTheWebhook(t *testing.T) {
 		e := l.late[tc.job.UID]
 		switch {
 		case tc.queue == "" && e != nil:
-			t.Errorf("%s/%s captured into %s, want it left alone", tc.job.Namespace, tc.job.Name, e.w.Queue)
+			t.Errorf("%s/%s captured into %s, want it left alone", tc.job.Namespace, tc.job.Name, e.W.Queue)
 		case tc.queue != "" && e == nil:
 			t.Errorf("%s/%s not captured, want it in %s", tc.job.Namespace, tc.job.Name, tc.queue)
-		case tc.queue != "" && e.w.Queue != tc.queue:
-			t.Errorf("%s/%s captured into %s, want %s", tc.job.Namespace, tc.job.Name, e.w.Queue, tc.queue)
+		case tc.queue != "" && e.W.Queue != tc.queue:
+			t.Errorf("%s/%s captured into %s, want %s", tc.job.Namespace, tc.job.Name, e.W.Queue, tc.queue)
 		}
 	}
 }

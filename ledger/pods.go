@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -175,10 +176,10 @@ func (l *Ledger) verifiedLocked(c podClaim) bool {
 	if e == nil {
 		e = l.ghosts[c.owner]
 	}
-	if e == nil || e.w == nil {
+	if e == nil || e.W == nil {
 		return false
 	}
-	return l.podOfLocked(c, e.w.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.w)))
+	return l.podOfLocked(c, e.W.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.W)))
 }
 
 // podOfLocked says whether the pod of claim c belongs to its workload,
@@ -247,11 +248,11 @@ func (l *Ledger) podsChangedLocked(uid types.UID) {
 		return
 	}
 	e := l.jobs[uid]
-	if e == nil || e.w == nil {
+	if e == nil || e.W == nil {
 		return
 	}
 	o := e.seen
-	o.w, o.pods = e.w, l.livePods[uid]
+	o.W, o.Pods = e.W, l.livePods[uid]
 	l.foldLocked(e, *e, o)
 }
 
@@ -305,12 +306,12 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 		w := queues.NewWorkload(&p.ObjectMeta, "", "", []queues.PodTemplate{{Name: queues.MainPodSet, Count: 1, Spec: &p.Spec}}, o.queue, 0)
 		g := l.ghosts[owner]
 		if g == nil {
-			g = &entry{w: w, phase: finished}
+			g = &entry{Entry: machine.Ghost(w)}
 			l.ghosts[owner] = g
 		}
 		sum := UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])
-		if g.charged != nil {
-			sum.Add(g.charged)
+		if g.Charged != nil {
+			sum.Add(g.Charged)
 			l.releaseLocked(g, false)
 		}
 		l.chargeLocked(g, o.queue, sum)

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -136,7 +137,7 @@ func unseen(e *entry, job *kinds.Object) bool {
 		return false
 	case e == nil:
 		return true
-	case e.phase.writing() && job.Suspended:
+	case e.Phase().Writing() && job.Suspended:
 		return false
 	}
 	return e.rv != job.Meta.ResourceVersion
@@ -146,11 +147,11 @@ func unseen(e *entry, job *kinds.Object) bool {
 func missedKind(e *entry, job *kinds.Object) string {
 	switch {
 	case job.Finished:
-		if e == nil || e.phase != finished {
+		if e == nil || e.Phase() != machine.Finished {
 			return missedFinish
 		}
 	case !job.Suspended:
-		if e == nil || e.phase.label() != queues.StateAdmitted {
+		if e == nil || e.Phase().Label() != queues.StateAdmitted {
 			return missedAdmission
 		}
 	}
@@ -185,7 +186,7 @@ func (l *Ledger) repair(ctx context.Context, suspects map[types.UID]suspect) {
 		switch {
 		case s.gone:
 			if job == nil {
-				replays = append(replays, replay{missedDelete, kinds.Ref(e.w)})
+				replays = append(replays, replay{missedDelete, kinds.Ref(e.W)})
 			}
 		case job != nil && job.Meta.ResourceVersion == s.rv && unseen(e, job):
 			replays = append(replays, replay{missedKind(e, job), job.Obj})
@@ -219,21 +220,21 @@ func (l *Ledger) recountUsage() {
 		u.Add(c)
 	}
 	for _, e := range l.ghosts {
-		add(e.chargedQueue, e.charged)
+		add(e.ChargedQueue, e.Charged)
 	}
 	for _, e := range l.jobs {
-		if e.charged != nil {
-			add(e.chargedQueue, e.charged)
+		if e.Charged != nil {
+			add(e.ChargedQueue, e.Charged)
 		}
-		if e.claim != nil && e.claim.usage != nil {
-			add(e.w.Queue, e.claim.usage)
+		if e.Claim != nil && e.Claim.Usage != nil {
+			add(e.W.Queue, e.Claim.Usage)
 		}
 	}
 	drift := 0
 	for _, q := range queues.SortedKeys(unionKeys(fresh, l.usage)) {
 		if !sameUsage(fresh[q], l.usage[q]) {
 			drift++
-			l.log.Info("usage drift repaired", "clusterQueue", q, "kept", describeUsage(l.usage[q]), "recounted", describeUsage(fresh[q]))
+			l.log.Info("usage drift repaired", "clusterQueue", q, "kept", l.usage[q].Describe(), "recounted", fresh[q].Describe())
 		}
 	}
 	l.metrics.observeUsage(l.cfg, l.usage, fresh)

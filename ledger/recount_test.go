@@ -17,6 +17,7 @@ import (
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -142,7 +143,7 @@ func checkUsage(t *testing.T, l *Ledger, want queues.Usage) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if got := l.usage["cq-0"]; !sameUsage(got, want) {
-		t.Errorf("cq-0 uses %q, want %q", describeUsage(got), describeUsage(want))
+		t.Errorf("cq-0 uses %q, want %q", got.Describe(), want.Describe())
 	}
 }
 
@@ -204,19 +205,19 @@ func TestRecountRepairsMissedEvents(t *testing.T) {
 	checkUsage(t, l, cpuMem(3))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e := l.jobs[finishHidden.UID]; e.phase != finished || e.charged != nil || e.rv != "3" {
-		t.Errorf("finishHidden: %s, charged %v, version %s; want finished, uncharged, 3", e.phase, e.charged, e.rv)
+	if e := l.jobs[finishHidden.UID]; e.Phase() != machine.Finished || e.Charged != nil || e.rv != "3" {
+		t.Errorf("finishHidden: %s, charged %v, version %s; want finished, uncharged, 3", e.Phase(), e.Charged, e.rv)
 	}
-	if e := l.jobs[admissionHidden.UID]; e.phase != admitted || e.inTree || e.rv != "2" {
-		t.Errorf("admissionHidden: %s, queued %v, version %s; want admitted, not queued, 2", e.phase, e.inTree, e.rv)
+	if e := l.jobs[admissionHidden.UID]; e.Phase() != machine.Admitted || e.InTree || e.rv != "2" {
+		t.Errorf("admissionHidden: %s, queued %v, version %s; want admitted, not queued, 2", e.Phase(), e.InTree, e.rv)
 	}
 	if e := l.jobs[deleteHidden.UID]; e != nil {
 		t.Errorf("deleteHidden still has an entry: %+v", e)
 	}
-	if e := l.jobs[updateHidden.UID]; e.rv != "2" || e.w.Total()[corev1.ResourceCPU] != 2000 || !e.inTree {
-		t.Errorf("updateHidden: version %s, cpu %v, queued %v; want 2, 2000m, queued", e.rv, e.w.Total()[corev1.ResourceCPU], e.inTree)
+	if e := l.jobs[updateHidden.UID]; e.rv != "2" || e.W.Total()[corev1.ResourceCPU] != 2000 || !e.InTree {
+		t.Errorf("updateHidden: version %s, cpu %v, queued %v; want 2, 2000m, queued", e.rv, e.W.Total()[corev1.ResourceCPU], e.InTree)
 	}
-	if e := l.jobs[neverSeen.UID]; e == nil || !e.inTree || e.phase != pending {
+	if e := l.jobs[neverSeen.UID]; e == nil || !e.InTree || e.Phase() != machine.Pending {
 		t.Errorf("neverSeen: entry %+v, want pending in its queue", e)
 	}
 	if e := l.jobs[unrecorded.UID]; e != nil {
@@ -284,12 +285,12 @@ func TestRecountConfirmsOnlySettledDifferences(t *testing.T) {
 	checkUsage(t, l, cpuMem(3))
 	l.mu.Lock()
 	for name, uid := range map[string]types.UID{"moving": moving.UID, "racing": racing.UID} {
-		if e := l.jobs[uid]; e.phase != admitted || e.rv != "3" {
-			t.Errorf("%s: %s, version %s; want admitted, 3", name, e.phase, e.rv)
+		if e := l.jobs[uid]; e.Phase() != machine.Admitted || e.rv != "3" {
+			t.Errorf("%s: %s, version %s; want admitted, 3", name, e.Phase(), e.rv)
 		}
 	}
-	if e := l.jobs[writing.UID]; e.phase != assumed || e.rv != "1" {
-		t.Errorf("writing: %s, version %s; want assumed (its write still in flight) on version 1", e.phase, e.rv)
+	if e := l.jobs[writing.UID]; e.Phase() != machine.Assumed || e.rv != "1" {
+		t.Errorf("writing: %s, version %s; want assumed (its write still in flight) on version 1", e.Phase(), e.rv)
 	}
 	l.mu.Unlock()
 }
@@ -329,8 +330,8 @@ func TestRecountReplayIsIdempotent(t *testing.T) {
 	}
 	checkUsage(t, l, cpuMem(1))
 	l.mu.Lock()
-	if e := l.jobs[b.UID]; !sameUsage(e.charged, cpuMem(1)) {
-		t.Errorf("b holds %q, want one Job's worth", describeUsage(e.charged))
+	if e := l.jobs[b.UID]; !sameUsage(e.Charged, cpuMem(1)) {
+		t.Errorf("b holds %q, want one Job's worth", e.Charged.Describe())
 	}
 	l.mu.Unlock()
 	released := 0

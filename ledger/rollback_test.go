@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -50,16 +51,16 @@ func TestRollbackAfterConflict(t *testing.T) {
 			}
 			l.rollback(writes[0], tc.err)
 
-			if e.phase != pending || e.charged != nil {
-				t.Errorf("after the rollback: %s, charged %v; want pending, uncharged", e.phase, e.charged)
+			if e.Phase() != machine.Pending || e.Charged != nil {
+				t.Errorf("after the rollback: %s, charged %v; want pending, uncharged", e.Phase(), e.Charged)
 			}
 			for fr, q := range l.usage["cq-0"] {
 				if q != 0 {
 					t.Errorf("after the rollback cq-0 still uses %v of %v", q, fr)
 				}
 			}
-			if e.inTree != tc.queued {
-				t.Fatalf("queued again = %v, want %v", e.inTree, tc.queued)
+			if e.InTree != tc.queued {
+				t.Fatalf("queued again = %v, want %v", e.InTree, tc.queued)
 			}
 			if !tc.queued {
 				if again := l.decide(); len(again) != 0 {

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -270,7 +271,7 @@ func (s *scenario) step(f []string) {
 			s.writes[w.w.Name] = w
 			switch {
 			case w.preemptor != nil:
-				fmt.Fprintf(&s.out, "write: preempt %s for %s\n", w.w.Name, w.preemptor.w.Name)
+				fmt.Fprintf(&s.out, "write: preempt %s for %s\n", w.w.Name, w.preemptor.W.Name)
 			case w.late:
 				fmt.Fprintf(&s.out, "write: capture %s\n", w.w.Name)
 			default:
@@ -625,44 +626,44 @@ func (s *scenario) report() {
 	defer s.l.mu.Unlock()
 	var lines []string
 	for _, e := range s.l.jobs {
-		if e.w == nil {
+		if e.W == nil {
 			continue
 		}
-		line := fmt.Sprintf("  %s: %s", e.w.Name, cmpOr(string(e.phase.label()), e.phase.String()))
-		if e.phase == assumed || e.phase == evicting {
-			line += " " + e.phase.String()
+		line := fmt.Sprintf("  %s: %s", e.W.Name, cmpOr(string(e.Phase().Label()), e.Phase().String()))
+		if e.Phase() == machine.Assumed || e.Phase() == machine.Evicting {
+			line += " " + e.Phase().String()
 		}
-		if e.captured {
+		if e.Captured {
 			line += " captured"
 		}
-		if e.inTree {
+		if e.InTree {
 			line += " queued"
 		}
-		if e.claim != nil && len(e.claim.victims) > 0 {
+		if e.Claim != nil && len(e.Claim.Victims) > 0 {
 			var names []string
-			for uid := range e.claim.victims {
+			for uid := range e.Claim.Victims {
 				names = append(names, strings.TrimPrefix(string(uid), "uid-"))
 			}
 			sort.Strings(names)
 			line += " waiting-for=" + strings.Join(names, ",")
 		}
-		if e.charged != nil {
-			line += " charged: " + cmpOr(describeUsage(e.charged), "-")
+		if e.Charged != nil {
+			line += " charged: " + cmpOr(e.Charged.Describe(), "-")
 		}
-		if e.claim != nil && e.claim.usage != nil {
-			line += " claim: " + describeUsage(e.claim.usage)
+		if e.Claim != nil && e.Claim.Usage != nil {
+			line += " claim: " + e.Claim.Usage.Describe()
 		}
-		if n := s.l.livePods[e.w.UID]; n > 0 {
+		if n := s.l.livePods[e.W.UID]; n > 0 {
 			line += fmt.Sprintf(" pods=%d", n)
 		}
 		lines = append(lines, line)
 	}
 	for _, e := range s.l.ghosts {
-		lines = append(lines, fmt.Sprintf("  %s: deleted pods=%d charged: %s", e.w.Name, s.l.livePods[e.w.UID], describeUsage(e.charged)))
+		lines = append(lines, fmt.Sprintf("  %s: deleted pods=%d charged: %s", e.W.Name, s.l.livePods[e.W.UID], e.Charged.Describe()))
 	}
 	sort.Strings(lines)
 	for _, q := range queues.SortedKeys(s.l.usage) {
-		lines = append(lines, fmt.Sprintf("  usage %s: %s", q, describeUsage(s.l.usage[q])))
+		lines = append(lines, fmt.Sprintf("  usage %s: %s", q, s.l.usage[q].Describe()))
 	}
 	fmt.Fprintln(&s.out, strings.Join(lines, "\n"))
 }

@@ -11,6 +11,7 @@ import (
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -62,20 +63,20 @@ func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 			continue
 		}
 		e := statusEntry(cfg, job, name)
-		if e.phase == finished {
+		if e.Phase() == machine.Finished {
 			continue
 		}
 		s := get(name)
-		switch e.phase {
-		case admitted:
+		switch e.Phase() {
+		case machine.Admitted:
 			s.Admitted++
-		case inadmissible:
+		case machine.Inadmissible:
 			s.Inadmissible++
 		default:
 			s.Pending++
 		}
-		if e.charged != nil {
-			s.Usage.Add(e.charged)
+		if e.Charged != nil {
+			s.Usage.Add(e.Charged)
 		}
 	}
 	usage := make(map[string]queues.Usage, len(out))
@@ -93,25 +94,15 @@ func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 	return res
 }
 
-// statusEntry folds job, of queue name, with react into the entry the
-// ledger would have had before: in the phase its state label names, and
-// charged from its tally.dev/flavors annotation unless it is inadmissible.
-// The fold says whether it still holds that quota.
-func statusEntry(cfg *queues.Config, job *kinds.Object, name string) entry {
+// statusEntry folds job, of queue name, with React into the entry the
+// ledger would have had before: the one its state label and its
+// tally.dev/flavors annotation describe (machine.FromLabels). The fold
+// says whether it still holds that quota.
+func statusEntry(cfg *queues.Config, job *kinds.Object, name string) machine.Entry {
 	w := job.Workload(name, 0)
-	before := entry{phase: pending, w: w}
-	switch queues.State(job.Meta.Labels[queues.LabelState]) {
-	case queues.StateAdmitted:
-		before.phase = admitted
-	case queues.StateInadmissible:
-		before.phase = inadmissible
-	case queues.StateFinished:
-		before.phase = finished
-	}
-	if before.phase != inadmissible {
-		before.charged, before.chargedQueue = UsageOf(cfg, w, job.Meta.Annotations[queues.AnnotationFlavors]), name
-	}
-	e, _ := react(before, observe(cfg, job, w, 0), time.Time{}, nil)
+	before := machine.FromLabels(w, queues.State(job.Meta.Labels[queues.LabelState]), name,
+		UsageOf(cfg, w, job.Meta.Annotations[queues.AnnotationFlavors]))
+	e, _ := machine.React(before, observe(cfg, job, w, 0), time.Time{}, nil)
 	return e
 }
 

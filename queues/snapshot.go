@@ -1,6 +1,10 @@
 package queues
 
 import (
+	"fmt"
+	"sort"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/labels"
 
 	"tally.dev/tally/flavors"
@@ -25,6 +29,22 @@ func (u Usage) Sub(u2 Usage) {
 			delete(u, fr)
 		}
 	}
+}
+
+// Describe renders u as "nvidia.com/gpu=4, cpu=8 in flavor gpu", grouped
+// by flavor, for Events and messages.
+func (u Usage) Describe() string {
+	byFlavor := map[string][]string{}
+	for fr, a := range u {
+		byFlavor[fr.Flavor] = append(byFlavor[fr.Flavor], fmt.Sprintf("%s=%s", fr.Resource, a.Format(fr.Resource)))
+	}
+	parts := make([]string, 0, len(byFlavor))
+	for _, f := range SortedKeys(byFlavor) {
+		res := byFlavor[f]
+		sort.Strings(res)
+		parts = append(parts, fmt.Sprintf("%s in flavor %s", strings.Join(res, ", "), f))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Clone copies u.

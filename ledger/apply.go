@@ -1,0 +1,105 @@
+package ledger
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/queues"
+)
+
+// observe reads o, whose Workload is w and of whose pods n are live,
+// under cfg (which may be nil). restore is left to the caller, which
+// knows the candidate flavors.
+func observe(cfg *queues.Config, o *kinds.Object, w *queues.Workload, n int) machine.Observed {
+	v := machine.Observed{
+		W: w, Finished: o.Finished, Suspended: o.Suspended,
+		Running:      o.Active > 0 || (o.Started && o.StoppedSince.IsZero()),
+		Pods:         n,
+		StoppedSince: o.StoppedSince,
+	}
+	if t, err := time.Parse(time.RFC3339, o.Meta.Annotations[queues.AnnotationAdmittedAt]); err == nil {
+		v.AdmittedAt = t
+	}
+	if ann := o.Meta.Annotations[queues.AnnotationFlavors]; ann != "" || (!o.Finished && !o.Suspended) {
+		v.Usage = UsageOf(cfg, w, ann)
+	}
+	return v
+}
+
+// step carries out one of the machine's steps on e (see machine's
+// steps.go) and puts its result in force.
+func (l *Ledger) step(e *entry, s func(machine.Entry, []machine.Effect) (machine.Entry, []machine.Effect)) {
+	next := *e
+	var fx []machine.Effect
+	next.Entry, fx = s(e.Entry, l.fx)
+	l.apply(e, next, fx)
+}
+
+// apply puts a folded entry in force: e becomes next, and the effects are
+// carried out in order (LeaveTree first). fx is l.fx, handed back empty
+// for the next fold. It is the one place where the ledger acts on the
+// state machine's decisions.
+func (l *Ledger) apply(e *entry, next entry, fx []machine.Effect) {
+	defer func() { clear(fx); l.fx = fx[:0] }()
+	for _, f := range fx {
+		if _, ok := f.(machine.LeaveTree); ok {
+			l.untree(e)
+		}
+	}
+	was, now := e.Phase(), next.Phase()
+	if now == machine.Pending && (was == machine.Admitted || was == machine.Evicting || was == machine.Unrecorded || was == machine.Capturing) {
+		// Back in its queue after it ran: Kueue's requeue, from which
+		// its next admission's wait counts.
+		next.requeuedAt = l.opts.Clock.Now().UnixNano()
+	}
+	if changesPass(e, &next) {
+		l.touchEntryLocked(e)
+		l.touchEntryLocked(&next)
+	}
+	// Admitted now, and not back from an eviction whose write failed.
+	nowAdmitted := now == machine.Admitted && was != machine.Admitted && was != machine.Evicting
+	*e = next
+	for _, f := range fx {
+		switch f := f.(type) {
+		case machine.JoinTree:
+			l.entree(e)
+		case machine.Arrive:
+			l.pokeArrival()
+		case machine.Pass:
+			l.poke()
+		case machine.Charge:
+			l.addUsageLocked(f.Queue, f.Usage)
+			l.poke()
+		case machine.Release:
+			l.subUsageLocked(f.Queue, f.Usage)
+			if f.Finished {
+				l.event(e.W, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", f.Usage.Describe())
+			}
+			l.poke()
+		case machine.Yield:
+			l.subUsageLocked(f.Queue, f.Usage)
+		case machine.Unyield:
+			l.addUsageLocked(f.Queue, f.Usage)
+		case machine.Relabel:
+			l.relabelJobLocked(e)
+		case machine.Freed:
+			l.victimFreedLocked(e.W.UID)
+		case machine.RecheckLater:
+			uid, rv := e.W.UID, e.rv
+			time.AfterFunc(f.After, func() { l.recheckVictim(uid, rv) })
+		}
+	}
+	if e.Charged != nil {
+		l.holding[e] = struct{}{}
+	} else {
+		delete(l.holding, e)
+	}
+	l.notePendingLocked(e)
+	if nowAdmitted && e.W != nil {
+		// The pods the gate held while it waited may run now.
+		l.judgeGatedLocked(e.W.UID)
+	}
+}
