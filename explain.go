@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tally.dev/tally/ledger"
 	"tally.dev/tally/ledger/inspect"
+	"tally.dev/tally/queues"
 )
 
 // explain prints where one workload stands (see inspect.ExplainWorkload).
@@ -25,7 +25,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then the in-cluster config.")
 	ns := fs.String("n", "", "The workload's namespace. Defaults to the kubeconfig context's.")
-	tallyNS := fs.String("tally-namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+ledger.ConfigName+".")
+	tallyNS := fs.String("tally-namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+queues.ConfigName+".")
 	configFile := fs.String("config", "", "Read the config from this file instead of the ConfigMap.")
 	file := fs.String("f", "", "Explain the workload in this YAML or JSON file, as if it were submitted now.")
 	output := fs.String("o", "text", "Output format: text or json.")
@@ -90,7 +90,7 @@ Flags:
 		enc.SetIndent("", "  ")
 		err = enc.Encode(x)
 	} else {
-		err = ledger.WriteExplanation(stdout, x)
+		err = inspect.WriteExplanation(stdout, x)
 	}
 	if err != nil {
 		return fail(err)

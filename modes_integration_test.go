@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/ledger"
 	"tally.dev/tally/queues"
@@ -59,7 +60,7 @@ func TestIntegrationAdmissionPatch(t *testing.T) {
 			// send writes the admission decided on seen, the Job as the
 			// informer holds it (stripped).
 			send := func(seen *batchv1.Job) error {
-				cached, err := ledger.StripJob(seen.DeepCopy())
+				cached, err := kinds.StripJob(seen.DeepCopy())
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -256,7 +256,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	}
 	log.Info("only these users may un-suspend or re-pin managed Jobs", "users", users)
 	if err := webhook.Setup(ctx, mgr, direct, webhook.Options{
-		Store: store, Namespace: f.namespace, ConfigName: ledger.ConfigName, Users: users,
+		Store: store, Namespace: f.namespace, ConfigName: queues.ConfigName, Users: users,
 		URL: f.webhookURL, CertDir: f.certDir, CertManager: f.certManager, Register: f.register, Kinds: ks,
 	}, log); err != nil {
 		return err

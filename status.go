@@ -12,8 +12,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tally.dev/tally/ledger"
 	"tally.dev/tally/ledger/inspect"
+	"tally.dev/tally/queues"
 )
 
 // status prints every ClusterQueue's books, rebuilt from the API server
@@ -22,7 +22,7 @@ func status(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tally status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then the in-cluster config.")
-	namespace := fs.String("namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+ledger.ConfigName+".")
+	namespace := fs.String("namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+queues.ConfigName+".")
 	configFile := fs.String("config", "", "Read the config from this file instead of the ConfigMap.")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: tally status [flags]\n\nShows each ClusterQueue's pending, admitted and inadmissible Jobs and, per flavor and\nresource, its usage, nominal quota and borrowing (and its fair-sharing share), rebuilt from\nthe Jobs on the API server as tally's ledger counts them.\n\nFlags:\n")

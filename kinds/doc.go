@@ -73,7 +73,10 @@
 //     keep each in step with the registry (kinds.TestDeployedRBAC,
 //     webhook.TestConfigurationsDeployed).
 //
+// StripJob (strip.go) is the cache transform that cuts a Job to what the
+// books read of it; the ledger's cache and the read side's lists apply it.
+//
 // It may import tally's queues and flavors packages, the Kubernetes API
 // machinery and controller-runtime's client package (for client.Object);
-// webhook, ledger and main import it, queues and flavors never do.
+// webhook, ledger, inspect and main import it, queues and flavors never do.
 package kinds

@@ -12,7 +12,7 @@ import (
 // Job is batch/v1 Job: one pod set, "main", of parallelism pods (capped by
 // completions); suspended by spec.suspend; finished when Complete or
 // Failed. It is read typed, so the ledger's cache can strip it (see
-// ledger.StripJob).
+// StripJob).
 type Job struct{}
 
 // The paths of a Job's fields, shared by every Job.

@@ -19,9 +19,6 @@ import (
 	"tally.dev/tally/queues"
 )
 
-// ConfigName is the name of the config ConfigMap in tally's namespace.
-const ConfigName = "tally-config"
-
 // ConfigLoader keeps a Store in step with the config ConfigMap. Every
 // replica runs it, since every replica serves the webhooks. A ConfigMap
 // that kinds.Accept refuses leaves the last good config in force and is
@@ -68,7 +65,7 @@ func (c *ConfigLoader) Start(ctx context.Context) error {
 
 func (c *ConfigLoader) load(obj any) {
 	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok || cm.Namespace != c.Namespace || cm.Name != ConfigName {
+	if !ok || cm.Namespace != c.Namespace || cm.Name != queues.ConfigName {
 		return
 	}
 	acc := kinds.Accept(context.Background(), kinds.Text(cm.Data[queues.ConfigKey]), kinds.API{Mapper: c.Mapper})

@@ -29,7 +29,7 @@ func TestConfigLoaderKinds(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	c := &ConfigLoader{Store: queues.NewStore(nil), Recorder: rec, Namespace: "tally-system", Log: logr.Discard(), Mapper: mapper, Kinds: kinds.NewRegistry()}
 	load := func(config string) []string {
-		c.load(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tally-system", Name: ConfigName}, Data: map[string]string{queues.ConfigKey: config}})
+		c.load(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tally-system", Name: queues.ConfigName}, Data: map[string]string{queues.ConfigKey: config}})
 		var events []string
 		for len(rec.Events) > 0 {
 			events = append(events, <-rec.Events)

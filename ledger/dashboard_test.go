@@ -11,6 +11,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"tally.dev/tally/ledger/inspect"
 )
 
 // TestDashboard: the page's view of a queue (4 CPUs nominal, 2 more it may
@@ -25,7 +26,7 @@ func TestDashboard(t *testing.T) {
 	for _, line := range []string{"create a cpu=4 prio=10", "create b cpu=3", "create c cpu=3 prio=5", "pass", "landed a"} {
 		s.step(strings.Fields(line))
 	}
-	v := s.l.Dashboard()
+	v := inspect.Dashboard(s.l.Books())
 	if !v.Leading || len(v.Cohorts) == 0 || v.Cohorts[0].Name != "c" {
 		t.Fatalf("view %+v", v)
 	}
@@ -44,7 +45,7 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("recent %+v, want the admission of a first", v.Recent)
 	}
 
-	srv := httptest.NewServer(DashboardHandler(s.l))
+	srv := httptest.NewServer(inspect.DashboardHandler(s.l.Books))
 	defer srv.Close()
 	page := get(t, srv.URL+"/")
 	for _, want := range []string{`data-queue="q"`, "Job ns/c", "Job ns/b", `class="used"`, "refresh", "Admitted"} {
@@ -55,7 +56,7 @@ func TestDashboard(t *testing.T) {
 	if strings.Contains(page, "<script") || strings.Contains(page, "http://") || strings.Contains(page, "https://") {
 		t.Error("the page loads scripts or something from elsewhere")
 	}
-	var back DashboardView
+	var back inspect.DashboardView
 	if err := json.Unmarshal([]byte(get(t, srv.URL+"/api/dashboard")), &back); err != nil || back.Totals["pending"] != 2 {
 		t.Errorf("/api/dashboard: %v, totals %v", err, back.Totals)
 	}

@@ -4,11 +4,9 @@
 // below stands for any of them) hold quota in which ClusterQueue and flavor, admits
 // pending Jobs when quota frees, keeps the tally.dev/managed label on
 // managed namespaces (annotated, or named by a LocalQueue of the config),
-// and loads the config ConfigMap (declaring its WorkloadKinds). Status
-// rebuilds the same books from a list of Jobs, for `tally status`, and
-// Explain says where one workload stands, for `tally explain`, replaying
-// admission passes to estimate its start. Dashboard serves the read-only
-// page of the queues from the ledger's own books; metrics.go keeps
+// and loads the config ConfigMap (declaring its WorkloadKinds). Books
+// copies its books under its lock for the read-only dashboard, which
+// package inspect builds and serves (Dashboard); metrics.go keeps
 // Kueue's metrics as the books change. modes.go holds the switches that
 // trade writes away (the finished label, the Queued and Pending Events,
 // the admission write's encoding); the defaults make every write below.
@@ -74,7 +72,7 @@
 // charged the difference as its pod overhead, in place when its queue has
 // room, else by an eviction after which it queues again at that size
 // (gated.go). A single-pod workload (kinds.Pod) is admitted
-// by taking its scheduling gate off and evicted by deleting it. Status folds each Job through react too,
+// by taking its scheduling gate off and evicted by deleting it. inspect.Status folds each Job through react too,
 // from the entry its state label and flavors annotation describe.
 //
 // testdata/scenarios/*.txt drive the ledger through these states step by
@@ -104,6 +102,7 @@
 //     (Lease.Held) it decides no pass and sends no write once its last
 //     renewal is as old as the renew deadline (fence.go).
 //
-// It may import tally's kinds, queues and flavors packages, the Kubernetes
-// API machinery and controller-runtime; never webhook or main.
+// It may import tally's kinds, queues, flavors and inspect packages
+// (inspect.Observe reads a workload for the state machine), the
+// Kubernetes API machinery and controller-runtime; never webhook or main.
 package ledger

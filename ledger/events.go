@@ -4,18 +4,19 @@ import (
 	"fmt"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/inspect"
 	"tally.dev/tally/queues"
 )
 
 // The Event reasons DESIGN.md fixes.
 const (
-	ReasonQueued        = "Queued"
+	ReasonQueued        = inspect.ReasonQueued
 	ReasonPending       = "Pending"
 	ReasonInadmissible  = "Inadmissible"
 	ReasonAdmitted      = "Admitted"
 	ReasonQuotaReleased = "QuotaReleased"
 	ReasonPreempting    = "Preempting"
-	ReasonPreempted     = "Preempted"
+	ReasonPreempted     = inspect.ReasonPreempted
 	// ReasonEvicted is on a workload tally suspended for another reason
 	// than a preemption: its pods turned out larger than it was admitted
 	// with (gated.go).
@@ -37,7 +38,7 @@ func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, arg
 	l.recorder.Event(kinds.Ref(w), eventType, reason, msg)
 	switch reason {
 	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonEvicted, ReasonPodOverhead, ReasonQuotaReleased, ReasonInadmissible:
-		l.recent.add(Decision{At: l.opts.Clock.Now(), Reason: reason, Workload: kinds.GVKOf(w).Kind + " " + w.Key(),
+		l.recent.add(inspect.Decision{At: l.opts.Clock.Now(), Reason: reason, Workload: kinds.GVKOf(w).Kind + " " + w.Key(),
 			Queue: w.Queue, Message: msg})
 	}
 }

@@ -1,8 +1,6 @@
 package ledger
 
 import (
-	"strings"
-
 	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +8,7 @@ import (
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/inspect"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
@@ -117,7 +116,7 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) mach
 		w = o.WorkloadIn(queue, priority, l.defaultsLocked(o.Meta.Namespace))
 		w.Tag = e
 	}
-	v := observe(l.cfg, o, w, l.livePods[o.Meta.UID])
+	v := inspect.Observe(l.cfg, o, w, l.livePods[o.Meta.UID])
 	if o.Suspended && !o.Finished {
 		v.Restore = l.restoreDueLocked(o, w)
 	}
@@ -340,54 +339,6 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 	e.Charged, e.ChargedQueue = nil, ""
 	delete(l.holding, e)
 	l.poke()
-}
-
-// UsageOf derives what an admitted Job holds from its tally.dev/flavors
-// annotation: each resource is charged to the listed flavor that has quota
-// for it in the Job's ClusterQueue (the first listed flavor when none has).
-// A Job without the annotation (it ran before tally recorded it) is charged
-// to its queue's first candidate flavors. cfg may be nil.
-func UsageOf(cfg *queues.Config, w *queues.Workload, ann string) queues.Usage {
-	var names []string
-	if _, v, ok := strings.Cut(strings.Split(ann, ",")[0], "="); ok {
-		names = strings.Split(v, "+")
-	}
-	var cq *queues.ClusterQueue
-	if cfg != nil {
-		cq = cfg.ClusterQueues[w.Queue]
-	}
-	if len(names) == 0 || names[0] == "" {
-		names = fallbackFlavors(cfg, cq, w)
-	}
-	u := queues.Usage{}
-	for r, a := range w.Total() {
-		f := names[0]
-		if cq != nil {
-			for _, n := range names {
-				if _, ok := cq.Quota(queues.FlavorResource{Flavor: n, Resource: r}); ok {
-					f = n
-					break
-				}
-			}
-		}
-		u[queues.FlavorResource{Flavor: f, Resource: r}] = a
-	}
-	return u
-}
-
-// fallbackFlavors names the flavors of a Job that runs without an admission
-// record: the first candidate combination of its queue.
-func fallbackFlavors(cfg *queues.Config, cq *queues.ClusterQueue, w *queues.Workload) []string {
-	if cq != nil {
-		if combos := cfg.Candidates(cq, w); len(combos) > 0 {
-			names := make([]string, len(combos[0]))
-			for i, f := range combos[0] {
-				names[i] = f.Name
-			}
-			return names
-		}
-	}
-	return []string{""}
 }
 
 // priorityOf resolves a Job's priority: its WorkloadPriorityClass, else its

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/queues"
 	"tally.dev/tally/queues/queuestest"
@@ -69,7 +70,7 @@ func newBenchLedger(b testing.TB, nQueues, nAdmitted, nPending int) *Ledger {
 
 // StripJobOrDie applies the cache transform, as the informer would.
 func StripJobOrDie(job *batchv1.Job) *batchv1.Job {
-	out, _ := StripJob(job)
+	out, _ := kinds.StripJob(job)
 	return out.(*batchv1.Job)
 }
 

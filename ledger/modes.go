@@ -152,7 +152,7 @@ func EncodeAdmission(mode AdmissionPatch, ref, cached client.Object, rv string, 
 func jsonAdmissionPatch(obj client.Object, rv string, merge []byte) ([]byte, error) {
 	var src map[string]any
 	if job, ok := obj.(*batchv1.Job); ok {
-		// The cache strips Jobs (StripJob) but keeps every object an
+		// The cache strips Jobs (kinds.StripJob) but keeps every object an
 		// admission patch goes through, with their content.
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(job)
 		if err != nil {

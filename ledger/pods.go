@@ -84,8 +84,8 @@ func StripPod(obj any) (any, error) {
 	}
 	if kinds.IsPodWorkload(p) {
 		p.ManagedFields = nil
-		p.Spec.Containers = stripContainers(p.Spec.Containers)
-		p.Spec.InitContainers = stripContainers(p.Spec.InitContainers)
+		p.Spec.Containers = kinds.StripContainers(p.Spec.Containers)
+		p.Spec.InitContainers = kinds.StripContainers(p.Spec.InitContainers)
 		p.Spec.Volumes = nil
 		return p, nil
 	}
@@ -96,7 +96,7 @@ func StripPod(obj any) (any, error) {
 			DeletionTimestamp: p.DeletionTimestamp,
 		},
 		Spec: corev1.PodSpec{
-			Containers: stripContainers(p.Spec.Containers), InitContainers: stripContainers(p.Spec.InitContainers),
+			Containers: kinds.StripContainers(p.Spec.Containers), InitContainers: kinds.StripContainers(p.Spec.InitContainers),
 			Overhead: p.Spec.Overhead, Resources: p.Spec.Resources, SchedulingGates: p.Spec.SchedulingGates,
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
@@ -309,7 +309,7 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 			g = &entry{Entry: machine.Ghost(w)}
 			l.ghosts[owner] = g
 		}
-		sum := UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])
+		sum := queues.UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])
 		if g.Charged != nil {
 			sum.Add(g.Charged)
 			l.releaseLocked(g, false)

@@ -14,13 +14,13 @@ import (
 )
 
 // CacheOptions are what the ledger needs of the manager's cache: Jobs
-// stripped to what it reads (StripJob), the pods of admitted workloads
+// stripped to what it reads (kinds.StripJob), the pods of admitted workloads
 // stripped to their owner and phase (StripPod), and, when the config comes from
 // the ConfigMap (fromConfigMap), that one ConfigMap of namespace; and the
 // LimitRanges and RuntimeClasses stripped to what makes pod defaults.
 func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.ByObject {
 	byObject := map[client.Object]cache.ByObject{
-		kinds.Job{}.New():      {Transform: StripJob},
+		kinds.Job{}.New():      {Transform: kinds.StripJob},
 		&corev1.Pod{}:          {Label: podSelector(), Transform: StripPod},
 		&corev1.LimitRange{}:   {Transform: StripLimitRange},
 		&nodev1.RuntimeClass{}: {Transform: StripRuntimeClass},
@@ -28,7 +28,7 @@ func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.
 	if fromConfigMap {
 		byObject[&corev1.ConfigMap{}] = cache.ByObject{
 			Namespaces: map[string]cache.Config{namespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", ConfigName),
+			Field:      fields.OneTermEqualSelector("metadata.name", queues.ConfigName),
 		}
 	}
 	return byObject

@@ -12,7 +12,8 @@
 // into documents, schema.go holds the documents' raw types, validate.go
 // checks them, errors.go words decoding errors, and parse.go drives the
 // steps and converts valid documents into the Config. workloadkind.go
-// does all of this for the WorkloadKind document.
+// does all of this for the WorkloadKind document. UsageOf (usageof.go)
+// reads what an admitted workload holds from its flavors annotation.
 //
 // It may import tally's flavors package, the standard library, the
 // Kubernetes API types and machinery, k8s.io/component-helpers and the

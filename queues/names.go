@@ -54,8 +54,10 @@ const (
 	FieldManagerPreemption = "tally-preemption"
 	FieldManagerState      = "tally-state"
 
-	// ConfigKey is the ConfigMap key that holds the config documents.
-	ConfigKey = "queues.yaml"
+	// ConfigName is the name of the config ConfigMap in tally's
+	// namespace; ConfigKey its key that holds the config documents.
+	ConfigName = "tally-config"
+	ConfigKey  = "queues.yaml"
 )
 
 // State is the value of LabelState.

@@ -2,13 +2,22 @@
 // dashboard: it reads from the API server (or from a copy of the ledger's
 // books) what they show, and never imports the ledger's runtime.
 //
+// Status rebuilds every ClusterQueue's books from a list of workloads,
+// folding each with the state machine as the ledger does (Observe reads a
+// workload into the machine's input, for the ledger too), and
+// WriteStatus prints them; Explain says where one workload stands,
+// replaying admission passes (queues.Decide) to estimate its start, and
+// WriteExplanation prints it. Dashboard builds the dashboard's view from
+// Books, a copy of the ledger's books taken under its lock, running its
+// admission pass on the copy; DashboardHandler serves it.
+//
 // LoadConfig reads the config in force, through kinds.Accept as tally
 // itself does, and ListWorkloads lists the managed workloads as the
 // ledger counts them; ShowStatus and ExplainWorkload build `tally status`
 // and `tally explain` on them.
 //
-// It may import tally's kinds and queues packages, the Kubernetes API
-// machinery and controller-runtime's client, and of the ledger only its
-// pure read side and names: Explain (ExplainInput, Explanation), Status
-// and WriteStatus, StripJob and ConfigName. Only main imports it.
+// It may import tally's kinds, queues and flavors packages, the state
+// machine (ledger/machine), the Kubernetes API machinery and
+// controller-runtime's client; never the ledger itself (imports_test.go
+// checks), webhook or main. The ledger and main import it.
 package inspect

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"tally.dev/tally/kinds"
-	"tally.dev/tally/ledger"
 	"tally.dev/tally/queues"
 )
 
@@ -33,18 +32,18 @@ type ExplainRequest struct {
 	File, Name string
 }
 
-// ExplainWorkload reads what ledger.Explain needs from the API server (the
+// ExplainWorkload reads what Explain needs from the API server (the
 // config, the workload and its Events, the queued workloads and the
 // PriorityClasses) and says where the workload stands at now.
-func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, now time.Time) (ledger.Explanation, error) {
+func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, now time.Time) (Explanation, error) {
 	cfg, ks, err := LoadConfig(ctx, c, req.TallyNamespace, req.ConfigFile)
 	if err != nil {
-		return ledger.Explanation{}, err
+		return Explanation{}, err
 	}
-	in := ledger.ExplainInput{Config: cfg, Now: now, AllNamespaces: true, PriorityClasses: map[string]int32{}}
+	in := ExplainInput{Config: cfg, Now: now, AllNamespaces: true, PriorityClasses: map[string]int32{}}
 	if req.File != "" {
 		if in.Target, err = readWorkloadFile(ks, req.File, req.Namespace); err != nil {
-			return ledger.Explanation{}, err
+			return Explanation{}, err
 		}
 		in.New = true
 		meta := in.Target.Meta
@@ -53,25 +52,25 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 		// LocalQueues alone.
 		_ = c.Get(ctx, client.ObjectKey{Name: meta.Namespace}, nsObj)
 		if in.Queue, err = cfg.Route(meta.Namespace, nsObj.Annotations[queues.AnnotationNamespaceQueue], meta.Labels); err != nil {
-			return ledger.Explanation{}, err
+			return Explanation{}, err
 		}
 		if in.Queue == "" {
-			return ledger.Explanation{Workload: in.Target.Describe(), State: "unmanaged",
+			return Explanation{Workload: in.Target.Describe(), State: "unmanaged",
 				Notes: []string{"it would not be queued: it names no LocalQueue or ClusterQueue, and namespace " + meta.Namespace + " is not bound to one (or you cannot read it)"}}, nil
 		}
 	} else {
 		k, name, err := kindAndName(ks, req.Name)
 		if err != nil {
-			return ledger.Explanation{}, err
+			return Explanation{}, err
 		}
 		obj := k.New()
 		if err := c.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: name}, obj); err != nil {
-			return ledger.Explanation{}, fmt.Errorf("reading %s %s/%s: %w", k.GVK().Kind, req.Namespace, name, err)
+			return Explanation{}, fmt.Errorf("reading %s %s/%s: %w", k.GVK().Kind, req.Namespace, name, err)
 		}
-		_, _ = ledger.StripJob(obj)
+		_, _ = kinds.StripJob(obj)
 		var ok bool
 		if in.Target, ok = ks.Of(obj); !ok {
-			return ledger.Explanation{}, fmt.Errorf("%s %s/%s: not a workload tally can read", k.GVK().Kind, req.Namespace, name)
+			return Explanation{}, fmt.Errorf("%s %s/%s: not a workload tally can read", k.GVK().Kind, req.Namespace, name)
 		}
 		events := &corev1.EventList{}
 		if err := c.List(ctx, events, client.InNamespace(req.Namespace), client.MatchingFields{"involvedObject.uid": string(in.Target.Meta.UID)}); err == nil {
@@ -88,7 +87,7 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 		in.Workloads, err = ListWorkloads(ctx, ks, c, client.InNamespace(in.Target.Meta.Namespace))
 	}
 	if err != nil {
-		return ledger.Explanation{}, err
+		return Explanation{}, err
 	}
 	pcs := &schedulingv1.PriorityClassList{}
 	if err := c.List(ctx, pcs); err == nil {
@@ -96,7 +95,7 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 			in.PriorityClasses[pc.Name] = pc.Value
 		}
 	}
-	return ledger.Explain(in), nil
+	return Explain(in), nil
 }
 
 // eventTime is when an Event last happened.

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
-	"tally.dev/tally/ledger"
 	"tally.dev/tally/queues"
 )
 
@@ -22,7 +21,7 @@ func LoadConfig(ctx context.Context, c client.Reader, namespace, file string) (*
 	src := kinds.Files(file)
 	if file == "" {
 		cm := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ledger.ConfigName}, cm); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: queues.ConfigName}, cm); err != nil {
 			return nil, nil, fmt.Errorf("reading the config: %w", err)
 		}
 		src = kinds.Text(cm.Data[queues.ConfigKey])
@@ -54,7 +53,7 @@ func ListWorkloads(ctx context.Context, ks *kinds.Registry, c client.Reader, opt
 				return nil, fmt.Errorf("listing %s: %w", k.GVK().Kind, err)
 			}
 			if err := meta.EachListItem(list, func(obj runtime.Object) error {
-				_, _ = ledger.StripJob(obj)
+				_, _ = kinds.StripJob(obj)
 				if o, ok := ks.Of(obj); ok {
 					out = append(out, o)
 				}

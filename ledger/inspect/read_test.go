@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tally.dev/tally/ledger"
 	"tally.dev/tally/queues"
 )
 
@@ -41,7 +40,7 @@ func workloadKind(name, group, kind string) string {
 func TestLoadConfig(t *testing.T) {
 	cm := func(config string) configMapReader {
 		c := &corev1.ConfigMap{Data: map[string]string{queues.ConfigKey: config}}
-		c.Namespace, c.Name = "tally-system", ledger.ConfigName
+		c.Namespace, c.Name = "tally-system", queues.ConfigName
 		return configMapReader{cm: c}
 	}
 	file := filepath.Join(t.TempDir(), "queues.yaml")

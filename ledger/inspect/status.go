@@ -5,11 +5,9 @@ import (
 	"io"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"tally.dev/tally/ledger"
 )
 
-// ShowStatus writes every ClusterQueue's books (ledger.Status), rebuilt
+// ShowStatus writes every ClusterQueue's books (Status), rebuilt
 // from the workloads on the API server, under the config in namespace's
 // ConfigMap, or in configFile when it is set.
 func ShowStatus(ctx context.Context, c client.Reader, namespace, configFile string, out io.Writer) error {
@@ -21,5 +19,5 @@ func ShowStatus(ctx context.Context, c client.Reader, namespace, configFile stri
 	if err != nil {
 		return err
 	}
-	return ledger.WriteStatus(out, cfg, ledger.Status(cfg, jobs))
+	return WriteStatus(out, cfg, Status(cfg, jobs))
 }

@@ -1,4 +1,4 @@
-package ledger
+package kinds
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
@@ -12,7 +12,7 @@ import (
 // status conditions. It cuts the informer's memory per Job several-fold.
 // Writes never start from a cached Job: they are patches, so nothing
 // stripped here can be lost. The JSON admission patch reads which of the
-// objects it writes into exist (jsonAdmission): those are all kept.
+// objects it writes into exist (the ledger's jsonAdmission): those are all kept.
 func StripJob(obj any) (any, error) {
 	job, ok := obj.(*batchv1.Job)
 	if !ok {
@@ -28,8 +28,8 @@ func StripJob(obj any) (any, error) {
 		Priority:          spec.Priority,
 		Overhead:          spec.Overhead,
 		Resources:         spec.Resources,
-		Containers:        stripContainers(spec.Containers),
-		InitContainers:    stripContainers(spec.InitContainers),
+		Containers:        StripContainers(spec.Containers),
+		InitContainers:    StripContainers(spec.InitContainers),
 	}
 	meta := job.Spec.Template.ObjectMeta
 	job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels, Annotations: meta.Annotations}, Spec: kept}
@@ -43,7 +43,9 @@ func StripJob(obj any) (any, error) {
 	return job, nil
 }
 
-func stripContainers(cs []corev1.Container) []corev1.Container {
+// StripContainers keeps of each container its name, resources and restart
+// policy: what the books read of it.
+func StripContainers(cs []corev1.Container) []corev1.Container {
 	if len(cs) == 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package ledger
+package inspect
 
 import (
 	"strings"
@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -201,4 +202,13 @@ func TestStatusEvicting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// objects reads Jobs as the ledger's informer delivers them.
+func objects(jobs []batchv1.Job) []*kinds.Object {
+	out := make([]*kinds.Object, len(jobs))
+	for i := range jobs {
+		out[i], _ = kinds.NewRegistry().Of(&jobs[i])
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package ledger
+package inspect
 
 import (
 	"cmp"
@@ -14,6 +14,12 @@ import (
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
+)
+
+// The Event reasons Explain reads, as the ledger records them.
+const (
+	ReasonQueued    = "Queued"
+	ReasonPreempted = "Preempted"
 )
 
 // ExplainInput is what Explain reads: the config, the managed workloads
@@ -130,7 +136,7 @@ const maxSimulated = 20000
 func Explain(in ExplainInput) Explanation {
 	cfg := permissive(in.Config)
 	prio := func(o *kinds.Object) int32 {
-		if c := firstNonEmpty(o.Meta.Labels[queues.LabelPriorityClass], o.Meta.Labels[queues.LabelKueuePriorityClass]); c != "" {
+		if c := cmp.Or(o.Meta.Labels[queues.LabelPriorityClass], o.Meta.Labels[queues.LabelKueuePriorityClass]); c != "" {
 			if v, ok := cfg.PriorityClasses[c]; ok {
 				return v
 			}

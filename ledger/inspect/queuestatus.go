@@ -1,4 +1,4 @@
-package ledger
+package inspect
 
 import (
 	"cmp"
@@ -101,8 +101,8 @@ func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 func statusEntry(cfg *queues.Config, job *kinds.Object, name string) machine.Entry {
 	w := job.Workload(name, 0)
 	before := machine.FromLabels(w, queues.State(job.Meta.Labels[queues.LabelState]), name,
-		UsageOf(cfg, w, job.Meta.Annotations[queues.AnnotationFlavors]))
-	e, _ := machine.React(before, observe(cfg, job, w, 0), time.Time{}, nil)
+		queues.UsageOf(cfg, w, job.Meta.Annotations[queues.AnnotationFlavors]))
+	e, _ := machine.React(before, Observe(cfg, job, w, 0), time.Time{}, nil)
 	return e
 }
 
