@@ -66,7 +66,7 @@ func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 			l.log.Info("no admission pass", "reason", err.Error())
 			go func() {
 				<-l.opts.Clock.After(time.Second)
-				l.poke()
+				l.wakePass()
 			}()
 			return 0, false
 		}
@@ -163,9 +163,7 @@ func (l *Ledger) decide() []write {
 	for _, d := range decided.Admissions {
 		e := d.Workload.Tag.(*entry)
 		e.lastCode = ""
-		l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-			return machine.Assume(m, d.Workload.Queue, d.Assignment.Usage, fx)
-		})
+		l.step(e, machine.Assume(d.Workload.Queue, d.Assignment.Usage))
 		out = append(out, write{e: e, w: e.W, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity, src: e.src,
 			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend, resume: e.resume,
 			waitingSince: e.waitingSince()})
@@ -224,7 +222,7 @@ func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
 // suspending write.
 func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	pe := p.Preemptor.Tag.(*entry)
-	l.untree(pe)
+	l.removePendingLocked(pe)
 	pe.lastCode = ""
 	// The preemptor's claim on the room its victims leave counts until it
 	// is tried again, so nothing else is decided on that room. What the
@@ -236,9 +234,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	for i, v := range p.Victims {
 		ve := v.W.Tag.(*entry)
 		moved := p.Moved[i]
-		l.step(ve, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-			return machine.Evict(m, moved, l.opts.Clock.Now(), fx)
-		})
+		l.step(ve, machine.Evict(moved, l.opts.Clock.Now()))
 		pe.Claim.Victims[v.W.UID] = true
 		l.waitingOn[v.W.UID] = pe
 		l.yielding[ve] = pe
@@ -303,9 +299,7 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 	if err != nil {
 		l.mu.Lock()
 		// It runs on: its quota counts in full again.
-		l.step(w.e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-			return machine.EvictionFailed(m, w.moved, fx)
-		})
+		l.step(w.e, machine.EvictionFailed(w.moved))
 		l.mu.Unlock()
 		l.log.Info("preemption write failed; the preemptor queues again", "job", w.w.Key(), "preemptor", w.preemptor.W.Key(), "err", err.Error())
 		return
@@ -347,9 +341,9 @@ func (l *Ledger) admit(ctx context.Context, adm write) {
 	l.admitted(adm, now)
 }
 
-// echo is an admission write whose version the watch has yet to bring:
+// awaitedVersion is an admission write whose version the watch has yet to bring:
 // that version, and when the write's answer came.
-type echo struct {
+type awaitedVersion struct {
 	rv uint64
 	at time.Time
 }
@@ -374,7 +368,7 @@ func (l *Ledger) awaitEcho(uid types.UID, rv string) {
 		l.metrics.watchDelay.Observe(0)
 		return
 	}
-	l.echoes[uid] = echo{rv: v, at: l.opts.Clock.Now()}
+	l.echoes[uid] = awaitedVersion{rv: v, at: l.opts.Clock.Now()}
 }
 
 // echoedLocked ends the timing of an admission write of workload uid once
@@ -410,9 +404,7 @@ func (l *Ledger) rollback(adm write, err error) {
 	// version the write saw, it would only conflict again, one wasted
 	// write per pass.
 	rejoin := l.jobs[adm.w.UID] == e && (!apierrors.IsConflict(err) || e.rv != adm.rv)
-	l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-		return machine.Rollback(m, rejoin, fx)
-	})
+	l.step(e, machine.Rollback(rejoin))
 	if errors.Is(err, ErrNotLeader) {
 		l.log.Info("admission not written", "job", adm.w.Key(), "reason", err.Error())
 		return

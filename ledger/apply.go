@@ -10,22 +10,22 @@ import (
 
 // step carries out one of the machine's steps on e (see machine's
 // steps.go) and puts its result in force.
-func (l *Ledger) step(e *entry, s func(machine.Entry, []machine.Effect) (machine.Entry, []machine.Effect)) {
+func (l *Ledger) step(e *entry, s machine.Step) {
 	next := *e
-	var fx []machine.Effect
-	next.Entry, fx = s(e.Entry, l.fx)
-	l.apply(e, next, fx)
+	var effects []machine.Effect
+	next.Entry, effects = s(e.Entry, l.effects)
+	l.apply(e, next, effects)
 }
 
 // apply puts a folded entry in force: e becomes next, and the effects are
-// carried out in order (LeaveTree first). fx is l.fx, handed back empty
+// carried out in order (LeaveTree first). effects is l.effects, handed back empty
 // for the next fold. It is the one place where the ledger acts on the
 // state machine's decisions.
-func (l *Ledger) apply(e *entry, next entry, fx []machine.Effect) {
-	defer func() { clear(fx); l.fx = fx[:0] }()
-	for _, f := range fx {
+func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
+	defer func() { clear(effects); l.effects = effects[:0] }()
+	for _, f := range effects {
 		if _, ok := f.(machine.LeaveTree); ok {
-			l.untree(e)
+			l.removePendingLocked(e)
 		}
 	}
 	was, now := e.Phase(), next.Phase()
@@ -41,23 +41,23 @@ func (l *Ledger) apply(e *entry, next entry, fx []machine.Effect) {
 	// Admitted now, and not back from an eviction whose write failed.
 	nowAdmitted := now == machine.Admitted && was != machine.Admitted && was != machine.Evicting
 	*e = next
-	for _, f := range fx {
+	for _, f := range effects {
 		switch f := f.(type) {
 		case machine.JoinTree:
-			l.entree(e)
+			l.insertPendingLocked(e)
 		case machine.Arrive:
-			l.pokeArrival()
+			l.wakeOnArrival()
 		case machine.Pass:
-			l.poke()
+			l.wakePass()
 		case machine.Charge:
 			l.addUsageLocked(f.Queue, f.Usage)
-			l.poke()
+			l.wakePass()
 		case machine.Release:
 			l.subUsageLocked(f.Queue, f.Usage)
 			if f.Finished {
 				l.event(e.W, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", f.Usage.Describe())
 			}
-			l.poke()
+			l.wakePass()
 		case machine.Yield:
 			l.subUsageLocked(f.Queue, f.Usage)
 		case machine.Unyield:

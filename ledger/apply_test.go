@@ -29,10 +29,10 @@ func TestApplyLeavesTheTreeByTheOldVersion(t *testing.T) {
 	other := &entry{Entry: machine.New(machine.Pending)}
 	other.W = reactWorkload(1)
 	other.W.UID, other.W.Priority = "uid-other", 5
-	l.entree(other)
+	l.insertPendingLocked(other)
 	e := &entry{Entry: machine.New(machine.Pending)}
 	e.W = reactWorkload(2)
-	l.entree(e)
+	l.insertPendingLocked(e)
 	raised := *reactWorkload(2)
 	raised.Priority = 10
 	next := *e

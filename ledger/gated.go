@@ -259,9 +259,7 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 		return
 	}
 	ann := addOverhead(e.overhead, excess)
-	l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-		return machine.Requeue(m, l.opts.Clock.Now(), fx)
-	})
+	l.step(e, machine.Requeue(l.opts.Clock.Now()))
 	w := write{e: e, w: e.W, suspend: e.suspend,
 		overhead: ann,
 		message: fmt.Sprintf("Pod %s asks for %s more than the pods it was admitted with (a container another admission webhook added?); requeued to be admitted and charged with pod overhead %s",

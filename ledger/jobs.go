@@ -100,10 +100,10 @@ func (l *Ledger) onJob(obj any) {
 // view already noted), keeps o for the folds of e's pod counts, and puts
 // the result in force.
 func (l *Ledger) foldLocked(e *entry, next entry, o machine.Observed) {
-	var fx []machine.Effect
-	next.Entry, fx = machine.React(next.Entry, o, l.opts.Clock.Now(), l.fx)
+	var effects []machine.Effect
+	next.Entry, effects = machine.React(next.Entry, o, l.opts.Clock.Now(), l.effects)
 	next.seen = o
-	l.apply(e, next, fx)
+	l.apply(e, next, effects)
 }
 
 // observeLocked reads o, whose entry is e, under the config in force.
@@ -173,9 +173,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	// Its pods may outlive it: its quota, and its preemptor's wait, last
 	// until they are gone (pods.go).
 	live := l.livePods[uid] > 0
-	l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-		return machine.Forget(m, live, fx)
-	})
+	l.step(e, machine.Forget(live))
 	if e.Charged != nil {
 		l.ghosts[uid] = e
 	}
@@ -185,7 +183,7 @@ func (l *Ledger) onJobDelete(obj any) {
 		}
 	}
 	l.releaseClaimLocked(e)
-	l.poke()
+	l.wakePass()
 }
 
 // recheckVictim frees an evicted Job held back by suspensionUnseen, if
@@ -197,9 +195,7 @@ func (l *Ledger) recheckVictim(uid types.UID, rv string) {
 	if e == nil || e.rv != rv {
 		return
 	}
-	l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-		return machine.Recheck(m, e.seen, fx)
-	})
+	l.step(e, machine.Recheck(e.seen))
 }
 
 // restoreDueLocked says whether a suspended workload that was admitted
@@ -252,10 +248,10 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 	}
 	l.releaseClaimLocked(p)
 	if l.jobs[p.W.UID] == p && p.Phase() == machine.Pending {
-		l.entree(p)
+		l.insertPendingLocked(p)
 		l.reserved[p] = true
 	}
-	l.poke()
+	l.wakePass()
 }
 
 // releaseClaimLocked gives back a preemptor's claim.
@@ -266,8 +262,8 @@ func (l *Ledger) releaseClaimLocked(p *entry) {
 	p.Claim = nil
 }
 
-// entree puts a pending entry into its queue's tree.
-func (l *Ledger) entree(e *entry) {
+// insertPendingLocked puts a pending entry into its queue's tree.
+func (l *Ledger) insertPendingLocked(e *entry) {
 	t := l.pending[e.W.Queue]
 	if t == nil {
 		t = btree.NewG(32, lessEntry)
@@ -279,7 +275,7 @@ func (l *Ledger) entree(e *entry) {
 	l.touchLocked(e.W.Queue)
 }
 
-func (l *Ledger) untree(e *entry) {
+func (l *Ledger) removePendingLocked(e *entry) {
 	if !e.InTree {
 		return
 	}
@@ -301,7 +297,7 @@ func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
 	l.addUsageLocked(queue, u)
 	e.Charged, e.ChargedQueue = u, queue
 	l.holding[e] = struct{}{}
-	l.poke()
+	l.wakePass()
 }
 
 func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
@@ -338,7 +334,7 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 	}
 	e.Charged, e.ChargedQueue = nil, ""
 	delete(l.holding, e)
-	l.poke()
+	l.wakePass()
 }
 
 // priorityOf resolves a Job's priority: its WorkloadPriorityClass, else its
@@ -364,11 +360,9 @@ func (l *Ledger) rebuildPendingLocked() {
 		if e.Claim != nil || (e.Phase() != machine.Pending && e.Phase() != machine.Inadmissible) {
 			continue
 		}
-		l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-			return machine.Rebuild(m, l.priorityOf(e.prio), fx)
-		})
+		l.step(e, machine.Rebuild(l.priorityOf(e.prio)))
 	}
-	l.poke()
+	l.wakePass()
 }
 
 func sameUsage(a, b queues.Usage) bool {

@@ -67,7 +67,7 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	e.W = o.WorkloadIn(queue, l.priorityOf(e.prio), l.defaultsLocked(meta.Namespace))
 	e.W.Tag = e
 	l.late[meta.UID] = e
-	l.poke()
+	l.wakePass()
 }
 
 // partOfQueuedLocked says whether o is part of a workload that holds its
@@ -192,9 +192,7 @@ func (l *Ledger) decideLateLocked(snap *queues.Snapshot) []write {
 		} else {
 			wr.message = v.Message()
 		}
-		l.step(e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-			return machine.Capture(m, e.W.Queue, charge, fx)
-		})
+		l.step(e, machine.Capture(e.W.Queue, charge))
 		out = append(out, wr)
 	}
 	return out
@@ -235,9 +233,7 @@ func (l *Ledger) captured(w write, err error) {
 	// the informer has shown it yet (an event seen while the write was in
 	// flight was set aside).
 	recorded := l.jobs[w.w.UID] == w.e
-	l.step(w.e, func(m machine.Entry, fx []machine.Effect) (machine.Entry, []machine.Effect) {
-		return machine.Captured(m, err == nil, fits, recorded, fx)
-	})
+	l.step(w.e, machine.Captured(err == nil, fits, recorded))
 	if err != nil {
 		if recorded {
 			l.late[w.w.UID] = w.e

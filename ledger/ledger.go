@@ -138,9 +138,9 @@ type Ledger struct {
 	adopted bool
 	// echoes are the admission writes whose version the watch has not
 	// brought yet (tally_watch_delay_seconds).
-	echoes map[types.UID]echo
-	// fx is the effects of the fold in progress, kept for its array.
-	fx []machine.Effect
+	echoes map[types.UID]awaitedVersion
+	// effects is the effects of the fold in progress, kept for its array.
+	effects []machine.Effect
 	// lists are the pending lists, in admission order, as the last pass
 	// that decided each queue built them; stale holds the queues whose
 	// tree changed since (dirty.go).
@@ -241,7 +241,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		gating:      map[types.UID]bool{},
 		regate:      map[types.UID]bool{},
 		ghosts:      map[types.UID]*entry{},
-		echoes:      map[types.UID]echo{},
+		echoes:      map[types.UID]awaitedVersion{},
 		lists:       map[string][]*queues.Workload{},
 		stale:       map[string]struct{}{},
 		dirty:       map[string]struct{}{},
@@ -320,7 +320,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 		go l.runFinishedLabelWorker(ctx)
 	}
 	go l.runNamespaceWorker(ctx)
-	l.poke()
+	l.wakePass()
 
 	recount := l.opts.Clock.NewTicker(l.opts.Recount)
 	defer recount.Stop()
@@ -350,7 +350,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 			l.adoptOrphans(ctx)
 		case <-recount.C():
 			l.recount(ctx)
-			l.poke()
+			l.wakePass()
 		case <-l.wake:
 		case <-arrivals:
 		case <-l.arrive:
@@ -376,16 +376,16 @@ func (l *Ledger) Start(ctx context.Context) error {
 	}
 }
 
-// poke asks for an admission pass; pokes coalesce.
-func (l *Ledger) poke() {
+// wakePass asks for an admission pass; pokes coalesce.
+func (l *Ledger) wakePass() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
 	}
 }
 
-// pokeArrival asks for a pass for a Job that starts waiting.
-func (l *Ledger) pokeArrival() {
+// wakeOnArrival asks for a pass for a Job that starts waiting.
+func (l *Ledger) wakeOnArrival() {
 	select {
 	case l.arrive <- struct{}{}:
 	default:

@@ -106,6 +106,11 @@ type Effect interface {
 	effect()
 }
 
+// Step is one transition of an entry: it returns the entry as it becomes,
+// with its effects appended to effects. React and the steps of steps.go
+// are the only code that changes a phase.
+type Step func(e Entry, effects []Effect) (Entry, []Effect)
+
 type (
 	// LeaveTree takes the workload out of its queue's pending tree. It is
 	// carried out first, on the entry as it was: the tree is ordered by
@@ -192,14 +197,14 @@ func (r RecheckLater) String() string { return "recheck after " + r.After.String
 
 // React folds one informer view of a recorded workload into its entry: it
 // returns the new entry and what the ledger is to do about the change,
-// appended to fx. now is the time of the view. It changes nothing else.
-func React(e Entry, o Observed, now time.Time, fx []Effect) (Entry, []Effect) {
+// appended to effects. now is the time of the view. It changes nothing else.
+func React(e Entry, o Observed, now time.Time, effects []Effect) (Entry, []Effect) {
 	if !o.AdmittedAt.IsZero() {
 		e.AdmittedAt = o.AdmittedAt
 	}
 	switch {
 	case o.Finished:
-		fx = e.leave(fx)
+		effects = e.leave(effects)
 		e.W = o.W
 		e.phase = Finished
 		if o.Pods > 0 {
@@ -208,27 +213,27 @@ func React(e Entry, o Observed, now time.Time, fx []Effect) (Entry, []Effect) {
 			// again if it was admitted before a restart, until they are
 			// gone.
 			if e.Charged == nil {
-				fx = e.charge(fx, o.W.Queue, o.Usage)
+				effects = e.charge(effects, o.W.Queue, o.Usage)
 			}
 		} else {
-			fx = e.release(fx, true)
+			effects = e.release(effects, true)
 			// A victim may finish before its preemption takes effect:
 			// its preemptor waits no more.
-			fx = append(fx, Freed{})
+			effects = append(effects, Freed{})
 		}
 		if e.LabelState != string(queues.StateFinished) {
-			fx = append(fx, Relabel{})
+			effects = append(effects, Relabel{})
 		}
 	case !o.Suspended && e.phase == Evicting:
 		// A view from before the preemption write: it changes nothing.
 		e.W = o.W
 	case !o.Suspended:
-		fx = e.leave(fx)
+		effects = e.leave(effects)
 		e.W = o.W
 		e.phase = Admitted
 		if e.Charged == nil || !sameUsage(o.Usage, e.Charged) || e.ChargedQueue != o.W.Queue {
-			fx = e.release(fx, false)
-			fx = e.charge(fx, o.W.Queue, o.Usage)
+			effects = e.release(effects, false)
+			effects = e.charge(effects, o.W.Queue, o.Usage)
 		}
 	case e.phase.Writing():
 		// Our write is in flight; its outcome decides.
@@ -244,10 +249,10 @@ func React(e Entry, o Observed, now time.Time, fx []Effect) (Entry, []Effect) {
 			// Admitted before, suspended, and its pods still run, seen so
 			// first after a restart: it holds its quota until they are
 			// gone.
-			fx = e.leave(fx)
+			effects = e.leave(effects)
 			e.W = o.W
 			e.phase = Evicting
-			return e, e.charge(fx, o.W.Queue, o.Usage)
+			return e, e.charge(effects, o.W.Queue, o.Usage)
 		}
 		freeing := e.Charged != nil
 		if freeing {
@@ -257,79 +262,81 @@ func React(e Entry, o Observed, now time.Time, fx []Effect) (Entry, []Effect) {
 			e.W = o.W
 			if o.Holds() {
 				e.phase = Evicting
-				return e, fx
+				return e, effects
 			}
 			if wait := suspensionUnseen(e, o, now); wait > 0 {
 				// The kind's controller may not have seen the admission
 				// yet, and may still start pods: look again later.
 				e.phase = Evicting
-				return e, append(fx, RecheckLater{After: wait})
+				return e, append(effects, RecheckLater{After: wait})
 			}
-			fx = e.free(fx)
+			effects = e.free(effects)
 		}
 		if e.Restore && !freeing {
-			fx = append(fx, Relabel{})
+			effects = append(effects, Relabel{})
 		}
 		if e.phase == Inadmissible && e.W != nil && sameShape(e.W, o.W) {
 			e.W = o.W
-			return e, fx
+			return e, effects
 		}
-		fx = e.leave(fx)
+		effects = e.leave(effects)
 		e.W = o.W
 		e.phase = Pending
-		fx = e.join(fx)
-		fx = append(fx, Arrive{})
+		effects = e.join(effects)
+		effects = append(effects, Arrive{})
 	}
-	return e, fx
+	return e, effects
 }
 
 // Recheck is the fold of an evicted workload's recheck (see recheck):
 // by then its pods are taken to be gone, unless its last view counts some.
-func Recheck(e Entry, last Observed, fx []Effect) (Entry, []Effect) {
-	if e.phase != Evicting || e.Charged == nil || last.Holds() {
-		return e, fx
+func Recheck(last Observed) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if e.phase != Evicting || e.Charged == nil || last.Holds() {
+			return e, effects
+		}
+		effects = e.free(effects)
+		effects = e.leave(effects)
+		e.phase = Pending
+		return e, e.join(effects)
 	}
-	fx = e.free(fx)
-	fx = e.leave(fx)
-	e.phase = Pending
-	return e, e.join(fx)
 }
 
 // free gives back the quota of a workload whose pods are gone: its state
 // label and affinity are due, and its preemptor's wait may be over.
-func (e *Entry) free(fx []Effect) []Effect {
+func (e *Entry) free(effects []Effect) []Effect {
 	e.EvictedAt = time.Time{}
-	return append(e.release(fx, false), Relabel{}, Freed{})
+	return append(e.release(effects, false), Relabel{}, Freed{})
 }
 
-func (e *Entry) leave(fx []Effect) []Effect {
+func (e *Entry) leave(effects []Effect) []Effect {
 	if !e.InTree {
-		return fx
+		return effects
 	}
 	e.InTree = false
-	return append(fx, LeaveTree{})
+	return append(effects, LeaveTree{})
 }
 
-func (e *Entry) join(fx []Effect) []Effect {
+func (e *Entry) join(effects []Effect) []Effect {
 	e.InTree = true
-	return append(fx, JoinTree{})
+	return append(effects, JoinTree{})
 }
 
-func (e *Entry) release(fx []Effect, finished bool) []Effect {
+func (e *Entry) release(effects []Effect, finished bool) []Effect {
 	if e.Charged == nil {
-		return fx
+		return effects
 	}
-	fx = append(fx, Release{Queue: e.ChargedQueue, Usage: e.Charged, Finished: finished})
+	effects = append(effects, Release{Queue: e.ChargedQueue, Usage: e.Charged, Finished: finished})
 	e.Charged, e.ChargedQueue = nil, ""
-	return fx
+	return effects
 }
 
-func (e *Entry) charge(fx []Effect, queue string, u queues.Usage) []Effect {
+func (e *Entry) charge(effects []Effect, queue string, u queues.Usage) []Effect {
 	if len(u) == 0 {
-		return fx
+		return effects
 	}
 	e.Charged, e.ChargedQueue = u, queue
-	return append(fx, Charge{Queue: queue, Usage: u})
+	return append(effects, Charge{Queue: queue, Usage: u})
 }
 
 // suspendGrace is how long after an eviction a Job that the job

@@ -184,7 +184,7 @@ func TestRecheckFold(t *testing.T) {
 			EvictedAt: time.Now()}, Observed{W: w, Suspended: true, Pods: 1}, Evicting, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, fx := Recheck(tc.e, tc.last, nil)
+			got, fx := Recheck(tc.last)(tc.e, nil)
 			if got.Phase() != tc.want || effectsString(fx) != tc.fx {
 				t.Errorf("got %s, effects %q; want %s, %q", got.Phase(), effectsString(fx), tc.want, tc.fx)
 			}

@@ -7,111 +7,125 @@ import (
 )
 
 // The steps below are the transitions that the ledger's own decisions and
-// writes make, where React folds what the informers show. Each takes the
-// entry as it is and returns it as it becomes, with the effects appended
-// to fx; none changes anything else.
+// writes make, where React folds what the informers show. Each is a Step
+// (or makes one from its inputs): it takes the entry as it is and returns
+// it as it becomes, with its effects appended; none changes anything else.
 
 // Reject sets a pending workload aside: a pass found that it can never
 // fit under the config in force.
-func Reject(e Entry, fx []Effect) (Entry, []Effect) {
-	fx = e.leave(fx)
+func Reject(e Entry, effects []Effect) (Entry, []Effect) {
+	effects = e.leave(effects)
 	e.phase = Inadmissible
 	if e.LabelState != string(queues.StateInadmissible) {
-		fx = append(fx, Relabel{})
+		effects = append(effects, Relabel{})
 	}
-	return e, fx
+	return e, effects
 }
 
 // Assume takes a workload a pass chose out of its queue and charges it u
 // in queue before its admission write, so that no pass spends that quota
 // twice.
-func Assume(e Entry, queue string, u queues.Usage, fx []Effect) (Entry, []Effect) {
-	fx = e.leave(fx)
-	e.phase = Assumed
-	return e, e.charge(fx, queue, u)
+func Assume(queue string, u queues.Usage) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		effects = e.leave(effects)
+		e.phase = Assumed
+		return e, e.charge(effects, queue, u)
+	}
 }
 
 // Rollback returns what Assume charged once the admission write failed.
 // rejoin says whether it queues again at once; after a conflict it waits
 // out of its queue for its next version instead.
-func Rollback(e Entry, rejoin bool, fx []Effect) (Entry, []Effect) {
-	if e.phase != Assumed {
-		return e, fx
+func Rollback(rejoin bool) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if e.phase != Assumed {
+			return e, effects
+		}
+		e.phase = Pending
+		effects = e.release(effects, false)
+		if rejoin {
+			effects = e.join(effects)
+		}
+		return e, effects
 	}
-	e.phase = Pending
-	fx = e.release(fx, false)
-	if rejoin {
-		fx = e.join(fx)
-	}
-	return e, fx
 }
 
 // Evict marks an admitted workload that a pass preempts, at now: moved,
 // the part of its quota that its preemptor's claim takes over at once,
 // leaves its queue's usage; the rest it keeps until its pods are gone.
-func Evict(e Entry, moved queues.Usage, now time.Time, fx []Effect) (Entry, []Effect) {
-	e.phase = Evicting
-	e.EvictedAt = now
-	e.Charged = e.Charged.Clone()
-	e.Charged.Sub(moved)
-	return e, append(fx, Yield{Queue: e.ChargedQueue, Usage: moved})
+func Evict(moved queues.Usage, now time.Time) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		e.phase = Evicting
+		e.EvictedAt = now
+		e.Charged = e.Charged.Clone()
+		e.Charged.Sub(moved)
+		return e, append(effects, Yield{Queue: e.ChargedQueue, Usage: moved})
+	}
 }
 
 // EvictionFailed puts back what Evict took once the preemption write
 // failed: the workload runs on with its quota in full, and its preemptor
 // waits for it no more.
-func EvictionFailed(e Entry, moved queues.Usage, fx []Effect) (Entry, []Effect) {
-	if e.phase == Evicting {
-		e.phase = Admitted
+func EvictionFailed(moved queues.Usage) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if e.phase == Evicting {
+			e.phase = Admitted
+		}
+		if e.Charged != nil {
+			e.Charged = e.Charged.Clone()
+			e.Charged.Add(moved)
+			effects = append(effects, Unyield{Queue: e.ChargedQueue, Usage: moved})
+		}
+		return e, append(effects, Freed{})
 	}
-	if e.Charged != nil {
-		e.Charged = e.Charged.Clone()
-		e.Charged.Add(moved)
-		fx = append(fx, Unyield{Queue: e.ChargedQueue, Usage: moved})
-	}
-	return e, append(fx, Freed{})
 }
 
 // Requeue marks an admitted workload that tally evicts, at now, to admit
 // it again at a larger size (a pod of it asks for more than it was
 // admitted with). It keeps its quota until its pods are gone.
-func Requeue(e Entry, now time.Time, fx []Effect) (Entry, []Effect) {
-	e.phase = Evicting
-	e.EvictedAt = now
-	return e, fx
+func Requeue(now time.Time) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		e.phase = Evicting
+		e.EvictedAt = now
+		return e, effects
+	}
 }
 
 // RequeueFailed undoes Requeue once its write failed.
-func RequeueFailed(e Entry, fx []Effect) (Entry, []Effect) {
+func RequeueFailed(e Entry, effects []Effect) (Entry, []Effect) {
 	if e.phase == Evicting {
 		e.phase = Admitted
 	}
-	return e, fx
+	return e, effects
 }
 
 // Forget is the step of a deleted workload. If it holds quota and podsLive
 // says its pods still run, it becomes a ghost: finished, holding its quota
 // until they are gone. Else its quota is returned and its preemptor, if
 // it was a victim, waits for it no more.
-func Forget(e Entry, podsLive bool, fx []Effect) (Entry, []Effect) {
-	fx = e.leave(fx)
-	if e.Charged != nil && podsLive {
-		e.phase = Finished
-		return e, fx
+func Forget(podsLive bool) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		effects = e.leave(effects)
+		if e.Charged != nil && podsLive {
+			e.phase = Finished
+			return e, effects
+		}
+		effects = e.release(effects, false)
+		return e, append(effects, Freed{})
 	}
-	fx = e.release(fx, false)
-	return e, append(fx, Freed{})
 }
 
 // Capture marks an unrecorded running workload that a pass decided, its
 // capture write about to be made: charged u in queue when it fits (u not
 // nil), else to be suspended.
-func Capture(e Entry, queue string, u queues.Usage, fx []Effect) (Entry, []Effect) {
-	if u != nil {
-		fx = e.charge(fx, queue, u)
+func Capture(queue string, u queues.Usage) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if u != nil {
+			effects = e.charge(effects, queue, u)
+		}
+		e.phase = Capturing
+		return e, effects
 	}
-	e.phase = Capturing
-	return e, fx
 }
 
 // Captured is the outcome of a capture write. If it failed (!ok), the
@@ -119,32 +133,36 @@ func Capture(e Entry, queue string, u queues.Usage, fx []Effect) (Entry, []Effec
 // landed, the informer has yet to show it: one that did not fit, and
 // that rejoin says is still recorded, queues now, whether or not its
 // view has come.
-func Captured(e Entry, ok, fits, rejoin bool, fx []Effect) (Entry, []Effect) {
-	if e.phase == Capturing {
-		e.phase = Unrecorded
+func Captured(ok, fits, rejoin bool) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if e.phase == Capturing {
+			e.phase = Unrecorded
+		}
+		if !ok {
+			return e, e.release(effects, false)
+		}
+		e.Captured = true
+		if !fits && rejoin && !e.InTree && e.Charged == nil {
+			e.phase = Pending
+			effects = e.join(effects)
+			effects = append(effects, Pass{})
+		}
+		return e, effects
 	}
-	if !ok {
-		return e, e.release(fx, false)
-	}
-	e.Captured = true
-	if !fits && rejoin && !e.InTree && e.Charged == nil {
-		e.phase = Pending
-		fx = e.join(fx)
-		fx = append(fx, Pass{})
-	}
-	return e, fx
 }
 
 // Rebuild queues a waiting workload (pending, or inadmissible, which gets
 // another chance) again at priority, derived anew, in trees built from
 // scratch. One with a claim, or in another phase, is left as it is.
-func Rebuild(e Entry, priority int32, fx []Effect) (Entry, []Effect) {
-	if e.Claim != nil || (e.phase != Pending && e.phase != Inadmissible) {
-		return e, fx
+func Rebuild(priority int32) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if e.Claim != nil || (e.phase != Pending && e.phase != Inadmissible) {
+			return e, effects
+		}
+		w := *e.W
+		w.Priority = priority
+		e.W = &w
+		e.phase = Pending
+		return e, e.join(effects)
 	}
-	w := *e.W
-	w.Priority = priority
-	e.W = &w
-	e.phase = Pending
-	return e, e.join(fx)
 }

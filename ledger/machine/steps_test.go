@@ -1,0 +1,82 @@
+package machine
+
+import (
+	"testing"
+	"time"
+)
+
+// TestSteps runs each of the ledger's own transitions from the phases it
+// meets, and from one it must leave alone.
+func TestSteps(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
+	w := reactWorkload(2)
+	u2, u1 := cpuIn("default", 2), cpuIn("default", 1)
+	queued := Entry{phase: Pending, InTree: true, W: w}
+	assumed := Entry{phase: Assumed, W: w, Charged: u2, ChargedQueue: "q"}
+	admitted := Entry{phase: Admitted, W: w, Charged: u2, ChargedQueue: "q"}
+	evicting := Entry{phase: Evicting, W: w, Charged: u1, ChargedQueue: "q", EvictedAt: now}
+	capturing := Entry{phase: Capturing, W: w, Charged: u2, ChargedQueue: "q"}
+	capturingUncharged := Entry{phase: Capturing, W: w}
+	for _, tc := range []struct {
+		name    string
+		e       Entry
+		step    Step
+		want    Phase
+		charged string
+		fx      string
+	}{
+		{"reject", queued, Reject, Inadmissible, "-", "leave-tree; relabel"},
+		{"reject, already labelled", Entry{phase: Pending, W: w, LabelState: "inadmissible"}, Reject, Inadmissible, "-", ""},
+		{"assume", queued, Assume("q", u2), Assumed, "cpu=2 in flavor default", "leave-tree; charge q cpu=2 in flavor default"},
+		{"rollback, rejoin", assumed, Rollback(true), Pending, "-", "release q cpu=2 in flavor default; join-tree"},
+		{"rollback after a conflict", assumed, Rollback(false), Pending, "-", "release q cpu=2 in flavor default"},
+		{"rollback of one no longer assumed", admitted, Rollback(true), Admitted, "cpu=2 in flavor default", ""},
+		{"evict", admitted, Evict(u1, now), Evicting, "cpu=1 in flavor default", "yield q cpu=1 in flavor default"},
+		{"eviction failed", evicting, EvictionFailed(u1), Admitted, "cpu=2 in flavor default", "unyield q cpu=1 in flavor default; freed"},
+		{"requeue", admitted, Requeue(now), Evicting, "cpu=2 in flavor default", ""},
+		{"requeue failed", Entry{phase: Evicting, W: w, Charged: u2, ChargedQueue: "q"}, RequeueFailed, Admitted, "cpu=2 in flavor default", ""},
+		{"requeue failed, since gone", queued, RequeueFailed, Pending, "-", ""},
+		{"forget, pods live", admitted, Forget(true), Finished, "cpu=2 in flavor default", ""},
+		{"forget, no pods", admitted, Forget(false), Admitted, "-", "release q cpu=2 in flavor default; freed"},
+		{"forget a queued one", queued, Forget(true), Pending, "-", "leave-tree; freed"},
+		{"capture, fits", Entry{phase: Unrecorded, W: w}, Capture("q", u2), Capturing, "cpu=2 in flavor default", "charge q cpu=2 in flavor default"},
+		{"capture, does not fit", Entry{phase: Unrecorded, W: w}, Capture("q", nil), Capturing, "-", ""},
+		{"captured, fits", capturing, Captured(true, true, true), Unrecorded, "cpu=2 in flavor default", ""},
+		{"captured, suspended", capturingUncharged, Captured(true, false, true), Pending, "-", "join-tree; pass"},
+		{"captured, suspended, forgotten since", capturingUncharged, Captured(true, false, false), Unrecorded, "-", ""},
+		{"capture write failed", capturing, Captured(false, true, true), Unrecorded, "-", "release q cpu=2 in flavor default"},
+		{"rebuild inadmissible", Entry{phase: Inadmissible, W: w}, Rebuild(7), Pending, "-", "join-tree"},
+		{"rebuild, a claim waits", Entry{phase: Pending, W: w, Claim: &Claim{}}, Rebuild(7), Pending, "-", ""},
+		{"rebuild admitted", admitted, Rebuild(7), Admitted, "cpu=2 in flavor default", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.e.Charged.Clone()
+			got, fx := tc.step(tc.e, nil)
+			charged := "-"
+			if got.Charged != nil {
+				charged = got.Charged.Describe()
+			}
+			if got.Phase() != tc.want || charged != tc.charged || effectsString(fx) != tc.fx {
+				t.Errorf("got %s charged %s, effects %q; want %s charged %s, %q", got.Phase(), charged, effectsString(fx), tc.want, tc.charged, tc.fx)
+			}
+			if !sameUsage(tc.e.Charged, before) {
+				t.Errorf("the step changed the entry it was given: charged %v, was %v", tc.e.Charged, before)
+			}
+			if want := has[JoinTree](fx) || tc.e.InTree && !has[LeaveTree](fx); got.InTree != want {
+				t.Errorf("in tree %v after effects %q", got.InTree, effectsString(fx))
+			}
+		})
+	}
+	if got, _ := Rebuild(7)(Entry{phase: Inadmissible, W: w}, nil); got.W == w || got.W.Priority != 7 || w.Priority == 7 {
+		t.Errorf("rebuild: workload %p priority %d (was %p), want a copy at 7", got.W, got.W.Priority, w)
+	}
+}
+
+func has[T Effect](fx []Effect) bool {
+	for _, f := range fx {
+		if _, ok := f.(T); ok {
+			return true
+		}
+	}
+	return false
+}
