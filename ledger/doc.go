@@ -11,57 +11,28 @@
 // trade writes away (the finished label, the Queued and Pending Events,
 // the admission write's encoding); the defaults make every write below.
 //
-// # State machine of a workload
+// # The state machine
 //
-// Each workload the ledger knows has an entry whose phase (machine.go) is
-// one of:
+// Each workload the ledger knows has an entry: a machine.Entry (its
+// phase: pending, assumed, admitted, evicting, inadmissible, finished,
+// unrecorded or capturing, with the diagram and the steps in package
+// machine's documentation), and beside it what the ledger keeps of its
+// object for its writes and its own bookkeeping of Events and metrics.
+// The machine decides; the ledger acts. What an informer shows is folded
+// with machine.React (onJob, foldLocked); the ledger's own decisions and
+// the outcomes of its writes are the machine's steps, each carried out by
+// Ledger.step: Reject and Assume in a pass (admit.go), Evict for a
+// preemption's victims and EvictionFailed when its write fails, Rollback
+// when an admission write fails, Requeue and RequeueFailed for a workload
+// whose pods are larger (gated.go), Capture and Captured for a late
+// capture (late.go), Forget when a workload is deleted, Recheck when an
+// evicted one's wait is over and Rebuild when the pending trees are built
+// again (jobs.go). Every one of them returns the new entry and a closed
+// set of effects, which Ledger.apply (apply.go) carries out in one
+// place: no file of this package assigns a phase.
 //
-//		               ┌───────── write fails ─────────┐
-//		               ▼                               │
-//		 created ──▶ pending ──── pass: fits ────▶ assumed ── seen un-suspended ──▶ admitted
-//		             │ ▲ ▲ ▲                                                         │   ▲
-//		             │ │ │ └── pods gone ── evicting ◀── preempted, or suspended ────┘   │
-//		             │ │ │                     │         by its owner                    │
-//		             │ │ │                     └────── preemption write fails ───────────┘
-//		             │ │ └── victims gone ── pending with a claim ◀── pass: preempts
-//		             │ └────── config changes ─────┐
-//		             └── pass: never fits ──▶ inadmissible
-//
-//		 unrecorded ── pass ──▶ capturing ── write lands ─┬─ fits ──▶ unrecorded, captured ── seen ──▶ admitted
-//		      ▲                    │                      └─ does not fit ──▶ pending
-//		      └─── write fails ────┘
-//
-//		 any ── seen Complete/Failed ──▶ finished          any ── deleted ──▶ forgotten (a ghost while its pods last)
-//
-//	  - pending: suspended, queued in its ClusterQueue's pending tree. It
-//	    waits out of the tree after a conflicting admission write (until
-//	    its next version) and, as a preemptor, while it has a claim: the
-//	    quota it preempts for counts in its queue until its victims are gone,
-//	    and it is tried first in the pass after.
-//	  - assumed: chosen by a pass; its quota is charged before the API write,
-//	    so the next pass cannot spend it twice. A failed write rolls it back.
-//	  - admitted: the informer shows it un-suspended; its quota is charged
-//	    from its tally.dev/flavors annotation.
-//	  - evicting: suspended (preempted by a pass, or by its owner) while its
-//	    status or its counted pods show pods that may still run; it keeps its quota until they are gone (and, for
-//	    a preemption its controller shows no sign of having seen, for
-//	    suspendGrace), then pending again.
-//	  - inadmissible: cannot fit under the config in force; set aside until
-//	    the config (or its shape) changes.
-//	  - finished: complete or failed; its quota is returned once the last
-//	    of its pods (those its admission labelled tally.dev/workload with
-//	    its UID) has terminated or is gone: a finished workload's workers
-//	    may still run.
-//	  - unrecorded, capturing: late capture (late.go) of a workload running
-//	    without tally's record: the next pass decides it, one write records
-//	    it admitted or suspends it.
-//
-// The reaction to an informer view is a pure function, react: (entry,
-// observed view) → (new entry, effects), the effects a closed set
-// (joinTree, leaveTree, charge, release, relabel, freed, recheck, arrive)
-// that Ledger.apply carries out. A change in the count of a workload's
-// live pods folds its last view again with the new count (pods.go). A
-// pod counts for the workload its tally.dev/workload label names only when
+// A change in the count of a workload's live pods folds its last view
+// again with the new count (pods.go). A pod counts for the workload its tally.dev/workload label names only when
 // it is that workload's, by namespace and controller chain (the chain
 // through the Jobs that are parts of it, see partOfQueuedLocked); a label
 // is nobody's proof. A deleted workload whose pods still run is kept as a
@@ -71,9 +42,10 @@
 // admitted workload is larger than the workload's pods: the workload is
 // charged the difference as its pod overhead, in place when its queue has
 // room, else by an eviction after which it queues again at that size
-// (gated.go). A single-pod workload (kinds.Pod) is admitted
-// by taking its scheduling gate off and evicted by deleting it. inspect.Status folds each Job through react too,
-// from the entry its state label and flavors annotation describe.
+// (gated.go). A single-pod workload (kinds.Pod) is admitted by taking its
+// scheduling gate off and evicted by deleting it. inspect.Status folds
+// each Job through machine.React too, from the entry its state label and
+// flavors annotation describe (machine.FromLabels).
 //
 // testdata/scenarios/*.txt drive the ledger through these states step by
 // step (what the informers show, what the writes do) and
@@ -102,7 +74,7 @@
 //     (Lease.Held) it decides no pass and sends no write once its last
 //     renewal is as old as the renew deadline (fence.go).
 //
-// It may import tally's kinds, queues, flavors and inspect packages
+// It may import tally's kinds, queues, flavors, ledger/machine and inspect packages
 // (inspect.Observe reads a workload for the state machine), the
 // Kubernetes API machinery and controller-runtime; never webhook or main.
 package ledger
