@@ -365,37 +365,6 @@ func (l *Ledger) rebuildPendingLocked() {
 	l.wakePass()
 }
 
-func sameUsage(a, b queues.Usage) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// sameShape reports whether a change to a Job leaves its admission
-// question unchanged.
-func sameShape(a, b *queues.Workload) bool {
-	return a.Queue == b.Queue && a.Priority == b.Priority && sameResources(a, b)
-}
-
-func sameResources(a, b *queues.Workload) bool {
-	ta, tb := a.Total(), b.Total()
-	if len(ta) != len(tb) {
-		return false
-	}
-	for k, v := range ta {
-		if tb[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
 		if v != "" {

@@ -232,7 +232,7 @@ func (l *Ledger) recountUsage() {
 	}
 	drift := 0
 	for _, q := range queues.SortedKeys(unionKeys(fresh, l.usage)) {
-		if !sameUsage(fresh[q], l.usage[q]) {
+		if !fresh[q].Equal(l.usage[q]) {
 			drift++
 			l.log.Info("usage drift repaired", "clusterQueue", q, "kept", l.usage[q].Describe(), "recounted", fresh[q].Describe())
 		}

@@ -142,7 +142,7 @@ func checkUsage(t *testing.T, l *Ledger, want queues.Usage) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if got := l.usage["cq-0"]; !sameUsage(got, want) {
+	if got := l.usage["cq-0"]; !got.Equal(want) {
 		t.Errorf("cq-0 uses %q, want %q", got.Describe(), want.Describe())
 	}
 }
@@ -330,7 +330,7 @@ func TestRecountReplayIsIdempotent(t *testing.T) {
 	}
 	checkUsage(t, l, cpuMem(1))
 	l.mu.Lock()
-	if e := l.jobs[b.UID]; !sameUsage(e.Charged, cpuMem(1)) {
+	if e := l.jobs[b.UID]; !e.Charged.Equal(cpuMem(1)) {
 		t.Errorf("b holds %q, want one Job's worth", e.Charged.Describe())
 	}
 	l.mu.Unlock()

@@ -31,6 +31,19 @@ func (u Usage) Sub(u2 Usage) {
 	}
 }
 
+// Equal says whether u and o hold the same amounts.
+func (u Usage) Equal(o Usage) bool {
+	if len(u) != len(o) {
+		return false
+	}
+	for k, v := range u {
+		if o[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // Describe renders u as "nvidia.com/gpu=4, cpu=8 in flavor gpu", grouped
 // by flavor, for Events and messages.
 func (u Usage) Describe() string {

@@ -231,7 +231,7 @@ func React(e Entry, o Observed, now time.Time, effects []Effect) (Entry, []Effec
 		effects = e.leave(effects)
 		e.W = o.W
 		e.phase = Admitted
-		if e.Charged == nil || !sameUsage(o.Usage, e.Charged) || e.ChargedQueue != o.W.Queue {
+		if e.Charged == nil || !o.Usage.Equal(e.Charged) || e.ChargedQueue != o.W.Queue {
 			effects = e.release(effects, false)
 			effects = e.charge(effects, o.W.Queue, o.Usage)
 		}
@@ -356,18 +356,6 @@ func suspensionUnseen(e Entry, o Observed, now time.Time) time.Duration {
 		return 0
 	}
 	return suspendGrace - now.Sub(e.EvictedAt)
-}
-
-func sameUsage(a, b queues.Usage) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // sameShape reports whether a change to a Job leaves its admission

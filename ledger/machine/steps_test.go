@@ -59,7 +59,7 @@ func TestSteps(t *testing.T) {
 			if got.Phase() != tc.want || charged != tc.charged || effectsString(fx) != tc.fx {
 				t.Errorf("got %s charged %s, effects %q; want %s charged %s, %q", got.Phase(), charged, effectsString(fx), tc.want, tc.charged, tc.fx)
 			}
-			if !sameUsage(tc.e.Charged, before) {
+			if !tc.e.Charged.Equal(before) {
 				t.Errorf("the step changed the entry it was given: charged %v, was %v", tc.e.Charged, before)
 			}
 			if want := has[JoinTree](fx) || tc.e.InTree && !has[LeaveTree](fx); got.InTree != want {
