@@ -77,7 +77,7 @@ type podWrites struct{ selectorWrites }
 // resume is the pod's gates without tally's: nil for none.
 func (podWrites) resume(t *Target) any { return t.Resume }
 
-func (podWrites) evict(*Target) (Eviction, error) { return Eviction{Delete: true}, nil }
+func (podWrites) evict(*Target, map[string]any) (Eviction, error) { return Eviction{Delete: true}, nil }
 
 func (podWrites) mergeOnly() bool { return true }
 

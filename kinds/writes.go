@@ -37,8 +37,9 @@ type writes interface {
 	restoreDue(ps PodSet, userAnn string, combos [][]*flavors.Flavor) (bool, error)
 	// resume is the suspend field's value that lets t run.
 	resume(t *Target) any
-	// evict is the write that preempts t.
-	evict(t *Target) (Eviction, error)
+	// evict is the write that evicts t, with annotations (unless nil)
+	// set in the same write.
+	evict(t *Target, annotations map[string]any) (Eviction, error)
 	// mergeOnly says only a merge patch expresses the admission.
 	mergeOnly() bool
 }
@@ -96,8 +97,12 @@ func (templateWrites) resume(t *Target) any {
 	return t.Resume
 }
 
-func (templateWrites) evict(t *Target) (Eviction, error) {
-	p := MergePatch{"metadata": map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}}}
+func (templateWrites) evict(t *Target, annotations map[string]any) (Eviction, error) {
+	meta := map[string]any{"labels": map[string]any{queues.LabelState: string(queues.StatePending)}}
+	if annotations != nil {
+		meta["annotations"] = annotations
+	}
+	p := MergePatch{"metadata": meta}
 	p.Set(t.Suspend, true)
 	b, err := json.Marshal(p)
 	return Eviction{Patch: b}, err
@@ -253,8 +258,13 @@ type Eviction struct {
 	Patch  []byte
 }
 
-// Evict is the write that preempts t.
-func (t Target) Evict() (Eviction, error) { return writesOf(t.Kind).evict(&t) }
+// Evict is the one write that evicts t (a preemption, or a requeue at a
+// larger size): suspended and pending again, with annotations (unless
+// nil) in the same write; or, for a kind that cannot be suspended again,
+// its deletion (and then annotations are moot).
+func (t Target) Evict(annotations map[string]any) (Eviction, error) {
+	return writesOf(t.Kind).evict(&t, annotations)
+}
 
 // narrowed builds a merge patch, guarded by t.RV, that narrows each pod
 // template t holds to combos, labels it with t's UID, and sets the

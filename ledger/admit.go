@@ -222,20 +222,21 @@ func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
 // suspending write.
 func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	pe := p.Preemptor.Tag.(*entry)
-	l.removePendingLocked(pe)
 	pe.lastCode = ""
 	// The preemptor's claim on the room its victims leave counts until it
 	// is tried again, so nothing else is decided on that room. What the
 	// claim covers of the victims' quota moves to it, as in the pass.
-	l.addUsageLocked(pe.W.Queue, p.Assignment.Usage)
-	pe.Claim = &machine.Claim{Victims: make(map[types.UID]bool, len(p.Victims)), Usage: p.Assignment.Usage}
+	victims := make([]types.UID, len(p.Victims))
+	for i, v := range p.Victims {
+		victims[i] = v.W.UID
+	}
+	l.step(pe, machine.Preempt(p.Assignment.Usage, victims))
 	l.event(p.Preemptor, corev1.EventTypeNormal, ReasonPreempting, "%s", p.Message())
 	writes := make([]write, 0, len(p.Victims))
 	for i, v := range p.Victims {
 		ve := v.W.Tag.(*entry)
 		moved := p.Moved[i]
 		l.step(ve, machine.Evict(moved, l.opts.Clock.Now()))
-		pe.Claim.Victims[v.W.UID] = true
 		l.waitingOn[v.W.UID] = pe
 		l.yielding[ve] = pe
 		writes = append(writes, write{e: ve, w: ve.W, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend})
@@ -288,15 +289,7 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 // A workload of a kind that cannot be suspended again (a Pod) is deleted
 // instead; a controller that makes it again makes a new one, queued anew.
 func (l *Ledger) evict(ctx context.Context, w write) {
-	ev, err := l.target(w).Evict()
-	if err == nil {
-		if ev.Delete {
-			err = l.client.Delete(ctx, kinds.Ref(w.w), client.Preconditions{UID: &w.w.UID})
-		} else {
-			err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, ev.Patch), client.FieldOwner(queues.FieldManagerPreemption))
-		}
-	}
-	if err != nil {
+	if err := l.writeEviction(ctx, w, nil); err != nil {
 		l.mu.Lock()
 		// It runs on: its quota counts in full again.
 		l.step(w.e, machine.EvictionFailed(w.moved))
@@ -305,6 +298,19 @@ func (l *Ledger) evict(ctx context.Context, w write) {
 		return
 	}
 	l.evicted(w)
+}
+
+// writeEviction makes the one write that evicts w's workload, as its kind
+// evicts (kinds.Target.Evict), with annotations in the same write.
+func (l *Ledger) writeEviction(ctx context.Context, w write, annotations map[string]any) error {
+	ev, err := l.target(w).Evict(annotations)
+	if err != nil {
+		return err
+	}
+	if ev.Delete {
+		return l.client.Delete(ctx, kinds.Ref(w.w), client.Preconditions{UID: &w.w.UID})
+	}
+	return l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, ev.Patch), client.FieldOwner(queues.FieldManagerPreemption))
 }
 
 // target is the workload of w as its kind's writes need it.

@@ -13,8 +13,17 @@ import (
 func (l *Ledger) step(e *entry, s machine.Step) {
 	next := *e
 	var effects []machine.Effect
-	next.Entry, effects = s(e.Entry, l.effects)
+	next.Entry, effects = s(e.Entry, l.takeEffects())
 	l.apply(e, next, effects)
+}
+
+// takeEffects hands out the ledger's buffer for a step's effects; apply
+// hands it back. An effect may step another entry (Freed steps the
+// preemptor) while apply still reads the buffer: that step gets a new one.
+func (l *Ledger) takeEffects() []machine.Effect {
+	b := l.effects
+	l.effects = nil
+	return b[:0]
 }
 
 // apply puts a folded entry in force: e becomes next, and the effects are
@@ -49,6 +58,12 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 			l.wakeOnArrival()
 		case machine.Pass:
 			l.wakePass()
+		case machine.Reserve:
+			l.addUsageLocked(f.Queue, f.Usage)
+		case machine.Unreserve:
+			l.subUsageLocked(f.Queue, f.Usage)
+		case machine.TryFirst:
+			l.reserved[e] = true
 		case machine.Charge:
 			l.addUsageLocked(f.Queue, f.Usage)
 			l.wakePass()

@@ -41,7 +41,7 @@ func (l *Ledger) touchEntryLocked(e *entry) {
 // preemption candidate, an assumed one is not), its quota, its claim, or
 // its queue and priority.
 func changesPass(e, next *entry) bool {
-	if e.Phase() != next.Phase() || e.InTree != next.InTree || e.ChargedQueue != next.ChargedQueue || e.Claim != next.Claim {
+	if e.Phase() != next.Phase() || e.InTree != next.InTree || e.ChargedQueue != next.ChargedQueue || (e.Claim == nil) != (next.Claim == nil) {
 		return true
 	}
 	if e.W == next.W {

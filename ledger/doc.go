@@ -21,8 +21,9 @@
 // The machine decides; the ledger acts. What an informer shows is folded
 // with machine.React (onJob, foldLocked); the ledger's own decisions and
 // the outcomes of its writes are the machine's steps, each carried out by
-// Ledger.step: Reject and Assume in a pass (admit.go), Evict for a
-// preemption's victims and EvictionFailed when its write fails, Rollback
+// Ledger.step: Reject, Assume and Preempt in a pass (admit.go), Evict for
+// a preemption's victims, EvictionFailed when its write fails and
+// VictimGone when one has given its quota back, Rollback
 // when an admission write fails, Requeue and RequeueFailed for a workload
 // whose pods are larger (gated.go), Capture and Captured for a late
 // capture (late.go), Forget when a workload is deleted, Recheck when an

@@ -252,6 +252,8 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 		return
 	}
 	if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
+		// A workload that cannot be suspended again is not requeued:
+		// its eviction would delete it.
 		return
 	}
 	excess := queues.PodExcess(e.W.PodSets, reqs, l.cfg.Covers)
@@ -275,16 +277,7 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 // requeue makes the one write that evicts a workload to be admitted
 // again at a new size: suspended, pending again, with its pod overhead.
 func (l *Ledger) requeue(ctx context.Context, w write) {
-	p := kinds.MergePatch{"metadata": map[string]any{
-		"labels":      map[string]any{queues.LabelState: string(queues.StatePending)},
-		"annotations": map[string]any{queues.AnnotationPodOverhead: w.overhead},
-	}}
-	p.Set(w.suspend, true)
-	body, err := json.Marshal(p)
-	if err == nil {
-		err = l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, body), client.FieldOwner(queues.FieldManagerPreemption))
-	}
-	if err != nil {
+	if err := l.writeEviction(ctx, w, map[string]any{queues.AnnotationPodOverhead: w.overhead}); err != nil {
 		l.mu.Lock()
 		l.step(w.e, machine.RequeueFailed)
 		l.mu.Unlock()

@@ -101,7 +101,7 @@ func (l *Ledger) onJob(obj any) {
 // the result in force.
 func (l *Ledger) foldLocked(e *entry, next entry, o machine.Observed) {
 	var effects []machine.Effect
-	next.Entry, effects = machine.React(next.Entry, o, l.opts.Clock.Now(), l.effects)
+	next.Entry, effects = machine.React(next.Entry, o, l.opts.Clock.Now(), l.takeEffects())
 	next.seen = o
 	l.apply(e, next, effects)
 }
@@ -170,19 +170,18 @@ func (l *Ledger) onJobDelete(obj any) {
 	delete(l.late, uid)
 	delete(l.echoes, uid)
 	l.metrics.notePending(l.cfg, e, true)
-	// Its pods may outlive it: its quota, and its preemptor's wait, last
-	// until they are gone (pods.go).
-	live := l.livePods[uid] > 0
-	l.step(e, machine.Forget(live))
-	if e.Charged != nil {
-		l.ghosts[uid] = e
-	}
 	if e.Claim != nil {
+		// Its victims free nobody now.
 		for v := range e.Claim.Victims {
 			delete(l.waitingOn, v)
 		}
 	}
-	l.releaseClaimLocked(e)
+	// Its pods may outlive it: its quota, and its preemptor's wait, last
+	// until they are gone (pods.go).
+	l.step(e, machine.Forget(l.livePods[uid] > 0))
+	if e.Charged != nil {
+		l.ghosts[uid] = e
+	}
 	l.wakePass()
 }
 
@@ -240,26 +239,7 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 		return
 	}
 	delete(l.waitingOn, victim)
-	if p.Claim != nil {
-		delete(p.Claim.Victims, victim)
-		if len(p.Claim.Victims) > 0 {
-			return
-		}
-	}
-	l.releaseClaimLocked(p)
-	if l.jobs[p.W.UID] == p && p.Phase() == machine.Pending {
-		l.insertPendingLocked(p)
-		l.reserved[p] = true
-	}
-	l.wakePass()
-}
-
-// releaseClaimLocked gives back a preemptor's claim.
-func (l *Ledger) releaseClaimLocked(p *entry) {
-	if p.Claim != nil && p.Claim.Usage != nil {
-		l.subUsageLocked(p.W.Queue, p.Claim.Usage)
-	}
-	p.Claim = nil
+	l.step(p, machine.VictimGone(victim, l.jobs[p.W.UID] == p))
 }
 
 // insertPendingLocked puts a pending entry into its queue's tree.

@@ -289,7 +289,7 @@ func (s *scenario) step(f []string) {
 		switch {
 		case w.preemptor != nil:
 			var ev kinds.Eviction
-			ev, err = s.l.target(w).Evict()
+			ev, err = s.l.target(w).Evict(nil)
 			patch = ev.Patch
 			s.l.evicted(w)
 		case w.late:

@@ -13,7 +13,7 @@
 //		         │ │ │                                 │    React: suspended ───┘  │
 //		         │ │ │                                 └─ EvictionFailed, ─────────┘
 //		         │ │ │                                    RequeueFailed
-//		         │ │ └── victims gone (the claim, in the ledger) ── pending with a claim
+//		         │ │ └── VictimGone: the last one ── pending with a claim ◀── Preempt
 //		         │ └──── Rebuild (config or priorities change) ────┐
 //		         └── Reject (a pass: never fits) ──▶ inadmissible ─┘
 //
@@ -49,7 +49,8 @@
 // React folds one informer view (Observed); the other steps (steps.go)
 // are the ledger's own decisions and the outcomes of its writes. The
 // effects are a closed set (LeaveTree, JoinTree, Arrive, Pass, Charge,
-// Release, Yield, Unyield, Relabel, Freed, RecheckLater). FromLabels
+// Release, Yield, Unyield, Reserve, Unreserve, TryFirst, Relabel, Freed,
+// RecheckLater). FromLabels
 // builds the entry a workload's labels describe, for the read side
 // (tally status, tally explain), which folds it with React as the ledger
 // would.

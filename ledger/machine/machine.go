@@ -154,7 +154,30 @@ type (
 	}
 	// Pass asks for a pass.
 	Pass struct{}
+	// Reserve counts a preemptor's claim in its queue's usage, and
+	// Unreserve takes it off, without asking for a pass.
+	Reserve struct {
+		Queue string
+		Usage queues.Usage
+	}
+	Unreserve struct {
+		Queue string
+		Usage queues.Usage
+	}
+	// TryFirst puts a preemptor whose victims are gone first in the next
+	// pass.
+	TryFirst struct{}
 )
+
+func (Reserve) effect()   {}
+func (Unreserve) effect() {}
+func (TryFirst) effect()  {}
+
+func (r Reserve) String() string { return fmt.Sprintf("reserve %s %s", r.Queue, usageString(r.Usage)) }
+func (u Unreserve) String() string {
+	return fmt.Sprintf("unreserve %s %s", u.Queue, usageString(u.Usage))
+}
+func (TryFirst) String() string { return "try-first" }
 
 func (Yield) effect()   {}
 func (Unyield) effect() {}

@@ -3,6 +3,8 @@ package machine
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"tally.dev/tally/queues"
 )
 
@@ -102,10 +104,12 @@ func RequeueFailed(e Entry, effects []Effect) (Entry, []Effect) {
 // Forget is the step of a deleted workload. If it holds quota and podsLive
 // says its pods still run, it becomes a ghost: finished, holding its quota
 // until they are gone. Else its quota is returned and its preemptor, if
-// it was a victim, waits for it no more.
+// it was a victim, waits for it no more. A preemptor's claim is given
+// back.
 func Forget(podsLive bool) Step {
 	return func(e Entry, effects []Effect) (Entry, []Effect) {
 		effects = e.leave(effects)
+		effects = e.unclaim(effects)
 		if e.Charged != nil && podsLive {
 			e.phase = Finished
 			return e, effects
@@ -165,4 +169,57 @@ func Rebuild(priority int32) Step {
 		e.phase = Pending
 		return e, e.join(effects)
 	}
+}
+
+// Preempt takes a workload that a pass chose to preempt for out of its
+// queue: it waits for victims with a claim on usage, which counts in its
+// queue until they are gone, so that nothing else is decided on that room.
+func Preempt(usage queues.Usage, victims []types.UID) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		effects = e.leave(effects)
+		c := &Claim{Victims: make(map[types.UID]bool, len(victims)), Usage: usage}
+		for _, v := range victims {
+			c.Victims[v] = true
+		}
+		e.Claim = c
+		return e, append(effects, Reserve{Queue: e.W.Queue, Usage: usage})
+	}
+}
+
+// VictimGone is the step of a preemptor one of whose victims has given
+// its quota back. Once none is left, its claim is given back and, if it
+// still waits (rejoin: it is still recorded), it rejoins its queue, to be
+// tried first in the next pass.
+func VictimGone(victim types.UID, rejoin bool) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if e.Claim != nil {
+			left := make(map[types.UID]bool, len(e.Claim.Victims))
+			for v := range e.Claim.Victims {
+				if v != victim {
+					left[v] = true
+				}
+			}
+			if len(left) > 0 {
+				e.Claim = &Claim{Victims: left, Usage: e.Claim.Usage}
+				return e, effects
+			}
+		}
+		effects = e.unclaim(effects)
+		if rejoin && e.phase == Pending {
+			effects = append(e.join(effects), TryFirst{})
+		}
+		return e, append(effects, Pass{})
+	}
+}
+
+// unclaim gives back e's claim, if it has one.
+func (e *Entry) unclaim(effects []Effect) []Effect {
+	if e.Claim == nil {
+		return effects
+	}
+	if e.Claim.Usage != nil {
+		effects = append(effects, Unreserve{Queue: e.W.Queue, Usage: e.Claim.Usage})
+	}
+	e.Claim = nil
+	return effects
 }

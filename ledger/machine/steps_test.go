@@ -3,6 +3,8 @@ package machine
 import (
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestSteps runs each of the ledger's own transitions from the phases it
@@ -17,6 +19,8 @@ func TestSteps(t *testing.T) {
 	evicting := Entry{phase: Evicting, W: w, Charged: u1, ChargedQueue: "q", EvictedAt: now}
 	capturing := Entry{phase: Capturing, W: w, Charged: u2, ChargedQueue: "q"}
 	capturingUncharged := Entry{phase: Capturing, W: w}
+	claimant := Entry{phase: Pending, W: w, Claim: &Claim{Victims: map[types.UID]bool{"v1": true, "v2": true}, Usage: u2}}
+	lastVictim := Entry{phase: Pending, W: w, Claim: &Claim{Victims: map[types.UID]bool{"v2": true}, Usage: u2}}
 	for _, tc := range []struct {
 		name    string
 		e       Entry
@@ -48,6 +52,12 @@ func TestSteps(t *testing.T) {
 		{"rebuild inadmissible", Entry{phase: Inadmissible, W: w}, Rebuild(7), Pending, "-", "join-tree"},
 		{"rebuild, a claim waits", Entry{phase: Pending, W: w, Claim: &Claim{}}, Rebuild(7), Pending, "-", ""},
 		{"rebuild admitted", admitted, Rebuild(7), Admitted, "cpu=2 in flavor default", ""},
+		{"preempt", queued, Preempt(u2, []types.UID{"v1", "v2"}), Pending, "-", "leave-tree; reserve q cpu=2 in flavor default"},
+		{"a victim of two gone", claimant, VictimGone("v1", true), Pending, "-", ""},
+		{"the last victim gone", lastVictim, VictimGone("v2", true), Pending, "-", "unreserve q cpu=2 in flavor default; join-tree; try-first; pass"},
+		{"the last victim gone, preemptor forgotten", lastVictim, VictimGone("v2", false), Pending, "-", "unreserve q cpu=2 in flavor default; pass"},
+		{"a victim gone, no claim", queued, VictimGone("v2", true), Pending, "-", "join-tree; try-first; pass"},
+		{"forget a preemptor", claimant, Forget(false), Pending, "-", "unreserve q cpu=2 in flavor default; freed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.e.Charged.Clone()
@@ -66,6 +76,12 @@ func TestSteps(t *testing.T) {
 				t.Errorf("in tree %v after effects %q", got.InTree, effectsString(fx))
 			}
 		})
+	}
+	if got, _ := VictimGone("v1", true)(claimant, nil); len(got.Claim.Victims) != 1 || !got.Claim.Victims["v2"] || len(claimant.Claim.Victims) != 2 {
+		t.Errorf("a victim gone: claim %v (the entry given has %v), want v2 alone and the given one untouched", got.Claim.Victims, claimant.Claim.Victims)
+	}
+	if got, _ := Preempt(u2, []types.UID{"v1"})(queued, nil); got.Claim == nil || !got.Claim.Victims["v1"] || !got.Claim.Usage.Equal(u2) {
+		t.Errorf("preempt: claim %+v", got.Claim)
 	}
 	if got, _ := Rebuild(7)(Entry{phase: Inadmissible, W: w}, nil); got.W == w || got.W.Priority != 7 || w.Priority == 7 {
 		t.Errorf("rebuild: workload %p priority %d (was %p), want a copy at 7", got.W, got.W.Priority, w)
