@@ -28,6 +28,10 @@ type Config struct {
 	PriorityClasses map[string]int32
 	// WorkloadKinds are the declared kinds of workload, in config order.
 	WorkloadKinds []WorkloadKind
+	// PodsReady is the waitForPodsReady section of Kueue's Configuration
+	// document, with Kueue's defaults; nil when it is off or there is no
+	// such document.
+	PodsReady *PodsReady
 	// Warnings are non-fatal remarks, such as a deprecated alias.
 	Warnings []string
 

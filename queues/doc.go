@@ -1,8 +1,9 @@
 // Package queues owns tally's configuration and its pure admission core.
 //
 // It parses and validates the config documents (ResourceFlavor, ClusterQueue,
-// LocalQueue, WorkloadPriorityClass, and tally's WorkloadKind, which declares
-// a kind of workload by its suspend field and pod sets) into a Config,
+// LocalQueue, WorkloadPriorityClass, tally's WorkloadKind, which declares
+// a kind of workload by its suspend field and pod sets, and Kueue's own
+// Configuration, of which only waitForPodsReady is read) into a Config,
 // describes workloads of any kind as Workloads through their pod templates,
 // and decides, as pure functions of (Config, usage Snapshot, Workloads),
 // which flavor a Workload gets, whether it fits, may borrow, or must wait,
@@ -12,7 +13,10 @@
 // into documents, schema.go holds the documents' raw types, validate.go
 // checks them, errors.go words decoding errors, and parse.go drives the
 // steps and converts valid documents into the Config. workloadkind.go
-// does all of this for the WorkloadKind document. UsageOf (usageof.go)
+// does all of this for the WorkloadKind document, and podsready.go for
+// the Configuration document: it applies Kueue's waitForPodsReady
+// defaults, warns by field path about every section tally does not read,
+// and computes the requeue backoff (PodsReady.Backoff). UsageOf (usageof.go)
 // reads what an admitted workload holds from its flavors annotation.
 //
 // It may import tally's flavors package, the standard library, the

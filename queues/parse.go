@@ -39,9 +39,10 @@ const (
 
 // Parse reads a config: multi-document YAML holding ResourceFlavor,
 // ClusterQueue, LocalQueue and WorkloadPriorityClass documents with Kueue's
-// field names, and tally's WorkloadKind documents. It returns the validated Config, or nil and every error
-// found, each with its field path. Warnings, such as unknown fields, never
-// make a config invalid.
+// field names, tally's WorkloadKind documents, and at most one of Kueue's
+// Configuration documents, of which it reads waitForPodsReady. It returns
+// the validated Config, or nil and every error found, each with its field
+// path. Warnings, such as unknown fields, never make a config invalid.
 //
 // Documents are numbered from 0 in the order they are split at "---"
 // lines: document[0] is the text before the first separator, which may be
@@ -113,6 +114,7 @@ type document struct {
 	lq     *rawLocalQueue
 	wpc    *rawPriorityClass
 	wk     *rawWorkloadKind
+	conf   *rawConfiguration
 }
 
 // run runs read, validates what it read and builds the Config. A panic,
@@ -191,7 +193,11 @@ func (p *parser) decode(prefix string, i int, c chunk) {
 	if h.Kind == kindLocalQueue && h.Metadata.Namespace != "" {
 		d.key = h.Metadata.Namespace + "/" + h.Metadata.Name
 	}
-	if h.Metadata.Name != "" {
+	switch {
+	case h.Kind == kindConfiguration:
+		// Kueue's Configuration has no metadata: it is one of a kind.
+		d.root, d.key = field.NewPath(prefix+kindConfiguration), ""
+	case h.Metadata.Name != "":
 		d.root = field.NewPath(fmt.Sprintf("%s%s %q", prefix, h.Kind, d.key))
 	}
 	p.docs = append(p.docs, d)
@@ -219,6 +225,9 @@ func (p *parser) decodeBody(d *document, js []byte) {
 	case kindWorkloadKind:
 		d.wk = &rawWorkloadKind{}
 		target = d.wk
+	case kindConfiguration:
+		d.conf = &rawConfiguration{}
+		target = d.conf
 	}
 	strict, err := kjson.UnmarshalStrict(js, target, kjson.DisallowUnknownFields)
 	if err != nil {
@@ -231,7 +240,14 @@ func (p *parser) decodeBody(d *document, js []byte) {
 		if fe, ok := e.(kjson.FieldError); ok {
 			path = fe.FieldPath()
 		}
+		if d.conf != nil {
+			p.warnings = append(p.warnings, unusedConfigurationField(d.root, path))
+			continue
+		}
 		p.warnings = append(p.warnings, fmt.Sprintf("%s.%s: unknown field, ignored", d.root, path))
+	}
+	if d.conf != nil {
+		p.warnings = append(p.warnings, configurationWarnings(d.conf, d.root)...)
 	}
 	if d.flavor != nil && d.flavor.Spec.NodeSelector != nil {
 		p.warnings = append(p.warnings, fmt.Sprintf("%s: accepted as an alias of spec.nodeLabels, Kueue's name for this field",
@@ -262,6 +278,8 @@ func (p *parser) build() *Config {
 			cfg.PriorityClasses[d.key], _ = parseInt32(d.wpc.Value)
 		case kindWorkloadKind:
 			cfg.WorkloadKinds = append(cfg.WorkloadKinds, toWorkloadKind(d.wk))
+		case kindConfiguration:
+			cfg.PodsReady, _ = podsReadyOf(d.conf, d.root)
 		}
 	}
 	cfg.QueueNames = SortedKeys(cfg.ClusterQueues)

@@ -68,6 +68,9 @@ func validateEnum(p *field.Path, v string, allowed ...string) field.ErrorList {
 
 // validateHeader checks a document's apiVersion and kind.
 func validateHeader(h *header, root *field.Path) field.ErrorList {
+	if h.Kind == kindConfiguration {
+		return validateConfigurationHeader(h, root)
+	}
 	var errs field.ErrorList
 	versions := supportedAPIVersions()
 	switch {
@@ -91,7 +94,9 @@ func validateHeader(h *header, root *field.Path) field.ErrorList {
 	return errs
 }
 
-func isSupportedKind(kind string) bool { return sets.New(supportedKinds()...).Has(kind) }
+func isSupportedKind(kind string) bool {
+	return kind == kindConfiguration || sets.New(supportedKinds()...).Has(kind)
+}
 
 // validateDocuments checks every document, in order, and the references
 // between them.
@@ -109,6 +114,9 @@ func validateDocuments(docs []*document) field.ErrorList {
 	seen, declared := map[string]*document{}, map[string]*document{}
 	for _, d := range docs {
 		errs = append(errs, validateUnique(d, seen)...)
+		if d.kind == kindConfiguration {
+			errs = append(errs, validateConfiguration(d, seen)...)
+		}
 		if d.broken {
 			continue
 		}
