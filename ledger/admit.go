@@ -116,6 +116,15 @@ func (l *Ledger) decide() []write {
 	snap := queues.NewSnapshot(l.cfg, usage, l.namespaceLabelsLocked())
 	late := l.decideLateLocked(snap)
 	lists := l.listsLocked(inPass)
+	if blocked := l.blockedLocked(); len(blocked) > 0 {
+		// waitForPodsReady's blockAdmission: these cohorts wait for the
+		// pods of a workload they admitted.
+		for q := range lists {
+			if blocked[l.cohortOfLocked(q)] {
+				delete(lists, q)
+			}
+		}
+	}
 	snap.Admitted = l.admittedLocked(inPass)
 	for e := range l.reserved {
 		if e.InTree {

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"tally.dev/tally/ledger/machine"
 )
@@ -81,6 +83,9 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 			l.relabelJobLocked(e)
 		case machine.Freed:
 			l.victimFreedLocked(e.W.UID)
+		case machine.FoldAgain:
+			uid, rv := e.W.UID, e.rv
+			l.afterFunc(f.After, func() { l.foldAgain(uid, rv) })
 		case machine.RecheckLater:
 			uid, rv := e.W.UID, e.rv
 			time.AfterFunc(f.After, func() { l.recheckVictim(uid, rv) })
@@ -95,5 +100,31 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 	if nowAdmitted && e.W != nil {
 		// The pods the gate held while it waited may run now.
 		l.judgeGatedLocked(e.W.UID)
+		l.admittedNowLocked(e)
 	}
+}
+
+// foldAgain folds workload uid's last view again, if nothing has changed
+// since its version rv: the end of a backoff (machine.FoldAgain).
+func (l *Ledger) foldAgain(uid types.UID, rv string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.jobs[uid]; e != nil && e.rv == rv {
+		l.foldLocked(e, *e, e.seen)
+	}
+}
+
+// afterFunc calls f once d has passed on the ledger's clock: with the real
+// clock a runtime timer (no goroutine waits for it), with another (a test's
+// fake clock) a goroutine on that clock's timer.
+func (l *Ledger) afterFunc(d time.Duration, f func()) {
+	if _, real := l.opts.Clock.(clock.RealClock); real {
+		time.AfterFunc(d, f)
+		return
+	}
+	t := l.opts.Clock.NewTimer(d)
+	go func() {
+		<-t.C()
+		f()
+	}()
 }

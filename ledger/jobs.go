@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"time"
+
 	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +52,13 @@ type entry struct {
 	// seen is its last view, folded again when its count of live pods
 	// changes.
 	seen machine.Observed
+	// requeues is its tally.dev/requeues annotation; podsReady says
+	// whether all its pods were ready when last counted, and
+	// readyDeadline is when it is evicted unless they are
+	// (waitForPodsReady, podsready.go).
+	requeues      int32
+	podsReady     bool
+	readyDeadline time.Time
 
 	// pendingAs is how tally_pending_workloads counts it (0: not at
 	// all, 1: active, 2: inadmissible), in pendingIn's ClusterQueue
@@ -142,6 +151,7 @@ func (e *entry) note(o *kinds.Object) {
 	e.LabelState = meta.Labels[queues.LabelState]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
 	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]
+	e.requeues = inspect.Requeues(meta.Annotations)
 	e.resume = o.SuspendValue(false)
 	e.prio = priorityRef{
 		workloadClass: firstNonEmpty(meta.Labels[queues.LabelPriorityClass], meta.Labels[queues.LabelKueuePriorityClass]),

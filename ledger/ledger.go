@@ -113,7 +113,12 @@ type Ledger struct {
 	// livePods counts, per workload UID, its pods that have not
 	// terminated; podOwner maps each of them to its workload (pods.go).
 	livePods map[types.UID]int
-	podOwner map[types.UID]types.UID
+	// readyOwner maps each counted pod that is ready (or succeeded) to
+	// its workload, and readyPods counts them per workload
+	// (podsready.go).
+	readyOwner map[types.UID]types.UID
+	readyPods  map[types.UID]int
+	podOwner   map[types.UID]types.UID
 	// unverified holds, by the workload they name, the live pods whose
 	// claim to it does not check out yet, and claimed the workload each
 	// of them names; parts maps each Job that is part of a workload
@@ -231,6 +236,8 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		late:        map[types.UID]*entry{},
 		holding:     map[*entry]struct{}{},
 		livePods:    map[types.UID]int{},
+		readyOwner:  map[types.UID]types.UID{},
+		readyPods:   map[types.UID]int{},
 		podOwner:    map[types.UID]types.UID{},
 		unverified:  map[types.UID]map[types.UID]podClaim{},
 		claimed:     map[types.UID]types.UID{},

@@ -101,6 +101,11 @@ func StripPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
 	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 		out.OwnerReferences = []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: ref.Controller}}
 	}
@@ -147,6 +152,8 @@ func (l *Ledger) onPod(obj any) {
 		l.claimed[p.UID] = c.owner
 	}
 	l.setPodLocked(p.UID, c.owner, counted)
+	// A counted pod that succeeds stays ready for its workload.
+	l.setReadyLocked(p.UID, c.owner, podReady(p) && (counted || l.readyOwner[p.UID] == c.owner))
 }
 
 func (l *Ledger) onPodDelete(obj any) {
@@ -156,6 +163,7 @@ func (l *Ledger) onPodDelete(obj any) {
 		l.unverify(p.UID)
 		l.ungatedLocked(p.UID)
 		l.setPodLocked(p.UID, "", false)
+		l.setReadyLocked(p.UID, "", false)
 	}
 }
 

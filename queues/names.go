@@ -41,6 +41,12 @@ const (
 	AnnotationPodQueue = "tally.dev/cluster-queue"
 	// AnnotationAdmittedAt is the RFC 3339 time of admission.
 	AnnotationAdmittedAt = "tally.dev/admitted-at"
+	// AnnotationRequeues counts a workload's evictions for pods that were
+	// not ready in time (waitForPodsReady), and AnnotationRequeueAt is
+	// the RFC 3339 time before which it is not admitted again (its
+	// backoff). Both are written with the eviction.
+	AnnotationRequeues  = "tally.dev/requeues"
+	AnnotationRequeueAt = "tally.dev/requeue-at"
 	// AnnotationUserAffinity keeps the Job's own required node affinity
 	// terms (JSON), so admission and preemption can rebuild the flavor
 	// affinity around them. Absent when the Job had none.

@@ -179,6 +179,7 @@ func Explain(in ExplainInput) Explanation {
 	if target.e.Phase() == machine.Evicting {
 		out.State = "evicting (preempted or suspended; its pods are going)"
 	}
+	out.Notes = append(out.Notes, podsReadyNotes(cfg, in.Target.Meta.Annotations, in.Now)...)
 	out.Needs = target.w.Total().String()
 	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.Phase() == machine.Admitted {
 		out.Flavors = f
@@ -527,4 +528,22 @@ func refs(rs []WorkloadRef, ends bool) []string {
 		}
 	}
 	return out
+}
+
+// podsReadyNotes says how often a workload was evicted because its pods
+// were not ready in time (waitForPodsReady), and when it may be admitted
+// again.
+func podsReadyNotes(cfg *queues.Config, ann map[string]string, now time.Time) []string {
+	n := Requeues(ann)
+	if n == 0 {
+		return nil
+	}
+	note := fmt.Sprintf("evicted %d time(s) because its pods were not all ready in time (PodsReadyTimeout)", n)
+	if pr := cfg.PodsReady; pr != nil && pr.BackoffLimitCount != nil && n > *pr.BackoffLimitCount {
+		return []string{note + fmt.Sprintf("; that is more than backoffLimitCount %d allows: it is set aside as inadmissible", *pr.BackoffLimitCount)}
+	}
+	if at, err := time.Parse(time.RFC3339, ann[queues.AnnotationRequeueAt]); err == nil && now.Before(at) {
+		note += fmt.Sprintf("; backing off: not admitted again before %s (in %s)", at.UTC().Format(time.RFC3339), at.Sub(now).Round(time.Second))
+	}
+	return []string{note}
 }

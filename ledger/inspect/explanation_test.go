@@ -229,3 +229,29 @@ func TestExplainFinishedLabelOff(t *testing.T) {
 		t.Errorf("a finished Job labelled admitted: state %q, want finished", x.State)
 	}
 }
+
+// TestPodsReadyNotes: explain says how often a workload was evicted for
+// pods that were not ready, when it may be admitted again, and when it
+// has been set aside.
+func TestPodsReadyNotes(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	limit := int32(2)
+	cfg := &queues.Config{PodsReady: &queues.PodsReady{Timeout: time.Minute, BackoffLimitCount: &limit}}
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want string
+	}{
+		{"never evicted", nil, ""},
+		{"backing off", map[string]string{queues.AnnotationRequeues: "1", queues.AnnotationRequeueAt: "2030-01-01T00:01:30Z"},
+			"evicted 1 time(s) because its pods were not all ready in time (PodsReadyTimeout); backing off: not admitted again before 2030-01-01T00:01:30Z (in 1m30s)"},
+		{"backoff over", map[string]string{queues.AnnotationRequeues: "2", queues.AnnotationRequeueAt: "2029-12-31T23:59:00Z"},
+			"evicted 2 time(s) because its pods were not all ready in time (PodsReadyTimeout)"},
+		{"set aside", map[string]string{queues.AnnotationRequeues: "3"},
+			"evicted 3 time(s) because its pods were not all ready in time (PodsReadyTimeout); that is more than backoffLimitCount 2 allows: it is set aside as inadmissible"},
+	} {
+		if got := strings.Join(podsReadyNotes(cfg, tc.ann, now), "\n"); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"strconv"
 	"time"
 
 	"tally.dev/tally/kinds"
@@ -24,5 +25,22 @@ func Observe(cfg *queues.Config, o *kinds.Object, w *queues.Workload, n int) mac
 	if ann := o.Meta.Annotations[queues.AnnotationFlavors]; ann != "" || (!o.Finished && !o.Suspended) {
 		v.Usage = queues.UsageOf(cfg, w, ann)
 	}
+	if cfg != nil && cfg.PodsReady != nil {
+		if t, err := time.Parse(time.RFC3339, o.Meta.Annotations[queues.AnnotationRequeueAt]); err == nil {
+			v.RequeueAt = t
+		}
+		limit := cfg.PodsReady.BackoffLimitCount
+		v.GaveUp = limit != nil && Requeues(o.Meta.Annotations) > *limit
+	}
 	return v
+}
+
+// Requeues reads a workload's count of evictions for pods that were not
+// ready in time from its annotations (queues.AnnotationRequeues).
+func Requeues(annotations map[string]string) int32 {
+	n, err := strconv.ParseInt(annotations[queues.AnnotationRequeues], 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
 }

@@ -93,6 +93,13 @@ type Observed struct {
 	// Restore: it was admitted before, has stopped, and some pod template
 	// still has another node affinity than its candidate flavors'.
 	Restore bool
+	// RequeueAt is its tally.dev/requeue-at annotation: evicted because
+	// its pods were not ready in time (waitForPodsReady), it is not
+	// queued again before then.
+	RequeueAt time.Time
+	// GaveUp: it was evicted for that more often than the config's
+	// backoffLimitCount allows.
+	GaveUp bool
 }
 
 // Holds says whether the view shows pods that may still hold resources.
@@ -164,6 +171,9 @@ type (
 		Queue string
 		Usage queues.Usage
 	}
+	// FoldAgain folds the workload's last view again after a while (the
+	// end of its backoff), unless it has changed since.
+	FoldAgain struct{ After time.Duration }
 	// TryFirst puts a preemptor whose victims are gone first in the next
 	// pass.
 	TryFirst struct{}
@@ -172,12 +182,14 @@ type (
 func (Reserve) effect()   {}
 func (Unreserve) effect() {}
 func (TryFirst) effect()  {}
+func (FoldAgain) effect() {}
 
 func (r Reserve) String() string { return fmt.Sprintf("reserve %s %s", r.Queue, usageString(r.Usage)) }
 func (u Unreserve) String() string {
 	return fmt.Sprintf("unreserve %s %s", u.Queue, usageString(u.Usage))
 }
-func (TryFirst) String() string { return "try-first" }
+func (TryFirst) String() string    { return "try-first" }
+func (f FoldAgain) String() string { return "fold again after " + f.After.String() }
 
 func (Yield) effect()   {}
 func (Unyield) effect() {}
@@ -297,6 +309,24 @@ func React(e Entry, o Observed, now time.Time, effects []Effect) (Entry, []Effec
 		}
 		if e.Restore && !freeing {
 			effects = append(effects, Relabel{})
+		}
+		if o.GaveUp {
+			// Evicted too often for pods that were not ready: set aside.
+			effects = e.leave(effects)
+			e.W = o.W
+			if e.phase != Inadmissible && e.LabelState != string(queues.StateInadmissible) {
+				effects = append(effects, Relabel{})
+			}
+			e.phase = Inadmissible
+			return e, effects
+		}
+		if now.Before(o.RequeueAt) {
+			// Backing off after such an eviction: it waits out of its
+			// queue until then, and is folded again at that time.
+			effects = e.leave(effects)
+			e.W = o.W
+			e.phase = Pending
+			return e, append(effects, FoldAgain{After: o.RequeueAt.Sub(now)})
 		}
 		if e.phase == Inadmissible && e.W != nil && sameShape(e.W, o.W) {
 			e.W = o.W

@@ -194,3 +194,37 @@ func TestRecheckFold(t *testing.T) {
 		})
 	}
 }
+
+// TestReactBackoff: a workload evicted for pods that were not ready waits
+// out of its queue until its backoff ends, and is set aside once it gave
+// up.
+func TestReactBackoff(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
+	w := reactWorkload(2)
+	for _, tc := range []struct {
+		name   string
+		e      Entry
+		o      Observed
+		want   Phase
+		inTree bool
+		fx     string
+	}{
+		{"backing off", Entry{phase: Pending, W: w}, Observed{W: w, Suspended: true, RequeueAt: now.Add(time.Minute)},
+			Pending, false, "fold again after 1m0s"},
+		{"backoff over", Entry{phase: Pending, W: w}, Observed{W: w, Suspended: true, RequeueAt: now},
+			Pending, true, "join-tree; arrive"},
+		{"gave up", Entry{phase: Pending, W: w, InTree: true}, Observed{W: w, Suspended: true, GaveUp: true},
+			Inadmissible, false, "leave-tree; relabel"},
+		{"gave up, labelled", Entry{phase: Inadmissible, W: w, LabelState: "inadmissible"}, Observed{W: w, Suspended: true, GaveUp: true},
+			Inadmissible, false, ""},
+		{"gave up, pods still going", Entry{phase: Evicting, W: w, Charged: cpuIn("default", 2), ChargedQueue: "q"},
+			Observed{W: w, Suspended: true, GaveUp: true, Pods: 1}, Evicting, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, fx := React(tc.e, tc.o, now, nil)
+			if got.Phase() != tc.want || got.InTree != tc.inTree || effectsString(fx) != tc.fx {
+				t.Errorf("got %s in tree %v, effects %q; want %s %v, %q", got.Phase(), got.InTree, effectsString(fx), tc.want, tc.inTree, tc.fx)
+			}
+		})
+	}
+}

@@ -1,0 +1,237 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/queues"
+)
+
+// Kueue's waitForPodsReady (queues.PodsReady, read from a Configuration
+// document of the config): an admitted workload whose pods are not all
+// ready within the timeout of its admission, or that has had fewer ready
+// than it needs for the recovery timeout since, is evicted (one write:
+// suspended, pending, its count of such evictions and the end of its
+// backoff in annotations) and queues again once the backoff is over;
+// past backoffLimitCount it is set aside as inadmissible instead
+// (machine.React reads both annotations). With blockAdmission, a cohort
+// (or a queue outside any) admits nothing while one of its admitted
+// workloads waits for its pods.
+//
+// A pod counts as ready while it is Ready, and once it has succeeded (as
+// Kueue counts a workload's succeeded pods): readyOwner maps each such
+// pod, among those the ledger counts for a workload (pods.go), to that
+// workload, and readyPods counts them per workload.
+
+// evictedPodsReady is the tally_evicted_workloads_total reason of an
+// eviction for pods that were not ready in time.
+const evictedPodsReady = "PodsReadyTimeout"
+
+// podReady says whether p counts as ready for its workload.
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded {
+		return true
+	}
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// setReadyLocked records whether pod, of workload owner, counts as ready.
+func (l *Ledger) setReadyLocked(pod, owner types.UID, ready bool) {
+	was, seen := l.readyOwner[pod]
+	if seen && (!ready || was != owner) {
+		delete(l.readyOwner, pod)
+		if l.readyPods[was]--; l.readyPods[was] <= 0 {
+			delete(l.readyPods, was)
+		}
+		l.readyChangedLocked(was)
+	}
+	if ready && (!seen || was != owner) {
+		l.readyOwner[pod] = owner
+		l.readyPods[owner]++
+		l.readyChangedLocked(owner)
+	}
+}
+
+// podsReadyLocked says whether all of e's pods are ready.
+func (l *Ledger) podsReadyLocked(e *entry) bool {
+	return e.W != nil && int64(l.readyPods[e.W.UID]) >= e.W.PodCount()
+}
+
+// readyChangedLocked notes a change in the count of workload uid's ready
+// pods: once they are all ready, a cohort its wait blocked may admit
+// again; when an admitted workload that had them all ready loses one,
+// its recovery timeout starts.
+func (l *Ledger) readyChangedLocked(uid types.UID) {
+	e := l.jobs[uid]
+	pr := l.podsReadyConfigLocked()
+	if e == nil || e.W == nil || pr == nil || e.Phase() != machine.Admitted {
+		return
+	}
+	ready := l.podsReadyLocked(e)
+	if ready == e.podsReady {
+		return
+	}
+	e.podsReady = ready
+	if ready {
+		if pr.BlockAdmission {
+			l.touchLocked(e.W.Queue)
+			l.wakePass()
+		}
+		return
+	}
+	if pr.RecoveryTimeout > 0 {
+		l.armPodsReadyLocked(e, l.opts.Clock.Now().Add(pr.RecoveryTimeout))
+	}
+}
+
+// podsReadyConfigLocked is the config's waitForPodsReady; nil when off.
+func (l *Ledger) podsReadyConfigLocked() *queues.PodsReady {
+	if l.cfg == nil {
+		return nil
+	}
+	return l.cfg.PodsReady
+}
+
+// admittedNowLocked starts the timeout of a workload the informer shows
+// admitted, from its admission (its tally.dev/admitted-at annotation, so
+// that a restart keeps the time it had).
+func (l *Ledger) admittedNowLocked(e *entry) {
+	pr := l.podsReadyConfigLocked()
+	if pr == nil || e.W == nil {
+		return
+	}
+	e.podsReady = l.podsReadyLocked(e)
+	if e.podsReady {
+		return
+	}
+	from := e.AdmittedAt
+	if from.IsZero() {
+		from = l.opts.Clock.Now()
+	}
+	l.armPodsReadyLocked(e, from.Add(pr.Timeout))
+}
+
+// armPodsReadyLocked looks at e again at deadline.
+func (l *Ledger) armPodsReadyLocked(e *entry, deadline time.Time) {
+	e.readyDeadline = deadline
+	uid := e.W.UID
+	l.afterFunc(max(deadline.Sub(l.opts.Clock.Now()), 0), func() { l.podsReadyDue(uid) })
+}
+
+// podsReadyDue evicts workload uid if it is still admitted without all
+// its pods ready at its deadline.
+func (l *Ledger) podsReadyDue(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		return
+	}
+	if w, ann, ok := l.timeOutLocked(uid); ok {
+		l.inflight.Add(1)
+		l.spawn(func() {
+			defer l.inflight.Done()
+			l.timeOut(l.ctx, w, ann)
+		})
+	}
+}
+
+// timeOutLocked decides the eviction of workload uid if it is still
+// admitted without all its pods ready at its deadline: the write to make,
+// and its annotations.
+func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
+	e := l.jobs[uid]
+	pr := l.podsReadyConfigLocked()
+	if e == nil || e.W == nil || pr == nil || e.Phase() != machine.Admitted || l.podsReadyLocked(e) {
+		return write{}, nil, false
+	}
+	now := l.opts.Clock.Now()
+	if now.Before(e.readyDeadline) {
+		return write{}, nil, false // a later deadline replaced this one
+	}
+	if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
+		// A workload that cannot be suspended again is not requeued: its
+		// eviction would delete it.
+		return write{}, nil, false
+	}
+	n := e.requeues + 1
+	wait := pr.Backoff(n)
+	msg := fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; requeued, not admitted again before %s (backoff %s, eviction %d)",
+		min(int64(l.readyPods[uid]), e.W.PodCount()), e.W.PodCount(), now.Sub(e.AdmittedAt).Round(time.Second), now.Add(wait).UTC().Format(time.RFC3339), wait, n)
+	if limit := pr.BackoffLimitCount; limit != nil && n > *limit {
+		msg = fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; evicted %d times, more than backoffLimitCount %d allows: set aside as inadmissible (its pods did not start in flavor %s)",
+			min(int64(l.readyPods[uid]), e.W.PodCount()), e.W.PodCount(), now.Sub(e.AdmittedAt).Round(time.Second), n, *limit, flavorsOf(e.Charged))
+	}
+	l.step(e, machine.Requeue(now))
+	return write{e: e, w: e.W, suspend: e.suspend, message: msg}, map[string]any{
+		queues.AnnotationRequeues:  strconv.Itoa(int(n)),
+		queues.AnnotationRequeueAt: now.Add(wait).UTC().Format(time.RFC3339),
+	}, true
+}
+
+// timeOut makes the one write that evicts a workload whose pods were not
+// ready in time.
+func (l *Ledger) timeOut(ctx context.Context, w write, annotations map[string]any) {
+	if err := l.writeEviction(ctx, w, annotations); err != nil {
+		l.mu.Lock()
+		l.step(w.e, machine.RequeueFailed)
+		l.mu.Unlock()
+		l.log.Info("eviction for pods not ready failed; will look again", "job", w.w.Key(), "err", err.Error())
+		return
+	}
+	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedPodsReady).Inc()
+	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
+}
+
+// blockedLocked lists the cohorts (and queues outside any, by name) that
+// admit nothing now: with blockAdmission, one of their admitted
+// workloads waits for its pods to be ready.
+func (l *Ledger) blockedLocked() map[string]bool {
+	pr := l.podsReadyConfigLocked()
+	if pr == nil || !pr.BlockAdmission {
+		return nil
+	}
+	var out map[string]bool
+	for e := range l.holding {
+		if e.Phase() != machine.Admitted || l.podsReadyLocked(e) {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[l.cohortOfLocked(e.ChargedQueue)] = true
+	}
+	return out
+}
+
+// cohortOfLocked names queue q's cohort, or q itself outside any.
+func (l *Ledger) cohortOfLocked(q string) string {
+	if cq := l.cfg.ClusterQueues[q]; cq != nil && cq.Cohort != "" {
+		return "cohort/" + cq.Cohort
+	}
+	return "queue/" + q
+}
+
+// flavorsOf names the flavors of usage u, "+"-joined.
+func flavorsOf(u queues.Usage) string {
+	set := map[string]bool{}
+	for fr := range u {
+		set[fr.Flavor] = true
+	}
+	return strings.Join(queues.SortedKeys(set), "+")
+}
