@@ -154,7 +154,7 @@ func TestPodsReadyInTime(t *testing.T) {
 	s.readyPods("a", 2, 2)
 	// One pod succeeds: it still counts as ready.
 	done := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-0", UID: "pod-a-0",
-		Labels: map[string]string{queues.LabelWorkload: "uid-a"},
+		Labels:          map[string]string{queues.LabelWorkload: "uid-a"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "a", UID: "uid-a", Controller: ptr.To(true)}}},
 		Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
 	s.l.onPod(done)
