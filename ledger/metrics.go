@@ -40,6 +40,9 @@ const (
 	// evictedResized: suspended to be admitted again at the size its pods
 	// turned out to have (gated.go; Kueue has no such reason).
 	evictedResized = "PodsLarger"
+	// evictedPodsReady: its pods were not ready in time (podsready.go;
+	// Kueue's reason of the same name).
+	evictedPodsReady = "PodsReadyTimeout"
 
 	attemptSuccess      = "success"
 	attemptInadmissible = "inadmissible"

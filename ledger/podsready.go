@@ -31,10 +31,6 @@ import (
 // pod, among those the ledger counts for a workload (pods.go), to that
 // workload, and readyPods counts them per workload.
 
-// evictedPodsReady is the tally_evicted_workloads_total reason of an
-// eviction for pods that were not ready in time.
-const evictedPodsReady = "PodsReadyTimeout"
-
 // podReady says whether p counts as ready for its workload.
 func podReady(p *corev1.Pod) bool {
 	if p.Status.Phase == corev1.PodSucceeded {
