@@ -130,7 +130,7 @@ func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 	slices.SortFunc(held, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	for _, p := range held {
 		reqs := queues.PodRequests(&p.Spec)
-		switch queues.FitPods(w.PodSets, live, reqs, cfg.Covers) {
+		switch queues.FitPods(w.PodSets, live, reqs, cfg.CoversIn(w.Queue)) {
 		case queues.PodFits:
 			if err := l.ungate(ctx, p); err != nil {
 				l.log.Info("taking the scheduling gate off a pod failed; it waits", "pod", p.Namespace+"/"+p.Name, "err", err.Error())
@@ -146,7 +146,7 @@ func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 				return
 			}
 			w = grown
-			if queues.FitPods(w.PodSets, live, reqs, cfg.Covers) != queues.PodFits {
+			if queues.FitPods(w.PodSets, live, reqs, cfg.CoversIn(w.Queue)) != queues.PodFits {
 				continue
 			}
 			if err := l.ungate(ctx, p); err != nil {
@@ -171,7 +171,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 		l.mu.Unlock()
 		return nil, false
 	}
-	excess := queues.PodExcess(w.PodSets, reqs, l.cfg.Covers)
+	excess := queues.PodExcess(w.PodSets, reqs, l.cfg.CoversIn(w.Queue))
 	grown := w.WithPodOverhead(excess)
 	delta := queues.Usage{}
 	for r, a := range excess {
@@ -256,7 +256,7 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 		// its eviction would delete it.
 		return
 	}
-	excess := queues.PodExcess(e.W.PodSets, reqs, l.cfg.Covers)
+	excess := queues.PodExcess(e.W.PodSets, reqs, l.cfg.CoversIn(e.W.Queue))
 	if len(excess) == 0 {
 		return
 	}

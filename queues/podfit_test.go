@@ -186,3 +186,31 @@ func TestInjectCountsCoveredResourcesOnly(t *testing.T) {
 		t.Error("Inject without defaults copied the spec")
 	}
 }
+
+// TestCoversIn: a pod is larger than its workload only by what its own
+// ClusterQueue covers, not by what another queue covers.
+func TestCoversIn(t *testing.T) {
+	cfg, _, errs := Parse([]byte(queuestest.New().Flavor("f").
+		ClusterQueue("cpu-only").Group("cpu").Quotas("f", "cpu=4").
+		ClusterQueue("cpu-mem").Group("cpu", "memory").Quotas("f", "cpu=4", "memory=1Gi").String()))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, tc := range []struct {
+		queue string
+		r     corev1.ResourceName
+		want  bool
+	}{
+		{"cpu-only", corev1.ResourceCPU, true},
+		{"cpu-only", corev1.ResourceMemory, false},
+		{"cpu-mem", corev1.ResourceMemory, true},
+		{"unknown", corev1.ResourceCPU, false},
+	} {
+		if got := cfg.CoversIn(tc.queue)(tc.r); got != tc.want {
+			t.Errorf("%s covers %s: %v, want %v", tc.queue, tc.r, got, tc.want)
+		}
+	}
+	if !cfg.Covers(corev1.ResourceMemory) {
+		t.Error("some queue covers memory")
+	}
+}

@@ -288,7 +288,7 @@ func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Objec
 		}
 		live = append(live, queues.PodRequests(&p.Spec))
 	}
-	return queues.FitPods(w.PodSets, live, reqs, cfg.Covers), nil
+	return queues.FitPods(w.PodSets, live, reqs, cfg.CoversIn(w.Queue)), nil
 }
 
 // podDefaults are the pod defaults of o's namespace, as the API server
