@@ -24,6 +24,7 @@ func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.
 		&corev1.Pod{}:          {Label: podSelector(), Transform: StripPod},
 		&corev1.LimitRange{}:   {Transform: StripLimitRange},
 		&nodev1.RuntimeClass{}: {Transform: StripRuntimeClass},
+		&corev1.Node{}:         {Transform: StripNode},
 	}
 	if fromConfigMap {
 		byObject[&corev1.ConfigMap{}] = cache.ByObject{
@@ -58,6 +59,10 @@ func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log log
 		}); err != nil {
 			return err
 		}
+	}
+	if err := mgr.Add(&FlavorWatch{Cache: mgr.GetCache(), Store: store, Recorder: recorder, Mapper: mgr.GetRESTMapper(),
+		Namespace: opts.Namespace, FromFile: !fromConfigMap, Log: log.WithName("flavors")}); err != nil {
+		return err
 	}
 	l := New(mgr.GetClient(), mgr.GetCache(), store, recorder, log.WithName("ledger"), opts)
 	if opts.DashboardAddr != "" {

@@ -95,6 +95,10 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 			in.PriorityClasses[pc.Name] = pc.Value
 		}
 	}
+	// A user who may not list nodes is told nothing of them.
+	if bad, err := ReadUnhostable(ctx, c, cfg); err == nil {
+		in.Unhostable = bad
+	}
 	return Explain(in), nil
 }
 

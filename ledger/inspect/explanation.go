@@ -42,6 +42,9 @@ type ExplainInput struct {
 	// PriorityClasses maps a PriorityClass name to its value.
 	PriorityClasses map[string]int32
 	Now             time.Time
+	// Unhostable are the flavors no Ready node can host and no NodePool
+	// can make (ReadUnhostable).
+	Unhostable []UnhostableFlavor
 }
 
 // Explanation is what `tally explain` says of one workload.
@@ -180,6 +183,7 @@ func Explain(in ExplainInput) Explanation {
 		out.State = "evicting (preempted or suspended; its pods are going)"
 	}
 	out.Notes = append(out.Notes, podsReadyNotes(cfg, in.Target.Meta.Annotations, in.Now)...)
+	out.Notes = append(out.Notes, unhostableNotes(cfg.ClusterQueues[q], in.Unhostable)...)
 	out.Needs = target.w.Total().String()
 	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.Phase() == machine.Admitted {
 		out.Flavors = f
@@ -546,4 +550,23 @@ func podsReadyNotes(cfg *queues.Config, ann map[string]string, now time.Time) []
 		note += fmt.Sprintf("; backing off: not admitted again before %s (in %s)", at.UTC().Format(time.RFC3339), at.Sub(now).Round(time.Second))
 	}
 	return []string{note}
+}
+
+// unhostableNotes warns about the flavors of queue cq (those its
+// workloads wait on, and were admitted or evicted in) that nothing can
+// host.
+func unhostableNotes(cq *queues.ClusterQueue, bad []UnhostableFlavor) []string {
+	if cq == nil {
+		return nil
+	}
+	var out []string
+	for _, u := range bad {
+		for gi := range cq.ResourceGroups {
+			if slices.ContainsFunc(cq.ResourceGroups[gi].Flavors, func(f queues.FlavorQuotas) bool { return f.Name == u.Flavor }) {
+				out = append(out, "warning: "+u.Message())
+				break
+			}
+		}
+	}
+	return out
 }

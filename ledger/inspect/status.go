@@ -2,9 +2,11 @@ package inspect
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"tally.dev/tally/queues"
 )
 
 // ShowStatus writes every ClusterQueue's books (Status), rebuilt
@@ -19,5 +21,24 @@ func ShowStatus(ctx context.Context, c client.Reader, namespace, configFile stri
 	if err != nil {
 		return err
 	}
-	return WriteStatus(out, cfg, Status(cfg, jobs))
+	if err := WriteStatus(out, cfg, Status(cfg, jobs)); err != nil {
+		return err
+	}
+	return writeUnhostable(ctx, c, cfg, out)
+}
+
+// writeUnhostable adds a line for each flavor nothing can host; a user
+// who may not list nodes gets a line that says so.
+func writeUnhostable(ctx context.Context, c client.Reader, cfg *queues.Config, out io.Writer) error {
+	bad, err := ReadUnhostable(ctx, c, cfg)
+	if err != nil {
+		_, err = fmt.Fprintf(out, "\n(whether each flavor can be hosted is not known: %v)\n", err)
+		return err
+	}
+	for _, u := range bad {
+		if _, err := fmt.Fprintf(out, "\nwarning: %s\n", u.Message()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,0 +1,118 @@
+package flavors
+
+import (
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// A flavor no node can host holds its workloads' quota for nothing: they
+// are admitted, and their pods stay Pending. HostedBy and MadeBy say
+// whether a node, or a node an autoscaler can make, can run the flavor's
+// pods.
+
+// HostedBy says whether a node with these labels and taints can run pods
+// of flavor f: it carries the flavor's labels, and each of its taints that
+// keeps pods off is declared by the flavor (nodeTaints, which its
+// workloads must tolerate) or tolerated by the flavor's tolerations.
+func (f *Flavor) HostedBy(labels map[string]string, taints []corev1.Taint) bool {
+	for k, v := range f.NodeLabels {
+		if have, ok := labels[k]; !ok || have != v {
+			return false
+		}
+	}
+	return f.admitsTaints(taints)
+}
+
+func (f *Flavor) admitsTaints(taints []corev1.Taint) bool {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		declared := slices.ContainsFunc(f.NodeTaints, func(d corev1.Taint) bool { return d.MatchTaint(t) })
+		if !declared && !tolerates(f.Tolerations, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// NodeTemplate is what an autoscaler's node group (a Karpenter NodePool)
+// puts on the nodes it makes: labels every node gets, requirements on
+// the others, and taints.
+type NodeTemplate struct {
+	Name         string
+	Labels       map[string]string
+	Requirements []corev1.NodeSelectorRequirement
+	Taints       []corev1.Taint
+}
+
+// wellKnownLabels are the labels an autoscaler sets from the instance
+// type and offering it picks (Karpenter's well-known labels): a template
+// that leaves one unconstrained can produce any value of it.
+var wellKnownLabels = []string{
+	corev1.LabelInstanceTypeStable, corev1.LabelTopologyZone, corev1.LabelTopologyRegion,
+	corev1.LabelArchStable, corev1.LabelOSStable, "karpenter.sh/capacity-type",
+}
+
+// MadeBy says whether the nodes of template t can run pods of flavor f:
+// each of the flavor's labels is one t sets, one its requirements allow,
+// or a well-known label they leave open; and its taints admit the
+// flavor's pods as HostedBy says.
+func (f *Flavor) MadeBy(t NodeTemplate) bool {
+	for k, v := range f.NodeLabels {
+		if !labelAllowed(t, k, v) {
+			return false
+		}
+	}
+	return f.admitsTaints(t.Taints)
+}
+
+func labelAllowed(t NodeTemplate, k, v string) bool {
+	if have, ok := t.Labels[k]; ok {
+		return have == v
+	}
+	if k == "karpenter.sh/nodepool" {
+		return v == t.Name
+	}
+	constrained := false
+	for _, r := range t.Requirements {
+		if r.Key != k {
+			continue
+		}
+		constrained = true
+		if !requirementAllows(r, v) {
+			return false
+		}
+	}
+	return constrained || slices.Contains(wellKnownLabels, k)
+}
+
+func requirementAllows(r corev1.NodeSelectorRequirement, v string) bool {
+	switch r.Operator {
+	case corev1.NodeSelectorOpIn:
+		return slices.Contains(r.Values, v)
+	case corev1.NodeSelectorOpNotIn:
+		return !slices.Contains(r.Values, v)
+	case corev1.NodeSelectorOpExists:
+		return true
+	case corev1.NodeSelectorOpDoesNotExist:
+		return false
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || len(r.Values) != 1 {
+			return false
+		}
+		bound, err := strconv.ParseInt(r.Values[0], 10, 64)
+		if err != nil {
+			return false
+		}
+		if r.Operator == corev1.NodeSelectorOpGt {
+			return n > bound
+		}
+		return n < bound
+	}
+	return false
+}

@@ -1,0 +1,68 @@
+package flavors
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestHostedBy(t *testing.T) {
+	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	other := corev1.Taint{Key: "dedicated", Value: "infra", Effect: corev1.TaintEffectNoSchedule}
+	f := &Flavor{Name: "gpu", NodeLabels: map[string]string{"gpu": "a100"}, NodeTaints: []corev1.Taint{gpuTaint}}
+	tolerant := &Flavor{Name: "t", NodeLabels: map[string]string{"gpu": "a100"},
+		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}}
+	for _, tc := range []struct {
+		name   string
+		f      *Flavor
+		labels map[string]string
+		taints []corev1.Taint
+		want   bool
+	}{
+		{"labels and its own taint", f, map[string]string{"gpu": "a100", "x": "y"}, []corev1.Taint{gpuTaint}, true},
+		{"another value", f, map[string]string{"gpu": "t4"}, nil, false},
+		{"label missing", f, map[string]string{}, nil, false},
+		{"a taint the flavor does not declare", f, map[string]string{"gpu": "a100"}, []corev1.Taint{other}, false},
+		{"a taint it tolerates", tolerant, map[string]string{"gpu": "a100"}, []corev1.Taint{other}, true},
+		{"a soft taint", f, map[string]string{"gpu": "a100"}, []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectPreferNoSchedule}}, true},
+		{"a flavor without labels", &Flavor{Name: "any"}, nil, nil, true},
+	} {
+		if got := tc.f.HostedBy(tc.labels, tc.taints); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMadeBy(t *testing.T) {
+	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	f := &Flavor{Name: "gpu", NodeLabels: map[string]string{"gpu": "a100"}, NodeTaints: []corev1.Taint{gpuTaint}}
+	in := func(k string, v ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: v}
+	}
+	for _, tc := range []struct {
+		name string
+		f    *Flavor
+		t    NodeTemplate
+		want bool
+	}{
+		{"template label", f, NodeTemplate{Labels: map[string]string{"gpu": "a100"}, Taints: []corev1.Taint{gpuTaint}}, true},
+		{"template label, another value", f, NodeTemplate{Labels: map[string]string{"gpu": "t4"}}, false},
+		{"requirement allows it", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in("gpu", "t4", "a100")}}, true},
+		{"requirement allows only T4", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in("gpu", "t4")}}, false},
+		{"NotIn", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a100"}}}}, false},
+		{"Exists", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpExists}}}, true},
+		{"a label it never sets", f, NodeTemplate{}, false},
+		{"a taint the flavor does not declare", f, NodeTemplate{Labels: map[string]string{"gpu": "a100"},
+			Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoExecute}}}, false},
+		{"a well-known label left open", &Flavor{NodeLabels: map[string]string{corev1.LabelInstanceTypeStable: "g5.xlarge"}}, NodeTemplate{}, true},
+		{"a well-known label constrained away", &Flavor{NodeLabels: map[string]string{corev1.LabelInstanceTypeStable: "g5.xlarge"}},
+			NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in(corev1.LabelInstanceTypeStable, "m5.large")}}, false},
+		{"its own pool's name", &Flavor{NodeLabels: map[string]string{"karpenter.sh/nodepool": "gpu"}}, NodeTemplate{Name: "gpu"}, true},
+		{"Gt", &Flavor{NodeLabels: map[string]string{"gpus": "8"}},
+			NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpus", Operator: corev1.NodeSelectorOpGt, Values: []string{"4"}}}}, true},
+	} {
+		if got := tc.f.MadeBy(tc.t); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/flavors"
+	"tally.dev/tally/queues"
+)
+
+// ReasonFlavorUnhostable is the Warning Event on the config ConfigMap
+// about a flavor that no Ready node can host and no NodePool can make.
+const ReasonFlavorUnhostable = "FlavorUnhostable"
+
+// NodePoolGVK is Karpenter's NodePool, read where the API server serves
+// it.
+var NodePoolGVK = schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodePool"}
+
+// NewNodePool and NewNodePoolList are empty NodePool objects, for
+// informers and lists.
+func NewNodePool() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(NodePoolGVK)
+	return u
+}
+
+func NewNodePoolList() *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(NodePoolGVK.GroupVersion().WithKind(NodePoolGVK.Kind + "List"))
+	return l
+}
+
+// NodeTemplates reads what each NodePool puts on its nodes: its
+// template's labels, requirements and taints.
+func NodeTemplates(list *unstructured.UnstructuredList) []flavors.NodeTemplate {
+	out := make([]flavors.NodeTemplate, 0, len(list.Items))
+	for _, p := range list.Items {
+		t := flavors.NodeTemplate{Name: p.GetName()}
+		t.Labels, _, _ = unstructured.NestedStringMap(p.Object, "spec", "template", "metadata", "labels")
+		var spec struct {
+			Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
+			Taints       []corev1.Taint                   `json:"taints"`
+		}
+		if m, ok, _ := unstructured.NestedMap(p.Object, "spec", "template", "spec"); ok {
+			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec)
+		}
+		t.Requirements, t.Taints = spec.Requirements, spec.Taints
+		out = append(out, t)
+	}
+	return out
+}
+
+// UnhostableFlavor is a flavor of the config that no Ready node can host
+// and no NodePool can make.
+type UnhostableFlavor struct {
+	Flavor string
+	// Labels and Taints are the flavor's, as the message shows them.
+	Labels string
+	Taints string
+	// Nodes counts the Ready nodes, Pools the NodePools looked at.
+	Nodes, Pools int
+}
+
+// Message says what is wrong and what to do.
+func (u UnhostableFlavor) Message() string {
+	return fmt.Sprintf("ResourceFlavor %s (node labels %s, node taints %s): none of the %d Ready nodes has its labels and admits its pods, and none of the %d NodePools can make one; workloads admitted in it will not start (make a NodePool whose template or requirements give its labels, or fix the flavor)",
+		u.Flavor, orNone(u.Labels), orNone(u.Taints), u.Nodes, u.Pools)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// Unhostable lists, by name, the flavors of cfg that no Ready,
+// schedulable node of nodes can host and no template can make.
+func Unhostable(cfg *queues.Config, nodes []corev1.Node, templates []flavors.NodeTemplate) []UnhostableFlavor {
+	ready := make([]*corev1.Node, 0, len(nodes))
+	for i := range nodes {
+		if nodeReady(&nodes[i]) {
+			ready = append(ready, &nodes[i])
+		}
+	}
+	var out []UnhostableFlavor
+	for _, name := range queues.SortedKeys(cfg.Flavors) {
+		f := cfg.Flavors[name]
+		hosted := false
+		for _, n := range ready {
+			if f.HostedBy(n.Labels, n.Spec.Taints) {
+				hosted = true
+				break
+			}
+		}
+		for i := 0; !hosted && i < len(templates); i++ {
+			hosted = f.MadeBy(templates[i])
+		}
+		if hosted {
+			continue
+		}
+		labels := make([]string, 0, len(f.NodeLabels))
+		for k, v := range f.NodeLabels {
+			labels = append(labels, k+"="+v)
+		}
+		sort.Strings(labels)
+		taints := make([]string, 0, len(f.NodeTaints))
+		for _, t := range f.NodeTaints {
+			taints = append(taints, t.ToString())
+		}
+		out = append(out, UnhostableFlavor{Flavor: name, Labels: strings.Join(labels, ","), Taints: strings.Join(taints, ","),
+			Nodes: len(ready), Pools: len(templates)})
+	}
+	return out
+}
+
+func nodeReady(n *corev1.Node) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ReadUnhostable lists the nodes and NodePools and says which flavors of
+// cfg nothing can host. A reader that may not list nodes gets an error;
+// a cluster without NodePools has none.
+func ReadUnhostable(ctx context.Context, c client.Reader, cfg *queues.Config) ([]UnhostableFlavor, error) {
+	nodes := &corev1.NodeList{}
+	if err := c.List(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	pools := NewNodePoolList()
+	var templates []flavors.NodeTemplate
+	switch err := c.List(ctx, pools); {
+	case err == nil:
+		templates = NodeTemplates(pools)
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+	default:
+		return nil, fmt.Errorf("listing NodePools: %w", err)
+	}
+	return Unhostable(cfg, nodes.Items, templates), nil
+}

@@ -1,0 +1,78 @@
+package inspect
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
+)
+
+// TestUnhostable: a flavor is hostable by a Ready, schedulable node with
+// its labels, or by a NodePool that can make one; every other flavor is
+// listed.
+func TestUnhostable(t *testing.T) {
+	cfg, _, errs := queues.Parse([]byte(queuestest.New().
+		Flavor("cpu", "nodeLabels:", "  node-type: cpu").
+		Flavor("a100", "nodeLabels:", "  gpu: a100").
+		Flavor("t4", "nodeLabels:", "  gpu: t4").
+		Flavor("anywhere").String()))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	node := func(labels map[string]string, ready bool, unschedulable bool) corev1.Node {
+		n := corev1.Node{}
+		n.Labels = labels
+		n.Spec.Unschedulable = unschedulable
+		status := corev1.ConditionFalse
+		if ready {
+			status = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
+		return n
+	}
+	pools := &unstructured.UnstructuredList{Items: []unstructured.Unstructured{{Object: map[string]any{
+		"metadata": map[string]any{"name": "gpu"},
+		"spec": map[string]any{"template": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"team": "ml"}},
+			"spec": map[string]any{"requirements": []any{
+				map[string]any{"key": "gpu", "operator": "In", "values": []any{"t4"}},
+			}},
+		}},
+	}}}}
+	templates := NodeTemplates(pools)
+	if len(templates) != 1 || templates[0].Labels["team"] != "ml" || len(templates[0].Requirements) != 1 || templates[0].Requirements[0].Values[0] != "t4" {
+		t.Fatalf("NodePool read as %+v", templates)
+	}
+	for _, tc := range []struct {
+		name      string
+		nodes     []corev1.Node
+		templates bool
+		want      string
+	}{
+		{"no nodes, no pools", nil, false, "a100,anywhere,cpu,t4"},
+		{"a cpu node", []corev1.Node{node(map[string]string{"node-type": "cpu"}, true, false)}, false, "a100,t4"},
+		{"a cpu node not ready", []corev1.Node{node(map[string]string{"node-type": "cpu"}, false, false)}, false, "a100,anywhere,cpu,t4"},
+		{"a cpu node cordoned", []corev1.Node{node(map[string]string{"node-type": "cpu"}, true, true)}, false, "a100,anywhere,cpu,t4"},
+		{"a pool of T4s", []corev1.Node{node(map[string]string{"node-type": "cpu"}, true, false)}, true, "a100"},
+	} {
+		var ts = templates
+		if !tc.templates {
+			ts = nil
+		}
+		var got []string
+		for _, u := range Unhostable(cfg, tc.nodes, ts) {
+			got = append(got, u.Flavor)
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("%s: unhostable %v, want %s", tc.name, got, tc.want)
+		}
+	}
+	msg := Unhostable(cfg, nil, templates)[0].Message()
+	if !strings.HasPrefix(msg, "ResourceFlavor a100 (node labels gpu=a100, node taints none): none of the 0 Ready nodes has its labels and admits its pods, and none of the 1 NodePools can make one") {
+		t.Errorf("message %q", msg)
+	}
+}
