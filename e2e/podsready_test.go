@@ -132,6 +132,21 @@ func TestPodsReadyTimeout(t *testing.T) {
 		}
 		// The pods are the truth: none of the Job's runs on a node.
 		checkNoPodRuns(ctx, t, s.client, ns)
+		// The config ConfigMap says which flavor nothing can host, and only
+		// that one.
+		var unhostable []string
+		err = framework.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+			unhostable = reasons(ctx, t, s.client, tallyNamespace, "tally-config", "FlavorUnhostable")
+			return len(unhostable) > 0, fmt.Sprintf("FlavorUnhostable Events %q", unhostable), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range unhostable {
+			if !strings.HasPrefix(m, "ResourceFlavor e2e-nowhere (node labels tally.dev/e2e-nowhere=true") {
+				t.Errorf("FlavorUnhostable Event about another flavor: %q", m)
+			}
+		}
 	})
 
 	t.Run("gang with one pod that cannot start", func(t *testing.T) {

@@ -167,8 +167,14 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 	}
 	n := e.requeues + 1
 	wait := pr.Backoff(n)
+	// The annotation holds whole seconds: rounded up, the backoff is
+	// never shorter than the config says.
+	at := now.Add(wait)
+	if at.Truncate(time.Second) != at {
+		at = at.Truncate(time.Second).Add(time.Second)
+	}
 	msg := fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; requeued, not admitted again before %s (backoff %s, eviction %d)",
-		min(int64(l.readyPods[uid]), e.W.PodCount()), e.W.PodCount(), now.Sub(e.AdmittedAt).Round(time.Second), now.Add(wait).UTC().Format(time.RFC3339), wait, n)
+		min(int64(l.readyPods[uid]), e.W.PodCount()), e.W.PodCount(), now.Sub(e.AdmittedAt).Round(time.Second), at.UTC().Format(time.RFC3339), wait, n)
 	if limit := pr.BackoffLimitCount; limit != nil && n > *limit {
 		msg = fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; evicted %d times, more than backoffLimitCount %d allows: set aside as inadmissible (its pods did not start in flavor %s)",
 			min(int64(l.readyPods[uid]), e.W.PodCount()), e.W.PodCount(), now.Sub(e.AdmittedAt).Round(time.Second), n, *limit, flavorsOf(e.Charged))
@@ -176,7 +182,7 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 	l.step(e, machine.Requeue(now))
 	return write{e: e, w: e.W, suspend: e.suspend, message: msg}, map[string]any{
 		queues.AnnotationRequeues:  strconv.Itoa(int(n)),
-		queues.AnnotationRequeueAt: now.Add(wait).UTC().Format(time.RFC3339),
+		queues.AnnotationRequeueAt: at.UTC().Format(time.RFC3339),
 	}, true
 }
 
