@@ -167,8 +167,8 @@ bench-large: ## The 50,000-Job scenario, bench/large.yaml.
 	@$(MAKE) --no-print-directory bench BENCH_SCENARIO=large
 
 .PHONY: demo
-demo: toolchain build ## Start (or restart) the local demo cluster with tally and sample Jobs.
-	TOOLS=$(TOOLS) TALLY_BIN=$(BIN) bash e2e/demo/demo.sh
+demo: toolchain build ## Start (or restart) the local demo cluster with tally and sample Jobs (KARPENTER=1: the seed's PyTorchJob on nodes Karpenter makes).
+	TOOLS=$(TOOLS) TALLY_BIN=$(BIN) KARPENTER=$(KARPENTER) bash e2e/demo/demo.sh
 
 .PHONY: demo-down
 demo-down: ## Stop tally and delete the demo cluster.

@@ -35,59 +35,11 @@ WAIT_SECONDS=${DEMO_WAIT_SECONDS:-300}
 JOBS_DIR=e2e/demo/jobs
 SELECTOR=app.kubernetes.io/part-of=tally-demo
 
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-die() {
-  printf '\ndemo: FAILED: %s\n' "$*" >&2
-  if [ -f "$DEMO/tally.log" ]; then
-    printf '\nlast lines of %s:\n' "$DEMO/tally.log" >&2
-    tail -n 30 "$DEMO/tally.log" >&2
-  fi
-  exit 1
-}
-k() { "$TOOLS/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
-
-# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
-wait_until() {
-  local limit=$1 what=$2 deadline
-  shift 2
-  deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || die "$what: not true after ${limit}s"
-    sleep 0.5
-  done
-}
-
-# http_ok HOST:PORT PATH: a GET answers 200. Uses curl when there is one.
-http_ok() {
-  local host=${1%:*} port=${1##*:} line
-  if command -v curl >/dev/null; then
-    curl -fsS -o /dev/null --max-time 2 "http://$1$2"
-    return
-  fi
-  exec 3<>"/dev/tcp/$host/$port" || return 1
-  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$2" "$host" >&3
-  read -r -t 2 line <&3 || true
-  exec 3<&- 3>&-
-  [[ $line == *" 200 "* ]]
-}
-
 # shellcheck source=e2e/demo/lib.sh
 . e2e/demo/lib.sh
-tally_running() { demo_running "$DEMO/tally.pid" "$TALLY_MATCH"; }
-stop_tally() { demo_stop "$DEMO/tally.pid" "$TALLY_MATCH" tally; }
-operator_running() { demo_running "$DEMO/training-operator.pid" "$OPERATOR_MATCH"; }
-stop_operator() { demo_stop "$DEMO/training-operator.pid" "$OPERATOR_MATCH" "the training operator"; }
-
-# wait_ready SECONDS HOST:PORT RUNNING WHAT: polls /readyz until it answers
-# 200; dies if the RUNNING check fails first or the time runs out.
-wait_ready() {
-  local deadline=$((SECONDS + $1))
-  until http_ok "$2" /readyz 2>/dev/null; do
-    "$3" || die "$4 exited during start-up (see its log in $DEMO)"
-    [ $SECONDS -lt $deadline ] || die "$4 not ready after $1s (http://$2/readyz)"
-    sleep 0.3
-  done
-}
+# KARPENTER=1 (make demo KARPENTER=1): the seed's PyTorchJob on GPU nodes
+# that Karpenter makes, instead (e2e/demo/karpenter.sh).
+[ "${KARPENTER:-}" != 1 ] || exec bash e2e/demo/karpenter.sh
 
 # --- tools -------------------------------------------------------------------
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl training-operator; do

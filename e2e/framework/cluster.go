@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// ClusterPrefix starts the name of every e2e cluster; the rest is the pid
+// ClusterPrefix starts the name of every e2e cluster; it ends with the pid
 // of the test process that owns it.
 const ClusterPrefix = "tally-e2e-"
 
@@ -22,6 +22,9 @@ type Cluster struct {
 	Env        Env
 	Name       string
 	Kubeconfig string
+	// NodesFile, when set, holds the fake nodes Up applies instead of
+	// e2e/cluster/nodes.yaml.
+	NodesFile string
 }
 
 // NewCluster names a cluster after this process; its kubeconfig goes to dir.
@@ -31,6 +34,9 @@ func NewCluster(env Env, dir string) *Cluster {
 
 // Up creates the cluster and its nodes.
 func (c *Cluster) Up(ctx context.Context) error {
+	if c.NodesFile != "" {
+		return c.script(ctx, "up.sh", c.Name, c.Kubeconfig, c.NodesFile)
+	}
 	return c.script(ctx, "up.sh", c.Name, c.Kubeconfig)
 }
 
@@ -59,7 +65,7 @@ func SweepStale(env Env) {
 		return
 	}
 	for _, name := range strings.Fields(string(out)) {
-		pid, err := strconv.Atoi(strings.TrimPrefix(name, ClusterPrefix))
+		pid, err := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
 		if !strings.HasPrefix(name, ClusterPrefix) || err != nil || pid == os.Getpid() || alive(pid) {
 			continue
 		}

@@ -7,7 +7,7 @@
 # $HOME/.cache/tally/tools-$KUBE_VERSION). Given NAMEs, it builds only those
 # binaries; besides the default set, the names may be the operators the
 # tests build when they first need them: jobset-controller, mpi-operator,
-# ray-operator and cert-manager, helm (make helm-check, e2e/helminstall),
+# ray-operator, karpenter (its KWOK cloud provider) and cert-manager, helm (make helm-check, e2e/helminstall),
 # and kueue-perf: Kueue's scheduler-performance runner and minimalkueue
 # (make bench-kueue). Each binary is built only when it is missing, so a
 # second run is a no-op. Builds into one DIR take turns (a lock on
@@ -23,11 +23,15 @@ MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.2}
 KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.1}
 HELM_VERSION=${HELM_VERSION:-v3.17.3}
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.1}
+KARPENTER_VERSION=${KARPENTER_VERSION:-v1.15.0}
+# Karpenter's module asks for a newer Go than the project's; the go command
+# fetches this toolchain from the proxy for that one build.
+KARPENTER_GOTOOLCHAIN=${KARPENTER_GOTOOLCHAIN:-go1.27.3}
 out=${1:-$HOME/.cache/tally/tools-$KUBE_VERSION}
 [ $# -gt 0 ] && shift
 # What a run without names builds (make toolchain).
 defaults=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl training-operator)
-operators=(jobset-controller mpi-operator ray-operator cert-manager helm kueue-perf)
+operators=(jobset-controller mpi-operator ray-operator karpenter cert-manager helm kueue-perf)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${defaults[@]}")
 for b in "${wanted[@]}"; do
@@ -193,6 +197,19 @@ if need ray-operator; then
   mkdir -p "$out/crds/ray-operator"
   cp "$mod"/config/crd/bases/ray.io_*.yaml "$out/crds/ray-operator/"
   finish_module ray-operator
+fi
+# Karpenter with its KWOK cloud provider (sigs.k8s.io/karpenter/kwok),
+# which makes Node objects for kwok to run; the NodePool, NodeClaim and
+# KWOKNodeClass CRDs beside it. Its module needs a newer Go than the
+# machine's, so the go command runs $KARPENTER_GOTOOLCHAIN for this build
+# only.
+if need karpenter; then
+  log "building Karpenter $KARPENTER_VERSION (KWOK provider, $KARPENTER_GOTOOLCHAIN; a few minutes on a cold cache)"
+  GOTOOLCHAIN=$KARPENTER_GOTOOLCHAIN build_module karpenter sigs.k8s.io/karpenter "$KARPENTER_VERSION" ./kwok
+  mkdir -p "$out/crds/karpenter"
+  cp "$mod"/pkg/apis/crds/karpenter.sh_nodepools.yaml "$mod"/pkg/apis/crds/karpenter.sh_nodeclaims.yaml \
+    "$mod"/kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml "$out/crds/karpenter/"
+  finish_module karpenter
 fi
 # cert-manager's controllers and cainjector, for the cert-manager overlay's
 # test: its cmd/ modules are not served by the proxy, so a main of tally's

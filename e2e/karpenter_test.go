@@ -1,0 +1,446 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/e2e/framework"
+	"tally.dev/tally/e2e/perf/scenario"
+)
+
+// The seed's setup on nodes that an autoscaler makes: a kwok cluster of its
+// own with no GPU node (one CPU node), Karpenter with its KWOK provider
+// (e2e/cluster/karpenter.sh) and a NodePool of GPU instance types whose
+// nodes carry the seed flavor's label and taint, the training operator,
+// and tally with the seed's manifests as its config. The rows share the
+// cluster, one after the other; each starts once Karpenter has removed the
+// nodes of the one before. What is checked is the pods and the nodes.
+func TestKarpenter(t *testing.T) {
+	s := setup(t)
+	build := testContext(t, 20*time.Minute)
+	if err := s.env.BuildTool(build, framework.Karpenter); err != nil {
+		t.Skipf("Karpenter (sigs.k8s.io/karpenter/kwok) cannot be built into the toolchain %s, so its rows do not run: %v", s.env.Tools, err)
+	}
+	ctx := testContext(t, 25*time.Minute)
+	k := startKarpenterCluster(ctx, t, s.env)
+	const ns, localQueue, queue = "team-a", "team-a-queue", "cluster-queue-a"
+	bindByLocalQueue(ctx, t, k, ns, localQueue)
+	applySeedPriorityClasses(ctx, t, k)
+	rec := recordPyTorchJobs(ctx, t, k, ns)
+	nodes, err := framework.WatchKarpenter(ctx, k.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nodes.Stop(); err != nil {
+			t.Errorf("watching nodes: %v", err)
+		}
+		// No write of tally's, whatever its field manager
+		// (queues.FieldManager*, or the client's default "tally"), ever
+		// touched a node.
+		if w := nodes.NodeWriters("tally"); len(w) > 0 {
+			t.Errorf("tally wrote to nodes: %s", strings.Join(w, "; "))
+		}
+		t.Logf("%d nodes seen; none written by tally (watch re-lists: %d)", nodes.NodesSeen(), nodes.Gaps())
+	})
+	if gpu := gpuNodes(ctx, t, k.client); len(gpu) > 0 {
+		t.Fatalf("GPU nodes before any PyTorchJob: %v", gpu)
+	}
+
+	t.Run("the seed's PyTorchJob runs on nodes Karpenter makes, which it then removes", func(t *testing.T) {
+		seed, err := framework.ReadObject(filepath.Join(k.env.Root, "examples", "seed-gpu", "pytorch-job.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.client.Create(ctx, seed); err != nil {
+			t.Fatalf("creating the seed's PyTorchJob: %v", err)
+		}
+		checkQueued(t, seed, queue)
+		done := waitPyTorchJobs(ctx, t, k.client, ns, []string{seed.GetName()}, 3*time.Minute)[0]
+		pods := rec.Pods(seed.GetName())
+		if len(pods) != 4 {
+			t.Errorf("the seed's PyTorchJob made pods %v, want 4 (1 master, 3 workers)", pods)
+		}
+		admitted := admittedAt(t, rec, seed.GetName())
+		for pod, name := range pods {
+			n := &corev1.Node{}
+			if err := k.client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+				t.Errorf("pod %s: node %q: %v", pod, name, err)
+				continue
+			}
+			if n.Labels[framework.LabelNodePool] != karpenterNodePool || n.Labels[seedFlavorLabel] != "true" || n.CreationTimestamp.Time.Before(admitted.Truncate(time.Second)) {
+				t.Errorf("pod %s ran on node %s (labels %v, made %s, PyTorchJob admitted %s): want a node Karpenter made for it in NodePool %s with %s=true",
+					pod, n.Name, n.Labels, n.CreationTimestamp.Format(time.RFC3339), admitted.Format(time.RFC3339Nano), karpenterNodePool, seedFlavorLabel)
+			}
+		}
+		t.Logf("%s Succeeded on Karpenter's nodes %v; flavors %s", seed.GetName(), pods, done.GetAnnotations()[framework.AnnotationFlavors])
+		start := time.Now()
+		waitNoKarpenterNodes(ctx, t, k.client)
+		t.Logf("Karpenter removed its empty nodes %s after the PyTorchJob Succeeded", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("no node for the PyTorchJob that waits", func(t *testing.T) {
+		waitNoKarpenterNodes(ctx, t, k.client)
+		before, err := framework.ListPyTorchJobs(ctx, k.client, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Three PyTorchJobs of 4 GPUs (a master and three workers, 1 GPU
+		// each) in the seed's 10-GPU ClusterQueue: two fit, one waits.
+		created := time.Now()
+		var names []string
+		for i := range 3 {
+			pj := framework.NewPyTorchJob(ns, fmt.Sprintf("train-%d", i)).Workers(3).Runtime(15*time.Second).
+				Label(framework.LabelKueueQueueName, localQueue).Obj()
+			if err := k.client.Create(ctx, pj); err != nil {
+				t.Fatal(err)
+			}
+			checkQueued(t, pj, queue)
+			names = append(names, pj.GetName())
+		}
+		quota := make(chan framework.PodQuotaReport, 1)
+		go func() {
+			quota <- framework.WatchPodQuota(ctx, k.client, ns, 10, len(before)+len(names), 100*time.Millisecond, 4*time.Minute)
+		}()
+		// Two run (8 pods Running on Karpenter's nodes) while the third is
+		// suspended.
+		var waiting string
+		var running time.Time
+		err = framework.Poll(ctx, 100*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+			n, suspended, err := runningOnKarpenter(ctx, k.client, ns, names)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			if n == 8 && len(suspended) == 1 {
+				waiting, running = suspended[0], time.Now()
+				return true, "", nil
+			}
+			return false, fmt.Sprintf("%d pods Running on Karpenter's nodes; suspended: %v", n, suspended), nil
+		})
+		if err != nil {
+			t.Fatalf("two PyTorchJobs did not start on Karpenter's nodes while the third waited: %v", err)
+		}
+		// The one that waits is admitted once one of the two finishes.
+		var admitted time.Time
+		err = framework.Poll(ctx, 100*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+			for _, o := range rec.Observations() {
+				if o.Job == waiting && o.Kind == framework.Unsuspended {
+					admitted = o.At
+					return true, "", nil
+				}
+			}
+			return false, waiting + " not admitted yet", nil
+		})
+		if err != nil {
+			t.Fatalf("the PyTorchJob that waited: %v", err)
+		}
+		if peak := nodes.PeakGPUs(created, admitted); peak > 8 {
+			t.Errorf("while %s waited, Karpenter's nodes had %d GPUs at once; the two admitted PyTorchJobs need 8", waiting, peak)
+		}
+		if made := nodes.ClaimsSeen(running, admitted); len(made) > 0 {
+			t.Errorf("Karpenter made NodeClaims %v while %s waited, after the two admitted ran", made, waiting)
+		}
+		t.Logf("%s waited %s (with 8 pods Running for %s); Karpenter's nodes had at most %d GPUs meanwhile",
+			waiting, admitted.Sub(created).Round(time.Millisecond), admitted.Sub(running).Round(time.Millisecond), nodes.PeakGPUs(created, admitted))
+		rep := <-quota
+		for _, v := range rep.Violations {
+			t.Errorf("all-or-nothing admission within quota broken: %s", v)
+		}
+		if rep.Err != nil {
+			t.Fatalf("the PyTorchJobs did not all finish: %v", rep.Err)
+		}
+		waitPyTorchJobs(ctx, t, k.client, ns, names, time.Minute)
+		for _, name := range names {
+			checkOnKarpenterNodes(ctx, t, k.client, rec, name)
+		}
+		waitNoKarpenterNodes(ctx, t, k.client)
+	})
+
+	t.Run("admission to Running on new nodes", func(t *testing.T) {
+		const jobs = 10
+		var lat []time.Duration
+		for i := range jobs {
+			waitNoKarpenterNodes(ctx, t, k.client)
+			name := fmt.Sprintf("step-%02d", i)
+			pj := framework.NewPyTorchJob(ns, name).Workers(1).GPUs(2).Runtime(time.Second).
+				Label(framework.LabelKueueQueueName, localQueue).Obj()
+			if err := k.client.Create(ctx, pj); err != nil {
+				t.Fatal(err)
+			}
+			var admitted, running time.Time
+			err := framework.Poll(ctx, 50*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+				if admitted.IsZero() {
+					for _, o := range rec.Observations() {
+						if o.Job == name && o.Kind == framework.Unsuspended {
+							admitted = o.At
+						}
+					}
+					if admitted.IsZero() {
+						return false, "not admitted", nil
+					}
+				}
+				n, _, err := runningOnKarpenter(ctx, k.client, ns, []string{name})
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				if n == 2 {
+					running = time.Now()
+					return true, "", nil
+				}
+				return false, fmt.Sprintf("%d of 2 pods Running on Karpenter's nodes", n), nil
+			})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			lat = append(lat, running.Sub(admitted))
+			waitPyTorchJobs(ctx, t, k.client, ns, []string{name}, time.Minute)
+		}
+		t.Logf("admission -> all pods Running on nodes Karpenter made for them, over %d PyTorchJobs (2 pods of 2 GPUs each): p50 %s, max %s (all: %v)",
+			len(lat), scenario.Percentile(lat, 50).Round(time.Millisecond), scenario.Percentile(lat, 100).Round(time.Millisecond), roundAll(lat))
+		waitNoKarpenterNodes(ctx, t, k.client)
+	})
+
+	if lines, err := framework.Forbidden(k.tally.LogPath()); err != nil {
+		t.Error(err)
+	} else if len(lines) > 0 {
+		t.Errorf("tally made %d request(s) its role forbids:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+}
+
+const (
+	// karpenterNodePool is the NodePool of TestKarpenter's GPU nodes.
+	karpenterNodePool = "gpu"
+	// seedFlavorLabel is the node label of the seed's flavor
+	// (examples/seed-gpu/resource-flavor.yaml); its taint is
+	// kueue.x-k8s.io/gpu:NoSchedule.
+	seedFlavorLabel = "kueue.x-k8s.io/default-flavor"
+)
+
+// startKarpenterCluster brings up TestKarpenter's cluster and what runs on
+// it, each stopped when the test ends (the cluster deleted last), and
+// returns it as a suite of its own. Its files and logs go to a directory
+// kept when the test fails.
+func startKarpenterCluster(ctx context.Context, t *testing.T, env framework.Env) *suite {
+	t.Helper()
+	start := time.Now()
+	dir, err := os.MkdirTemp("", "tally-e2e-karpenter-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept %s (kubeconfig, logs of tally, Karpenter and the training operator)", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	})
+	k := &suite{env: env, cluster: framework.NewKarpenterCluster(env, dir)}
+	if err := k.cluster.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k.cluster.Down(); err != nil {
+			t.Errorf("deleting cluster %s: %v", k.cluster.Name, err)
+		}
+	})
+	t.Logf("cluster %s up in %s", k.cluster.Name, time.Since(start).Round(time.Millisecond))
+	if k.client, err = framework.NewClient(k.cluster.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.cluster.InstallPyTorchJobCRD(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if k.operator, err = framework.NewTrainingOperator(k.cluster, dir); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(ctx, t, k.operator, 2*time.Minute)
+
+	if err := k.cluster.InstallKarpenterCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pool := framework.NodePool{Name: karpenterNodePool, NodeClass: "default",
+		InstanceTypes:    []string{"gpu-4x-amd64-linux", "gpu-8x-amd64-linux"},
+		Labels:           map[string]string{seedFlavorLabel: "true"},
+		Taints:           []corev1.Taint{{Key: "kueue.x-k8s.io/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		ConsolidateAfter: 10 * time.Second}
+	for _, obj := range []client.Object{framework.KWOKNodeClass("default"), pool.Obj()} {
+		if err := k.client.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+		}
+	}
+	karpenter, err := framework.NewKarpenter(ctx, k.cluster, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator(ctx, t, karpenter, 2*time.Minute)
+
+	// tally as after kubectl apply -k deploy/, with the seed's manifests,
+	// unchanged, as its config.
+	var docs []string
+	for _, f := range seedFiles {
+		b, err := os.ReadFile(filepath.Join(env.Root, "examples", "seed-gpu", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(docs, "\n---\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.InstallRBAC(ctx, k.client, filepath.Join(env.Root, "deploy", "base", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.PrepareWebhookConfigurations(ctx, k.client, "tally"); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := framework.ServiceAccountKubeconfig(ctx, k.client, k.cluster.Kubeconfig, tallyNamespace, framework.ServiceAccountName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.tally, err = framework.NewTally(env.Bin, sa, filepath.Join(dir, "tally")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.tally.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k.tally.Stop(10 * time.Second); err != nil {
+			t.Errorf("stopping tally: %v", err)
+		}
+		if t.Failed() {
+			printTail(k.tally.LogPath(), 40)
+		}
+	})
+	if err := k.tally.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatalf("tally not ready: %v", err)
+	}
+	t.Logf("Karpenter, the training operator and tally ready on %s in %s", k.cluster.Name, time.Since(start).Round(time.Millisecond))
+	return k
+}
+
+// gpuNodes names the nodes that offer GPUs.
+func gpuNodes(ctx context.Context, t *testing.T, c client.Reader) []string {
+	t.Helper()
+	var l corev1.NodeList
+	if err := c.List(ctx, &l); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i := range l.Items {
+		if framework.NodeGPUs(&l.Items[i]) > 0 {
+			out = append(out, l.Items[i].Name)
+		}
+	}
+	return out
+}
+
+// waitNoKarpenterNodes waits until Karpenter has removed every node and
+// NodeClaim it made (consolidation of empty nodes).
+func waitNoKarpenterNodes(ctx context.Context, t *testing.T, c client.Reader) {
+	t.Helper()
+	err := framework.Poll(ctx, 200*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+		nodes, err := framework.KarpenterNodes(ctx, c)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		claims, err := framework.NodeClaims(ctx, c)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var names []string
+		for _, n := range nodes {
+			names = append(names, n.Name)
+		}
+		return len(nodes) == 0 && len(claims) == 0, fmt.Sprintf("Karpenter's nodes %v, %d NodeClaims", names, len(claims)), nil
+	})
+	if err != nil {
+		t.Fatalf("Karpenter did not remove its empty nodes: %v", err)
+	}
+}
+
+// runningOnKarpenter counts the Running pods of the PyTorchJobs names on
+// nodes of Karpenter's NodePool, and names those still suspended.
+func runningOnKarpenter(ctx context.Context, c client.Reader, ns string, names []string) (int, []string, error) {
+	var suspended []string
+	for _, name := range names {
+		u, err := getPyTorchJob(ctx, c, ns, name)
+		if err != nil {
+			return 0, nil, err
+		}
+		if framework.PyTorchJobSuspended(u) {
+			suspended = append(suspended, name)
+		}
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return 0, nil, err
+	}
+	n := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !slices.Contains(names, framework.Owner(p, framework.PyTorchJobGVK.Kind)) || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		node := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
+			return 0, nil, err
+		}
+		if node.Labels[framework.LabelNodePool] == karpenterNodePool {
+			n++
+		}
+	}
+	return n, suspended, nil
+}
+
+// checkOnKarpenterNodes checks that every pod PyTorchJob name had ran on a
+// node of Karpenter's NodePool (the nodes may be gone already: the pod
+// names the node it ran on as Karpenter names them, kwok-<NodeClaim>-...).
+func checkOnKarpenterNodes(ctx context.Context, t *testing.T, c client.Reader, rec *framework.Recorder, name string) {
+	t.Helper()
+	for pod, node := range rec.Pods(name) {
+		n := &corev1.Node{}
+		err := c.Get(ctx, client.ObjectKey{Name: node}, n)
+		switch {
+		case err == nil && n.Labels[framework.LabelNodePool] != karpenterNodePool:
+			t.Errorf("pod %s of %s ran on node %s, not one of Karpenter's", pod, name, node)
+		case err != nil && !strings.HasPrefix(node, "kwok-"+karpenterNodePool+"-"):
+			t.Errorf("pod %s of %s ran on node %q (%v), not one of Karpenter's", pod, name, node, err)
+		}
+	}
+}
+
+// admittedAt is when the recorder saw PyTorchJob name un-suspended.
+func admittedAt(t *testing.T, rec *framework.Recorder, name string) time.Time {
+	t.Helper()
+	for _, o := range rec.Observations() {
+		if o.Job == name && o.Kind == framework.Unsuspended {
+			return o.At
+		}
+	}
+	t.Fatalf("PyTorchJob %s was never seen admitted (un-suspended)", name)
+	return time.Time{}
+}
+
+func getPyTorchJob(ctx context.Context, c client.Reader, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(framework.PyTorchJobGVK)
+	return u, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+}
+
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond)
+	}
+	return out
+}
