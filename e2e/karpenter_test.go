@@ -166,6 +166,73 @@ func TestKarpenter(t *testing.T) {
 		waitNoKarpenterNodes(ctx, t, k.client)
 	})
 
+	t.Run("a flavor Karpenter cannot make: timed out, requeued, set aside", func(t *testing.T) {
+		// The seed's config with Kueue's waitForPodsReady pasted in, and a
+		// flavor whose label no NodePool gives.
+		var docs []string
+		for _, f := range seedFiles {
+			b, err := os.ReadFile(filepath.Join(k.env.Root, "examples", "seed-gpu", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, string(b))
+		}
+		if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(append(docs, unmakeableDocs), "\n---\n")); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(docs, "\n---\n")); err != nil {
+				t.Errorf("restoring the seed's config: %v", err)
+			}
+		})
+		if err := framework.WaitClusterQueues(ctx, k.client, 30*time.Second, "karpenter-a100"); err != nil {
+			t.Fatal(err)
+		}
+		// The config's Warning about the flavor comes before any workload
+		// uses it.
+		err := framework.Poll(ctx, 200*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, string, error) {
+			msgs := reasons(ctx, t, k.client, tallyNamespace, "tally-config", "FlavorUnhostable")
+			for _, m := range msgs {
+				if strings.HasPrefix(m, "ResourceFlavor a100-flavor ") && strings.Contains(m, "none of the 1 NodePools can make one") {
+					return true, "", nil
+				}
+			}
+			return false, fmt.Sprintf("FlavorUnhostable Events %q", msgs), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const ns = "team-a100"
+		if err := framework.BindNamespace(ctx, k.client, ns, "karpenter-a100"); err != nil {
+			t.Fatal(err)
+		}
+		since := time.Now()
+		pj := framework.NewPyTorchJob(ns, "a100").Runtime(time.Minute).Obj()
+		if err := k.client.Create(ctx, pj); err != nil {
+			t.Fatal(err)
+		}
+		err = framework.Poll(ctx, 200*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+			u, err := getPyTorchJob(ctx, k.client, ns, "a100")
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			state := u.GetLabels()[framework.LabelState]
+			return state == "inadmissible", fmt.Sprintf("state %s, requeues %q", state, u.GetAnnotations()["tally.dev/requeues"]), nil
+		})
+		if err != nil {
+			t.Fatalf("the PyTorchJob in a flavor Karpenter cannot make was not set aside: %v", err)
+		}
+		msgs := reasons(ctx, t, k.client, ns, "a100", "Evicted")
+		if len(msgs) != 2 || !strings.HasPrefix(msgs[0], "PodsReadyTimeout: 0 of 1 pods ready") ||
+			!strings.Contains(msgs[1], "set aside as inadmissible (its pods did not start in flavor a100-flavor)") {
+			t.Errorf("Evicted Events %q", msgs)
+		}
+		if made := nodes.ClaimsSeen(since, time.Now()); len(made) > 0 {
+			t.Errorf("Karpenter made NodeClaims %v for a flavor its NodePool cannot make", made)
+		}
+		checkNoPodRuns(ctx, t, k.client, ns)
+	})
+
 	t.Run("admission to Running on new nodes", func(t *testing.T) {
 		const jobs = 10
 		var lat []time.Duration
@@ -444,3 +511,44 @@ func roundAll(ds []time.Duration) []time.Duration {
 	}
 	return out
 }
+
+// unmakeableDocs turn on waitForPodsReady with a short timeout and add a
+// flavor whose gpu-model label Karpenter's NodePool never gives, with a
+// ClusterQueue of its own.
+const unmakeableDocs = `apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+waitForPodsReady:
+  enable: true
+  timeout: 20s
+  blockAdmission: false
+  requeuingStrategy:
+    backoffBaseSeconds: 2
+    backoffLimitCount: 1
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: a100-flavor
+spec:
+  nodeLabels:
+    kueue.x-k8s.io/default-flavor: "true"
+    gpu-model: a100
+  tolerations:
+  - key: kueue.x-k8s.io/gpu
+    operator: Exists
+    effect: NoSchedule
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: karpenter-a100
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: a100-flavor
+      resources:
+      - {name: cpu, nominalQuota: 8}
+      - {name: nvidia.com/gpu, nominalQuota: 4}
+`
