@@ -179,6 +179,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	delete(l.jobs, uid)
 	delete(l.late, uid)
 	delete(l.echoes, uid)
+	delete(l.unready, e)
 	l.metrics.notePending(l.cfg, e, true)
 	if e.Claim != nil {
 		// Its victims free nobody now.

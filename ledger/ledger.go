@@ -118,7 +118,10 @@ type Ledger struct {
 	// (podsready.go).
 	readyOwner map[types.UID]types.UID
 	readyPods  map[types.UID]int
-	podOwner   map[types.UID]types.UID
+	// unready holds the admitted workloads that may still wait for their
+	// pods to be ready (blockedLocked).
+	unready  map[*entry]struct{}
+	podOwner map[types.UID]types.UID
 	// unverified holds, by the workload they name, the live pods whose
 	// claim to it does not check out yet, and claimed the workload each
 	// of them names; parts maps each Job that is part of a workload
@@ -238,6 +241,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		livePods:    map[types.UID]int{},
 		readyOwner:  map[types.UID]types.UID{},
 		readyPods:   map[types.UID]int{},
+		unready:     map[*entry]struct{}{},
 		podOwner:    map[types.UID]types.UID{},
 		unverified:  map[types.UID]map[types.UID]podClaim{},
 		claimed:     map[types.UID]types.UID{},

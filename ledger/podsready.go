@@ -91,6 +91,7 @@ func (l *Ledger) readyChangedLocked(uid types.UID) {
 		}
 		return
 	}
+	l.unready[e] = struct{}{}
 	if pr.RecoveryTimeout > 0 {
 		l.armPodsReadyLocked(e, l.opts.Clock.Now().Add(pr.RecoveryTimeout))
 	}
@@ -116,6 +117,7 @@ func (l *Ledger) admittedNowLocked(e *entry) {
 	if e.podsReady {
 		return
 	}
+	l.unready[e] = struct{}{}
 	from := e.AdmittedAt
 	if from.IsZero() {
 		from = l.opts.Clock.Now()
@@ -202,15 +204,19 @@ func (l *Ledger) timeOut(ctx context.Context, w write, annotations map[string]an
 
 // blockedLocked lists the cohorts (and queues outside any, by name) that
 // admit nothing now: with blockAdmission, one of their admitted
-// workloads waits for its pods to be ready.
+// workloads waits for its pods to be ready. It looks only at the
+// workloads noted in unready when they were admitted or lost a ready pod,
+// and forgets those that no longer wait.
 func (l *Ledger) blockedLocked() map[string]bool {
 	pr := l.podsReadyConfigLocked()
 	if pr == nil || !pr.BlockAdmission {
 		return nil
 	}
 	var out map[string]bool
-	for e := range l.holding {
-		if e.Phase() != machine.Admitted || l.podsReadyLocked(e) {
+	for e := range l.unready {
+		if e.W == nil || l.jobs[e.W.UID] != e || e.Phase() != machine.Admitted || l.podsReadyLocked(e) {
+			// Ready, or not admitted any more, since.
+			delete(l.unready, e)
 			continue
 		}
 		if out == nil {
