@@ -118,6 +118,10 @@ func (l *Ledger) foldAgain(uid types.UID, rv string) {
 // clock a runtime timer (no goroutine waits for it), with another (a test's
 // fake clock) a goroutine on that clock's timer.
 func (l *Ledger) afterFunc(d time.Duration, f func()) {
+	if l.after != nil {
+		l.after(d, f)
+		return
+	}
 	if _, real := l.opts.Clock.(clock.RealClock); real {
 		time.AfterFunc(d, f)
 		return

@@ -118,6 +118,9 @@ type Ledger struct {
 	// (podsready.go).
 	readyOwner map[types.UID]types.UID
 	readyPods  map[types.UID]int
+	// after, when set (by tests), schedules f after d in place of
+	// afterFunc's timers.
+	after func(d time.Duration, f func())
 	// unready holds the admitted workloads that may still wait for their
 	// pods to be ready (blockedLocked).
 	unready  map[*entry]struct{}

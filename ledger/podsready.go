@@ -198,6 +198,11 @@ func (l *Ledger) timeOut(ctx context.Context, w write, annotations map[string]an
 		l.log.Info("eviction for pods not ready failed; will look again", "job", w.w.Key(), "err", err.Error())
 		return
 	}
+	l.timedOut(w)
+}
+
+// timedOut records an eviction for pods not ready in time that landed.
+func (l *Ledger) timedOut(w write) {
 	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedPodsReady).Inc()
 	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
 }

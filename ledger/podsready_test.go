@@ -52,6 +52,7 @@ func (s *scenario) timeOut(name string) (msg string, ann map[string]any) {
 		s.t.Fatal(err)
 	}
 	s.update(name, func(m map[string]any) { mergePatch(m, ev.Patch, s.t) })
+	s.l.timedOut(w)
 	return w.message, ann
 }
 

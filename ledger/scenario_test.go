@@ -176,6 +176,27 @@ type scenario struct {
 	reg *prometheus.Registry
 	// modes are the ledger's write modes (mode).
 	modes Options
+	// timers are the ledger's timers (Ledger.after), run once the fake
+	// clock has passed them, in order.
+	timers []scenarioTimer
+}
+
+type scenarioTimer struct {
+	at time.Time
+	f  func()
+}
+
+// runTimers runs the timers the clock has passed, in order.
+func (s *scenario) runTimers() {
+	for {
+		sort.SliceStable(s.timers, func(i, j int) bool { return s.timers[i].at.Before(s.timers[j].at) })
+		if len(s.timers) == 0 || s.timers[0].at.After(s.clock.Now()) {
+			return
+		}
+		f := s.timers[0].f
+		s.timers = s.timers[1:]
+		f()
+	}
 }
 
 func newScenario(t *testing.T) *scenario {
@@ -205,6 +226,7 @@ func runScenario(t *testing.T, script string, after ...func(*scenario)) string {
 			f(s)
 		}
 		s.clock.Step(time.Second)
+		s.runTimers()
 	}
 	return s.out.String()
 }
@@ -218,6 +240,7 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l.synced = true
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
 	s.l.spawn = func(f func()) { f() }
+	s.l.after = func(d time.Duration, f func()) { s.timers = append(s.timers, scenarioTimer{at: s.clock.Now().Add(d), f: f}) }
 	s.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
 		var out []*kinds.Object
 		for _, n := range queues.SortedKeys(s.objects) {
@@ -434,6 +457,38 @@ func (s *scenario) step(f []string) {
 				UID: types.UID("uid-" + owner), Controller: ptr.To(true)}}
 		}
 		s.l.onPod(pod)
+	case "podsready":
+		// podsready TIMEOUT BACKOFF LIMIT [block]: waitForPodsReady on.
+		// Its deadlines are run by timeout, not by the timers.
+		timeout, err1 := time.ParseDuration(name)
+		base, err2 := time.ParseDuration(f[2])
+		limit, err3 := strconv.Atoi(f[3])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			s.t.Fatalf("podsready: %v", err)
+		}
+		s.l.cfg.PodsReady = &queues.PodsReady{Timeout: timeout, BackoffBase: base, BackoffMax: time.Hour,
+			BackoffLimitCount: ptr.To(int32(limit)), BlockAdmission: len(f) > 4 && f[4] == "block"}
+		s.l.ctx = nil
+	case "ready":
+		// ready NAME PODS READY: NAME's PODS pods run, READY of them Ready.
+		n, err1 := strconv.Atoi(f[2])
+		r, err2 := strconv.Atoi(f[3])
+		if err := errors.Join(err1, err2); err != nil {
+			s.t.Fatalf("ready: %v", err)
+		}
+		s.readyPods(name, n, r)
+	case "tick":
+		d, err := time.ParseDuration(name)
+		if err != nil {
+			s.t.Fatalf("tick: %v", err)
+		}
+		s.clock.Step(d)
+		s.runTimers()
+	case "timeout":
+		// timeout NAME: NAME's pods-ready deadline is due now; its
+		// eviction lands.
+		_, ann := s.timeOut(name)
+		fmt.Fprintf(&s.out, "write: evict %s requeues=%v requeue-at=%v\n", name, ann[queues.AnnotationRequeues], ann[queues.AnnotationRequeueAt])
 	case "restart":
 		cfg, classes := s.l.cfg, s.l.priorities
 		s.newLedger(cfg)
