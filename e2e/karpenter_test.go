@@ -285,7 +285,6 @@ func TestKarpenter(t *testing.T) {
 		waitNoKarpenterNodes(ctx, t, k.client)
 	})
 
-
 	if lines, err := framework.Forbidden(k.tally.LogPath()); err != nil {
 		t.Error(err)
 	} else if len(lines) > 0 {

@@ -240,7 +240,9 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l.synced = true
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
 	s.l.spawn = func(f func()) { f() }
-	s.l.after = func(d time.Duration, f func()) { s.timers = append(s.timers, scenarioTimer{at: s.clock.Now().Add(d), f: f}) }
+	s.l.after = func(d time.Duration, f func()) {
+		s.timers = append(s.timers, scenarioTimer{at: s.clock.Now().Add(d), f: f})
+	}
 	s.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
 		var out []*kinds.Object
 		for _, n := range queues.SortedKeys(s.objects) {
