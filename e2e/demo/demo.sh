@@ -86,23 +86,13 @@ CONFIG=$DEMO/queues.yaml
   done
 } >"$CONFIG"
 say "Loading examples/demo/queues.yaml and the seed's cluster-queue.yaml and local-queue.yaml into ConfigMap $NAMESPACE/tally-config"
-k create namespace "$NAMESPACE" --dry-run=client -o yaml | k apply -f - >/dev/null
-k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml="$CONFIG" \
-  --dry-run=client -o yaml | k apply -f -
+load_config
 
 # --- tally -------------------------------------------------------------------
-say "Starting tally (log: $DEMO/tally.log)"
-setsid "$TALLY_BIN" serve --kubeconfig "$KUBECONFIG_FILE" \
-  --webhook-port "$WEBHOOK_PORT" --webhook-url "https://127.0.0.1:$WEBHOOK_PORT" --cert-dir "$DEMO/certs" \
-  --metrics-bind-address "$METRICS_ADDR" --health-probe-bind-address "$PROBE_ADDR" \
-  --dashboard-bind-address "$DASHBOARD_ADDR" \
-  >"$DEMO/tally.log" 2>&1 </dev/null &
-echo $! >"$DEMO/tally.pid"
-wait_ready 60 "$PROBE_ADDR" tally_running tally
+start_tally
 echo "tally is ready (pid $(cat "$DEMO/tally.pid"))"
 # Re-apply now that the validating webhook is up, so it checks the config too.
-k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml="$CONFIG" \
-  --dry-run=client -o yaml | k apply -f - >/dev/null
+load_config >/dev/null
 
 # --- namespaces --------------------------------------------------------------
 say "Binding namespaces: team-a by its LocalQueues (default -> team-a-cq, team-a-queue -> cluster-queue-a), team-b by annotation (-> team-b-cq)"

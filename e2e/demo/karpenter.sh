@@ -110,17 +110,8 @@ for f in resource-flavor cluster-queue local-queue; do
   cat "examples/seed-gpu/$f.yaml"
 done >"$CONFIG"
 say "Loading the seed's resource-flavor.yaml, cluster-queue.yaml and local-queue.yaml, unchanged, into ConfigMap $NAMESPACE/tally-config"
-k create namespace "$NAMESPACE" --dry-run=client -o yaml | k apply -f - >/dev/null
-k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml="$CONFIG" \
-  --dry-run=client -o yaml | k apply -f -
-say "Starting tally (log: $DEMO/tally.log)"
-setsid "$TALLY_BIN" serve --kubeconfig "$KUBECONFIG_FILE" \
-  --webhook-port "$WEBHOOK_PORT" --webhook-url "https://127.0.0.1:$WEBHOOK_PORT" --cert-dir "$DEMO/certs" \
-  --metrics-bind-address "$METRICS_ADDR" --health-probe-bind-address "$PROBE_ADDR" \
-  --dashboard-bind-address "$DASHBOARD_ADDR" \
-  >"$DEMO/tally.log" 2>&1 </dev/null &
-echo $! >"$DEMO/tally.pid"
-wait_ready 60 "$PROBE_ADDR" tally_running tally
+load_config
+start_tally
 k create namespace team-a --dry-run=client -o yaml | k apply -f - >/dev/null
 ns_managed() { [ "$(k get namespace team-a -o jsonpath='{.metadata.labels.tally\.dev/managed}')" = true ]; }
 wait_until 30 "namespace team-a (named by LocalQueue team-a-queue) labelled tally.dev/managed=true" ns_managed

@@ -85,3 +85,24 @@ operator_running() { demo_running "$DEMO/training-operator.pid" "$OPERATOR_MATCH
 stop_operator() { demo_stop "$DEMO/training-operator.pid" "$OPERATOR_MATCH" "the training operator"; }
 karpenter_running() { demo_running "$DEMO/karpenter.pid" "$KARPENTER_MATCH"; }
 stop_karpenter() { demo_stop "$DEMO/karpenter.pid" "$KARPENTER_MATCH" Karpenter; }
+
+# load_config puts the config file $CONFIG into ConfigMap
+# $NAMESPACE/tally-config.
+load_config() {
+  k create namespace "$NAMESPACE" --dry-run=client -o yaml | k apply -f - >/dev/null
+  k create configmap tally-config -n "$NAMESPACE" --from-file=queues.yaml="$CONFIG" \
+    --dry-run=client -o yaml | k apply -f -
+}
+
+# start_tally starts tally in the background, logging to $DEMO/tally.log,
+# and waits until it is ready.
+start_tally() {
+  say "Starting tally (log: $DEMO/tally.log)"
+  setsid "$TALLY_BIN" serve --kubeconfig "$KUBECONFIG_FILE" \
+    --webhook-port "$WEBHOOK_PORT" --webhook-url "https://127.0.0.1:$WEBHOOK_PORT" --cert-dir "$DEMO/certs" \
+    --metrics-bind-address "$METRICS_ADDR" --health-probe-bind-address "$PROBE_ADDR" \
+    --dashboard-bind-address "$DASHBOARD_ADDR" \
+    >"$DEMO/tally.log" 2>&1 </dev/null &
+  echo $! >"$DEMO/tally.pid"
+  wait_ready 60 "$PROBE_ADDR" tally_running tally
+}
