@@ -24,6 +24,9 @@ type Config struct {
 	Cohorts map[string][]string
 	// LocalQueues maps "namespace/name" to a ClusterQueue.
 	LocalQueues map[string]string
+	// LocalQueueStops maps "namespace/name" to the stopPolicy of each
+	// LocalQueue that has one other than None: Hold or HoldAndDrain.
+	LocalQueueStops map[string]string
 	// PriorityClasses maps a WorkloadPriorityClass name to its value.
 	PriorityClasses map[string]int32
 	// WorkloadKinds are the declared kinds of workload, in config order.

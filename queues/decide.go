@@ -266,8 +266,12 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 		c := (*h)[0]
 		w := c.head()
 		cq := c.cq
-		if cq == nil || !s.hasNominalLeft(cq) || cq.StopPolicy == "Hold" || cq.StopPolicy == "HoldAndDrain" {
+		if cq == nil || !s.hasNominalLeft(cq) || cq.StopPolicy == StopHold || cq.StopPolicy == StopHoldAndDrain {
 			heap.Pop(h)
+			continue
+		}
+		if w.LocalQueue != "" && s.Config.StopOf(w).Stopped() {
+			h.advance()
 			continue
 		}
 		if s.Yield[w] != nil && cq.Strategy == StrictFIFO {
@@ -340,8 +344,8 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 		return c.lastNSVerd, Assignment{}, nil
 	}
 	cq := c.cq
-	if cq.StopPolicy == "Hold" || cq.StopPolicy == "HoldAndDrain" {
-		return waitf("held", "ClusterQueue %s is on hold (stopPolicy %s)", cq.Name, cq.StopPolicy), Assignment{}, nil
+	if st := s.Config.StopOf(w); st.Stopped() {
+		return st.Held(), Assignment{}, nil
 	}
 	if c.blocker != nil {
 		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), cq.Name), Assignment{}, nil

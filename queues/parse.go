@@ -183,6 +183,13 @@ func (p *parser) decode(prefix string, i int, c chunk) {
 		p.errs = append(p.errs, decodeError(root, err, "a document must be an object with apiVersion, kind and metadata"))
 		return
 	}
+	if why := refusedKind(h.Kind); why != "" {
+		if h.Metadata.Name != "" {
+			root = field.NewPath(fmt.Sprintf("%s%s %q", prefix, h.Kind, h.Metadata.Name))
+		}
+		p.errs = append(p.errs, withDetail(field.Forbidden(root, ""), "%s", why))
+		return
+	}
 	if errs := validateHeader(&h, root); len(errs) > 0 {
 		p.errs = append(p.errs, errs...)
 		if !isSupportedKind(h.Kind) {
@@ -205,8 +212,8 @@ func (p *parser) decode(prefix string, i int, c chunk) {
 }
 
 // decodeBody decodes the whole document into the raw type of its kind.
-// Unknown fields are warnings: Kueue manifests may carry fields tally does
-// not read, such as status or admissionChecks.
+// A Kueue field tally does not run is an error (refused.go); status is
+// ignored; any other unknown field is a warning.
 func (p *parser) decodeBody(d *document, js []byte) {
 	var target any
 	switch d.kind {
@@ -244,6 +251,13 @@ func (p *parser) decodeBody(d *document, js []byte) {
 			p.warnings = append(p.warnings, unusedConfigurationField(d.root, path))
 			continue
 		}
+		if why := refusedField(d.kind, path); why != "" {
+			p.errs = append(p.errs, &field.Error{Type: field.ErrorTypeForbidden, Field: d.root.String() + "." + path, BadValue: "", Detail: why})
+			continue
+		}
+		if ignoredField(path) {
+			continue
+		}
 		p.warnings = append(p.warnings, fmt.Sprintf("%s.%s: unknown field, ignored", d.root, path))
 	}
 	if d.conf != nil {
@@ -274,6 +288,12 @@ func (p *parser) build() *Config {
 			cfg.ClusterQueues[d.key] = toClusterQueue(d.cq)
 		case kindLocalQueue:
 			cfg.LocalQueues[d.key] = d.lq.Spec.ClusterQueue
+			if stop := d.lq.Spec.StopPolicy; stop != "" && stop != defaultStopPolicy {
+				if cfg.LocalQueueStops == nil {
+					cfg.LocalQueueStops = map[string]string{}
+				}
+				cfg.LocalQueueStops[d.key] = stop
+			}
 		case kindWorkloadPriorityClass:
 			cfg.PriorityClasses[d.key], _ = parseInt32(d.wpc.Value)
 		case kindWorkloadKind:

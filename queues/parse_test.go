@@ -330,8 +330,8 @@ spec:
 			want: newConfig().Flavors(wantFlavor("gpu", "node-type", "gpu", "zone", "a")).Warnings(
 				`ResourceFlavor "gpu".spec.nodeSelector: accepted as an alias of spec.nodeLabels, Kueue's name for this field`).Obj(),
 		},
-		"fields tally does not read are warnings, not errors": {
-			in: queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", "  admissionChecks: [prov]\n"+queuestest.OneGroup)+`status:
+		"status is ignored, unknown fields are warnings, not errors": {
+			in: queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", "  colour: blue\n"+queuestest.OneGroup)+`status:
   pendingWorkloads: 3
 `, `apiVersion: kueue.x-k8s.io/v1beta1
 kind: LocalQueue
@@ -340,9 +340,7 @@ spec: {clusterQueue: a, stopPolicy: None}
 `),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Group("cpu").Flavor("default", "cpu=4").Obj()).
 				Local("ns/main", "a").Warnings(
-				`ClusterQueue "a".spec.admissionChecks: unknown field, ignored`,
-				`ClusterQueue "a".status: unknown field, ignored`,
-				`LocalQueue "ns/main".spec.stopPolicy: unknown field, ignored`).Obj(),
+				`ClusterQueue "a".spec.colour: unknown field, ignored`).Obj(),
 		},
 		"local queues of one name in two namespaces": {
 			in: queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", queuestest.OneGroup), `apiVersion: kueue.x-k8s.io/v1beta1

@@ -126,6 +126,7 @@ type rawLocalQueue struct {
 	Metadata   metav1.ObjectMeta `json:"metadata"`
 	Spec       struct {
 		ClusterQueue string `json:"clusterQueue"`
+		StopPolicy   string `json:"stopPolicy"`
 	} `json:"spec"`
 }
 

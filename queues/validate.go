@@ -615,7 +615,7 @@ func validateLocalQueue(lq *rawLocalQueue, root *field.Path, queueNames sets.Set
 	case !queueNames.Has(cq):
 		errs = append(errs, withDetail(field.NotFound(p, cq), "ClusterQueue %q is not defined", cq))
 	}
-	return errs
+	return append(errs, validateEnum(root.Child("spec", "stopPolicy"), lq.Spec.StopPolicy, defaultStopPolicy, "Hold", "HoldAndDrain")...)
 }
 
 func validatePriorityClass(pc *rawPriorityClass, root *field.Path) field.ErrorList {

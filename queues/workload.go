@@ -30,6 +30,9 @@ type Workload struct {
 	Name       string
 	UID        types.UID
 	Queue      string
+	// LocalQueue is the LocalQueue of its namespace it was submitted to,
+	// by its kueue.x-k8s.io/queue-name label; "" for none.
+	LocalQueue string
 	Priority   int32
 	Created    time.Time
 	PodSets    []PodSet
@@ -266,6 +269,7 @@ func NewWorkload(meta *metav1.ObjectMeta, apiVersion, kind string, sets []PodTem
 		Name:       meta.Name,
 		UID:        meta.UID,
 		Queue:      queue,
+		LocalQueue: meta.Labels[LabelKueueQueueName],
 		Priority:   priority,
 		Created:    meta.CreationTimestamp.Time,
 		PodSets:    podSets(sets),
