@@ -13,6 +13,7 @@ import (
 
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/queuestest"
 )
 
 // TestConfigLoaderKinds: the loader declares the kinds the API server
@@ -54,5 +55,18 @@ func TestConfigLoaderKinds(t *testing.T) {
 	}
 	if c.Store.Load() != good || c.Kinds.For(train) == nil {
 		t.Error("a refused config replaced the last good one")
+	}
+
+	// A ClusterQueue that asks for an admission check never comes into
+	// force: tally would admit its workloads past the check.
+	events = load(queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", "  admissionChecks: [prov]\n"+queuestest.OneGroup),
+		"apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: prov}\nspec: {controllerName: kueue.x-k8s.io/provisioning-request}\n"))
+	want = "Warning " + ReasonConfigInvalid + ` Config rejected, the last good config stays in force: ClusterQueue "a".spec.admissionChecks: tally does not run admission checks; remove the field (tally admits as soon as quota allows)` +
+		`; AdmissionCheck "prov": tally does not run admission checks or ProvisioningRequests; remove the document`
+	if len(events) != 1 || events[0] != want {
+		t.Errorf("events %q, want %q", events, want)
+	}
+	if c.Store.Load() != good {
+		t.Error("a config with admission checks replaced the last good one")
 	}
 }
