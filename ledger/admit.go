@@ -45,6 +45,9 @@ type write struct {
 	preemptor *entry
 	// late is set for the capture of an unrecorded running Job.
 	late bool
+	// stop is set for the eviction of a workload its stopped queue
+	// drains (stop.go).
+	stop queues.Stop
 	// moved, for a preemption, is the victim's quota its preemptor's
 	// claim took over.
 	moved   queues.Usage
@@ -98,8 +101,12 @@ func restAfter(took time.Duration) time.Duration {
 func (l *Ledger) decide() []write {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.synced || l.cfg == nil || len(l.pending) == 0 && len(l.late) == 0 {
+	if !l.synced || l.cfg == nil {
 		return nil
+	}
+	drains := l.drainLocked()
+	if len(l.pending) == 0 && len(l.late) == 0 {
+		return drains
 	}
 	// The victims' preemptors that gave up change what their cohorts
 	// decide: known before the scope is.
@@ -168,7 +175,8 @@ func (l *Ledger) decide() []write {
 	for _, e := range never {
 		l.step(e, machine.Reject)
 	}
-	out := append(make([]write, 0, len(late)+len(decided.Admissions)), late...)
+	out := append(make([]write, 0, len(drains)+len(late)+len(decided.Admissions)), drains...)
+	out = append(out, late...)
 	for _, d := range decided.Admissions {
 		e := d.Workload.Tag.(*entry)
 		e.lastCode = ""
@@ -279,6 +287,8 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 			switch {
 			case w.late:
 				l.capture(ctx, w)
+			case w.stop.Stopped():
+				l.drain(ctx, w)
 			case w.preemptor != nil:
 				l.evict(ctx, w)
 			default:

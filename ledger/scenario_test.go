@@ -53,12 +53,13 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //
 // Commands (the workloads are in namespace ns, which queues to q or r):
 //
-//	create NAME [pytorch|jobset] [unrecorded] [cpu=N] [workers=N] [queue=Q] [prio=N] [owner=NAME [owner-uid=UID]]
+//	create NAME [pytorch|jobset] [unrecorded] [cpu=N] [workers=N] [queue=Q] [lq=LQ] [prio=N] [owner=NAME [owner-uid=UID]]
 //	                    (cpu=none: its containers request nothing)
 //	                    a new suspended pending workload (a Job, or a
 //	                    PyTorchJob of one master and N workers, or a JobSet
 //	                    of a leader Job and N worker Jobs); cpu per pod;
 //	                    unrecorded: one that runs without tally's record;
+//	                    lq: its kueue.x-k8s.io/queue-name label;
 //	                    owner: its controller owner is workload NAME (by
 //	                    owner-uid, if given, rather than NAME's own UID)
 //	pass                an admission pass: the writes it decides
@@ -85,6 +86,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	priority NAME N     its pod template's priority becomes N
 //	suspend NAME        its owner suspends it (its pods still run)
 //	quota N             a config with N cpu of nominal quota in q is loaded
+//	stop Q|lq POLICY    a config is loaded in which ClusterQueue Q, or
+//	                    the LocalQueue lq of namespace ns (to q), has
+//	                    stopPolicy POLICY (None, Hold or HoldAndDrain)
 //	mode K=V...         the ledger's write modes from now on (and after a
 //	                    restart): events=, finished-label=, admission-patch=
 //	                    (a json admission lands as its JSON patch)
@@ -176,6 +180,10 @@ type scenario struct {
 	reg *prometheus.Registry
 	// modes are the ledger's write modes (mode).
 	modes Options
+	// quota is q's nominal cpu (quota), and stops the stop policies
+	// (stop) of the config, by queue.
+	quota int
+	stops map[string]string
 	// timers are the ledger's timers (Ledger.after), run once the fake
 	// clock has passed them, in order.
 	timers []scenarioTimer
@@ -200,9 +208,9 @@ func (s *scenario) runTimers() {
 }
 
 func newScenario(t *testing.T) *scenario {
-	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
+	s := &scenario{t: t, quota: 4, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}, pods: map[string]int{}}
-	s.newLedger(s.config(4))
+	s.newLedger(s.config(s.quota))
 	return s
 }
 
@@ -299,6 +307,8 @@ func (s *scenario) step(f []string) {
 				fmt.Fprintf(&s.out, "write: preempt %s for %s\n", w.w.Name, w.preemptor.W.Name)
 			case w.late:
 				fmt.Fprintf(&s.out, "write: capture %s\n", w.w.Name)
+			case w.stop.Stopped():
+				fmt.Fprintf(&s.out, "write: evict %s (%s)\n", w.w.Name, w.stop.Reason)
 			default:
 				fmt.Fprintf(&s.out, "write: admit %s in %s (%s)\n", w.w.Name, strings.Join(w.a.Flavors, "+"), w.a.Annotation(w.w))
 			}
@@ -311,12 +321,17 @@ func (s *scenario) step(f []string) {
 		delete(s.writes, name)
 		var patch []byte
 		var err error
+		evicts := w.preemptor != nil || w.stop.Stopped()
 		switch {
-		case w.preemptor != nil:
+		case evicts:
 			var ev kinds.Eviction
 			ev, err = s.l.target(w).Evict(nil)
 			patch = ev.Patch
-			s.l.evicted(w)
+			if w.stop.Stopped() {
+				s.l.drained(w)
+			} else {
+				s.l.evicted(w)
+			}
 		case w.late:
 			patch, err = capturePatch(w, s.clock.Now())
 			s.l.captured(w, nil)
@@ -327,7 +342,7 @@ func (s *scenario) step(f []string) {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		asJSON := w.preemptor == nil && !w.late && s.l.opts.AdmissionPatch == AdmissionPatchJSON
+		asJSON := !evicts && !w.late && s.l.opts.AdmissionPatch == AdmissionPatchJSON
 		if asJSON {
 			if patch, err = jsonAdmissionPatch(s.objects[name], w.rv, patch); err != nil {
 				s.t.Fatal(err)
@@ -339,7 +354,7 @@ func (s *scenario) step(f []string) {
 			} else {
 				mergePatch(m, patch, s.t)
 			}
-			if w.preemptor != nil || w.late {
+			if evicts || w.late {
 				return
 			}
 			for _, path := range w.paths {
@@ -419,8 +434,14 @@ func (s *scenario) step(f []string) {
 			fmt.Fprintf(&s.out, "labels due (%s): %s\n", q.name, strings.Join(uids, " "))
 		}
 	case "quota":
-		n, _ := strconv.Atoi(name)
-		s.l.reconfigure(s.config(n))
+		s.quota, _ = strconv.Atoi(name)
+		s.l.reconfigure(s.config(s.quota))
+	case "stop":
+		if s.stops == nil {
+			s.stops = map[string]string{}
+		}
+		s.stops[name] = f[2]
+		s.l.reconfigure(s.config(s.quota))
 	case "delete":
 		s.l.onJobDelete(s.objects[name])
 		delete(s.objects, name)
@@ -547,6 +568,9 @@ func (s *scenario) create(name string, args []string) {
 		"labels":            map[string]any{queues.LabelState: "pending", queues.LabelQueue: opts["queue"]},
 		"annotations":       map[string]any{queues.AnnotationUserAffinity: ""},
 	}
+	if lq := opts["lq"]; lq != "" {
+		meta["labels"].(map[string]any)[queues.LabelKueueQueueName] = lq
+	}
 	m := map[string]any{"metadata": meta}
 	switch {
 	case jobset:
@@ -585,9 +609,20 @@ func (s *scenario) create(name string, args []string) {
 	s.l.onJob(s.objects[name])
 }
 
-// config is the scenarios' config, with n cpu of nominal quota in q.
+// config is the scenarios' config, with n cpu of nominal quota in q and
+// the stop policies of stop; with any, LocalQueue lq of namespace ns
+// queues to q.
 func (s *scenario) config(n int) *queues.Config {
-	cfg, _, errs := queues.Parse([]byte(fmt.Sprintf(scenarioConfig, n)))
+	text := fmt.Sprintf(scenarioConfig, n)
+	for _, q := range []string{"q", "r"} {
+		if p := s.stops[q]; p != "" {
+			text = strings.Replace(text, "metadata: {name: "+q+"}\nspec:\n", "metadata: {name: "+q+"}\nspec:\n  stopPolicy: "+p+"\n", 1)
+		}
+	}
+	if len(s.stops) > 0 {
+		text += "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq, namespace: ns}\nspec: {clusterQueue: q, stopPolicy: " + cmp.Or(s.stops["lq"], "None") + "}\n"
+	}
+	cfg, _, errs := queues.Parse([]byte(text))
 	if len(errs) > 0 {
 		s.t.Fatal(errs)
 	}

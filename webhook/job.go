@@ -136,6 +136,14 @@ func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before kinds.
 	if err := checkPriorityClass(cfg, o.Meta.Labels); err != nil {
 		return admission.Denied("tally: " + err.Error())
 	}
+	if annotation == "" && o.Meta.Labels[queues.LabelKueueQueueName] == "" && o.Meta.Labels[queues.LabelQueue] == "" {
+		// Queued in the namespace's LocalQueue default: labelled so, as
+		// Kueue does, so that its stopPolicy applies.
+		if o.Meta.Labels == nil {
+			o.Meta.Labels = map[string]string{}
+		}
+		o.Meta.Labels[queues.LabelKueueQueueName] = queues.DefaultLocalQueue
+	}
 	// The creation-time check counts what the pods will get from the
 	// namespace's LimitRanges and their RuntimeClass; without them (a
 	// cache that cannot say) it counts the templates as they are.

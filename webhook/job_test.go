@@ -273,6 +273,8 @@ func TestJobMutationCases(t *testing.T) {
 		warning   string
 		errSubstr string
 		code      int32 // of a denial
+		// localQueue is the kueue.x-k8s.io/queue-name label it gets.
+		localQueue string
 	}{
 		{name: "unbound namespace passes untouched", job: func() *batchv1.Job { return makeJob("unbound", "1") }, allowed: true},
 		{name: "a namespace neither the cache nor the API server can read is denied, retryably", job: func() *batchv1.Job { return makeJob("ghost", "1") },
@@ -288,11 +290,11 @@ func TestJobMutationCases(t *testing.T) {
 			j := makeJob("lq-only", "1")
 			j.Labels = map[string]string{queues.LabelKueueQueueName: "x"}
 			return j
-		}, allowed: true, mutated: true, state: "pending", queue: "other", terms: 1},
+		}, allowed: true, mutated: true, state: "pending", queue: "other", terms: 1, localQueue: "x"},
 		{name: "no queue-name and no default LocalQueue: created unqueued, with a warning", job: func() *batchv1.Job { return makeJob("lq-only", "1") },
 			allowed: true, warning: "tally: this Job is not queued and runs outside any quota: it has no kueue.x-k8s.io/queue-name label, and namespace lq-only has no tally.dev/cluster-queue annotation and no LocalQueue named default (its LocalQueues: x)"},
-		{name: "no queue-name goes to the LocalQueue named default", job: func() *batchv1.Job { return makeJob("lq-default", "1") },
-			allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
+		{name: "no queue-name goes to the LocalQueue named default, and is labelled so", job: func() *batchv1.Job { return makeJob("lq-default", "1") },
+			allowed: true, mutated: true, state: "pending", queue: "q", terms: 2, localQueue: queues.DefaultLocalQueue},
 		{name: "tally's own namespace is never managed", job: func() *batchv1.Job { return makeJob("tally-system", "1") }, allowed: true},
 		{name: "a Job that fits is pending with both candidates", job: func() *batchv1.Job { return makeJob("team", "1") }, allowed: true, mutated: true, state: "pending", queue: "q", terms: 2},
 		{name: "a nodeSelector narrows the candidates", job: func() *batchv1.Job {
@@ -316,7 +318,7 @@ func TestJobMutationCases(t *testing.T) {
 			j := makeJob("team", "1")
 			j.Labels = map[string]string{queues.LabelKueueQueueName: "lq"}
 			return j
-		}, allowed: true, mutated: true, state: "pending", queue: "other", terms: 1},
+		}, allowed: true, mutated: true, state: "pending", queue: "other", terms: 1, localQueue: "lq"},
 		{name: "a queue label naming a queue the namespace is not bound to is denied with the queues it may use", job: func() *batchv1.Job {
 			j := makeJob("team", "1")
 			j.Labels = map[string]string{queues.LabelQueue: "nope"}
@@ -384,6 +386,9 @@ func TestJobMutationCases(t *testing.T) {
 			}
 			if !tc.mutated {
 				return
+			}
+			if got.Labels[queues.LabelKueueQueueName] != tc.localQueue {
+				t.Errorf("queue-name %q, want %q", got.Labels[queues.LabelKueueQueueName], tc.localQueue)
 			}
 			if got.Labels[queues.LabelState] != tc.state || got.Labels[queues.LabelQueue] != tc.queue {
 				t.Errorf("state,queue = %q,%q want %q,%q", got.Labels[queues.LabelState], got.Labels[queues.LabelQueue], tc.state, tc.queue)

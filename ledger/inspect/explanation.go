@@ -265,6 +265,12 @@ func Explain(in ExplainInput) Explanation {
 		}
 	}
 
+	if st := cfg.StopOf(target.w); st.Stopped() {
+		out.Reason = st.Held().Message()
+		out.Notes = append(out.Notes, "held: nothing is admitted from its queue until its stopPolicy is None, so there is no estimate")
+		return out
+	}
+
 	// What it needs against what is free, and the decision now.
 	snap := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
 	a, v := snap.Assign(target.w)
@@ -320,7 +326,7 @@ func read(cfg *queues.Config, o *kinds.Object, q string, p int32) *explained {
 // selected, and the caller may not be able to read namespace labels.
 func permissive(cfg *queues.Config) *queues.Config {
 	out := &queues.Config{Flavors: cfg.Flavors, ClusterQueues: map[string]*queues.ClusterQueue{}, QueueNames: cfg.QueueNames,
-		Cohorts: cfg.Cohorts, LocalQueues: cfg.LocalQueues, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds}
+		Cohorts: cfg.Cohorts, LocalQueues: cfg.LocalQueues, LocalQueueStops: cfg.LocalQueueStops, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds}
 	for name, cq := range cfg.ClusterQueues {
 		c := *cq
 		c.NamespaceSelector = labels.Everything()

@@ -188,6 +188,31 @@ func TestExplainCases(t *testing.T) {
 	}
 }
 
+// TestExplainHeld: a pending workload of a LocalQueue on hold is held,
+// with no estimate; one of another LocalQueue of its ClusterQueue is not.
+func TestExplainHeld(t *testing.T) {
+	lq := func(name, stop string) string {
+		return "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: " + name + ", namespace: a}\nspec: {clusterQueue: q, stopPolicy: " + stop + "}\n"
+	}
+	cfg, _, errs := queues.Parse([]byte(explainConfig + lq("held", "Hold") + lq("open", "None")))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, tc := range []struct{ lq, reason string }{
+		{"held", "LocalQueue a/held is on hold (stopPolicy Hold)"},
+		{"open", "Waiting for quota"},
+	} {
+		target := explainJob("a", "target", 1, time.Minute, queues.StatePending, 0, 0, 0)
+		target.Meta.Labels[queues.LabelKueueQueueName] = tc.lq
+		in := explainInput(t, target, explainBooks()...)
+		in.Config = cfg
+		x := Explain(in)
+		if !strings.HasPrefix(x.Reason, tc.reason) || (tc.lq == "held") != (x.Estimate == nil) {
+			t.Errorf("%s: reason %q, estimate %+v; want %q", tc.lq, x.Reason, x.Estimate, tc.reason)
+		}
+	}
+}
+
 // TestExplainNew: a workload not yet submitted is placed last, as if
 // created now.
 func TestExplainNew(t *testing.T) {
