@@ -309,7 +309,7 @@ func attackPriority(ctx context.Context, t *testing.T, r *attackRun) {
 func attackUnknownClass(ctx context.Context, t *testing.T, r *attackRun) {
 	j := framework.NewJob(r.ns, "unknown-class").GPUs(1).Runtime(time.Second).Label(framework.LabelKueuePriority, "e2e-urgent").Obj()
 	err := userCreate(ctx, t, r, j)
-	want := `WorkloadPriorityClass "e2e-urgent" does not exist; known: `
+	want := `WorkloadPriorityClass "e2e-urgent" not found; known: `
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "e2e-high") {
 		t.Errorf("creating a Job of an unknown WorkloadPriorityClass: %v; want a denial containing %q and listing e2e-high", err, want)
 	}

@@ -328,16 +328,12 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 	l.wakePass()
 }
 
-// priorityOf resolves a Job's priority: its WorkloadPriorityClass, else its
-// pod template's PriorityClass, else 0. A template's numeric priority is
+// priorityOf resolves a Job's priority (queues.Config.Priority): its
+// WorkloadPriorityClass, else its pod template's PriorityClass, else the
+// globalDefault PriorityClass, else 0. A template's numeric priority is
 // never read (see kinds.Object.PriorityClassName).
 func (l *Ledger) priorityOf(p priorityRef) int32 {
-	if p.workloadClass != "" && l.cfg != nil {
-		if v, ok := l.cfg.PriorityClasses[p.workloadClass]; ok {
-			return v
-		}
-	}
-	return l.priorities[p.podClass]
+	return l.cfg.Priority(p.workloadClass, p.podClass, l.priorities)
 }
 
 // rebuildPendingLocked recomputes the priority of every waiting Job and

@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -107,10 +109,11 @@ func (l *Ledger) onPriorityClass(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if old, ok := l.priorities[pc.Name]; ok && old == pc.Value {
+	if old, ok := l.priorityClasses[pc.Name]; ok && old.Value == pc.Value && old.GlobalDefault == pc.GlobalDefault {
 		return
 	}
-	l.priorities[pc.Name] = pc.Value
+	l.priorityClasses[pc.Name] = schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: pc.Name}, Value: pc.Value, GlobalDefault: pc.GlobalDefault}
+	l.priorities = queues.PodPriorities(slices.Collect(maps.Values(l.priorityClasses)))
 	if l.synced {
 		l.rebuildPendingLocked()
 	}
@@ -119,7 +122,8 @@ func (l *Ledger) onPriorityClass(obj any) {
 func (l *Ledger) onPriorityClassDelete(obj any) {
 	if pc, ok := obj.(*schedulingv1.PriorityClass); ok {
 		l.mu.Lock()
-		delete(l.priorities, pc.Name)
+		delete(l.priorityClasses, pc.Name)
+		l.priorities = queues.PodPriorities(slices.Collect(maps.Values(l.priorityClasses)))
 		l.rebuildPendingLocked()
 		l.mu.Unlock()
 	}

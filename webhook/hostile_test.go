@@ -316,7 +316,7 @@ func TestHostileJobMutator(t *testing.T) {
 		hostile{name: "a priority of a float", req: create(rawJob("", "", `,"priority":1.5`, `{"cpu":"1"}`)), want: badRequest("tally: decoding Job:")},
 		hostile{name: "the lowest priority", req: create(rawJob("", "", `,"priority":-2147483648`, `{"cpu":"1"}`)), want: patchedTo(pending, "")},
 		hostile{name: "an unknown priority class label", req: create(rawJob(`,"labels":{"tally.dev/priority-class":"../../etc"}`, "", "", `{"cpu":"1"}`)),
-			want: denied(`tally: metadata.labels[tally.dev/priority-class]: WorkloadPriorityClass "../../etc" does not exist; known: bench-small, high`)},
+			want: denied(`tally: metadata.labels[tally.dev/priority-class]: WorkloadPriorityClass "../../etc" not found; known: bench-small, high`)},
 		hostile{name: "a known priority class label", req: create(rawJob(`,"labels":{"kueue.x-k8s.io/priority-class":"high"}`, "", "", `{"cpu":"1"}`)),
 			want: patchedTo(`"kueue.x-k8s.io/priority-class":"high","tally.dev/cluster-queue":"q","tally.dev/state":"pending"`, "")},
 		hostile{name: "a queue label of 10000 characters", req: create(rawJob(`,"labels":{"tally.dev/cluster-queue":"`+strings.Repeat("q", 10000)+`"}`, "", "", `{"cpu":"1"}`)),

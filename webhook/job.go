@@ -136,13 +136,20 @@ func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before kinds.
 	if err := checkPriorityClass(cfg, o.Meta.Labels); err != nil {
 		return admission.Denied("tally: " + err.Error())
 	}
+	if o.Meta.Labels == nil {
+		o.Meta.Labels = map[string]string{}
+	}
 	if annotation == "" && o.Meta.Labels[queues.LabelKueueQueueName] == "" && o.Meta.Labels[queues.LabelQueue] == "" {
 		// Queued in the namespace's LocalQueue default: labelled so, as
 		// Kueue does, so that its stopPolicy applies.
-		if o.Meta.Labels == nil {
-			o.Meta.Labels = map[string]string{}
-		}
 		o.Meta.Labels[queues.LabelKueueQueueName] = queues.DefaultLocalQueue
+	}
+	if o.Meta.Labels[queues.LabelKueuePriorityClass] == "" && o.Meta.Labels[queues.LabelPriorityClass] == "" && cfg != nil {
+		if _, ok := cfg.PriorityClasses[queues.DefaultWorkloadPriorityClass]; ok {
+			// Kueue's default WorkloadPriorityClass, for a workload
+			// that names none.
+			o.Meta.Labels[queues.LabelKueuePriorityClass] = queues.DefaultWorkloadPriorityClass
+		}
 	}
 	// The creation-time check counts what the pods will get from the
 	// namespace's LimitRanges and their RuntimeClass; without them (a
@@ -192,9 +199,10 @@ func (m *JobMutator) namespace(ctx context.Context, name string) (*corev1.Namesp
 }
 
 // checkPriorityClass refuses a WorkloadPriorityClass label (Kueue's or
-// tally's) that names no WorkloadPriorityClass of the config, listing the
-// known ones: the workload would otherwise queue at another priority than
-// its user asked for. cfg may be nil before any config has loaded.
+// tally's) that names no WorkloadPriorityClass of the config, in Kueue's
+// words ("WorkloadPriorityClass %q not found"), listing the known ones:
+// the workload would otherwise queue at another priority than its user
+// asked for. cfg may be nil before any config has loaded.
 func checkPriorityClass(cfg *queues.Config, labels map[string]string) error {
 	for _, key := range []string{queues.LabelKueuePriorityClass, queues.LabelPriorityClass} {
 		class := labels[key]
@@ -208,11 +216,11 @@ func checkPriorityClass(cfg *queues.Config, labels map[string]string) error {
 		if _, ok := cfg.PriorityClasses[class]; ok {
 			continue
 		}
-		known := "there are none"
+		known := "tally's config defines none"
 		if names := queues.SortedKeys(cfg.PriorityClasses); len(names) > 0 {
 			known = "known: " + strings.Join(names, ", ")
 		}
-		return fmt.Errorf("%s: WorkloadPriorityClass %q does not exist; %s", path, queues.Shorten(class), known)
+		return fmt.Errorf("%s: WorkloadPriorityClass %q not found; %s", path, queues.Shorten(class), known)
 	}
 	return nil
 }

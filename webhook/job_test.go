@@ -459,3 +459,37 @@ func applyJSONPatch(doc, patch []byte) ([]byte, error) {
 	}
 	return p.Apply(doc)
 }
+
+// TestDefaultWorkloadPriorityClass: with a WorkloadPriorityClass named
+// default in the config, a workload that names none is labelled with it
+// at creation, as Kueue's WorkloadPriorityClassDefaulting does; one that
+// names a class keeps it; without one, nothing is added.
+func TestDefaultWorkloadPriorityClass(t *testing.T) {
+	withDefault, _, errs := queues.Parse([]byte(config + "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata: {name: default}\nvalue: 50\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	named := func() *batchv1.Job {
+		j := makeJob("team", "1")
+		j.Labels = map[string]string{queues.LabelPriorityClass: "high"}
+		return j
+	}
+	for _, tc := range []struct {
+		name      string
+		cfg       *queues.Config
+		job       *batchv1.Job
+		kueue, my string
+	}{
+		{"names none: the default", withDefault, makeJob("team", "1"), queues.DefaultWorkloadPriorityClass, ""},
+		{"names one: kept", withDefault, named(), "", "high"},
+		{"no default class: nothing", testConfig(t), makeJob("team", "1"), "", ""},
+	} {
+		got, resp := apply(t, newMutator(t, tc.cfg), tc.job)
+		if !resp.Allowed {
+			t.Fatalf("%s: denied: %v", tc.name, resp.Result)
+		}
+		if got.Labels[queues.LabelKueuePriorityClass] != tc.kueue || got.Labels[queues.LabelPriorityClass] != tc.my {
+			t.Errorf("%s: labels %v, want %s=%q and %s=%q", tc.name, got.Labels, queues.LabelKueuePriorityClass, tc.kueue, queues.LabelPriorityClass, tc.my)
+		}
+	}
+}

@@ -91,9 +91,7 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 	}
 	pcs := &schedulingv1.PriorityClassList{}
 	if err := c.List(ctx, pcs); err == nil {
-		for _, pc := range pcs.Items {
-			in.PriorityClasses[pc.Name] = pc.Value
-		}
+		in.PriorityClasses = queues.PodPriorities(pcs.Items)
 	}
 	// A user who may not list nodes is told nothing of them.
 	if bad, err := ReadUnhostable(ctx, c, cfg); err == nil {

@@ -39,7 +39,8 @@ type ExplainInput struct {
 	Queue, LocalQueue string
 	// Events are the target's Events, newest last.
 	Events []corev1.Event
-	// PriorityClasses maps a PriorityClass name to its value.
+	// PriorityClasses maps a PriorityClass name to its value, and "" to
+	// the globalDefault one's (queues.PodPriorities).
 	PriorityClasses map[string]int32
 	Now             time.Time
 	// Unhostable are the flavors no Ready node can host and no NodePool
@@ -139,12 +140,7 @@ const maxSimulated = 20000
 func Explain(in ExplainInput) Explanation {
 	cfg := permissive(in.Config)
 	prio := func(o *kinds.Object) int32 {
-		if c := cmp.Or(o.Meta.Labels[queues.LabelPriorityClass], o.Meta.Labels[queues.LabelKueuePriorityClass]); c != "" {
-			if v, ok := cfg.PriorityClasses[c]; ok {
-				return v
-			}
-		}
-		return in.PriorityClasses[o.PriorityClassName()]
+		return cfg.Priority(cmp.Or(o.Meta.Labels[queues.LabelPriorityClass], o.Meta.Labels[queues.LabelKueuePriorityClass]), o.PriorityClassName(), in.PriorityClasses)
 	}
 	var all []*explained
 	var target *explained
