@@ -134,7 +134,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Buckets: waitBuckets,
 	}, []string{"cluster_queue"}))
 	m.evicted = counters("tally_evicted_workloads_total",
-		`Running workloads tally suspended, per ClusterQueue and reason: "Preempted" (to make room for another workload) or "SuspendedLate" (found running without tally's admission, and it does not fit).`,
+		`Running workloads tally suspended, per ClusterQueue and reason: "Preempted" (to make room for another workload), "SuspendedLate" (found running without tally's admission, and it does not fit), "PodsLarger", "PodsReadyTimeout", "ClusterQueueStopped" or "LocalQueueStopped" (drained by a stopPolicy HoldAndDrain).`,
 		"cluster_queue", "reason")
 	m.usage = gauges("tally_cluster_queue_resource_usage",
 		"Quota in use per ClusterQueue, flavor and resource (cpu in cores, memory in bytes, other resources in their own units): admitted workloads until their pods are gone, admissions in flight and preemptors' claims.",

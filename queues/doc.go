@@ -16,7 +16,11 @@
 // does all of this for the WorkloadKind document, and podsready.go for
 // the Configuration document: it applies Kueue's waitForPodsReady
 // defaults, warns by field path about every section tally does not read,
-// and computes the requeue backoff (PodsReady.Backoff). UsageOf (usageof.go)
+// and computes the requeue backoff (PodsReady.Backoff). refused.go lists
+// Kueue's fields and kinds tally does not run, which the parser refuses
+// with why (docs/kueue-fields.md lists them all). stop.go decides what a
+// ClusterQueue's or LocalQueue's stopPolicy holds and drains, priority.go
+// resolves a workload's priority as Kueue does, and UsageOf (usageof.go)
 // reads what an admitted workload holds from its flavors annotation.
 //
 // It may import tally's flavors package, the standard library, the

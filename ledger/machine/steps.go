@@ -82,9 +82,10 @@ func EvictionFailed(moved queues.Usage) Step {
 	}
 }
 
-// Requeue marks an admitted workload that tally evicts, at now, to admit
-// it again at a larger size (a pod of it asks for more than it was
-// admitted with). It keeps its quota until its pods are gone.
+// Requeue marks an admitted workload that tally evicts, at now, to queue
+// it again: at a larger size (a pod of it asks for more than it was
+// admitted with), after its pods were not ready in time, or drained by
+// its stopped queue. It keeps its quota until its pods are gone.
 func Requeue(now time.Time) Step {
 	return func(e Entry, effects []Effect) (Entry, []Effect) {
 		e.phase = Evicting
