@@ -66,7 +66,7 @@ func (c *Config) StopOf(w *Workload) Stop {
 	if cq := c.ClusterQueues[w.Queue]; cq != nil && cq.StopPolicy != defaultStopPolicy && cq.StopPolicy != "" {
 		st = Stop{Policy: cq.StopPolicy, Reason: ReasonClusterQueueStopped, Queue: cq.Name}
 	}
-	if st.Drains() || w.LocalQueue == "" {
+	if st.Drains() || w.LocalQueue == "" || len(c.LocalQueueStops) == 0 {
 		return st
 	}
 	key := w.Namespace + "/" + w.LocalQueue
