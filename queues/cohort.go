@@ -132,7 +132,7 @@ func buildTree(c *Config, ix *configIndex) cohortTree {
 // inCycle reports whether following parents from name comes back to it.
 func inCycle(name string, parent map[string]string) bool {
 	at := name
-	for range len(parent) {
+	for range len(parent) + 1 {
 		p, ok := parent[at]
 		if !ok {
 			return false

@@ -297,7 +297,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		reason := fmt.Sprintf("within ClusterQueue %s", cq.Name)
 		if !c.sameQueue {
 			reason = fmt.Sprintf("to reclaim quota lent to cohort %s", c.lca)
-			if borrows {
+			if borrows && !c.advantage {
 				reason = fmt.Sprintf("to borrow within cohort %s", c.lca)
 			}
 		}
