@@ -92,7 +92,7 @@ func TestCohortTreeAssign(t *testing.T) {
 			want: "quota/f1/cpu: Waiting for quota: needs cpu=4 in flavor f1; ClusterQueue b uses 0 of 0, cohort ml (parent org) can lend 3", avail: "3", ceil: "8"},
 		{name: "a queue takes its nominal quota from what the tree has left",
 			cfg: orgTree(nil, nil, nil), usage: usageOf("b:f1:cpu=6"),
-			w:   makeWL("j", "a", 1).Req(cpu, "2").Obj(), want: "f1", avail: "2", ceil: "8"},
+			w: makeWL("j", "a", 1).Req(cpu, "2").Obj(), want: "f1", avail: "2", ceil: "8"},
 		{name: "a queue's borrowingLimit still binds in a tree",
 			cfg: orgTree(nil, nil, nil,
 				makeCQ("a").Cohort("ml").Group(cpu).Flavor("f1", "cpu=2").Obj(),

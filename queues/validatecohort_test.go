@@ -96,15 +96,15 @@ func TestValidateCohorts(t *testing.T) {
 			want: []string{`Cohort "ml".spec.fairSharing: tally does not run fair sharing in a tree of cohorts, so it does not read a Cohort's weight: remove spec.fairSharing`},
 		},
 		"fair sharing in a cohort with a parent is refused": {
-			in: queuestest.Stream(base, cohort("ml", "  parentName: org\n"), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {weight: 1}\n"+queuestest.OneGroup)),
+			in:   queuestest.Stream(base, cohort("ml", "  parentName: org\n"), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {weight: 1}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.fairSharing: tally runs fair sharing in flat cohorts only, and its cohort ml has a parent, org: remove spec.fairSharing, or keep the cohort flat`},
 		},
 		"fair sharing in a cohort with child cohorts is refused": {
-			in: queuestest.Stream(base, cohort("ml", "  parentName: org\n"), queuestest.ClusterQueue("a", "  cohortName: org\n  fairSharing: {}\n"+queuestest.OneGroup)),
+			in:   queuestest.Stream(base, cohort("ml", "  parentName: org\n"), queuestest.ClusterQueue("a", "  cohortName: org\n  fairSharing: {}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.fairSharing: tally runs fair sharing in flat cohorts only, and its cohort org is the parent of other cohorts: remove spec.fairSharing, or keep the cohort flat`},
 		},
 		"fair sharing in a cohort with quota of its own is refused": {
-			in: queuestest.Stream(base, cohort("ml", quota("")), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {}\n"+queuestest.OneGroup)),
+			in:   queuestest.Stream(base, cohort("ml", quota("")), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {}\n"+queuestest.OneGroup)),
 			want: []string{`ClusterQueue "a".spec.fairSharing: tally runs fair sharing in flat cohorts only, and its cohort ml has quota of its own: remove spec.fairSharing, or keep the cohort flat`},
 		},
 		"fair sharing in a flat cohort with a Cohort document": {
