@@ -258,3 +258,40 @@ func (t *cohortTree) cohortQuota(cohort string, fr FlavorResource) Quota {
 	}
 	return Quota{BorrowingLimit: flavors.Unlimited, LendingLimit: flavors.Unlimited}
 }
+
+// HasCohortTree reports whether the config has any Cohort document: only
+// then do its cohorts have parents or quota of their own.
+func (c *Config) HasCohortTree() bool { return len(c.CohortSpecs) > 0 }
+
+// CohortOrder lists every cohort with its depth in its tree (0 at a
+// root): the roots sorted, each followed by its subtree, depth first.
+func (c *Config) CohortOrder() (names []string, depth []int) {
+	t := &c.index().tree
+	for _, r := range SortedKeys(t.cohorts) {
+		for _, name := range t.cohorts[r] {
+			d := 0
+			for p, ok := t.parent[name]; ok; p, ok = t.parent[p] {
+				d++
+			}
+			names, depth = append(names, name), append(depth, d)
+		}
+	}
+	return names, depth
+}
+
+// CohortCells lists the cells of cohort's subtree quota, by flavor then
+// resource.
+func (c *Config) CohortCells(cohort string) []FlavorResource {
+	sub := c.index().lendable[cohort]
+	out := make([]FlavorResource, 0, len(sub))
+	for fr := range sub {
+		out = append(out, fr)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Flavor != out[j].Flavor {
+			return out[i].Flavor < out[j].Flavor
+		}
+		return out[i].Resource < out[j].Resource
+	})
+	return out
+}
