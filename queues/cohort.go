@@ -231,23 +231,11 @@ func (c *Config) CohortLabel(cohort string) string {
 	return cohort
 }
 
-// CohortNames lists every cohort, named by a ClusterQueue, a Cohort
-// document or a parentName, sorted.
-func (c *Config) CohortNames() []string { return SortedKeys(c.index().tree.root) }
-
 // CohortQuota is the quota cohort holds itself of fr, from its Cohort
 // document; ok is false when it has none.
 func (c *Config) CohortQuota(cohort string, fr FlavorResource) (Quota, bool) {
 	q, ok := c.index().tree.quotas[cohort][fr]
 	return q, ok
-}
-
-// InTree reports whether cohort is part of a tree: it has a parent, a
-// child cohort, or quota of its own.
-func (c *Config) InTree(cohort string) bool {
-	t := &c.index().tree
-	r, ok := t.root[cohort]
-	return ok && (len(t.cohorts[r]) > 1 || len(t.quotas[cohort]) > 0)
 }
 
 // cohortQuota is cohort's own quota of fr: nominal 0 and no limits when

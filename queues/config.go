@@ -20,7 +20,8 @@ type Config struct {
 	ClusterQueues map[string]*ClusterQueue
 	// QueueNames lists the ClusterQueues, sorted.
 	QueueNames []string
-	// Cohorts maps a cohort name to its member ClusterQueues, sorted.
+	// Cohorts maps a cohort name to its member ClusterQueues (those that
+	// name it as their cohort, not those of its child cohorts), sorted.
 	Cohorts map[string][]string
 	// CohortSpecs holds the cohorts that have a Cohort document, by name.
 	// A cohort named only by a ClusterQueue's cohortName or by a Cohort's

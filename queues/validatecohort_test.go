@@ -152,8 +152,8 @@ func TestParseCohortTree(t *testing.T) {
 	if got, want := []string{cfg.CohortRoot("ml"), cfg.CohortParent("ml"), cfg.CohortLabel("ml"), cfg.CohortRoot("hpc")}, []string{"org", "org", "ml (parent org)", "hpc"}; !cmp.Equal(got, want) {
 		t.Errorf("root, parent, label = %q, want %q", got, want)
 	}
-	if got, want := cfg.CohortNames(), []string{"hpc", "ml", "org"}; !cmp.Equal(got, want) {
-		t.Errorf("CohortNames = %q, want %q", got, want)
+	if names, depth := cfg.CohortOrder(); !cmp.Equal(names, []string{"hpc", "org", "ml"}) || !cmp.Equal(depth, []int{0, 0, 1}) {
+		t.Errorf("CohortOrder = %q %v, want hpc, org, ml at depths 0, 0, 1", names, depth)
 	}
 	if got := cfg.Members(cfg.ClusterQueues["a"]); !cmp.Equal(got, []string{"a"}) {
 		t.Errorf("Members(a) = %q", got)
