@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
@@ -182,6 +183,13 @@ func TestCohortTreeChargeIsIncremental(t *testing.T) {
 	}
 }
 
+// admCPUMem is an admitted workload of queue q holding cpu and memory in
+// flavor f1, admitted at second t.
+func admCPUMem(name, q, cpuQ, memQ string, t int) *Admitted {
+	w := makeWL(name, q, t).Req(cpu, cpuQ).Req(mem, memQ).Obj()
+	return &Admitted{W: w, Usage: Usage{{"f1", cpu}: amt(cpu, cpuQ), {"f1", mem}: amt(mem, memQ)}, AdmittedAt: epoch.Add(time.Duration(t) * time.Second)}
+}
+
 func TestCohortTreePreemption(t *testing.T) {
 	reclaimer := func(name, cohort, quota, reclaim, borrow string) *ClusterQueue {
 		return withPolicy(makeCQ(name).Cohort(cohort).Group(cpu).Flavor("f1", quota).Obj(), "LowerPriority", reclaim, borrow, nil)
@@ -259,6 +267,16 @@ func TestCohortTreePreemption(t *testing.T) {
 			admitted: []*Admitted{adm("b1", "b", "f1", "3", 0, 1), adm("b2", "b", "f1", "3", 0, 2)},
 			pending:  []*Workload{makeWL("c1", "c", 3).Req(cpu, "2").Obj()},
 			want:     map[string][]string{"c1": {"b2:to reclaim quota lent to cohort org"}},
+		},
+		{
+			name: "the advantage needs every resource to fit below the common cohort: memory does not fit in ml",
+			cfg: orgTree(nil, nil, nil,
+				withPolicy(makeCQ("a").Cohort("ml").Group(cpu, mem).Flavor("f1", "cpu=1", "memory=1").Obj(), "LowerPriority", "Any", "Never", nil),
+				makeCQ("b").Cohort("ml").Group(cpu, mem).Flavor("f1", "cpu=4", "memory=0").Obj(),
+				makeCQ("c").Cohort("infra").Group(cpu, mem).Flavor("f1", "cpu=6", "memory=6").Obj()),
+			admitted: []*Admitted{admCPUMem("c1", "c", "5", "4", 1), admCPUMem("c2", "c", "2", "3", 2)},
+			pending:  []*Workload{makeWL("a1", "a", 3).Req(cpu, "3").Req(mem, "2").Obj()},
+			want:     map[string][]string{},
 		},
 		{
 			name: "what fits is admitted across the tree with no preemption",

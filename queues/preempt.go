@@ -101,12 +101,14 @@ type candidate struct {
 	sameQueue bool
 	// borrowOK: may be preempted even if the preemptor then borrows.
 	borrowOK bool
-	// lca is the lowest cohort above both the candidate's queue and the
-	// preemptor's.
-	lca string
 	// advantage: the preemptor takes back quota of its own subtree below
-	// lca (see ancestryOf). Such candidates go first.
+	// the lowest cohort above both queues (see ancestryOf). Such
+	// candidates go first.
 	advantage bool
+	// lca is that cohort's level on the preemptor's path up its tree (see
+	// ancestry); 0 in a flat cohort, whose lowest cohort is the
+	// preemptor's own. It fits in the struct's padding.
+	lca int16
 }
 
 // canPreempt reports whether cq's policy lets preemptor w displace
@@ -183,9 +185,9 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		if q != cq.Name && !fair && !anyAt(borrowing, m) {
 			continue
 		}
-		lca, advantage := cq.Cohort, false
+		lca, advantage := int16(0), false
 		if up != nil && q != cq.Name {
-			if lca, advantage = up.reach(s.Config.ClusterQueues[q].Cohort); !s.overBelow(q, lca, cells) {
+			if lca, advantage = up.reach(s.Config.ClusterQueues[q].Cohort); !s.overBelow(q, up.names[lca], cells) {
 				continue
 			}
 		}
@@ -266,7 +268,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 			if fits(chosen) {
 				break
 			}
-			if !c.sameQueue && (!sim.borrowingIn(c.queue, cells) || up != nil && !sim.overBelow(c.queue, c.lca, cells)) {
+			if !c.sameQueue && (!sim.borrowingIn(c.queue, cells) || up != nil && !sim.overBelow(c.queue, up.names[c.lca], cells)) {
 				continue // reclaim only takes back what a queue borrowed
 			}
 			sim.Charge(c.queue, c.Usage, -1)
@@ -296,9 +298,13 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 	for i, c := range chosen {
 		reason := fmt.Sprintf("within ClusterQueue %s", cq.Name)
 		if !c.sameQueue {
-			reason = fmt.Sprintf("to reclaim quota lent to cohort %s", c.lca)
+			lca := cq.Cohort
+			if up != nil {
+				lca = up.names[c.lca]
+			}
+			reason = fmt.Sprintf("to reclaim quota lent to cohort %s", lca)
 			if borrows && !c.advantage {
-				reason = fmt.Sprintf("to borrow within cohort %s", c.lca)
+				reason = fmt.Sprintf("to borrow within cohort %s", lca)
 			}
 		}
 		victims[i] = Victim{Admitted: c.Admitted, Reason: reason}
@@ -307,11 +313,13 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 }
 
 // ancestry is a preemptor queue's path up its cohort tree: each cohort's
-// level (1 for the queue's own cohort), and, by level, whether the
-// preemptor has the advantage over the queues reached through that cohort.
+// level (0 for the queue's own cohort), and, by level, the cohort and
+// whether the preemptor has the advantage over the queues reached through
+// it.
 type ancestry struct {
 	parent    map[string]string
-	level     map[string]int
+	level     map[string]int16
+	names     []string
 	advantage []bool
 }
 
@@ -322,25 +330,27 @@ type ancestry struct {
 // its own subtree, so it may do so even while borrowing.
 func (s *Snapshot) ancestryOf(cq *ClusterQueue, cells []FlavorResource, total flavors.Resources) *ancestry {
 	t := &s.Config.index().tree
-	up := &ancestry{parent: t.parent, level: map[string]int{}, advantage: []bool{false, true}}
+	up := &ancestry{parent: t.parent, level: map[string]int16{}}
+	// Whether the request fits in the subtree below the cohort at
+	// the current level: cq's own nominal quota first.
+	below := true
 	remaining := make(Usage, len(cells))
 	for _, fr := range cells {
 		q, _ := s.Config.QuotaOf(cq.Name, fr)
 		used, need := s.Usage[cq.Name][fr], total[fr.Resource]
-		up.advantage[1] = up.advantage[1] && used.Add(need) <= q.Nominal
+		below = below && used.Add(need) <= q.Nominal
 		remaining[fr] = flavors.Max(0, need.Sub(flavors.Max(0, q.Guaranteed().Sub(used))))
 	}
-	level := 1
 	for c, ok := cq.Cohort, true; ok; c, ok = t.parent[c] {
-		up.level[c] = level
+		up.level[c] = int16(len(up.names))
+		up.names, up.advantage = append(up.names, c), append(up.advantage, below)
 		fits := true
 		for _, fr := range cells {
 			used := s.borrowed[c][fr]
 			fits = fits && used.Add(remaining[fr]) <= s.CohortLendable(c, fr)
 			remaining[fr] = flavors.Max(0, remaining[fr].Sub(flavors.Max(0, t.local[c][fr].Sub(used))))
 		}
-		up.advantage = append(up.advantage, up.advantage[level] || fits)
-		level++
+		below = below || fits
 	}
 	return up
 }
@@ -349,11 +359,11 @@ func (s *Snapshot) ancestryOf(cq *ClusterQueue, cells []FlavorResource, total fl
 // above the preemptor, and whether the preemptor has the advantage over
 // the queues reached through it. Both queues are in one tree, so the path
 // meets the preemptor's at its root at the latest.
-func (up *ancestry) reach(cohort string) (string, bool) {
+func (up *ancestry) reach(cohort string) (int16, bool) {
 	c := cohort
 	for {
 		if l, ok := up.level[c]; ok {
-			return c, up.advantage[l]
+			return l, up.advantage[l]
 		}
 		c = up.parent[c]
 	}
