@@ -18,7 +18,7 @@ import (
 // its field path.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, "Usage: tally check-config FILE...\n\nValidates ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass and WorkloadKind\ndocuments and prints every error with its field path. Exits 1 if there is any. The paths of a\nWorkloadKind are checked against its CRD's schema too when the API server ($KUBECONFIG, or\nin-cluster) can be reached.")
+		fmt.Fprintln(stderr, "Usage: tally check-config FILE...\n\nValidates ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass and WorkloadKind\ndocuments and prints every error with its field path. Exits 1 if there is any. The paths of a\nWorkloadKind are checked against its CRD's schema too when the API server ($KUBECONFIG, or\nin-cluster) can be reached.")
 		if len(args) == 0 {
 			return 2
 		}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -74,4 +75,48 @@ func get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
 	}
 	return string(b)
+}
+
+// TestDashboardCohortTree: with Cohort documents, the page shows the
+// cohorts as a tree, each after its parent, with its own quota, its
+// subtree quota and what its subtree uses.
+func TestDashboardCohortTree(t *testing.T) {
+	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
+		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}, pods: map[string]int{}}
+	s.newLedger(s.treeConfig())
+	s.l.started = true
+	for _, line := range []string{"create big cpu=7 queue=t", "pass", "landed big", "create r1 cpu=2 queue=r"} {
+		s.step(strings.Fields(line))
+	}
+	v := inspect.Dashboard(s.l.Books())
+	var got []string
+	for _, c := range v.Cohorts {
+		line := fmt.Sprintf("%s parent=%s depth=%d", c.Name, c.Parent, c.Depth)
+		for _, cell := range c.Cells {
+			line += fmt.Sprintf(" %s/%s own=%s subtree=%s used=%s", cell.Flavor, cell.Resource, cell.Own, cell.Subtree, cell.Used)
+		}
+		for _, q := range c.Queues {
+			line += " " + q.Name
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"org parent= depth=0 default/cpu own=2 subtree=8 used=7",
+		"infra parent=org depth=1 default/cpu own= subtree=4 used=0 r",
+		"ml parent=org depth=1 default/cpu own= subtree=2 used=7 q t",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("cohorts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if p := v.Cohorts[1].Queues[0].Pending; len(p) != 1 || !strings.Contains(p[0].Reason, "ClusterQueue r uses 0 of 4, cohort infra (parent org) can lend 0") {
+		t.Errorf("r's pending %+v, want the wait naming the cohort path", p)
+	}
+	srv := httptest.NewServer(inspect.DashboardHandler(s.l.Books))
+	defer srv.Close()
+	page := get(t, srv.URL+"/")
+	for _, want := range []string{`data-cohort="ml" style="margin-left: 1em"`, "Cohort ml <span class=\"muted\">in cohort org</span>", `class="cohort-cell"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
 }

@@ -54,7 +54,7 @@ func changesPass(e, next *entry) bool {
 }
 
 // passScopeLocked returns whether the pass about to run decides queue q:
-// q's inputs changed, or those of another member of its cohort. It
+// q's inputs changed, or those of another member of its cohort tree. It
 // forgets the changes: the pass decides on them.
 func (l *Ledger) passScopeLocked() func(q string) bool {
 	if l.allDirty || len(l.late) > 0 {
@@ -68,7 +68,7 @@ func (l *Ledger) passScopeLocked() func(q string) bool {
 	for q := range l.dirty {
 		dirty[q] = struct{}{}
 		if cq := l.cfg.ClusterQueues[q]; cq != nil && cq.Cohort != "" {
-			cohorts[cq.Cohort] = true
+			cohorts[l.cfg.CohortRoot(cq.Cohort)] = true
 		}
 	}
 	clear(l.dirty)
@@ -77,7 +77,7 @@ func (l *Ledger) passScopeLocked() func(q string) bool {
 			return true
 		}
 		cq := l.cfg.ClusterQueues[q]
-		return cq != nil && cq.Cohort != "" && cohorts[cq.Cohort]
+		return cq != nil && cq.Cohort != "" && cohorts[l.cfg.CohortRoot(cq.Cohort)]
 	}
 }
 

@@ -232,10 +232,11 @@ func (l *Ledger) blockedLocked() map[string]bool {
 	return out
 }
 
-// cohortOfLocked names queue q's cohort, or q itself outside any.
+// cohortOfLocked names queue q's cohort tree (by its root), or q itself
+// outside any.
 func (l *Ledger) cohortOfLocked(q string) string {
 	if cq := l.cfg.ClusterQueues[q]; cq != nil && cq.Cohort != "" {
-		return "cohort/" + cq.Cohort
+		return "cohort/" + l.cfg.CohortRoot(cq.Cohort)
 	}
 	return "queue/" + q
 }

@@ -89,6 +89,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	stop Q|lq POLICY    a config is loaded in which ClusterQueue Q, or
 //	                    the LocalQueue lq of namespace ns (to q), has
 //	                    stopPolicy POLICY (None, Hold or HoldAndDrain)
+//	tree                the tree config (scenarioTreeConfig) is loaded
 //	mode K=V...         the ledger's write modes from now on (and after a
 //	                    restart): events=, finished-label=, admission-patch=
 //	                    (a json admission lands as its JSON patch)
@@ -126,6 +127,61 @@ spec:
     - name: default
       resources: [{name: cpu, nominalQuota: 2}]
 `
+
+// scenarioTreeConfig is a tree of cohorts: org holds 2 cpu of its own;
+// below it, cohort ml holds q (2 cpu) and t (no quota), and cohort infra
+// holds r (4 cpu). q and r reclaim from any queue of the tree.
+const scenarioTreeConfig = `
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: org}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: ml}
+spec: {parentName: org}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: infra}
+spec: {parentName: org}
+` + treeQueue + treeQueue + treeQueue
+
+// treeQueue is a ClusterQueue of scenarioTreeConfig: name, cohort,
+// preemption and quota are filled in by treeConfig.
+const treeQueue = `---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %s}
+spec:
+  cohortName: %s
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: %s}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: %d}]
+`
+
+// treeConfig is the scenarios' tree config.
+func (s *scenario) treeConfig() *queues.Config {
+	cfg, _, errs := queues.Parse([]byte(fmt.Sprintf(scenarioTreeConfig, "q", "ml", "Any", 2, "t", "ml", "Never", 0, "r", "infra", "Any", 4)))
+	if len(errs) > 0 {
+		s.t.Fatal(errs)
+	}
+	return cfg
+}
 
 // eachScenario runs test, as a subtest named after the file, on every
 // golden scenario script in testdata/scenarios.
@@ -442,6 +498,8 @@ func (s *scenario) step(f []string) {
 		}
 		s.stops[name] = f[2]
 		s.l.reconfigure(s.config(s.quota))
+	case "tree":
+		s.l.reconfigure(s.treeConfig())
 	case "delete":
 		s.l.onJobDelete(s.objects[name])
 		delete(s.objects, name)

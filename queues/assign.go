@@ -270,7 +270,7 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 
 func (s *Snapshot) waitVerdict(cq *ClusterQueue, fr FlavorResource, need flavors.Amount) Verdict {
 	q, _ := s.Config.QuotaOf(cq.Name, fr)
-	w := &quotaWait{fr: fr, queue: cq.Name, cohort: cq.Cohort, need: need, used: s.Usage[cq.Name][fr], nominal: q.Nominal}
+	w := &quotaWait{fr: fr, queue: cq.Name, cohort: s.Config.CohortLabel(cq.Cohort), need: need, used: s.Usage[cq.Name][fr], nominal: q.Nominal}
 	if cq.Cohort != "" {
 		w.lends = flavors.Max(0, s.Available(cq, fr).Sub(flavors.Max(0, q.Nominal.Sub(w.used))))
 	}

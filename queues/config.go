@@ -20,8 +20,14 @@ type Config struct {
 	ClusterQueues map[string]*ClusterQueue
 	// QueueNames lists the ClusterQueues, sorted.
 	QueueNames []string
-	// Cohorts maps a cohort name to its member ClusterQueues, sorted.
+	// Cohorts maps a cohort name to its member ClusterQueues (those that
+	// name it as their cohort, not those of its child cohorts), sorted.
 	Cohorts map[string][]string
+	// CohortSpecs holds the cohorts that have a Cohort document, by name.
+	// A cohort named only by a ClusterQueue's cohortName or by a Cohort's
+	// parentName has none: it has no quota of its own and no parent, as in
+	// Kueue. Without any Cohort document every cohort is flat.
+	CohortSpecs map[string]*Cohort
 	// LocalQueues maps "namespace/name" to a ClusterQueue.
 	LocalQueues map[string]string
 	// LocalQueueStops maps "namespace/name" to the stopPolicy of each
@@ -44,8 +50,14 @@ type Config struct {
 
 // configIndex holds what the admission core looks up on every decision.
 type configIndex struct {
-	// lendable is, per cohort, the sum of its members' lendable quota.
+	// lendable is, per cohort, its subtree quota: its own nominal quota,
+	// what its child cohorts can lend it (their subtree quota less the
+	// part their lendingLimit keeps), and its members' lendable quota. In
+	// a flat cohort, the sum of its members' lendable quota.
 	lendable map[string]Usage
+	// tree holds the cohort tree: parents, roots and the quotas of the
+	// cohorts themselves.
+	tree cohortTree
 	// quotas is, per ClusterQueue, its quota cells.
 	quotas map[string]map[FlavorResource]Quota
 	// fair holds the cohorts with fair sharing.
@@ -74,32 +86,14 @@ func (c *Config) index() *configIndex {
 		if cq.FairSharing && cq.Cohort != "" {
 			ix.fair[cq.Cohort] = true
 		}
-		cells := map[FlavorResource]Quota{}
 		for gi := range cq.ResourceGroups {
 			for _, r := range cq.ResourceGroups[gi].Covered {
 				ix.covered[r] = true
 			}
-			for _, fq := range cq.ResourceGroups[gi].Flavors {
-				for r, q := range fq.Quotas {
-					if _, dup := cells[FlavorResource{fq.Name, r}]; !dup {
-						cells[FlavorResource{fq.Name, r}] = q
-					}
-				}
-			}
 		}
-		ix.quotas[name] = cells
-		if cq.Cohort == "" {
-			continue
-		}
-		l := ix.lendable[cq.Cohort]
-		if l == nil {
-			l = Usage{}
-			ix.lendable[cq.Cohort] = l
-		}
-		for fr, q := range cells {
-			l[fr] = l[fr].Add(q.Lendable())
-		}
+		ix.quotas[name] = quotaCells(cq.ResourceGroups)
 	}
+	ix.tree = buildTree(c, ix)
 	c.idx.Store(ix)
 	return ix
 }
@@ -255,12 +249,13 @@ func (cq *ClusterQueue) FlavorNames() []string {
 	return out
 }
 
-// Members returns the ClusterQueues that share cq's cohort, cq included.
+// Members returns the ClusterQueues of cq's cohort tree, cq included:
+// those of its cohort, when the cohort is flat.
 func (c *Config) Members(cq *ClusterQueue) []string {
 	if cq.Cohort == "" {
 		return []string{cq.Name}
 	}
-	return c.Cohorts[cq.Cohort]
+	return c.index().tree.members[c.CohortRoot(cq.Cohort)]
 }
 
 // LocalQueuesIn returns the names of the LocalQueues the config defines in

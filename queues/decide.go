@@ -70,8 +70,8 @@ func Decide(s *Snapshot, pending map[string][]*Workload, observe Observer) Decis
 // 1-based position in its queue's pending list.
 type Observer func(w *Workload, v Verdict, position int)
 
-// groups splits the queues with pending work into independent groups: a
-// cohort's members together, a queue without a cohort alone.
+// groups splits the queues with pending work into independent groups: the
+// members of a cohort tree together, a queue without a cohort alone.
 func (s *Snapshot) groups(pending map[string][]*Workload) [][]string {
 	byCohort := map[string][]string{}
 	var groups [][]string
@@ -81,7 +81,8 @@ func (s *Snapshot) groups(pending map[string][]*Workload) [][]string {
 			groups = append(groups, []string{name})
 			continue
 		}
-		byCohort[cq.Cohort] = append(byCohort[cq.Cohort], name)
+		root := s.Config.CohortRoot(cq.Cohort)
+		byCohort[root] = append(byCohort[root], name)
 	}
 	for _, c := range SortedKeys(byCohort) {
 		groups = append(groups, byCohort[c])

@@ -1,7 +1,7 @@
 // Package queues owns tally's configuration and its pure admission core.
 //
 // It parses and validates the config documents (ResourceFlavor, ClusterQueue,
-// LocalQueue, WorkloadPriorityClass, tally's WorkloadKind, which declares
+// Cohort, LocalQueue, WorkloadPriorityClass, tally's WorkloadKind, which declares
 // a kind of workload by its suspend field and pod sets, and Kueue's own
 // Configuration, of which only waitForPodsReady is read) into a Config,
 // describes workloads of any kind as Workloads through their pod templates,
@@ -22,6 +22,10 @@
 // ClusterQueue's or LocalQueue's stopPolicy holds and drains, priority.go
 // resolves a workload's priority as Kueue does, and UsageOf (usageof.go)
 // reads what an admitted workload holds from its flavors annotation.
+// cohort.go derives the tree that Cohort documents make (validatecohort.go
+// checks them): each cohort's subtree quota, what it keeps and what it may
+// reach; the Snapshot bubbles usage up the tree as it charges, and reclaim
+// walks it (see ancestryOf).
 //
 // It may import tally's flavors package, the standard library, the
 // Kubernetes API types and machinery, k8s.io/component-helpers and the

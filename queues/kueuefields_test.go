@@ -20,7 +20,7 @@ type kueueField struct {
 }
 
 // kueueFields lists every spec field of Kueue's ResourceFlavor,
-// ClusterQueue, LocalQueue and WorkloadPriorityClass (apis/kueue/v1beta1
+// ClusterQueue, Cohort, LocalQueue and WorkloadPriorityClass (apis/kueue/v1beta1
 // and v1beta2, *_types.go), and the top-level fields every document has.
 var kueueFields = []kueueField{
 	{"ResourceFlavor", "spec.nodeLabels", map[string]any{"node-type": "gpu"}},
@@ -63,6 +63,17 @@ var kueueFields = []kueueField{
 	{"LocalQueue", "status", map[string]any{"pendingWorkloads": 3}},
 	{"LocalQueue", "metadata.labels", map[string]any{"team": "a"}},
 
+	{"Cohort", "spec.parentName", "org"},
+	{"Cohort", "spec.resourceGroups[0].coveredResources", []any{"cpu"}},
+	{"Cohort", "spec.resourceGroups[0].flavors[0].name", "default"},
+	{"Cohort", "spec.resourceGroups[0].flavors[0].resources[0].name", "cpu"},
+	{"Cohort", "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota", "8"},
+	{"Cohort", "spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit", "2"},
+	{"Cohort", "spec.resourceGroups[0].flavors[0].resources[0].lendingLimit", "2"},
+	{"Cohort", "spec.fairSharing.weight", "2"},
+	{"Cohort", "status", map[string]any{"fairSharing": map[string]any{"weightedShare": 0}}},
+	{"Cohort", "metadata.labels", map[string]any{"team": "a"}},
+
 	{"WorkloadPriorityClass", "value", 100},
 	{"WorkloadPriorityClass", "description", "batch work"},
 	{"WorkloadPriorityClass", "metadata.labels", map[string]any{"team": "a"}},
@@ -82,6 +93,17 @@ metadata: {name: a}
 spec:
   cohortName: ml
   preemption: {reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default
+      resources: [{name: cpu, nominalQuota: 4}]
+`,
+	"Cohort": `apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: ml}
+spec:
+  parentName: org
   resourceGroups:
   - coveredResources: [cpu]
     flavors:

@@ -38,7 +38,7 @@ const (
 )
 
 // Parse reads a config: multi-document YAML holding ResourceFlavor,
-// ClusterQueue, LocalQueue and WorkloadPriorityClass documents with Kueue's
+// ClusterQueue, Cohort, LocalQueue and WorkloadPriorityClass documents with Kueue's
 // field names, tally's WorkloadKind documents, and at most one of Kueue's
 // Configuration documents, of which it reads waitForPodsReady. It returns
 // the validated Config, or nil and every error found, each with its field
@@ -111,6 +111,7 @@ type document struct {
 
 	flavor *rawResourceFlavor
 	cq     *rawClusterQueue
+	co     *rawCohort
 	lq     *rawLocalQueue
 	wpc    *rawPriorityClass
 	wk     *rawWorkloadKind
@@ -223,6 +224,9 @@ func (p *parser) decodeBody(d *document, js []byte) {
 	case kindClusterQueue:
 		d.cq = &rawClusterQueue{}
 		target = d.cq
+	case kindCohort:
+		d.co = &rawCohort{}
+		target = d.co
 	case kindLocalQueue:
 		d.lq = &rawLocalQueue{}
 		target = d.lq
@@ -276,6 +280,7 @@ func (p *parser) build() *Config {
 		Flavors:         map[string]*flavors.Flavor{},
 		ClusterQueues:   map[string]*ClusterQueue{},
 		Cohorts:         map[string][]string{},
+		CohortSpecs:     map[string]*Cohort{},
 		LocalQueues:     map[string]string{},
 		PriorityClasses: map[string]int32{},
 		Warnings:        p.warnings,
@@ -286,6 +291,8 @@ func (p *parser) build() *Config {
 			cfg.Flavors[d.key] = toFlavor(d.flavor)
 		case kindClusterQueue:
 			cfg.ClusterQueues[d.key] = toClusterQueue(d.cq)
+		case kindCohort:
+			cfg.CohortSpecs[d.key] = toCohort(d.co)
 		case kindLocalQueue:
 			cfg.LocalQueues[d.key] = d.lq.Spec.ClusterQueue
 			if stop := d.lq.Spec.StopPolicy; stop != "" && stop != defaultStopPolicy {
@@ -348,6 +355,14 @@ func toClusterQueue(raw *rawClusterQueue) *ClusterQueue {
 		cq.ResourceGroups = append(cq.ResourceGroups, toResourceGroup(&s.ResourceGroups[gi]))
 	}
 	return cq
+}
+
+func toCohort(raw *rawCohort) *Cohort {
+	co := &Cohort{Name: raw.Metadata.Name, Parent: raw.Spec.ParentName}
+	for gi := range raw.Spec.ResourceGroups {
+		co.ResourceGroups = append(co.ResourceGroups, toResourceGroup(&raw.Spec.ResourceGroups[gi]))
+	}
+	return co
 }
 
 // toSelector converts a namespaceSelector. Kueue reads a missing selector

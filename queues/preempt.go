@@ -101,6 +101,14 @@ type candidate struct {
 	sameQueue bool
 	// borrowOK: may be preempted even if the preemptor then borrows.
 	borrowOK bool
+	// advantage: the preemptor takes back quota of its own subtree below
+	// the lowest cohort above both queues (see ancestryOf). Such
+	// candidates go first.
+	advantage bool
+	// lca is that cohort's level on the preemptor's path up its tree (see
+	// ancestry); 0 in a flat cohort, whose lowest cohort is the
+	// preemptor's own. It fits in the struct's padding.
+	lca int16
 }
 
 // canPreempt reports whether cq's policy lets preemptor w displace
@@ -155,12 +163,19 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 	}
 	fair := s.Config.FairSharing(cq.Cohort)
 	members := s.Config.Members(cq)
+	root := s.Config.CohortRoot(cq.Cohort)
 	var buf [4][]bool
 	borrowing := buf[:0] // by cell, then member
 	if !fair && cq.Cohort != "" {
 		for _, fr := range cells {
-			borrowing = append(borrowing, s.borrowerFlagsOf(cq.Cohort, members, fr))
+			borrowing = append(borrowing, s.borrowerFlagsOf(root, members, fr))
 		}
+	}
+	// In a tree of cohorts, a candidate's queue is reached through the
+	// lowest cohort above both queues; see reach.
+	var up *ancestry
+	if cq.Cohort != "" && len(s.Config.index().tree.cohorts[root]) > 1 {
+		up = s.ancestryOf(cq, cells, total)
 	}
 	var cands []candidate
 	for m, q := range members {
@@ -170,13 +185,19 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		if q != cq.Name && !fair && !anyAt(borrowing, m) {
 			continue
 		}
+		lca, advantage := int16(0), false
+		if up != nil && q != cq.Name {
+			if lca, advantage = up.reach(s.Config.ClusterQueues[q].Cohort); !s.overBelow(q, up.names[lca], cells) {
+				continue
+			}
+		}
 		for _, a := range s.Admitted[q] {
 			if a.W.UID == w.UID || !uses(a) {
 				continue
 			}
 			ok, borrowOK := canPreempt(cq, w, a.W, q == cq.Name)
 			if ok {
-				cands = append(cands, candidate{Admitted: a, queue: q, sameQueue: q == cq.Name, borrowOK: borrowOK})
+				cands = append(cands, candidate{Admitted: a, queue: q, sameQueue: q == cq.Name, borrowOK: borrowOK || advantage, lca: lca, advantage: advantage})
 			}
 		}
 	}
@@ -201,6 +222,9 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		a, b := cands[i], cands[j]
 		if a.sameQueue != b.sameQueue {
 			return !a.sameQueue
+		}
+		if a.advantage != b.advantage {
+			return a.advantage
 		}
 		if a.W.Priority != b.W.Priority {
 			return a.W.Priority < b.W.Priority
@@ -244,7 +268,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 			if fits(chosen) {
 				break
 			}
-			if !c.sameQueue && !sim.borrowingIn(c.queue, cells) {
+			if !c.sameQueue && (!sim.borrowingIn(c.queue, cells) || up != nil && !sim.overBelow(c.queue, up.names[c.lca], cells)) {
 				continue // reclaim only takes back what a queue borrowed
 			}
 			sim.Charge(c.queue, c.Usage, -1)
@@ -274,14 +298,92 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 	for i, c := range chosen {
 		reason := fmt.Sprintf("within ClusterQueue %s", cq.Name)
 		if !c.sameQueue {
-			reason = fmt.Sprintf("to reclaim quota lent to cohort %s", cq.Cohort)
-			if borrows {
-				reason = fmt.Sprintf("to borrow within cohort %s", cq.Cohort)
+			lca := cq.Cohort
+			if up != nil {
+				lca = up.names[c.lca]
+			}
+			reason = fmt.Sprintf("to reclaim quota lent to cohort %s", lca)
+			if borrows && !c.advantage {
+				reason = fmt.Sprintf("to borrow within cohort %s", lca)
 			}
 		}
 		victims[i] = Victim{Admitted: c.Admitted, Reason: reason}
 	}
 	return victims
+}
+
+// ancestry is a preemptor queue's path up its cohort tree: each cohort's
+// level (0 for the queue's own cohort), and, by level, the cohort and
+// whether the preemptor has the advantage over the queues reached through
+// it.
+type ancestry struct {
+	parent    map[string]string
+	level     map[string]int16
+	names     []string
+	advantage []bool
+}
+
+// ancestryOf walks up from cq as Kueue's hierarchical reclaim does: the
+// preemptor, needing total of cells, has the advantage over the queues
+// outside the lowest subtree of its path that can hold its request with
+// what that subtree already uses. Reclaiming from them takes back quota of
+// its own subtree, so it may do so even while borrowing.
+func (s *Snapshot) ancestryOf(cq *ClusterQueue, cells []FlavorResource, total flavors.Resources) *ancestry {
+	t := &s.Config.index().tree
+	up := &ancestry{parent: t.parent, level: map[string]int16{}}
+	// Whether the request fits in the subtree below the cohort at
+	// the current level: cq's own nominal quota first.
+	below := true
+	remaining := make(Usage, len(cells))
+	for _, fr := range cells {
+		q, _ := s.Config.QuotaOf(cq.Name, fr)
+		used, need := s.Usage[cq.Name][fr], total[fr.Resource]
+		below = below && used.Add(need) <= q.Nominal
+		remaining[fr] = flavors.Max(0, need.Sub(flavors.Max(0, q.Guaranteed().Sub(used))))
+	}
+	for c, ok := cq.Cohort, true; ok; c, ok = t.parent[c] {
+		up.level[c] = int16(len(up.names))
+		up.names, up.advantage = append(up.names, c), append(up.advantage, below)
+		fits := true
+		for _, fr := range cells {
+			used := s.borrowed[c][fr]
+			fits = fits && used.Add(remaining[fr]) <= s.CohortLendable(c, fr)
+			remaining[fr] = flavors.Max(0, remaining[fr].Sub(flavors.Max(0, t.local[c][fr].Sub(used))))
+		}
+		below = below || fits
+	}
+	return up
+}
+
+// reach finds the lowest cohort on the path up from cohort that is also
+// above the preemptor, and whether the preemptor has the advantage over
+// the queues reached through it. Both queues are in one tree, so the path
+// meets the preemptor's at its root at the latest.
+func (up *ancestry) reach(cohort string) (int16, bool) {
+	c := cohort
+	for {
+		if l, ok := up.level[c]; ok {
+			return l, up.advantage[l]
+		}
+		c = up.parent[c]
+	}
+}
+
+// overBelow reports whether queue q's cohorts below lca, up from q's own,
+// all use more than their subtree quota in some of cells: only then has q
+// borrowed from lca's other subtrees, as Kueue's candidates must have.
+func (s *Snapshot) overBelow(q string, lca string, cells []FlavorResource) bool {
+	t := &s.Config.index().tree
+	for c := s.Config.ClusterQueues[q].Cohort; c != lca; c = t.parent[c] {
+		over := false
+		for _, fr := range cells {
+			over = over || s.borrowed[c][fr] > s.CohortLendable(c, fr)
+		}
+		if !over {
+			return false
+		}
+	}
+	return true
 }
 
 // anyAt says whether any of flags holds at position i.
@@ -311,7 +413,7 @@ func (s *Snapshot) borrows(q string, fr FlavorResource) bool {
 	return s.Usage[q][fr] > quota.Nominal
 }
 
-// cloneFor returns a Snapshot of cq's cohort (or of cq alone) to simulate
+// cloneFor returns a Snapshot of cq's cohort tree (or of cq alone) to simulate
 // removals in. It shares s's usage of each queue until it charges that
 // queue (see Charge): a pass tries this for many Workloads, and copying a
 // large cohort's usage each time would cost more than the search.
@@ -324,7 +426,9 @@ func (s *Snapshot) cloneFor(cq *ClusterQueue) *Snapshot {
 		sim.shared[q] = true
 	}
 	if cq.Cohort != "" {
-		sim.borrowed[cq.Cohort] = s.borrowed[cq.Cohort].Clone()
+		for _, c := range s.Config.index().tree.cohorts[s.Config.CohortRoot(cq.Cohort)] {
+			sim.borrowed[c] = s.borrowed[c].Clone()
+		}
 	}
 	return sim
 }

@@ -28,7 +28,7 @@ func supportedAPIVersions() []string {
 }
 
 func supportedKinds() []string {
-	return []string{kindResourceFlavor, kindClusterQueue, kindLocalQueue, kindWorkloadPriorityClass, kindWorkloadKind}
+	return []string{kindResourceFlavor, kindClusterQueue, kindCohort, kindLocalQueue, kindWorkloadPriorityClass, kindWorkloadKind}
 }
 
 // header is what every document must have, read before the kind is known.
@@ -79,6 +79,21 @@ type rawClusterQueueSpec struct {
 	FlavorFungibility *rawFungibility       `json:"flavorFungibility"`
 	FairSharing       *rawFairSharing       `json:"fairSharing"`
 	StopPolicy        string                `json:"stopPolicy"`
+}
+
+// rawCohort is Kueue's Cohort (v1beta1 and v1beta2 alike): a node of a
+// tree of cohorts, with quota of its own.
+type rawCohort struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       rawCohortSpec     `json:"spec"`
+}
+
+type rawCohortSpec struct {
+	ParentName     string             `json:"parentName"`
+	ResourceGroups []rawResourceGroup `json:"resourceGroups"`
+	FairSharing    *rawFairSharing    `json:"fairSharing"`
 }
 
 type rawResourceGroup struct {

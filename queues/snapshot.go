@@ -100,16 +100,19 @@ type Snapshot struct {
 	// room it was preempted for, and be preempted again.
 	Yield map[*Workload]*Workload
 
-	// borrowed is, per cohort, the usage its members take above their
-	// guaranteed quota: what they hold of the cohort's shared pool.
+	// borrowed is, per cohort, the usage its members and child cohorts
+	// take above what they keep (their guaranteed quota, or what a child
+	// cohort's lendingLimit keeps): what they hold of the cohort's
+	// subtree quota. It bubbles up the tree above what each cohort keeps.
 	borrowed map[string]Usage
 	// shared marks the queues whose usage a simulation (see cloneFor)
 	// still shares with the Snapshot it was made from.
 	shared map[string]bool
-	// charges counts, per cohort, the Charges to its members since
-	// borrowers was made: an entry holds while it stays the same.
+	// charges counts, per cohort tree (by its root), the Charges to its
+	// members since borrowers was made: an entry holds while it stays the
+	// same.
 	charges map[string]uint64
-	// borrowers caches which members of a cohort use more than their
+	// borrowers caches which members of a cohort tree use more than their
 	// nominal quota of a cell, for findVictims, which asks that of every
 	// member for every Workload that does not fit.
 	borrowers map[cohortCell]*borrowerFlags
@@ -127,8 +130,8 @@ type borrowerFlags struct {
 	by []bool
 }
 
-// borrowerFlagsOf says, by position in members (cohort's), which members
-// use more than their nominal quota of fr.
+// borrowerFlagsOf says, by position in members (those of the tree whose
+// root is cohort), which members use more than their nominal quota of fr.
 func (s *Snapshot) borrowerFlagsOf(cohort string, members []string, fr FlavorResource) []bool {
 	key := cohortCell{cohort, fr}
 	at := s.charges[cohort]
@@ -171,20 +174,29 @@ func NewSnapshot(cfg *Config, usage map[string]Usage, namespaces map[string]labe
 }
 
 // addBorrowed moves the cohort's pooled usage of fr as cq's usage goes from
-// before to after.
+// before to after, and that of each cohort above it as the part beyond
+// what the one below keeps changes.
 func (s *Snapshot) addBorrowed(cq *ClusterQueue, fr FlavorResource, before, after flavors.Amount) {
 	q, _ := s.Config.QuotaOf(cq.Name, fr)
 	g := q.Guaranteed()
 	delta := flavors.Max(0, after.Sub(g)).Sub(flavors.Max(0, before.Sub(g)))
-	if delta == 0 {
-		return
+	t := &s.Config.index().tree
+	for c := cq.Cohort; delta != 0; {
+		b := s.borrowed[c]
+		if b == nil {
+			b = Usage{}
+			s.borrowed[c] = b
+		}
+		old := b[fr]
+		b[fr] = old.Add(delta)
+		p, ok := t.parent[c]
+		if !ok {
+			return
+		}
+		keep := t.local[c][fr]
+		delta = flavors.Max(0, b[fr].Sub(keep)).Sub(flavors.Max(0, old.Sub(keep)))
+		c = p
 	}
-	b := s.borrowed[cq.Cohort]
-	if b == nil {
-		b = Usage{}
-		s.borrowed[cq.Cohort] = b
-	}
-	b[fr] = b[fr].Add(delta)
 }
 
 // Charge adds u to cq's usage (a negative amount releases).
@@ -212,17 +224,19 @@ func (s *Snapshot) Charge(cqName string, u Usage, sign int) {
 		}
 	}
 	if s.borrowers != nil && cq != nil && cq.Cohort != "" {
-		s.charges[cq.Cohort]++
+		s.charges[s.Config.CohortRoot(cq.Cohort)]++
 	}
 }
 
-// CohortLendable is the pool a cohort's members lend for fr: the sum of
-// their lendable quota.
+// CohortLendable is the pool a cohort holds for fr, its subtree quota: in a
+// flat cohort, the sum of its members' lendable quota; in a tree, also its
+// own nominal quota and what its child cohorts lend it.
 func (s *Snapshot) CohortLendable(cohort string, fr FlavorResource) flavors.Amount {
 	return s.Config.index().lendable[cohort][fr]
 }
 
-// CohortFree is what is left of the cohort's pool for fr.
+// CohortFree is what is left of the cohort's pool for fr, not counting
+// what it could borrow from its parent.
 func (s *Snapshot) CohortFree(cohort string, fr FlavorResource) flavors.Amount {
 	return flavors.Max(0, s.CohortLendable(cohort, fr).Sub(s.borrowed[cohort][fr]))
 }
@@ -239,7 +253,7 @@ func (s *Snapshot) Available(cq *ClusterQueue, fr FlavorResource) flavors.Amount
 		return flavors.Max(0, q.Nominal.Sub(used))
 	}
 	local := flavors.Max(0, q.Guaranteed().Sub(used))
-	fromCohort := s.CohortFree(cq.Cohort, fr)
+	fromCohort := s.cohortAvailable(cq.Cohort, fr)
 	if q.BorrowingLimit != flavors.Unlimited {
 		inPool := flavors.Max(0, used.Sub(q.Guaranteed()))
 		fromCohort = flavors.Min(fromCohort, q.Lendable().Sub(inPool).Add(q.BorrowingLimit))
@@ -247,8 +261,27 @@ func (s *Snapshot) Available(cq *ClusterQueue, fr FlavorResource) flavors.Amount
 	return local.Add(flavors.Max(0, fromCohort))
 }
 
-// Ceiling is the most of fr cq could ever use, with every other member of
-// its cohort idle: nominal plus what it may borrow.
+// cohortAvailable is how much more of fr cohort c's subtree may use now:
+// at a root, what is left of its pool; below, what it keeps and has not
+// used, plus what its parent can still give it, within its borrowingLimit.
+func (s *Snapshot) cohortAvailable(c string, fr FlavorResource) flavors.Amount {
+	t := &s.Config.index().tree
+	p, ok := t.parent[c]
+	if !ok {
+		return s.CohortFree(c, fr)
+	}
+	used, keep := s.borrowed[c][fr], t.local[c][fr]
+	fromParent := s.cohortAvailable(p, fr)
+	if q := t.cohortQuota(c, fr); q.BorrowingLimit != flavors.Unlimited {
+		inParent := flavors.Max(0, used.Sub(keep))
+		fromParent = flavors.Min(fromParent, s.CohortLendable(c, fr).Sub(keep).Sub(inParent).Add(q.BorrowingLimit))
+	}
+	return flavors.Max(0, keep.Sub(used)).Add(flavors.Max(0, fromParent))
+}
+
+// Ceiling is the most of fr cq could ever use, with every other queue of
+// its cohort tree idle: nominal plus what it may borrow, within the
+// borrowingLimits of cq and of each cohort on the way up.
 func (s *Snapshot) Ceiling(cq *ClusterQueue, fr FlavorResource) (total, nominal, borrow flavors.Amount) {
 	q, ok := s.Config.QuotaOf(cq.Name, fr)
 	if !ok {
@@ -257,7 +290,7 @@ func (s *Snapshot) Ceiling(cq *ClusterQueue, fr FlavorResource) (total, nominal,
 	if cq.Cohort == "" {
 		return q.Nominal, q.Nominal, 0
 	}
-	others := s.CohortLendable(cq.Cohort, fr).Sub(q.Lendable())
+	others := s.Config.index().tree.potential[cq.Cohort][fr].Sub(q.Lendable())
 	borrow = flavors.Min(flavors.Max(0, others), q.BorrowingLimit)
 	return q.Nominal.Add(borrow), q.Nominal, borrow
 }

@@ -84,9 +84,6 @@ func validateHeader(h *header, root *field.Path) field.ErrorList {
 	switch {
 	case h.Kind == "":
 		errs = append(errs, field.Required(root.Child("kind"), "is required: one of "+strings.Join(kinds, ", ")))
-	case h.Kind == kindCohort:
-		errs = append(errs, field.Forbidden(root.Child("kind"),
-			"kind Cohort is not supported: cohorts are flat, named by each ClusterQueue's spec.cohort"))
 	case !isSupportedKind(h.Kind):
 		errs = append(errs, withDetail(field.NotSupported(root.Child("kind"), h.Kind, kinds),
 			"unknown kind %q: must be one of %s", h.Kind, strings.Join(kinds, ", ")))
@@ -125,6 +122,8 @@ func validateDocuments(docs []*document) field.ErrorList {
 			errs = append(errs, validateFlavor(d.flavor, d.root)...)
 		case kindClusterQueue:
 			errs = append(errs, validateClusterQueue(d.cq, d.root, flavorNames)...)
+		case kindCohort:
+			errs = append(errs, validateCohortDocument(d.co, d.root, flavorNames)...)
 		case kindLocalQueue:
 			errs = append(errs, validateLocalQueue(d.lq, d.root, queueNames)...)
 		case kindWorkloadPriorityClass:
@@ -140,7 +139,7 @@ func validateDocuments(docs []*document) field.ErrorList {
 			}
 		}
 	}
-	return errs
+	return append(errs, validateCohortTree(docs)...)
 }
 
 // validateUnique reports a document whose kind and name an earlier one
@@ -301,7 +300,7 @@ func validateClusterQueue(cq *rawClusterQueue, root *field.Path, flavorNames set
 	errs = append(errs, validateFungibility(s.FlavorFungibility, spec.Child("flavorFungibility"))...)
 	errs = append(errs, validateFairSharing(s.FairSharing, spec.Child("fairSharing"))...)
 	errs = append(errs, validateEnum(spec.Child("stopPolicy"), s.StopPolicy, defaultStopPolicy, "Hold", "HoldAndDrain")...)
-	errs = append(errs, validateResourceGroups(s, spec.Child("resourceGroups"), flavorNames)...)
+	errs = append(errs, validateResourceGroups(s.ResourceGroups, spec.Child("resourceGroups"), flavorNames, quotaOwner{linked: cohortOf(s) != "", unlinked: "the ClusterQueue has no cohort"})...)
 	return errs
 }
 
@@ -378,19 +377,32 @@ func validateFairSharing(fs *rawFairSharing, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateResourceGroups checks the groups of a ClusterQueue: each
-// resource is covered by one group, each flavor is listed once and
+// quotaOwner is what holds a quota: the rules for its limits differ
+// between a ClusterQueue and a Cohort.
+type quotaOwner struct {
+	// linked: the ClusterQueue has a cohort, or the Cohort a parent, so
+	// that borrowingLimit and lendingLimit mean something.
+	linked bool
+	// unlinked says why they do not: "the ClusterQueue has no cohort".
+	unlinked string
+	// lendsSubtree: a Cohort lends its subtree's quota, so its
+	// lendingLimit may be more than its own nominal quota.
+	lendsSubtree bool
+}
+
+// validateResourceGroups checks the groups of a ClusterQueue or Cohort:
+// each resource is covered by one group, each flavor is listed once and
 // defined, and each flavor gives a quota for every resource of its group.
-func validateResourceGroups(s *rawClusterQueueSpec, p *field.Path, flavorNames sets.Set[string]) field.ErrorList {
-	if len(s.ResourceGroups) > maxResourceGroups {
-		return field.ErrorList{withDetail(field.TooMany(p, len(s.ResourceGroups), maxResourceGroups),
-			"has %d groups, more than %d", len(s.ResourceGroups), maxResourceGroups)}
+func validateResourceGroups(groups []rawResourceGroup, p *field.Path, flavorNames sets.Set[string], owner quotaOwner) field.ErrorList {
+	if len(groups) > maxResourceGroups {
+		return field.ErrorList{withDetail(field.TooMany(p, len(groups), maxResourceGroups),
+			"has %d groups, more than %d", len(groups), maxResourceGroups)}
 	}
 	var errs field.ErrorList
 	coveredBy := map[corev1.ResourceName]int{}
 	listedAt := map[string]string{}
-	for gi := range s.ResourceGroups {
-		g, gp := &s.ResourceGroups[gi], p.Index(gi)
+	for gi := range groups {
+		g, gp := &groups[gi], p.Index(gi)
 		if tooMany := validateGroupSize(g, gp); len(tooMany) > 0 {
 			errs = append(errs, tooMany...)
 			continue
@@ -403,7 +415,7 @@ func validateResourceGroups(s *rawClusterQueueSpec, p *field.Path, flavorNames s
 		for fi := range g.Flavors {
 			fp := gp.Child("flavors").Index(fi)
 			errs = append(errs, validateFlavorRef(g.Flavors[fi].Name, fp, flavorNames, listedAt, fmt.Sprintf("resourceGroups[%d].flavors[%d]", gi, fi))...)
-			errs = append(errs, validateFlavorResources(&g.Flavors[fi], fp, covered, len(g.CoveredResources) > 0, cohortOf(s) != "")...)
+			errs = append(errs, validateFlavorResources(&g.Flavors[fi], fp, covered, len(g.CoveredResources) > 0, owner)...)
 		}
 	}
 	return errs
@@ -503,7 +515,7 @@ func validateFlavorRef(name string, fp *field.Path, flavorNames sets.Set[string]
 // validateFlavorResources checks that a flavor lists each resource of its
 // group once, and nothing else, with valid quotas. explicit says the group
 // has coveredResources rather than covering what its flavors list.
-func validateFlavorResources(f *rawFlavorQuotas, fp *field.Path, covered []corev1.ResourceName, explicit, hasCohort bool) field.ErrorList {
+func validateFlavorResources(f *rawFlavorQuotas, fp *field.Path, covered []corev1.ResourceName, explicit bool, owner quotaOwner) field.ErrorList {
 	var errs field.ErrorList
 	coveredSet := sets.New(covered...)
 	rsp := fp.Child("resources")
@@ -521,7 +533,7 @@ func validateFlavorResources(f *rawFlavorQuotas, fp *field.Path, covered []corev
 			errs = append(errs, validateResourceName(rp.Child("name"), r.Name)...)
 		}
 		listed.Insert(r.Name)
-		errs = append(errs, validateQuota(r, rp, hasCohort)...)
+		errs = append(errs, validateQuota(r, rp, owner)...)
 	}
 	var missing []string
 	for _, c := range covered {
@@ -549,23 +561,24 @@ func joinNames(names []corev1.ResourceName) string {
 }
 
 // validateQuota checks the quantities of one resource quota. The limits
-// need a cohort, and no more than the nominal quota can be lent.
-func validateQuota(r *rawResourceQuota, rp *field.Path, hasCohort bool) field.ErrorList {
+// need a cohort (a parent, for a Cohort), and a ClusterQueue lends no more
+// than its nominal quota.
+func validateQuota(r *rawResourceQuota, rp *field.Path, owner quotaOwner) field.ErrorList {
 	nominal, nominalOK, errs := checkQuantity(r.NominalQuota, rp.Child("nominalQuota"), true)
 	if !isUnset(r.BorrowingLimit) {
 		_, _, bErrs := checkQuantity(r.BorrowingLimit, rp.Child("borrowingLimit"), false)
 		errs = append(errs, bErrs...)
-		if !hasCohort {
-			errs = append(errs, field.Forbidden(rp.Child("borrowingLimit"), "must not be set when the ClusterQueue has no cohort"))
+		if !owner.linked {
+			errs = append(errs, field.Forbidden(rp.Child("borrowingLimit"), "must not be set when "+owner.unlinked))
 		}
 	}
 	if !isUnset(r.LendingLimit) {
 		lending, lendingOK, lErrs := checkQuantity(r.LendingLimit, rp.Child("lendingLimit"), false)
 		errs = append(errs, lErrs...)
-		if !hasCohort {
-			errs = append(errs, field.Forbidden(rp.Child("lendingLimit"), "must not be set when the ClusterQueue has no cohort"))
+		if !owner.linked {
+			errs = append(errs, field.Forbidden(rp.Child("lendingLimit"), "must not be set when "+owner.unlinked))
 		}
-		if lendingOK && nominalOK && lending.Cmp(nominal) > 0 {
+		if lendingOK && nominalOK && !owner.lendsSubtree && lending.Cmp(nominal) > 0 {
 			errs = append(errs, invalidf(rp.Child("lendingLimit"), rawText(r.LendingLimit),
 				"must not be more than nominalQuota (%s)", rawText(r.NominalQuota)))
 		}

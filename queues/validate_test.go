@@ -361,12 +361,12 @@ spec:
 			in: "metadata: {name: a}\n",
 			want: []string{
 				`document[0].apiVersion: is required: one of tally.dev/v1, kueue.x-k8s.io/v1beta1, kueue.x-k8s.io/v1beta2`,
-				`document[0].kind: is required: one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, WorkloadKind`,
+				`document[0].kind: is required: one of ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`,
 			},
 		},
 		"an unknown kind": {
 			in:   queuestest.Stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Queue\nmetadata: {name: prov}\n"),
-			want: []string{`document[2].kind: unknown kind "Queue": must be one of ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, WorkloadKind`},
+			want: []string{`document[2].kind: unknown kind "Queue": must be one of ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`},
 		},
 		"Kueue kinds tally does not run are refused, each with why": {
 			in: queuestest.Stream(base,
@@ -408,10 +408,6 @@ spec:
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: main, namespace: ns}\nspec: {clusterQueue: a, stopPolicy: Drain}\n"),
 			want: []string{`LocalQueue "ns/main".spec.stopPolicy: unsupported value "Drain": must be one of None, Hold, HoldAndDrain`},
 		},
-		"a hierarchical Cohort document": {
-			in:   "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Cohort\nmetadata: {name: ml}\nspec: {parentName: org}\n",
-			want: []string{`document[0].kind: kind Cohort is not supported: cohorts are flat, named by each ClusterQueue's spec.cohort`},
-		},
 		"a YAML syntax error names the document and the line in the input": {
 			in:   queuestest.Stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: [gpu\n"),
 			want: []string{`document[2]: yaml: line 12: did not find expected ',' or ']'`},
@@ -447,10 +443,10 @@ spec: {clusterQueue: b}
 `),
 			want: []string{
 				`document[2].apiVersion: unsupported apiVersion "v1": must be one of tally.dev/v1, kueue.x-k8s.io/v1beta1, kueue.x-k8s.io/v1beta2`,
-				`document[2].kind: kind Cohort is not supported: cohorts are flat, named by each ClusterQueue's spec.cohort`,
 				`ClusterQueue "a".spec.queueingStrategy: unsupported value "LIFO": must be one of BestEffortFIFO, StrictFIFO`,
 				`ClusterQueue "a".spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: must not be negative, got -4`,
 				`ClusterQueue "a".spec.resourceGroups[0].flavors[1].name: flavor "gpu" is not defined`,
+				`document[2].metadata.name: is required`,
 				`LocalQueue "ns/main".spec.clusterQueue: ClusterQueue "b" is not defined`,
 			},
 		},

@@ -63,10 +63,25 @@ type DashboardView struct {
 }
 
 // DashCohort is a cohort and its ClusterQueues; Name is empty for the
-// queues in no cohort.
+// queues in no cohort. When the config has Cohort documents, the cohorts
+// come as a tree, each after its parent, with its depth and its quota.
 type DashCohort struct {
 	Name   string      `json:"name"`
+	Parent string      `json:"parent,omitempty"`
+	Depth  int         `json:"depth,omitempty"`
+	Cells  []DashQuota `json:"cells,omitempty"`
 	Queues []DashQueue `json:"clusterQueues"`
+}
+
+// DashQuota is one flavor and resource of a cohort in a tree: the quota
+// it holds itself ("" when its document gives none), its subtree quota,
+// and what the ClusterQueues of its subtree use.
+type DashQuota struct {
+	Flavor   string `json:"flavor"`
+	Resource string `json:"resource"`
+	Own      string `json:"own,omitempty"`
+	Subtree  string `json:"subtreeQuota"`
+	Used     string `json:"subtreeUsage"`
 }
 
 // DashQueue is one ClusterQueue.
@@ -127,6 +142,23 @@ func Dashboard(b Books) DashboardView {
 	base := queues.NewSnapshot(cfg, usage, nil)
 	byCohort := map[string]*DashCohort{}
 	var order []string
+	if cfg.HasCohortTree() {
+		used := subtreeUsage(cfg, usage)
+		names, depth := cfg.CohortOrder()
+		for i, name := range names {
+			c := &DashCohort{Name: name, Parent: cfg.CohortParent(name), Depth: depth[i]}
+			for _, fr := range cfg.CohortCells(name) {
+				r := fr.Resource
+				cell := DashQuota{Flavor: fr.Flavor, Resource: string(r), Subtree: base.CohortLendable(name, fr).Format(r), Used: used[name][fr].Format(r)}
+				if q, ok := cfg.CohortQuota(name, fr); ok {
+					cell.Own = q.Nominal.Format(r)
+				}
+				c.Cells = append(c.Cells, cell)
+			}
+			byCohort[name] = c
+			order = append(order, name)
+		}
+	}
 	for _, name := range cfg.QueueNames {
 		cq := cfg.ClusterQueues[name]
 		c := byCohort[cq.Cohort]

@@ -322,7 +322,7 @@ func read(cfg *queues.Config, o *kinds.Object, q string, p int32) *explained {
 // selected, and the caller may not be able to read namespace labels.
 func permissive(cfg *queues.Config) *queues.Config {
 	out := &queues.Config{Flavors: cfg.Flavors, ClusterQueues: map[string]*queues.ClusterQueue{}, QueueNames: cfg.QueueNames,
-		Cohorts: cfg.Cohorts, LocalQueues: cfg.LocalQueues, LocalQueueStops: cfg.LocalQueueStops, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds}
+		Cohorts: cfg.Cohorts, CohortSpecs: cfg.CohortSpecs, LocalQueues: cfg.LocalQueues, LocalQueueStops: cfg.LocalQueueStops, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds}
 	for name, cq := range cfg.ClusterQueues {
 		c := *cq
 		c.NamespaceSelector = labels.Everything()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -109,7 +110,8 @@ func statusEntry(cfg *queues.Config, job *kinds.Object, name string) machine.Ent
 // WriteStatus prints the books as a table: one line per flavor and
 // resource of each queue, with the queue's counts on its first line.
 // Borrowing is usage above nominal quota; the share column appears when
-// some cohort shares fairly.
+// some cohort shares fairly. When the config has Cohort documents, a
+// second table shows the tree of cohorts (see writeCohorts).
 func WriteStatus(w io.Writer, cfg *queues.Config, st []QueueStatus) error {
 	fair := slices.ContainsFunc(st, func(s QueueStatus) bool { return s.FairSharing })
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -140,6 +142,49 @@ func WriteStatus(w io.Writer, cfg *queues.Config, st []QueueStatus) error {
 				line += "\t" + share
 			}
 			fmt.Fprintln(tw, line)
+		}
+	}
+	if err := tw.Flush(); err != nil || !cfg.HasCohortTree() {
+		return err
+	}
+	fmt.Fprintln(w)
+	return writeCohorts(w, cfg, st)
+}
+
+// writeCohorts prints the tree of cohorts, when the config has Cohort
+// documents: each cohort indented under its parent, with, per flavor and
+// resource, the quota it holds itself, its subtree quota (its own, and
+// what its members and child cohorts lend it) and what the queues of its
+// subtree use.
+func writeCohorts(w io.Writer, cfg *queues.Config, st []QueueStatus) error {
+	byQueue := make(map[string]queues.Usage, len(st))
+	for _, s := range st {
+		byQueue[s.Name] = s.Usage
+	}
+	used := subtreeUsage(cfg, byQueue)
+	snap := queues.NewSnapshot(cfg, nil, nil)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "COHORT\tPARENT\tFLAVOR\tRESOURCE\tOWN QUOTA\tSUBTREE QUOTA\tSUBTREE USAGE")
+	names, depth := cfg.CohortOrder()
+	for i, name := range names {
+		cells := cfg.CohortCells(name)
+		if len(cells) == 0 {
+			cells = []queues.FlavorResource{{}}
+		}
+		for j, fr := range cells {
+			cohort := []string{strings.Repeat("  ", depth[i]) + name, orDash(cfg.CohortParent(name))}
+			if j > 0 {
+				cohort = []string{"", ""}
+			}
+			own, sub, use := "-", "-", "-"
+			if fr.Resource != "" {
+				if q, ok := cfg.CohortQuota(name, fr); ok {
+					own = q.Nominal.Format(fr.Resource)
+				}
+				sub = snap.CohortLendable(name, fr).Format(fr.Resource)
+				use = used[name][fr].Format(fr.Resource)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cohort[0], cohort[1], orDash(fr.Flavor), orDash(string(fr.Resource)), own, sub, use)
 		}
 	}
 	return tw.Flush()
@@ -185,6 +230,25 @@ func statusCells(cfg *queues.Config, s QueueStatus) [][3]string {
 		cell(fr, 0, false)
 	}
 	return cells
+}
+
+// subtreeUsage sums, per cohort, the usage of the ClusterQueues of its
+// subtree.
+func subtreeUsage(cfg *queues.Config, usage map[string]queues.Usage) map[string]queues.Usage {
+	out := map[string]queues.Usage{}
+	for q, u := range usage {
+		cq := cfg.ClusterQueues[q]
+		if cq == nil {
+			continue
+		}
+		for c := cq.Cohort; c != ""; c = cfg.CohortParent(c) {
+			if out[c] == nil {
+				out[c] = queues.Usage{}
+			}
+			out[c].Add(u)
+		}
+	}
+	return out
 }
 
 // formatShare renders a share in Kueue's units (per thousand), "max" for a
