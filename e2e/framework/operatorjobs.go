@@ -145,8 +145,7 @@ func (o OperatorJob) TorchRuntime() *unstructured.Unstructured {
 }
 
 // TrainJob is a Kubeflow TrainJob (KubeflowTrainJobGVK) of the
-// ClusterTrainingRuntime runtime with
-// Workers nodes (spec.trainer.numNodes).
+// ClusterTrainingRuntime runtime with Workers nodes (spec.trainer.numNodes).
 func (o OperatorJob) TrainJob(runtime string) *unstructured.Unstructured {
 	return o.object(KubeflowTrainJobGVK, map[string]any{
 		"suspend":    o.Suspend,
