@@ -79,8 +79,16 @@ func (TrainJob) writes() writes               { return trainJobWrites{} }
 func (TrainJob) references() []Reference      { return trainJobRefs }
 func (TrainJob) withLookup(get Lookup) Kind   { return TrainJob{get: get} }
 
-// Shape: a TrainJob holds no pod template.
-func (TrainJob) Shape() any { return &struct{}{} }
+// Shape: a TrainJob holds no pod template, but resources for one.
+func (TrainJob) Shape() any {
+	return &struct {
+		Spec struct {
+			Trainer struct {
+				ResourcesPerNode corev1.ResourceRequirements `json:"resourcesPerNode"`
+			} `json:"trainer"`
+		} `json:"spec"`
+	}{}
+}
 
 func (k TrainJob) Read(obj client.Object) (*Object, error) {
 	u, ok := obj.(*unstructured.Unstructured)
