@@ -236,6 +236,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	}
 	store := queues.NewStore(nil)
 	ks := kinds.NewRegistry()
+	ks.SetLookup(kinds.ReaderLookup(ctx, mgr.GetCache()))
 	if f.configFile != "" {
 		cfg, err := loadConfigFile(ctx, ks, f.configFile, mgr.GetRESTMapper(), log)
 		if err != nil {

@@ -3,7 +3,8 @@
 // kind and resource; its pod sets (name, count, pod template and the
 // template's JSON path); whether it is suspended, finished or still has
 // active pods; and the path of its suspend field. Each built-in kind has
-// a file of its own (job.go, jobset.go, rayjob.go, pod.go, mpijob.go),
+// a file of its own (job.go, jobset.go, rayjob.go, pod.go, mpijob.go,
+// trainjob.go),
 // but the training operator's five (PyTorchJob, TFJob, XGBoostJob,
 // PaddleJob, JAXJob) share kubeflow.go: they are one type, Kubeflow,
 // with five values. The guard, the informers and the webhook and RBAC
@@ -35,6 +36,27 @@
 // single-pod workload) is narrowed so too, its suspension is a
 // scheduling gate (Object.SuspendValue), and its eviction a deletion
 // (podWrites, EvictsByDeletion).
+//
+// # Pod sets read from other objects
+//
+// A kind's pod sets may come from another object its workloads name (a
+// TrainJob's runtime: its pods are made from the runtime's template,
+// with the TrainJob's overrides). Such a kind (refs.go) has two unexported
+// methods: references, the kinds of object it reads (References), and
+// withLookup, the kind reading them through a Lookup, a function that
+// gets one by kind, namespace and name. Registry.SetLookup gives the
+// registry's kinds the Lookup: main gives one that reads the manager's
+// cache (ReaderLookup), which the webhook and the ledger share, and the
+// read side's commands one that reads the API server. Read then records
+// in Object.Refs the objects it read (or tried to), their
+// resourceVersions in Object.RefsVersion, and in Object.Unresolved why
+// it could not read them (`ClusterTrainingRuntime "x" not found`); the
+// Workload of an unresolved workload carries that reason
+// (queues.Workload.Unresolved), and the queues find it inadmissible with
+// it. The ledger watches the References of its kinds and reads again the
+// waiting workloads whose Refs name an object that changed
+// (Object.DependsOn); neither it nor the webhook knows which kinds read
+// what.
 //
 // # The registry
 //

@@ -81,6 +81,14 @@ type Object struct {
 	StoppedSince time.Time
 	// FinishedAt is when it finished, if it has and its status says.
 	FinishedAt time.Time
+	// Refs are the objects its pod sets were read from, or would be
+	// (References); RefsVersion their resourceVersions, so that a change
+	// of one tells; Unresolved, when not empty, says why its pod sets
+	// could not be read (`ClusterTrainingRuntime "x" not found`): it
+	// cannot be admitted until they can.
+	Refs        []ObjectRef
+	RefsVersion string
+	Unresolved  string
 	// suspendParent says the suspend field's parent object exists.
 	suspendParent bool
 	// templates, when set, is what TemplatePaths returns.
@@ -154,7 +162,9 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 	if _, typed := o.Obj.(*batchv1.Job); !typed {
 		apiVersion, kind = o.Kind.GVK().GroupVersion().String(), o.Kind.GVK().Kind
 	}
-	return queues.NewWorkload(o.Meta, apiVersion, kind, sets, queue, priority)
+	w := queues.NewWorkload(o.Meta, apiVersion, kind, sets, queue, priority)
+	w.Unresolved = o.Unresolved
+	return w
 }
 
 // Source is the object's content for patches built with

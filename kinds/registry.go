@@ -23,6 +23,7 @@ var builtin = []Kind{
 	MPIJob,
 	RayJob{},
 	JobSet{},
+	TrainJob{},
 	Pod{},
 }
 
@@ -32,6 +33,9 @@ var builtin = []Kind{
 // *Registry holds the built-in kinds only, and cannot Declare.
 type Registry struct {
 	all atomic.Pointer[[]Kind]
+	// base is the built-in kinds, reading through the registry's Lookup
+	// once SetLookup gave one.
+	base atomic.Pointer[[]Kind]
 }
 
 // NewRegistry returns a registry of the built-in kinds.
@@ -46,13 +50,42 @@ func (r *Registry) All() []Kind {
 	if all := r.all.Load(); all != nil {
 		return *all
 	}
+	return r.builtin()
+}
+
+// builtin is r's built-in kinds.
+func (r *Registry) builtin() []Kind {
+	if base := r.base.Load(); base != nil {
+		return *base
+	}
 	return builtin
+}
+
+// SetLookup makes r's kinds whose pod sets come from objects their
+// workloads name (References) read those objects through get. Without
+// it they cannot read them, and say so (Object.Unresolved).
+func (r *Registry) SetLookup(get Lookup) {
+	with := func(ks []Kind) []Kind {
+		out := slices.Clone(ks)
+		for i, k := range out {
+			if rk, ok := k.(referrer); ok {
+				out[i] = rk.withLookup(get)
+			}
+		}
+		return out
+	}
+	base := with(builtin)
+	r.base.Store(&base)
+	if all := r.all.Load(); all != nil {
+		next := with(*all)
+		r.all.Store(&next)
+	}
 }
 
 // Declare puts the declared kinds ks in force beside the built-in ones,
 // in place of those declared before.
 func (r *Registry) Declare(ks []*Declared) {
-	all := slices.Clone(builtin)
+	all := slices.Clone(r.builtin())
 	for _, d := range ks {
 		all = append(all, d)
 	}

@@ -42,6 +42,10 @@ type writes interface {
 	evict(t *Target, annotations map[string]any) (Eviction, error)
 	// mergeOnly says only a merge patch expresses the admission.
 	mergeOnly() bool
+	// templates sets in p what narrows t's pod templates to combos (at
+	// admission, !suspend, the chosen one, at a restore the candidates),
+	// with annotations (unless nil) on them.
+	templates(p MergePatch, t *Target, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any) error
 }
 
 // writesOf returns k's writes; nil k, a declared kind no longer
@@ -110,6 +114,31 @@ func (templateWrites) evict(t *Target, annotations map[string]any) (Eviction, er
 
 func (templateWrites) mergeOnly() bool { return false }
 
+// templates narrows each pod template t holds, by w's narrow, and labels
+// it with t's UID.
+func (templateWrites) templates(p MergePatch, t *Target, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any) error {
+	w := writesOf(t.Kind)
+	for i := range t.W.PodSets {
+		if i >= len(t.Paths) {
+			break
+		}
+		if t.Paths[i] == nil {
+			continue // a pod set the object does not hold
+		}
+		if err := w.narrow(p, t, i, combos, suspend); err != nil {
+			return err
+		}
+		p.SetIn(t.Src, Join(t.Paths[i], "metadata", "labels", queues.LabelWorkload), string(t.W.UID))
+		if f, ok := annotations[queues.AnnotationFlavors]; ok {
+			// What its pods hold, should they outlive the workload
+			// and the ledger forget it.
+			p.SetIn(t.Src, Join(t.Paths[i], "metadata", "annotations", queues.AnnotationPodQueue), t.W.Queue)
+			p.SetIn(t.Src, Join(t.Paths[i], "metadata", "annotations", queues.AnnotationFlavors), f)
+		}
+	}
+	return nil
+}
+
 // podSetTerms decodes pod set name's own required terms from the
 // AnnotationUserAffinity annotation ann.
 func podSetTerms(ann, name string) ([]corev1.NodeSelectorTerm, error) {
@@ -134,6 +163,9 @@ func (o *Object) TakeOwnTerms(ps PodSet) []corev1.NodeSelectorTerm {
 // candidate flavor combinations: it still carries the flavor it ran in.
 func (o *Object) RestoreDue(combos [][]*flavors.Flavor) bool {
 	w := writesOf(o.Kind)
+	if r, ok := w.(interface{ restoreDueOf(*Object) bool }); ok {
+		return r.restoreDueOf(o)
+	}
 	for _, ps := range o.PodSets {
 		due, err := w.restoreDue(ps, o.Meta.Annotations[queues.AnnotationUserAffinity], combos)
 		if err != nil {
@@ -285,23 +317,8 @@ func (t Target) narrowed(combos [][]*flavors.Flavor, suspend bool, annotations m
 	} else {
 		p.Set(t.Suspend, w.resume(&t))
 	}
-	for i := range t.W.PodSets {
-		if i >= len(t.Paths) {
-			break
-		}
-		if t.Paths[i] == nil {
-			continue // a pod set the object does not hold
-		}
-		if err := w.narrow(p, &t, i, combos, suspend); err != nil {
-			return nil, err
-		}
-		p.SetIn(t.Src, Join(t.Paths[i], "metadata", "labels", queues.LabelWorkload), string(t.W.UID))
-		if f, ok := annotations[queues.AnnotationFlavors]; ok {
-			// What its pods hold, should they outlive the workload
-			// and the ledger forget it.
-			p.SetIn(t.Src, Join(t.Paths[i], "metadata", "annotations", queues.AnnotationPodQueue), t.W.Queue)
-			p.SetIn(t.Src, Join(t.Paths[i], "metadata", "annotations", queues.AnnotationFlavors), f)
-		}
+	if err := w.templates(p, &t, combos, suspend, annotations); err != nil {
+		return nil, err
 	}
 	b, err := json.Marshal(p)
 	if err != nil {

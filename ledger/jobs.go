@@ -27,6 +27,10 @@ type entry struct {
 	// defaults when W was built (defaults.go).
 	generation  int64
 	defaultsGen uint64
+	// refs are the objects its pod sets were read from (kinds.Object.Refs),
+	// refsVersion their versions then.
+	refs        []kinds.ObjectRef
+	refsVersion string
 	// paths are the JSON paths of the pod templates, by pod set in
 	// W.PodSets order, and suspend that of the suspend field.
 	paths   [][]string
@@ -121,7 +125,9 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) mach
 	w := e.W
 	// A change of pod defaults rebuilds a waiting workload only: one
 	// admitted keeps what it was admitted with, which its pods got.
-	if !e.builtFrom(o, queue, priority) || e.defaultsGen != l.defaultsGen && (e.Phase() == machine.Pending || e.Phase() == machine.Inadmissible) {
+	// So does a change of the objects its pod sets were read from.
+	stale := e.defaultsGen != l.defaultsGen || e.refsVersion != o.RefsVersion
+	if !e.builtFrom(o, queue, priority) || stale && (e.Phase() == machine.Pending || e.Phase() == machine.Inadmissible) {
 		w = o.WorkloadIn(queue, priority, l.defaultsLocked(o.Meta.Namespace))
 		w.Tag = e
 	}
@@ -151,6 +157,7 @@ func (e *entry) note(o *kinds.Object) {
 	e.LabelState = meta.Labels[queues.LabelState]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
 	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]
+	e.refs, e.refsVersion = o.Refs, o.RefsVersion
 	e.requeues = inspect.Requeues(meta.Annotations)
 	e.resume = o.SuspendValue(false)
 	e.prio = priorityRef{

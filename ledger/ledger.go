@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -194,6 +195,9 @@ type Ledger struct {
 	// watched are the registered kinds the API server serves, which the
 	// ledger watches (set by Start).
 	watched []kinds.Kind
+	// watchedRefs are the kinds of object that watched kinds read their
+	// pod sets from, which the ledger watches too (refs.go).
+	watchedRefs []schema.GroupVersionKind
 	// handlersSynced report, per watch, that its handler has been given
 	// the informer's initial list.
 	handlersSynced []toolscache.InformerSynced
@@ -461,7 +465,7 @@ func (l *Ledger) watchKinds(ctx context.Context) error {
 		l.watched = append(l.watched, k)
 		l.log.V(1).Info("watching a workload kind", "kind", gvk.String())
 	}
-	return nil
+	return l.watchReferences(ctx)
 }
 
 // reconfigure puts a new config in force: every Job's queue, priority and

@@ -90,9 +90,13 @@ func neverf(code, format string, args ...any) Verdict {
 	return Verdict{Kind: Never, Code: code, message: "Can never fit: " + fmt.Sprintf(format, args...)}
 }
 
-// Eligible says whether w may queue in its ClusterQueue at all: the queue
-// exists and its namespaceSelector selects w's namespace.
+// Eligible says whether w may queue in its ClusterQueue at all: its pod
+// sets could be read, the queue exists and its namespaceSelector selects
+// w's namespace.
 func (s *Snapshot) Eligible(w *Workload) (*ClusterQueue, Verdict) {
+	if w.Unresolved != "" {
+		return nil, Verdict{Kind: Never, Code: "unresolved", message: w.Unresolved}
+	}
 	cq := s.Config.ClusterQueues[w.Queue]
 	if cq == nil {
 		return nil, Verdict{Kind: Never, Code: "unknown-queue",

@@ -333,7 +333,7 @@ func (s *Snapshot) hasNominalLeft(cq *ClusterQueue) bool {
 // try decides one Workload at the head of cursor c: it fits (with victims
 // to preempt, or none), or it waits, or it never fits.
 func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
-	if c.cq == nil || w.Queue != c.cq.Name {
+	if c.cq == nil || w.Queue != c.cq.Name || w.Unresolved != "" {
 		_, v := s.Eligible(w)
 		return v, Assignment{}, nil
 	}

@@ -398,6 +398,17 @@ func TestDecide(t *testing.T) {
 			want:    []string{"j1@on-demand"},
 		},
 		{
+			name: "one whose pod sets could not be read is inadmissible; the next of its namespace is not",
+			cqs:  []*ClusterQueue{single},
+			pending: []*Workload{func() *Workload {
+				w := makeWL("j1", "a", 1).Req(cpu, "1").Obj()
+				w.Unresolved = `ClusterTrainingRuntime "x" not found`
+				return w
+			}(), makeWL("j2", "a", 1).Req(cpu, "1").Obj()},
+			want:  []string{"j2@on-demand"},
+			waits: map[string]string{"j1": "unresolved"},
+		},
+		{
 			name:    "a Job with no requests fits anywhere",
 			cqs:     []*ClusterQueue{single},
 			usage:   usageOf("a:on-demand:cpu=10"),

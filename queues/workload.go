@@ -49,6 +49,10 @@ type Workload struct {
 	// pods may run, the constraints of each other pod set (as sealed
 	// Workloads of their own): a flavor must suit every one.
 	More []*Workload
+	// Unresolved, when not empty, says why the workload's pod sets could
+	// not be read (an object it names does not exist): it cannot be
+	// admitted until they can, and Eligible says so.
+	Unresolved string
 	// Tag is the caller's own record of the Workload; the core never
 	// reads it.
 	Tag any

@@ -73,7 +73,7 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if o.Meta.Name == "" && o.Meta.GenerateName == "" {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: metadata: neither name nor generateName is set", k.GVK().Kind))
 	}
-	if len(o.PodSets) == 0 {
+	if len(o.PodSets) == 0 && o.Unresolved == "" {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: it has no pod template", k.GVK().Kind))
 	}
 	for _, ps := range o.PodSets {

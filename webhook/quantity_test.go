@@ -131,6 +131,16 @@ func TestCheckQuantities(t *testing.T) {
 	}
 }
 
+// TestHostileTrainJobQuantity: a TrainJob holds no pod template, but
+// its resourcesPerNode are quantities its kind decodes.
+func TestHostileTrainJobQuantity(t *testing.T) {
+	raw := `{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","spec":{"runtimeRef":{"name":"1e99"},"trainer":{"resourcesPerNode":{"limits":{"nvidia.com/gpu":"1e99"}}}}}`
+	want := `spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: quantity "1e99" has a decimal exponent beyond ±30`
+	if err := hostileQuantity([]byte(raw), kinds.TrainJob{}); err == nil || err.Error() != want {
+		t.Errorf("hostileQuantity = %v, want %q", err, want)
+	}
+}
+
 // FuzzHostileQuantity feeds hostileQuantity arbitrary bytes: it must
 // neither panic nor loop, and it may refuse only what the scan found.
 func FuzzHostileQuantity(f *testing.F) {

@@ -16,10 +16,14 @@ import (
 // The kinds of the operators of operators.go, and the kinds their
 // operators make.
 var (
-	JobSetGVK     = schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}
-	MPIJobGVK     = schema.GroupVersionKind{Group: "kubeflow.org", Version: "v2beta1", Kind: "MPIJob"}
-	RayJobGVK     = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayJob"}
-	RayClusterGVK = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}
+	JobSetGVK           = schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"}
+	MPIJobGVK           = schema.GroupVersionKind{Group: "kubeflow.org", Version: "v2beta1", Kind: "MPIJob"}
+	RayJobGVK           = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayJob"}
+	RayClusterGVK       = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}
+	KubeflowTrainJobGVK = schema.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}
+	// ClusterTrainingRuntimeGVK is the kind of the runtimes TorchRuntime
+	// builds.
+	ClusterTrainingRuntimeGVK = schema.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "ClusterTrainingRuntime"}
 )
 
 // OperatorJob says what the JobSets, MPIJobs and RayJobs built here hold.
@@ -115,6 +119,38 @@ func (o OperatorJob) RayJob() *unstructured.Unstructured {
 				"rayStartParams": map[string]any{}, "template": o.podTemplate("ray-worker", false),
 			}},
 		},
+	})
+}
+
+// TorchRuntime is a ClusterTrainingRuntime named Name in the shape of
+// Trainer v2.3's torch-distributed: a torch policy of Workers nodes and
+// one replicated Job, node (the trainer), whose container node asks for
+// 1 CPU and whose pods finish after Runtime.
+func (o OperatorJob) TorchRuntime() *unstructured.Unstructured {
+	tpl := o.podTemplate("node", true)
+	tpl["spec"].(map[string]any)["restartPolicy"] = "Never"
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"mlPolicy": map[string]any{"numNodes": o.Workers, "torch": map[string]any{}},
+		"template": map[string]any{"spec": map[string]any{"replicatedJobs": []any{map[string]any{
+			"name": "node",
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+				"spec":     map[string]any{"backoffLimit": int64(0), "template": tpl},
+			},
+		}}}},
+	}}}
+	u.SetGroupVersionKind(ClusterTrainingRuntimeGVK)
+	u.SetName(o.Name)
+	return u
+}
+
+// TrainJob is a Kubeflow TrainJob (KubeflowTrainJobGVK) of the
+// ClusterTrainingRuntime runtime with Workers nodes (spec.trainer.numNodes).
+func (o OperatorJob) TrainJob(runtime string) *unstructured.Unstructured {
+	return o.object(KubeflowTrainJobGVK, map[string]any{
+		"suspend":    o.Suspend,
+		"runtimeRef": map[string]any{"name": runtime},
+		"trainer":    map[string]any{"numNodes": o.Workers},
 	})
 }
 

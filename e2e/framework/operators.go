@@ -30,11 +30,20 @@ const (
 	// RayOperator is KubeRay's operator, for RayJobs, RayClusters and
 	// RayServices (ray-operator.sh).
 	RayOperator = "ray-operator"
+	// TrainerController is Kubeflow Trainer v2's controller manager, for
+	// TrainJobs, with its webhooks registered (trainer.sh); it runs them
+	// as JobSets, so JobSet's controller runs beside it.
+	TrainerController = "trainer-controller"
 
 	jobSetScript      = "jobset.sh"
 	mpiOperatorScript = "mpi-operator.sh"
 	rayOperatorScript = "ray-operator.sh"
+	trainerScript     = "trainer.sh"
 )
+
+// TrainerWebhookConfigurations names the mutating and the validating
+// webhook configuration trainer.sh registers.
+var TrainerWebhookConfigurations = []string{"defaulter.trainer.kubeflow.org", "validator.trainer.kubeflow.org"}
 
 // JobSetWebhookConfigurations names the mutating and the validating
 // webhook configuration jobset.sh registers, as a JobSet release does.
@@ -168,7 +177,19 @@ func NewJobSetController(ctx context.Context, c *Cluster, dir string) (*Operator
 // controller. They fail closed: while they stay and no controller
 // answers, JobSets and their pods cannot be created.
 func RemoveJobSetWebhooks(ctx context.Context, c client.Client) error {
-	for i, name := range JobSetWebhookConfigurations {
+	return removeWebhooks(ctx, c, JobSetWebhookConfigurations)
+}
+
+// RemoveTrainerWebhooks deletes the webhook configurations of the
+// Trainer's controller, which fail closed too.
+func RemoveTrainerWebhooks(ctx context.Context, c client.Client) error {
+	return removeWebhooks(ctx, c, TrainerWebhookConfigurations)
+}
+
+// removeWebhooks deletes the mutating webhook configuration names[0] and
+// the validating one names[1].
+func removeWebhooks(ctx context.Context, c client.Client, names []string) error {
+	for i, name := range names {
 		var obj client.Object = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if i == 1 {
 			obj = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -231,5 +252,37 @@ func NewRayOperator(ctx context.Context, c *Cluster, dir string) (*Operator, err
 	o := newOperator(c, dir, "the KubeRay operator", RayOperator, rayOperatorScript,
 		fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]))
 	o.ProbePort = ports[0]
+	return o, nil
+}
+
+// InstallTrainerCRDs builds the Trainer's controller if needed, installs
+// its TrainJob, TrainingRuntime and ClusterTrainingRuntime CRDs and waits
+// until they are served.
+func (c *Cluster) InstallTrainerCRDs(ctx context.Context) error {
+	if err := c.Env.BuildTool(ctx, TrainerController); err != nil {
+		return err
+	}
+	return c.script(ctx, trainerScript, "crds", c.Kubeconfig)
+}
+
+// NewTrainerController builds the Trainer's controller if needed and
+// picks free ports for one of cluster c that logs to
+// dir/trainer-controller.log. Each start registers its webhooks at its
+// webhook port, with a certificate kept in trainer/ beside the cluster's
+// kubeconfig; they stay registered after it stops (see
+// RemoveTrainerWebhooks). It is ready once its webhook admits a dry run
+// of a ClusterTrainingRuntime.
+func NewTrainerController(ctx context.Context, c *Cluster, dir string) (*Operator, error) {
+	if err := c.Env.BuildTool(ctx, TrainerController); err != nil {
+		return nil, err
+	}
+	ports, err := FreePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	o := newOperator(c, dir, "the Trainer controller", TrainerController, trainerScript,
+		fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprint(ports[2]))
+	o.ProbePort = ports[0]
+	o.Admits = func() client.Object { return OperatorJob{Name: "readiness-probe", Workers: 1}.TorchRuntime() }
 	return o, nil
 }

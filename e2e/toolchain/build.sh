@@ -7,7 +7,7 @@
 # $HOME/.cache/tally/tools-$KUBE_VERSION). Given NAMEs, it builds only those
 # binaries; besides the default set, the names may be the operators the
 # tests build when they first need them: jobset-controller, mpi-operator,
-# ray-operator, karpenter (its KWOK cloud provider) and cert-manager, helm (make helm-check, e2e/helminstall),
+# ray-operator, trainer-controller (Kubeflow Trainer v2), karpenter (its KWOK cloud provider) and cert-manager, helm (make helm-check, e2e/helminstall),
 # and kueue-perf: Kueue's scheduler-performance runner and minimalkueue
 # (make bench-kueue). Each binary is built only when it is missing, so a
 # second run is a no-op. Builds into one DIR take turns (a lock on
@@ -21,6 +21,7 @@ TRAINING_OPERATOR_VERSION=${TRAINING_OPERATOR_VERSION:-v1.9.4}
 JOBSET_VERSION=${JOBSET_VERSION:-v0.12.0}
 MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.2}
 KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.1}
+TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
 HELM_VERSION=${HELM_VERSION:-v3.17.3}
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.1}
 KARPENTER_VERSION=${KARPENTER_VERSION:-v1.15.0}
@@ -31,7 +32,7 @@ out=${1:-$HOME/.cache/tally/tools-$KUBE_VERSION}
 [ $# -gt 0 ] && shift
 # What a run without names builds (make toolchain).
 defaults=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl training-operator)
-operators=(jobset-controller mpi-operator ray-operator karpenter cert-manager helm kueue-perf)
+operators=(jobset-controller mpi-operator ray-operator trainer-controller karpenter cert-manager helm kueue-perf)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${defaults[@]}")
 for b in "${wanted[@]}"; do
@@ -197,6 +198,16 @@ if need ray-operator; then
   mkdir -p "$out/crds/ray-operator"
   cp "$mod"/config/crd/bases/ray.io_*.yaml "$out/crds/ray-operator/"
   finish_module ray-operator
+fi
+# Kubeflow Trainer v2's controller manager, for TrainJobs (it runs them as
+# JobSets, so JobSet's controller runs beside it); the TrainJob,
+# TrainingRuntime and ClusterTrainingRuntime CRDs and its runtimes beside it.
+if need trainer-controller; then
+  log "building the Kubeflow Trainer controller $TRAINER_VERSION (a few minutes on a cold cache)"
+  build_module trainer-controller github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" ./cmd/trainer-controller-manager
+  mkdir -p "$out/crds/trainer"
+  cp "$mod"/manifests/base/crds/trainer.kubeflow.org_*.yaml "$out/crds/trainer/"
+  finish_module trainer-controller
 fi
 # Karpenter with its KWOK cloud provider (sigs.k8s.io/karpenter/kwok),
 # which makes Node objects for kwok to run; the NodePool, NodeClaim and

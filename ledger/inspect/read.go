@@ -33,6 +33,7 @@ func LoadConfig(ctx context.Context, c client.Reader, namespace, file string) (*
 			strings.Join(queues.FormatErrors(acc.Errs), "; "))
 	}
 	ks := kinds.NewRegistry()
+	ks.SetLookup(kinds.ReaderLookup(ctx, c))
 	ks.Declare(acc.Kinds)
 	return acc.Config, ks, nil
 }
