@@ -240,21 +240,32 @@ func (s *Snapshot) fairChoose(sim *Snapshot, cq *ClusterQueue, wUsage Usage, can
 // does: each cohort, from the leaves up, puts forward one head of its
 // subtree, that of the child (ClusterQueue or cohort) with the lowest
 // share with the head admitted, ties going by Before. A head that does
-// not fit now is weighed at its queue's current share.
+// not fit now is weighed at its queue's current share. The shares of a
+// head are kept until usage changes.
 func (s *Snapshot) tournament(h heads) int {
 	t := &s.Config.index().tree
-	at := make(map[string]int, len(h))
-	shares := make([][]int64, len(h))
-	for i, c := range h {
-		at[c.cq.Name] = i
-		var extra Usage
-		if w := c.head(); w.Queue == c.cq.Name {
-			if a, v := s.assignIn(c.cq, w, w.Total()); v.Kind == Fits {
-				extra = a.Usage
-			}
-		}
-		shares[i] = s.sharesUp(c.cq, extra, nil, nil)
+	if s.heads == nil {
+		s.heads = map[string]*headShares{}
 	}
+	for i, c := range h {
+		w := c.head()
+		m := s.heads[c.cq.Name]
+		if m == nil {
+			m = &headShares{}
+			s.heads[c.cq.Name] = m
+		}
+		m.cursor = i
+		if m.w != w || m.at != s.charged || m.shares == nil {
+			var extra Usage
+			if w.Queue == c.cq.Name {
+				if a, v := s.assignIn(c.cq, w, w.Total()); v.Kind == Fits {
+					extra = a.Usage
+				}
+			}
+			m.w, m.at, m.shares = w, s.charged, s.sharesUp(c.cq, extra, nil, m.shares[:0])
+		}
+	}
+	shares := func(i int) []int64 { return s.heads[h[i].cq.Name].shares }
 	var pick func(co string) int
 	pick = func(co string) int {
 		best, low := -1, int64(0)
@@ -265,12 +276,12 @@ func (s *Snapshot) tournament(h heads) int {
 		}
 		for _, k := range t.kids[co] {
 			if i := pick(k); i >= 0 {
-				consider(i, shares[i][t.depth[h[i].cq.Cohort]-t.depth[k]+1])
+				consider(i, shares(i)[t.depth[h[i].cq.Cohort]-t.depth[k]+1])
 			}
 		}
 		for _, q := range t.direct[co] {
-			if i, ok := at[q]; ok {
-				consider(i, shares[i][0])
+			if m := s.heads[q]; m != nil && m.cursor < len(h) && h[m.cursor].cq.Name == q {
+				consider(m.cursor, m.shares[0])
 			}
 		}
 		return best
