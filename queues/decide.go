@@ -105,12 +105,13 @@ type cursor struct {
 	failedV Verdict
 	cq      *ClusterQueue
 	// In a cohort with fair sharing, queues take turns by share: key is
-	// the queue's share, lowest first. In a tree of cohorts, tree is set
-	// instead, and a tournament picks the next cursor (see heads.top).
+	// the queue's share, lowest first. In a tree of cohorts, tour is set
+	// instead, shared by the walk's cursors, and a tournament picks the
+	// next cursor (see heads.top).
 	fair bool
-	tree bool
 	key  int64
 	s    *Snapshot
+	tour *tournament
 	// The last namespace checked against the queue's selector.
 	lastNS      string
 	lastNSVerd  Verdict
@@ -229,13 +230,17 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 // cursors makes the heap of the group's queues with pending Workloads.
 func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *heads {
 	h := make(heads, 0, len(group))
+	var tour *tournament
 	for _, name := range group {
 		if len(pending[name]) > 0 {
 			c := &cursor{list: pending[name], cq: s.Config.ClusterQueues[name]}
 			switch {
 			case c.cq == nil || !s.Config.FairSharing(c.cq.Cohort):
 			case s.Config.inTree(c.cq.Cohort):
-				c.tree, c.s = true, s
+				if tour == nil {
+					tour = s.newTournament(c.cq.Cohort)
+				}
+				c.tour = tour
 			default:
 				c.fair, c.s, c.key = true, s, s.Share(c.cq)
 			}
@@ -251,8 +256,8 @@ func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *head
 // (the heap's order is then not used).
 func (h *heads) top() *cursor {
 	c := (*h)[0]
-	if c.tree && len(*h) > 1 {
-		i := c.s.tournament(*h)
+	if c.tour != nil && len(*h) > 1 {
+		i := c.tour.pick(*h)
 		(*h)[0], (*h)[i] = (*h)[i], c
 	}
 	return (*h)[0]

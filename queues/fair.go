@@ -235,60 +235,6 @@ func (s *Snapshot) fairChoose(sim *Snapshot, cq *ClusterQueue, wUsage Usage, can
 	return chosen
 }
 
-// tournament picks the cursor whose head goes next among h, the cursors
-// of one tree of cohorts with fair sharing, as Kueue's fair-sharing order
-// does: each cohort, from the leaves up, puts forward one head of its
-// subtree, that of the child (ClusterQueue or cohort) with the lowest
-// share with the head admitted, ties going by Before. A head that does
-// not fit now is weighed at its queue's current share. The shares of a
-// head are kept until usage changes.
-func (s *Snapshot) tournament(h heads) int {
-	t := &s.Config.index().tree
-	if s.heads == nil {
-		s.heads = map[string]*headShares{}
-	}
-	for i, c := range h {
-		w := c.head()
-		m := s.heads[c.cq.Name]
-		if m == nil {
-			m = &headShares{}
-			s.heads[c.cq.Name] = m
-		}
-		m.cursor = i
-		if m.w != w || m.at != s.charged || m.shares == nil {
-			var extra Usage
-			if w.Queue == c.cq.Name {
-				if a, v := s.assignIn(c.cq, w, w.Total()); v.Kind == Fits {
-					extra = a.Usage
-				}
-			}
-			m.w, m.at, m.shares = w, s.charged, s.sharesUp(c.cq, extra, nil, m.shares[:0])
-		}
-	}
-	shares := func(i int) []int64 { return s.heads[h[i].cq.Name].shares }
-	var pick func(co string) int
-	pick = func(co string) int {
-		best, low := -1, int64(0)
-		consider := func(i int, share int64) {
-			if best < 0 || share < low || share == low && Before(h[i].head(), h[best].head()) {
-				best, low = i, share
-			}
-		}
-		for _, k := range t.kids[co] {
-			if i := pick(k); i >= 0 {
-				consider(i, shares(i)[t.depth[h[i].cq.Cohort]-t.depth[k]+1])
-			}
-		}
-		for _, q := range t.direct[co] {
-			if m := s.heads[q]; m != nil && m.cursor < len(h) && h[m.cursor].cq.Name == q {
-				consider(m.cursor, m.shares[0])
-			}
-		}
-		return best
-	}
-	return pick(t.root[h[0].cq.Cohort])
-}
-
 // fairTarget walks down from cohort co for the queue to take the next
 // victim from, as Kueue's fair-sharing preemption does: at each cohort, the
 // child with the highest share that may still give one, a cohort winning
@@ -359,4 +305,82 @@ func (c *Config) belowCommon(a, b *ClusterQueue) (int, int) {
 		lca = t.parent[lca]
 	}
 	return t.depth[a.Cohort] - t.depth[lca], t.depth[b.Cohort] - t.depth[lca]
+}
+
+// tournament picks the cursor whose head goes next among the cursors of
+// one walk over a tree of cohorts with fair sharing, as Kueue's
+// fair-sharing order does: each cohort, from the leaves up, puts forward
+// one head of its subtree, that of the child (ClusterQueue or cohort)
+// with the lowest share with the head admitted, ties going by Before. A
+// head that does not fit now is weighed at its queue's current share.
+type tournament struct {
+	s    *Snapshot
+	root string
+	// heads keeps, per queue, its head's shares up the tree (see
+	// Snapshot.sharesUp), while the tree's count of Charges stays at, and
+	// the place of the queue's cursor in the heads last given to pick.
+	heads map[string]*headShares
+}
+
+type headShares struct {
+	w      *Workload
+	at     uint64
+	shares []int64
+	cursor int
+}
+
+// newTournament starts a tournament over the tree of cohort. It has the
+// Snapshot count the tree's Charges (see borrowerFlagsOf), which tell it
+// when shares change.
+func (s *Snapshot) newTournament(cohort string) *tournament {
+	if s.borrowers == nil {
+		s.borrowers, s.charges = map[cohortCell]*borrowerFlags{}, map[string]uint64{}
+	}
+	return &tournament{s: s, root: s.Config.CohortRoot(cohort), heads: map[string]*headShares{}}
+}
+
+// pick returns the index in h of the cursor whose head goes next.
+func (tr *tournament) pick(h heads) int {
+	s := tr.s
+	t := &s.Config.index().tree
+	at := s.charges[tr.root]
+	for i, c := range h {
+		w := c.head()
+		m := tr.heads[c.cq.Name]
+		if m == nil {
+			m = &headShares{}
+			tr.heads[c.cq.Name] = m
+		}
+		m.cursor = i
+		if m.w != w || m.at != at || m.shares == nil {
+			var extra Usage
+			if w.Queue == c.cq.Name {
+				if a, v := s.assignIn(c.cq, w, w.Total()); v.Kind == Fits {
+					extra = a.Usage
+				}
+			}
+			m.w, m.at, m.shares = w, at, s.sharesUp(c.cq, extra, nil, m.shares[:0])
+		}
+	}
+	var best func(co string) int
+	best = func(co string) int {
+		win, low := -1, int64(0)
+		consider := func(i int, share int64) {
+			if win < 0 || share < low || share == low && Before(h[i].head(), h[win].head()) {
+				win, low = i, share
+			}
+		}
+		for _, k := range t.kids[co] {
+			if i := best(k); i >= 0 {
+				consider(i, tr.heads[h[i].cq.Name].shares[t.depth[h[i].cq.Cohort]-t.depth[k]+1])
+			}
+		}
+		for _, q := range t.direct[co] {
+			if m := tr.heads[q]; m != nil && m.cursor < len(h) && h[m.cursor].cq.Name == q {
+				consider(m.cursor, m.shares[0])
+			}
+		}
+		return win
+	}
+	return best(tr.root)
 }

@@ -116,21 +116,6 @@ type Snapshot struct {
 	// nominal quota of a cell, for findVictims, which asks that of every
 	// member for every Workload that does not fit.
 	borrowers map[cohortCell]*borrowerFlags
-	// charged counts Charges: while it stays the same, so do the shares
-	// the fair-sharing tournament keeps in heads, per queue, for the
-	// queue's head (see tournament).
-	charged uint64
-	heads   map[string]*headShares
-}
-
-// headShares are the shares up the tree with a queue's head admitted, as
-// of charged count at, and the queue's cursor's place in the heads the
-// tournament was last given.
-type headShares struct {
-	w      *Workload
-	at     uint64
-	shares []int64
-	cursor int
 }
 
 type cohortCell struct {
@@ -216,7 +201,6 @@ func (s *Snapshot) addBorrowed(cq *ClusterQueue, fr FlavorResource, before, afte
 
 // Charge adds u to cq's usage (a negative amount releases).
 func (s *Snapshot) Charge(cqName string, u Usage, sign int) {
-	s.charged++
 	cq := s.Config.ClusterQueues[cqName]
 	cur := s.Usage[cqName]
 	if s.shared[cqName] {
