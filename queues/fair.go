@@ -181,7 +181,10 @@ func (s *Snapshot) fairChoose(sim *Snapshot, cq *ClusterQueue, wUsage Usage, can
 	tree := s.Config.inTree(cq.Cohort)
 	for _, strategy := range []int{lessThanOrEqualToFinalShare, lessThanInitialShare} {
 		refused := map[string]bool{}
-		pruned := map[string]bool{}
+		var pruned map[string]bool
+		if tree {
+			pruned = map[string]bool{}
+		}
 		for !fits(chosen) {
 			target, best := "", int64(-1)
 			if tree {
