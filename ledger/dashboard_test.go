@@ -83,7 +83,7 @@ func get(t *testing.T, url string) string {
 func TestDashboardCohortTree(t *testing.T) {
 	s := &scenario{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)),
 		rec: &scenarioRecorder{}, objects: map[string]client.Object{}, writes: map[string]write{}, pods: map[string]int{}}
-	s.newLedger(s.treeConfig())
+	s.newLedger(s.treeConfig(false))
 	s.l.started = true
 	for _, line := range []string{"create big cpu=7 queue=t", "pass", "landed big", "create r1 cpu=2 queue=r"} {
 		s.step(strings.Fields(line))

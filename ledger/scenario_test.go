@@ -89,7 +89,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	stop Q|lq POLICY    a config is loaded in which ClusterQueue Q, or
 //	                    the LocalQueue lq of namespace ns (to q), has
 //	                    stopPolicy POLICY (None, Hold or HoldAndDrain)
-//	tree                the tree config (scenarioTreeConfig) is loaded
+//	tree [fair]         the tree config (scenarioTreeConfig) is loaded;
+//	                    fair: with fair sharing, cohort infra of weight 2
 //	mode K=V...         the ledger's write modes from now on (and after a
 //	                    restart): events=, finished-label=, admission-patch=
 //	                    (a json admission lands as its JSON patch)
@@ -174,9 +175,15 @@ spec:
       resources: [{name: cpu, nominalQuota: %d}]
 `
 
-// treeConfig is the scenarios' tree config.
-func (s *scenario) treeConfig() *queues.Config {
-	cfg, _, errs := queues.Parse([]byte(fmt.Sprintf(scenarioTreeConfig, "q", "ml", "Any", 2, "t", "ml", "Never", 0, "r", "infra", "Any", 4)))
+// treeConfig is the scenarios' tree config; fair gives its cohorts
+// fairSharing, weight 1 for ml and 2 for infra.
+func (s *scenario) treeConfig(fair bool) *queues.Config {
+	doc := scenarioTreeConfig
+	if fair {
+		doc = strings.NewReplacer("{name: ml}\nspec: {parentName: org}", "{name: ml}\nspec: {parentName: org, fairSharing: {}}",
+			"{name: infra}\nspec: {parentName: org}", "{name: infra}\nspec: {parentName: org, fairSharing: {weight: 2}}").Replace(doc)
+	}
+	cfg, _, errs := queues.Parse([]byte(fmt.Sprintf(doc, "q", "ml", "Any", 2, "t", "ml", "Never", 0, "r", "infra", "Any", 4)))
 	if len(errs) > 0 {
 		s.t.Fatal(errs)
 	}
@@ -499,7 +506,7 @@ func (s *scenario) step(f []string) {
 		s.stops[name] = f[2]
 		s.l.reconfigure(s.config(s.quota))
 	case "tree":
-		s.l.reconfigure(s.treeConfig())
+		s.l.reconfigure(s.treeConfig(name == "fair"))
 	case "delete":
 		s.l.onJobDelete(s.objects[name])
 		delete(s.objects, name)

@@ -16,6 +16,11 @@ type Cohort struct {
 	// Parent is spec.parentName: "" for a root.
 	Parent         string
 	ResourceGroups []ResourceGroup
+	// FairSharing is set when the document has spec.fairSharing; then
+	// FairWeight is its weight in thousandths, the cohort's weight
+	// against its siblings in fair sharing (1000 without it).
+	FairSharing bool
+	FairWeight  int64
 }
 
 // cohortTree is the shape of the cohorts and the quota arithmetic that
@@ -41,6 +46,11 @@ type cohortTree struct {
 	// label names a cohort with a parent with its ancestors, for messages:
 	// "ml (parent org)".
 	label map[string]string
+	// kids lists, per cohort, its child cohorts, sorted; direct its own
+	// ClusterQueues, sorted; depth is its distance from its root.
+	kids   map[string][]string
+	direct map[string][]string
+	depth  map[string]int
 }
 
 // buildTree derives the cohort tree of c. The ClusterQueues' quotas are
@@ -48,14 +58,18 @@ type cohortTree struct {
 // its cohorts are roots.
 func buildTree(c *Config, ix *configIndex) cohortTree {
 	t := cohortTree{parent: map[string]string{}, root: map[string]string{}, members: map[string][]string{}, cohorts: map[string][]string{},
-		quotas: map[string]map[FlavorResource]Quota{}, local: map[string]Usage{}, potential: map[string]Usage{}, label: map[string]string{}}
+		quotas: map[string]map[FlavorResource]Quota{}, local: map[string]Usage{}, potential: map[string]Usage{}, label: map[string]string{},
+		direct: map[string][]string{}, depth: map[string]int{}}
 	names := map[string]bool{}
-	direct := map[string][]string{}
+	direct := t.direct
 	for _, name := range c.QueueNames {
 		if cq := c.ClusterQueues[name]; cq != nil && cq.Cohort != "" {
 			names[cq.Cohort] = true
 			direct[cq.Cohort] = append(direct[cq.Cohort], name)
 		}
+	}
+	for _, list := range direct {
+		sort.Strings(list)
 	}
 	for name, co := range c.CohortSpecs {
 		names[name] = true
@@ -71,6 +85,7 @@ func buildTree(c *Config, ix *configIndex) cohortTree {
 		}
 	}
 	children := map[string][]string{}
+	t.kids = children
 	for name := range names {
 		r := name
 		for p, ok := t.parent[r]; ok; p, ok = t.parent[r] {
@@ -147,6 +162,9 @@ func inCycle(name string, parent map[string]string) bool {
 
 // collect lists the cohorts of root's tree below name, depth first.
 func (t *cohortTree) collect(root, name string, children map[string][]string) {
+	if p, ok := t.parent[name]; ok {
+		t.depth[name] = t.depth[p] + 1
+	}
 	t.cohorts[root] = append(t.cohorts[root], name)
 	kids := children[name]
 	sort.Strings(kids)

@@ -94,12 +94,29 @@ func (c *Config) index() *configIndex {
 		ix.quotas[name] = quotaCells(cq.ResourceGroups)
 	}
 	ix.tree = buildTree(c, ix)
+	// Fair sharing holds for a whole tree: on when any of its
+	// ClusterQueues or Cohorts has a fairSharing field.
+	fairRoots := map[string]bool{}
+	for name := range ix.fair {
+		fairRoots[ix.tree.root[name]] = true
+	}
+	for name, co := range c.CohortSpecs {
+		if co.FairSharing {
+			fairRoots[ix.tree.root[name]] = true
+		}
+	}
+	for name, r := range ix.tree.root {
+		if fairRoots[r] {
+			ix.fair[name] = true
+		}
+	}
 	c.idx.Store(ix)
 	return ix
 }
 
 // FairSharing reports whether a cohort shares by weighted dominant-resource
-// share: when any of its ClusterQueues has a fairSharing field.
+// share: when any ClusterQueue or Cohort of its tree has a fairSharing
+// field.
 func (c *Config) FairSharing(cohort string) bool { return cohort != "" && c.index().fair[cohort] }
 
 // HasFairSharing reports whether any cohort shares by weighted

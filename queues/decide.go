@@ -52,6 +52,8 @@ type Decision struct {
 // turns by share instead: the next Workload comes from the queue with the
 // lowest current share (see Snapshot.Share), ties broken by order, and
 // preemption across queues follows the share strategies (see fairChoose).
+// In a tree of cohorts, a tournament down the tree picks it (see
+// tournament).
 //
 // Decide touches nothing but s: the caller makes the writes.
 func Decide(s *Snapshot, pending map[string][]*Workload, observe Observer) Decision {
@@ -103,10 +105,13 @@ type cursor struct {
 	failedV Verdict
 	cq      *ClusterQueue
 	// In a cohort with fair sharing, queues take turns by share: key is
-	// the queue's share, lowest first.
+	// the queue's share, lowest first. In a tree of cohorts, tour is set
+	// instead, shared by the walk's cursors, and a tournament picks the
+	// next cursor (see heads.top).
 	fair bool
 	key  int64
 	s    *Snapshot
+	tour *tournament
 	// The last namespace checked against the queue's selector.
 	lastNS      string
 	lastNSVerd  Verdict
@@ -173,7 +178,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 	}
 	h := s.cursors(group, pending)
 	for h.Len() > 0 {
-		c := (*h)[0]
+		c := h.top()
 		w := c.head()
 		if taken[w] {
 			h.advance()
@@ -225,10 +230,18 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 // cursors makes the heap of the group's queues with pending Workloads.
 func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *heads {
 	h := make(heads, 0, len(group))
+	var tour *tournament
 	for _, name := range group {
 		if len(pending[name]) > 0 {
 			c := &cursor{list: pending[name], cq: s.Config.ClusterQueues[name]}
-			if c.cq != nil && s.Config.FairSharing(c.cq.Cohort) {
+			switch {
+			case c.cq == nil || !s.Config.FairSharing(c.cq.Cohort):
+			case s.Config.inTree(c.cq.Cohort):
+				if tour == nil {
+					tour = s.newTournament(c.cq.Cohort)
+				}
+				c.tour = tour
+			default:
 				c.fair, c.s, c.key = true, s, s.Share(c.cq)
 			}
 			h = append(h, c)
@@ -236,6 +249,18 @@ func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *head
 	}
 	heap.Init(&h)
 	return &h
+}
+
+// top is the cursor whose head goes next: the heap's first, or in a tree
+// of cohorts with fair sharing the tournament's winner, moved to the front
+// (the heap's order is then not used).
+func (h *heads) top() *cursor {
+	c := (*h)[0]
+	if c.tour != nil && len(*h) > 1 {
+		i := c.tour.pick(*h)
+		(*h)[0], (*h)[i] = (*h)[i], c
+	}
+	return (*h)[0]
 }
 
 // advance moves the top cursor past its head. Its queue is the only one
@@ -264,7 +289,7 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 	preempt func(*ClusterQueue, *Workload, Assignment, []Victim, int)) {
 	h := s.cursors(group, pending)
 	for h.Len() > 0 {
-		c := (*h)[0]
+		c := h.top()
 		w := c.head()
 		cq := c.cq
 		if cq == nil || !s.hasNominalLeft(cq) || cq.StopPolicy == StopHold || cq.StopPolicy == StopHoldAndDrain {

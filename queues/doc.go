@@ -25,7 +25,8 @@
 // cohort.go derives the tree that Cohort documents make (validatecohort.go
 // checks them): each cohort's subtree quota, what it keeps and what it may
 // reach; the Snapshot bubbles usage up the tree as it charges, and reclaim
-// walks it (see ancestryOf).
+// walks it (see ancestryOf). fair.go computes fair-sharing shares, of
+// ClusterQueues and of cohorts in a tree, and walks the tree by them.
 //
 // It may import tally's flavors package, the standard library, the
 // Kubernetes API types and machinery, k8s.io/component-helpers and the

@@ -358,7 +358,12 @@ func toClusterQueue(raw *rawClusterQueue) *ClusterQueue {
 }
 
 func toCohort(raw *rawCohort) *Cohort {
-	co := &Cohort{Name: raw.Metadata.Name, Parent: raw.Spec.ParentName}
+	co := &Cohort{Name: raw.Metadata.Name, Parent: raw.Spec.ParentName, FairWeight: defaultFairWeight}
+	co.FairSharing = raw.Spec.FairSharing != nil
+	if co.FairSharing && !isUnset(raw.Spec.FairSharing.Weight) {
+		w, _ := parseQuantity(raw.Spec.FairSharing.Weight)
+		co.FairWeight = w.MilliValue()
+	}
 	for gi := range raw.Spec.ResourceGroups {
 		co.ResourceGroups = append(co.ResourceGroups, toResourceGroup(&raw.Spec.ResourceGroups[gi]))
 	}

@@ -187,7 +187,9 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		}
 		lca, advantage := int16(0), false
 		if up != nil && q != cq.Name {
-			if lca, advantage = up.reach(s.Config.ClusterQueues[q].Cohort); !s.overBelow(q, up.names[lca], cells) {
+			// With fair sharing, any borrowing queue of the tree gives
+			// candidates, as in Kueue: fairTarget walks down to them.
+			if lca, advantage = up.reach(s.Config.ClusterQueues[q].Cohort); !fair && !s.overBelow(q, up.names[lca], cells) {
 				continue
 			}
 		}
@@ -375,11 +377,7 @@ func (up *ancestry) reach(cohort string) (int16, bool) {
 func (s *Snapshot) overBelow(q string, lca string, cells []FlavorResource) bool {
 	t := &s.Config.index().tree
 	for c := s.Config.ClusterQueues[q].Cohort; c != lca; c = t.parent[c] {
-		over := false
-		for _, fr := range cells {
-			over = over || s.borrowed[c][fr] > s.CohortLendable(c, fr)
-		}
-		if !over {
+		if !s.overIn(c, cells) {
 			return false
 		}
 	}

@@ -22,21 +22,15 @@ func validateCohortDocument(co *rawCohort, root *field.Path, flavorNames sets.Se
 	spec := root.Child("spec")
 	errs := validateObjectMeta(&co.Metadata, root, false)
 	errs = append(errs, validateDNSName(spec.Child("parentName"), co.Spec.ParentName, "cohort name", false)...)
-	if co.Spec.FairSharing != nil {
-		errs = append(errs, field.Forbidden(spec.Child("fairSharing"),
-			"tally does not run fair sharing in a tree of cohorts, so it does not read a Cohort's weight: remove spec.fairSharing"))
-	}
+	errs = append(errs, validateFairSharing(co.Spec.FairSharing, spec.Child("fairSharing"))...)
 	return append(errs, validateResourceGroups(co.Spec.ResourceGroups, spec.Child("resourceGroups"), flavorNames,
 		quotaOwner{linked: co.Spec.ParentName != "", unlinked: "the Cohort has no parentName", lendsSubtree: true})...)
 }
 
 // validateCohortTree refuses a loop of parentNames, reported once, at the
-// first of its Cohorts in the config, and fair sharing on a ClusterQueue
-// whose cohort is part of a tree: tally runs fair sharing in flat cohorts
-// only.
+// first of its Cohorts in the config.
 func validateCohortTree(docs []*document) field.ErrorList {
 	parent, root := map[string]string{}, map[string]*field.Path{}
-	ownQuota := sets.New[string]()
 	for _, d := range docs {
 		if d.co == nil || d.broken || d.key == "" {
 			continue
@@ -47,9 +41,6 @@ func validateCohortTree(docs []*document) field.ErrorList {
 		root[d.key] = d.root
 		if d.co.Spec.ParentName != "" {
 			parent[d.key] = d.co.Spec.ParentName
-		}
-		if len(d.co.Spec.ResourceGroups) > 0 {
-			ownQuota.Insert(d.key)
 		}
 	}
 	var errs field.ErrorList
@@ -70,34 +61,6 @@ func validateCohortTree(docs []*document) field.ErrorList {
 				break
 			}
 		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	hasChild := sets.New[string]()
-	for _, p := range parent {
-		hasChild.Insert(p)
-	}
-	for _, d := range docs {
-		if d.cq == nil || d.broken || d.cq.Spec.FairSharing == nil {
-			continue
-		}
-		c := cohortOf(&d.cq.Spec)
-		why := ""
-		switch {
-		case c == "":
-			continue
-		case parent[c] != "":
-			why = "its cohort " + c + " has a parent, " + parent[c]
-		case hasChild.Has(c):
-			why = "its cohort " + c + " is the parent of other cohorts"
-		case ownQuota.Has(c):
-			why = "its cohort " + c + " has quota of its own"
-		default:
-			continue
-		}
-		errs = append(errs, field.Forbidden(d.root.Child("spec", "fairSharing"),
-			"tally runs fair sharing in flat cohorts only, and "+why+": remove spec.fairSharing, or keep the cohort flat"))
 	}
 	return errs
 }

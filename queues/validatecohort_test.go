@@ -91,21 +91,24 @@ func TestValidateCohorts(t *testing.T) {
 				`Cohort "c".spec.parentName: cycle c -> d -> c`,
 			},
 		},
-		"a Cohort's fairSharing is refused": {
-			in:   queuestest.Stream(base, cohort("ml", "  parentName: org\n  fairSharing: {weight: \"0.75\"}\n")),
-			want: []string{`Cohort "ml".spec.fairSharing: tally does not run fair sharing in a tree of cohorts, so it does not read a Cohort's weight: remove spec.fairSharing`},
+		"a Cohort's fairSharing weight": {
+			in: queuestest.Stream(base, cohort("ml", "  parentName: org\n  fairSharing: {weight: \"0.75\"}\n")),
 		},
-		"fair sharing in a cohort with a parent is refused": {
-			in:   queuestest.Stream(base, cohort("ml", "  parentName: org\n"), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {weight: 1}\n"+queuestest.OneGroup)),
-			want: []string{`ClusterQueue "a".spec.fairSharing: tally runs fair sharing in flat cohorts only, and its cohort ml has a parent, org: remove spec.fairSharing, or keep the cohort flat`},
+		"a Cohort's fairSharing weight is checked as a ClusterQueue's": {
+			in: queuestest.Stream(base, cohort("ml", "  parentName: org\n  fairSharing: {weight: -1}\n"), cohort("hpc", "  fairSharing: {weight: 2M}\n")),
+			want: []string{
+				`Cohort "ml".spec.fairSharing.weight: must not be negative, got -1`,
+				`Cohort "hpc".spec.fairSharing.weight: must not be more than 1000000`,
+			},
 		},
-		"fair sharing in a cohort with child cohorts is refused": {
-			in:   queuestest.Stream(base, cohort("ml", "  parentName: org\n"), queuestest.ClusterQueue("a", "  cohortName: org\n  fairSharing: {}\n"+queuestest.OneGroup)),
-			want: []string{`ClusterQueue "a".spec.fairSharing: tally runs fair sharing in flat cohorts only, and its cohort org is the parent of other cohorts: remove spec.fairSharing, or keep the cohort flat`},
+		"fair sharing in a cohort with a parent": {
+			in: queuestest.Stream(base, cohort("ml", "  parentName: org\n"), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {weight: 1}\n"+queuestest.OneGroup)),
 		},
-		"fair sharing in a cohort with quota of its own is refused": {
-			in:   queuestest.Stream(base, cohort("ml", quota("")), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {}\n"+queuestest.OneGroup)),
-			want: []string{`ClusterQueue "a".spec.fairSharing: tally runs fair sharing in flat cohorts only, and its cohort ml has quota of its own: remove spec.fairSharing, or keep the cohort flat`},
+		"fair sharing in a cohort with child cohorts": {
+			in: queuestest.Stream(base, cohort("ml", "  parentName: org\n"), queuestest.ClusterQueue("a", "  cohortName: org\n  fairSharing: {}\n"+queuestest.OneGroup)),
+		},
+		"fair sharing in a cohort with quota of its own": {
+			in: queuestest.Stream(base, cohort("ml", quota("")), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {}\n"+queuestest.OneGroup)),
 		},
 		"fair sharing in a flat cohort with a Cohort document": {
 			in: queuestest.Stream(base, cohort("ml", ""), queuestest.ClusterQueue("a", "  cohortName: ml\n  fairSharing: {}\n"+queuestest.OneGroup)),
