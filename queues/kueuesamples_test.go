@@ -29,6 +29,7 @@ func TestKueueSamples(t *testing.T) {
 		"admin/shared-quota-setup.yaml":                  nil,
 		"admin/single-clusterqueue-setup.yaml":           nil,
 		"admission-fs/admission-fair-sharing-setup.yaml": {`ClusterQueue "cluster-queue".spec.admissionScope`, `LocalQueue "default/lq-a".spec.fairSharing`, `LocalQueue "default/lq-b".spec.fairSharing`},
+		"cohort/concepts-cohort-fair-sharing.yaml":       nil,
 		"cohort/concepts-cohort-quota.yaml":              nil,
 		"cohort/kueueviz-cohorts.yaml":                   nil,
 		"dra/sample-dra-capacity-queues.yaml":            nil,

@@ -290,7 +290,7 @@ func unusedConfigurationField(root *field.Path, path string) string {
 	case "manageJobsWithoutQueueName", "managedJobsNamespaceSelector":
 		hint = "; in tally, a namespace bound by the tally.dev/cluster-queue annotation, or with a LocalQueue named default, queues its Jobs that have no queue label"
 	case "fairSharing", "admissionFairSharing":
-		hint = "; fair sharing is on for a cohort when one of its ClusterQueues has spec.fairSharing, with both preemption strategies"
+		hint = "; fair sharing is on for a tree of cohorts when one of its ClusterQueues or Cohorts has spec.fairSharing, with both preemption strategies"
 	case "namespace", "webhook", "leaderElection", "metrics", "health", "clientConnection", "internalCertManagement",
 		"pprofBindAddress", "controller", "tls":
 		hint = "; tally serve's command-line flags cover it"

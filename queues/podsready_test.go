@@ -248,7 +248,7 @@ func TestParsePodsReadyWarnings(t *testing.T) {
 		"namespace management and fair sharing, with tally's equivalents": {
 			in: kueueConfig("v1beta1", "manageJobsWithoutQueueName: true\nfairSharing: {enable: true}\nmultiKueue: {gcInterval: 1m}\n"),
 			want: []string{
-				"Configuration.fairSharing: tally does not read this section; fair sharing is on for a cohort when one of its ClusterQueues has spec.fairSharing, with both preemption strategies",
+				"Configuration.fairSharing: tally does not read this section; fair sharing is on for a tree of cohorts when one of its ClusterQueues or Cohorts has spec.fairSharing, with both preemption strategies",
 				"Configuration.manageJobsWithoutQueueName: tally does not read this section; in tally, a namespace bound by the tally.dev/cluster-queue annotation, or with a LocalQueue named default, queues its Jobs that have no queue label",
 				"Configuration.multiKueue: tally does not read this section",
 			},
