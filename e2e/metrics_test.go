@@ -42,7 +42,8 @@ spec:
 // its quota and its status, and admission wait times that match the Jobs'
 // admitted-at annotations. A Job of higher priority then preempts one:
 // one eviction, one more admission, and the victim waits again. At each
-// step the Jobs themselves say the same.
+// step the Jobs themselves say the same, and so do the metrics of the
+// namespace's LocalQueue "default" and tally_preempted_workloads_total.
 func TestMetrics(t *testing.T) {
 	s := setup(t)
 	ctx := testContext(t, 5*time.Minute)
@@ -142,10 +143,11 @@ func (m *metricsCheck) jobs(ctx context.Context, t *testing.T) []batchv1.Job {
 	return list.Items
 }
 
-// delta is how much a counter's series grew since the test started.
+// delta is how much a counter's series that have labels grew, in all,
+// since the test started (a counter has a series per priority class).
 func (m *metricsCheck) delta(got framework.Metrics, name string, labels ...string) float64 {
-	now, _ := got.Value(name, labels...)
-	was, _ := m.before.Value(name, labels...)
+	now, _ := got.Sum(name, labels...)
+	was, _ := m.before.Sum(name, labels...)
 	return now - was
 }
 
@@ -220,6 +222,29 @@ func (m *metricsCheck) wait(ctx context.Context, t *testing.T, want metricsWant)
 		expect("cpu borrowing limit", value("tally_cluster_queue_borrowing_limit", cell("cpu")...), math.Inf(1))
 		expect("status active", value("tally_cluster_queue_status", "status", "active"), 1)
 		expect("status pending", value("tally_cluster_queue_status", "status", "pending"), 0)
+		expect("tally_preempted_workloads_total{reason=InClusterQueue} growth", m.delta(got, "tally_preempted_workloads_total",
+			"preempting_cluster_queue", m.queue, "reason", "InClusterQueue"), float64(want.evictions))
+
+		// The namespace is bound by its annotation: its Jobs, which
+		// name no LocalQueue, are in its LocalQueue "default".
+		lq := []string{"name", "default", "namespace", m.ns}
+		local := func(name string, labels ...string) float64 {
+			v, ok := got.Value(name, append(append([]string{}, lq...), labels...)...)
+			if !ok {
+				bad = append(bad, fmt.Sprintf("no series %s", framework.Series(name, pairs(append(append([]string{}, lq...), labels...)))))
+			}
+			return v
+		}
+		expect("local active", local("tally_local_queue_pending_workloads", "status", "active"), float64(want.active))
+		expect("local inadmissible", local("tally_local_queue_pending_workloads", "status", "inadmissible"), float64(want.inadmissible))
+		expect("local admitted active", local("tally_local_queue_admitted_active_workloads"), float64(want.running))
+		// A cell has a series once a workload is charged in it.
+		reserved, _ := got.Sum("tally_local_queue_resource_reservation", append(append([]string{}, lq...), "flavor", "cpu-flavor", "resource", "cpu")...)
+		expect("local cpu reservation", reserved, want.cpu)
+		expect("local status", local("tally_local_queue_status", "active", "True"), 1)
+		expect("tally_local_queue_admitted_workloads_total growth", m.delta(got, "tally_local_queue_admitted_workloads_total", lq...), float64(want.admissions))
+		expect("tally_local_queue_evicted_workloads_total{reason=Preempted,priority_class=e2e-low} growth", m.delta(got, "tally_local_queue_evicted_workloads_total",
+			append(append([]string{}, lq...), "reason", "Preempted", "priority_class", "e2e-low")...), float64(want.evictions))
 		if len(bad) > 0 {
 			return false, strings.Join(bad, "; "), nil
 		}

@@ -52,6 +52,9 @@ type write struct {
 	// claim took over.
 	moved   queues.Usage
 	message string
+	// cause, for a preemption, is why the victim was chosen
+	// (queues.Victim.Cause).
+	cause string
 	// waitingSince is when the admitted workload started waiting: its
 	// creation, or its last return to its queue after it ran.
 	waitingSince time.Time
@@ -256,7 +259,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 		l.step(ve, machine.Evict(moved, l.opts.Clock.Now()))
 		l.waitingOn[v.W.UID] = pe
 		l.yielding[ve] = pe
-		writes = append(writes, write{e: ve, w: ve.W, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend})
+		writes = append(writes, write{e: ve, w: ve.W, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend, cause: v.Cause})
 	}
 	l.metrics.preempted.Add(float64(len(p.Victims)))
 	return writes
@@ -340,7 +343,7 @@ func (l *Ledger) target(w write) kinds.Target {
 
 // evicted records a preemption write that landed.
 func (l *Ledger) evicted(w write) {
-	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedPreempted).Inc()
+	l.observeEviction(w, evictedPreempted)
 	l.event(w.w, corev1.EventTypeWarning, ReasonPreempted, "%s", w.message)
 }
 
@@ -412,9 +415,22 @@ func (l *Ledger) echoedLocked(uid types.UID, rv string) {
 
 // admitted records an admission write that landed.
 func (l *Ledger) admitted(adm write, now time.Time) {
-	l.metrics.observeAdmission(adm.w.Queue, now.Sub(adm.waitingSince))
+	l.mu.Lock()
+	l.metrics.observeAdmission(l.cfg, adm.e, adm.w.Queue, l.priorityClassOf(adm.e.prio), now.Sub(adm.waitingSince))
+	l.mu.Unlock()
 	l.event(adm.w, corev1.EventTypeNormal, ReasonAdmitted, "Admitted by ClusterQueue %s in flavor %s (%s%s) after %s",
 		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), podSetsNote(adm.w), now.Sub(adm.w.Created).Round(time.Second))
+}
+
+// observeEviction counts w's eviction, for reason, once its write
+// landed, and, for a preemption, the preemption.
+func (l *Ledger) observeEviction(w write, reason string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.metrics.observeEviction(l.cfg, w.e, w.w.Queue, reason, l.priorityClassOf(w.e.prio))
+	if w.preemptor != nil && w.preemptor.W != nil {
+		l.metrics.observePreemption(w.preemptor.W.Queue, w.cause)
+	}
 }
 
 func (l *Ledger) rollback(adm write, err error) {

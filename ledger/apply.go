@@ -97,6 +97,7 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 		delete(l.holding, e)
 	}
 	l.notePendingLocked(e)
+	l.noteLocalLocked(e)
 	if nowAdmitted && e.W != nil {
 		// The pods the gate held while it waited may run now.
 		l.judgeGatedLocked(e.W.UID)

@@ -7,7 +7,8 @@
 // and loads the config ConfigMap (declaring its WorkloadKinds). Books
 // copies its books under its lock for the read-only dashboard, which
 // package inspect builds and serves (Dashboard); metrics.go keeps
-// Kueue's metrics as the books change. modes.go holds the switches that
+// Kueue's metrics as the books change (localmetrics.go those per
+// LocalQueue). modes.go holds the switches that
 // trade writes away (the finished label, the Queued and Pending Events,
 // the admission write's encoding); the defaults make every write below.
 //

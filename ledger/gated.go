@@ -191,6 +191,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 	e.Charged = e.Charged.Clone()
 	e.Charged.Add(delta)
 	l.addUsageLocked(queue, delta)
+	l.noteLocalLocked(e)
 	l.mu.Unlock()
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{queues.AnnotationPodOverhead: ann}}})
 	if err == nil {
@@ -201,6 +202,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 		if e.Charged != nil && e.ChargedQueue == queue {
 			e.Charged.Sub(delta)
 			l.subUsageLocked(queue, delta)
+			l.noteLocalLocked(e)
 		}
 		l.mu.Unlock()
 		l.log.Info("recording a workload's pod overhead failed; its larger pods wait", "job", w.Key(), "err", err.Error())
@@ -284,7 +286,7 @@ func (l *Ledger) requeue(ctx context.Context, w write) {
 		l.log.Info("requeue at the pods' size failed; its larger pods wait", "job", w.w.Key(), "err", err.Error())
 		return
 	}
-	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedResized).Inc()
+	l.observeEviction(w, evictedResized)
 	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
 }
 

@@ -69,8 +69,12 @@ type entry struct {
 	// (metrics.notePending).
 	pendingAs uint8
 	pendingIn *queueMetrics
-	queued    bool   // the Queued event was written
-	lastCode  string // the reason of the last machine.Pending/machine.Inadmissible event
+	// localQueue is its LocalQueue (localQueueOf), and local how the
+	// LocalQueue metrics count it (metrics.noteLocal).
+	localQueue string
+	local      localCount
+	queued     bool   // the Queued event was written
+	lastCode   string // the reason of the last machine.Pending/machine.Inadmissible event
 }
 
 // priorityRef is what a Job's priority is derived from: its
@@ -159,6 +163,7 @@ func (e *entry) note(o *kinds.Object) {
 	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]
 	e.refs, e.refsVersion = o.Refs, o.RefsVersion
 	e.requeues = inspect.Requeues(meta.Annotations)
+	e.localQueue = localQueueOf(meta.Labels)
 	e.resume = o.SuspendValue(false)
 	e.prio = priorityRef{
 		workloadClass: firstNonEmpty(meta.Labels[queues.LabelPriorityClass], meta.Labels[queues.LabelKueuePriorityClass]),
@@ -188,6 +193,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	delete(l.echoes, uid)
 	delete(l.unready, e)
 	l.metrics.notePending(l.cfg, e, true)
+	l.noteLocalLocked(e)
 	if e.Claim != nil {
 		// Its victims free nobody now.
 		for v := range e.Claim.Victims {
@@ -295,6 +301,7 @@ func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
 	l.addUsageLocked(queue, u)
 	e.Charged, e.ChargedQueue = u, queue
 	l.holding[e] = struct{}{}
+	l.noteLocalLocked(e)
 	l.wakePass()
 }
 
@@ -332,6 +339,7 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 	}
 	e.Charged, e.ChargedQueue = nil, ""
 	delete(l.holding, e)
+	l.noteLocalLocked(e)
 	l.wakePass()
 }
 
@@ -357,6 +365,21 @@ func (l *Ledger) rebuildPendingLocked() {
 		l.step(e, machine.Rebuild(l.priorityOf(e.prio)))
 	}
 	l.wakePass()
+}
+
+// priorityClassOf names the class a Job's priority is derived from, as
+// Kueue's priority_class label does: its WorkloadPriorityClass, else its
+// pod templates' PriorityClass, else "".
+func (l *Ledger) priorityClassOf(p priorityRef) string {
+	if p.workloadClass != "" && l.cfg != nil {
+		if _, ok := l.cfg.PriorityClasses[p.workloadClass]; ok {
+			return p.workloadClass
+		}
+	}
+	if _, ok := l.priorities[p.podClass]; ok {
+		return p.podClass
+	}
+	return ""
 }
 
 func firstNonEmpty(s ...string) string {

@@ -33,6 +33,9 @@ func (l *Ledger) onNamespace(obj any) {
 	old := l.namespaces[ns.Name]
 	info := &nsInfo{labels: labels.Set(ns.Labels), queue: ns.Annotations[queues.AnnotationNamespaceQueue], hasLabel: ns.Labels[queues.LabelManaged] == "true"}
 	l.namespaces[ns.Name] = info
+	if old == nil || old.queue != info.queue {
+		l.metrics.bindNamespace(l.cfg, ns.Name, info.queue)
+	}
 	if old == nil || !labels.Equals(old.labels, info.labels) {
 		// The passes' namespaceSelectors read the labels.
 		l.nsLabels = nil
@@ -96,6 +99,7 @@ func (l *Ledger) onNamespaceDelete(obj any) {
 	if ns, ok := obj.(*corev1.Namespace); ok {
 		l.mu.Lock()
 		delete(l.namespaces, ns.Name)
+		l.metrics.bindNamespace(l.cfg, ns.Name, "")
 		l.nsLabels = nil
 		l.touchAllLocked()
 		l.mu.Unlock()

@@ -249,7 +249,7 @@ func (l *Ledger) captured(w write, err error) {
 			w.w.Namespace, w.w.Queue, strings.Join(w.a.Flavors, "+"), w.w.Total().String())
 		return
 	}
-	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedSuspendedLate).Inc()
+	l.observeEviction(w, evictedSuspendedLate)
 	l.event(w.w, corev1.EventTypeWarning, ReasonSuspendedLate,
 		"Was running without an admission from tally (created while its webhook was not called, or before namespace %s was bound) and does not fit: %s; suspended, it queues in ClusterQueue %s",
 		w.w.Namespace, w.message, w.w.Queue)

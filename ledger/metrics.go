@@ -46,10 +46,15 @@ const (
 
 	attemptSuccess      = "success"
 	attemptInadmissible = "inadmissible"
+
+	lqActive   = "True"
+	lqInactive = "False"
+	lqUnknown  = "Unknown"
 )
 
 var (
 	cqStatuses      = [...]string{cqStatusPending, cqStatusActive, cqStatusTerminating}
+	lqStatuses      = [...]string{lqActive, lqInactive, lqUnknown}
 	pendingStatuses = [...]string{pendingActive, pendingInadmissible}
 )
 
@@ -62,16 +67,19 @@ type metrics struct {
 	names []string
 
 	// Kueue's.
-	pending   *prometheus.GaugeVec     // {cluster_queue, status}
-	admitted  *prometheus.CounterVec   // {cluster_queue}
-	waitTime  *prometheus.HistogramVec // {cluster_queue}
-	evicted   *prometheus.CounterVec   // {cluster_queue, reason}
-	usage     *prometheus.GaugeVec     // {cluster_queue, cohort, flavor, resource}
-	nominal   *prometheus.GaugeVec     // likewise
-	borrowing *prometheus.GaugeVec     // likewise
-	lending   *prometheus.GaugeVec     // likewise
-	status    *prometheus.GaugeVec     // {cluster_queue, status}
-	attempts  *prometheus.CounterVec   // {result}
+	pending       *prometheus.GaugeVec     // {cluster_queue, status}
+	admitted      *prometheus.CounterVec   // {cluster_queue, priority_class}
+	waitTime      *prometheus.HistogramVec // {cluster_queue, priority_class}
+	reserved      *prometheus.CounterVec   // likewise
+	reservedWait  *prometheus.HistogramVec // likewise
+	evicted       *prometheus.CounterVec   // {cluster_queue, reason, underlying_cause, priority_class}
+	preemptedWith *prometheus.CounterVec   // {preempting_cluster_queue, reason}
+	usage         *prometheus.GaugeVec     // {cluster_queue, cohort, flavor, resource}
+	nominal       *prometheus.GaugeVec     // likewise
+	borrowing     *prometheus.GaugeVec     // likewise
+	lending       *prometheus.GaugeVec     // likewise
+	status        *prometheus.GaugeVec     // {cluster_queue, status}
+	attempts      *prometheus.CounterVec   // {result}
 
 	// tally's own.
 	share       *prometheus.GaugeVec
@@ -81,9 +89,14 @@ type metrics struct {
 	passSeconds prometheus.Histogram
 	watchDelay  prometheus.Histogram
 
+	// Kueue's, per LocalQueue (localmetrics.go).
+	lq localVecs
+
 	// queues holds, per ClusterQueue that has series, what they were set
-	// from. It changes under the ledger's lock.
+	// from; locals likewise per LocalQueue. They change under the
+	// ledger's lock.
 	queues map[string]*queueMetrics
+	locals map[localKey]*localMetrics
 }
 
 // queueMetrics is what the metrics keep of one ClusterQueue.
@@ -111,7 +124,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	m := &metrics{queues: map[string]*queueMetrics{}}
+	m := &metrics{queues: map[string]*queueMetrics{}, locals: map[localKey]*localMetrics{}}
 	resourceLabels := []string{"cluster_queue", "cohort", "flavor", "resource"}
 	gauges := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		m.names = append(m.names, name)
@@ -121,21 +134,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.names = append(m.names, name)
 		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 	}
+	histograms := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		m.names = append(m.names, name)
+		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: waitBuckets}, labels))
+	}
 
 	m.pending = gauges("tally_pending_workloads",
 		`Workloads waiting for quota, per ClusterQueue and status: "active" waits in the queue (a preemptor waiting for its victims to stop included); "inadmissible" cannot fit under the config in force and waits for a config change, or a change to itself.`,
 		"cluster_queue", "status")
 	m.admitted = counters("tally_admitted_workloads_total",
-		"Workloads admitted (the admission write landed), per ClusterQueue.", "cluster_queue")
-	m.names = append(m.names, "tally_admission_wait_time_seconds")
-	m.waitTime = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "tally_admission_wait_time_seconds",
-		Help:    "Time from a workload's creation, or its return to its queue after an eviction, until its admission, per ClusterQueue.",
-		Buckets: waitBuckets,
-	}, []string{"cluster_queue"}))
+		"Workloads admitted (the admission write landed), per ClusterQueue and priority class.", "cluster_queue", "priority_class")
+	m.waitTime = histograms("tally_admission_wait_time_seconds",
+		"Time from a workload's creation, or its return to its queue after an eviction, until its admission, per ClusterQueue and priority class.",
+		"cluster_queue", "priority_class")
+	m.reserved = counters("tally_quota_reserved_workloads_total",
+		"Workloads that got their quota, per ClusterQueue and priority class: in tally, as admitted (no admission checks).", "cluster_queue", "priority_class")
+	m.reservedWait = histograms("tally_quota_reserved_wait_time_seconds",
+		"Time from a workload's creation, or its return to its queue after an eviction, until it got its quota, per ClusterQueue and priority class: in tally, as the admission wait.",
+		"cluster_queue", "priority_class")
 	m.evicted = counters("tally_evicted_workloads_total",
-		`Running workloads tally suspended, per ClusterQueue and reason: "Preempted" (to make room for another workload), "SuspendedLate" (found running without tally's admission, and it does not fit), "PodsLarger", "PodsReadyTimeout", "ClusterQueueStopped" or "LocalQueueStopped" (drained by a stopPolicy HoldAndDrain).`,
-		"cluster_queue", "reason")
+		`Running workloads tally suspended, per ClusterQueue, reason, underlying cause (always "") and priority class: "Preempted" (to make room for another workload), "PodsReadyTimeout" (its pods were not ready in time), "SuspendedLate" (found running without tally's admission, and it does not fit) "PodsLarger" (to be admitted again at its pods' size), "ClusterQueueStopped" or "LocalQueueStopped" (drained by a stopPolicy HoldAndDrain).`,
+		"cluster_queue", "reason", "underlying_cause", "priority_class")
+	m.preemptedWith = counters("tally_preempted_workloads_total",
+		`Workloads preempted (the preemption write landed), per preempting ClusterQueue and reason: "InClusterQueue", "InCohortReclamation", "InCohortReclaimWhileBorrowing" or "InCohortFairSharing".`,
+		"preempting_cluster_queue", "reason")
 	m.usage = gauges("tally_cluster_queue_resource_usage",
 		"Quota in use per ClusterQueue, flavor and resource (cpu in cores, memory in bytes, other resources in their own units): admitted workloads until their pods are gone, admissions in flight and preemptors' claims.",
 		resourceLabels...)
@@ -151,12 +173,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.attempts = counters("tally_admission_attempts_total",
 		`Admission passes over waiting workloads: "success" when the pass admitted at least one, else "inadmissible".`, "result")
 
+	m.lq = newLocalVecs(gauges, counters, histograms)
+
 	m.share = gauges("tally_cluster_queue_share",
 		"Weighted dominant-resource share of each ClusterQueue in a cohort with fair sharing (0 within nominal quota; 1000 = borrowing all the cohort lends).",
 		"cluster_queue", "cohort")
 	m.names = append(m.names, "tally_preemptions_total")
 	m.preempted = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "tally_preemptions_total", Help: "Workloads a pass decided to preempt (whether or not the preemption write then landed).",
+		Name: "tally_preemptions_total", Help: "Workloads a pass decided to preempt, whether or not the preemption write then landed (tally_preempted_workloads_total counts those that landed).",
 	}))
 	m.names = append(m.names, "tally_usage_drift_repairs_total")
 	m.drift = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
@@ -373,6 +397,7 @@ func (m *metrics) observeConfig(cfg *queues.Config, usage map[string]queues.Usag
 		}
 		m.forgetIfDone(q)
 	}
+	m.observeLocalConfig(cfg)
 }
 
 // deleteQuotaSeries removes the quota series of a cell, and its usage
@@ -414,11 +439,40 @@ func (m *metrics) forgetIfDone(q *queueMetrics) {
 	delete(m.queues, q.name)
 }
 
-// observeAdmission counts an admission that landed, wait after the
-// workload started waiting.
-func (m *metrics) observeAdmission(queue string, wait time.Duration) {
-	m.admitted.WithLabelValues(queue).Inc()
-	m.waitTime.WithLabelValues(queue).Observe(wait.Seconds())
+// observeAdmission counts the admission of e that landed, in queue, wait
+// after it started waiting: in tally, quota is reserved and the workload
+// admitted at once. class is its priority class.
+func (m *metrics) observeAdmission(cfg *queues.Config, e *entry, queue, class string, wait time.Duration) {
+	m.admitted.WithLabelValues(queue, class).Inc()
+	m.waitTime.WithLabelValues(queue, class).Observe(wait.Seconds())
+	m.reserved.WithLabelValues(queue, class).Inc()
+	m.reservedWait.WithLabelValues(queue, class).Observe(wait.Seconds())
+	if lm := m.localOf(cfg, e); lm != nil {
+		lm.classes[class] = true
+		m.lq.admitted.WithLabelValues(lm.name, lm.namespace, class).Inc()
+		m.lq.waitTime.WithLabelValues(lm.name, lm.namespace, class).Observe(wait.Seconds())
+		m.lq.reserved.WithLabelValues(lm.name, lm.namespace, class).Inc()
+		m.lq.reservedWait.WithLabelValues(lm.name, lm.namespace, class).Observe(wait.Seconds())
+		m.forgetLocalIfDone(lm)
+	}
+}
+
+// observeEviction counts the eviction of e, from queue, for reason, that
+// landed; class is its priority class. Every eviction reason is counted
+// here: a new one is a new evicted* constant.
+func (m *metrics) observeEviction(cfg *queues.Config, e *entry, queue, reason, class string) {
+	m.evicted.WithLabelValues(queue, reason, "", class).Inc()
+	if lm := m.localOf(cfg, e); lm != nil {
+		lm.evictions[[2]string{reason, class}] = true
+		m.lq.evicted.WithLabelValues(lm.name, lm.namespace, reason, "", class).Inc()
+		m.forgetLocalIfDone(lm)
+	}
+}
+
+// observePreemption counts a preemption that landed, decided for a
+// workload of queue, for reason (a queues.Preempt* value).
+func (m *metrics) observePreemption(queue, reason string) {
+	m.preemptedWith.WithLabelValues(queue, reason).Inc()
 }
 
 // observeAttempt counts an admission pass over waiting workloads.

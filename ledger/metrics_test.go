@@ -18,9 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 	"tally.dev/tally/queues/queuestest"
@@ -170,14 +173,20 @@ func TestMetricsScenario(t *testing.T) {
 		failure      = `tally_admission_attempts_total{result="inadmissible"}`
 		preemptions  = `tally_preemptions_total{}`
 	)
+	// A key selects the series that have its labels, summed: a counter
+	// with a priority_class label is checked over every class unless the
+	// key names one.
 	check := func(when string, want map[string]float64) {
 		t.Helper()
 		got := gather(t, s.reg)
 		for k, v := range want {
-			if got[k] != v {
-				t.Errorf("%s: %s = %v, want %v", when, k, got[k], v)
+			if sum, _ := selectSum(got, k); sum != v {
+				t.Errorf("%s: %s = %v, want %v", when, k, sum, v)
 			}
 		}
+	}
+	lq := func(name string, labels ...string) string {
+		return name + `{name="default",namespace="ns"` + strings.Join(append([]string{""}, labels...), ",") + "}"
 	}
 
 	check("start", map[string]float64{
@@ -188,7 +197,7 @@ func TestMetricsScenario(t *testing.T) {
 		q("tally_cluster_queue_status", `status="terminating"`): 0,
 		active: 0, inadmissible: 0,
 	})
-	if _, ok := gather(t, s.reg)[admitted]; ok {
+	if _, n := selectSum(gather(t, s.reg), admitted); n > 0 {
 		t.Errorf("start: %s exists before any admission", admitted)
 	}
 
@@ -197,10 +206,25 @@ func TestMetricsScenario(t *testing.T) {
 	run("create huge cpu=7", "create r1 cpu=2 queue=r", "create a cpu=2", "create b cpu=2", "create c cpu=4")
 	check("created", map[string]float64{active: 4, inadmissible: 0})
 	run("pass") // 5
-	check("first pass", map[string]float64{active: 1, inadmissible: 1, usage: 4, success: 1, failure: 0, admitted: 0})
+	check("first pass", map[string]float64{active: 1, inadmissible: 1, usage: 4, success: 1, failure: 0, admitted: 0,
+		// The scenario's namespace is bound by its annotation: its
+		// workloads, which name no LocalQueue, are in "default". r1, a
+		// and b hold quota, their admissions in flight.
+		lq("tally_local_queue_pending_workloads", `status="active"`): 1, lq("tally_local_queue_pending_workloads", `status="inadmissible"`): 1,
+		lq("tally_local_queue_reserving_active_workloads"): 3, lq("tally_local_queue_admitted_active_workloads"): 0,
+		lq("tally_local_queue_resource_reservation", `flavor="default"`, `resource="cpu"`): 6,
+		lq("tally_local_queue_resource_usage", `flavor="default"`, `resource="cpu"`):       6})
 	run("landed r1", "landed a", "landed b") // 6, 7, 8: each 5s after its creation
 	check("admitted", map[string]float64{admitted: 2, waitCount: 2, waitSum: 5 + 5, usage: 4,
-		`tally_admitted_workloads_total{cluster_queue="r"}`: 1, `tally_admission_wait_time_seconds_sum{cluster_queue="r"}`: 5})
+		q("tally_admitted_workloads_total", `priority_class="prio-0"`):             2,
+		q("tally_quota_reserved_workloads_total", `priority_class="prio-0"`):       2,
+		q("tally_quota_reserved_wait_time_seconds_sum", `priority_class="prio-0"`): 10,
+		`tally_admitted_workloads_total{cluster_queue="r"}`:                        1, `tally_admission_wait_time_seconds_sum{cluster_queue="r"}`: 5,
+		lq("tally_local_queue_admitted_workloads_total", `priority_class="prio-0"`):               3,
+		lq("tally_local_queue_quota_reserved_workloads_total", `priority_class="prio-0"`):         3,
+		lq("tally_local_queue_admission_wait_time_seconds_sum", `priority_class="prio-0"`):        15,
+		lq("tally_local_queue_quota_reserved_wait_time_seconds_count", `priority_class="prio-0"`): 3,
+		lq("tally_local_queue_reserving_active_workloads"):                                        3, lq("tally_local_queue_admitted_active_workloads"): 3})
 	run("running a", "running b")
 
 	// urgent preempts one of a and b: the pass admits nothing. Its claim
@@ -218,19 +242,31 @@ func TestMetricsScenario(t *testing.T) {
 		t.Fatalf("no preemption decided; writes %v", s.writes)
 	}
 	run("landed " + victim) // 13
-	check("preemption landed", map[string]float64{evicted: 1, active: 2, usage: 4})
+	check("preemption landed", map[string]float64{evicted: 1, active: 2, usage: 4,
+		q("tally_evicted_workloads_total", `priority_class="prio-0"`, `reason="Preempted"`, `underlying_cause=""`):              1,
+		`tally_preempted_workloads_total{preempting_cluster_queue="q",reason="InClusterQueue"}`:                                 1,
+		lq("tally_local_queue_evicted_workloads_total", `priority_class="prio-0"`, `reason="Preempted"`, `underlying_cause=""`): 1,
+		lq("tally_local_queue_pending_workloads", `status="active"`):                                                            2,
+		// The victim holds its quota until its pods are gone.
+		lq("tally_local_queue_reserving_active_workloads"): 3, lq("tally_local_queue_admitted_active_workloads"): 3})
 	// Its pods are gone: it queues again, and its next wait counts from
 	// now; urgent's claim is given back, until the pass admits it.
 	run("stopped " + victim) // 14
 	check("victim stopped", map[string]float64{active: 3, usage: 2})
 	run("pass", "landed urgent") // 15, 16: 5s after its creation
-	check("urgent admitted", map[string]float64{admitted: 3, waitSum: 15, active: 2, usage: 4, success: 2})
+	check("urgent admitted", map[string]float64{admitted: 3, waitSum: 15, active: 2, usage: 4, success: 2,
+		q("tally_admitted_workloads_total", `priority_class="prio-10"`):                    1,
+		lq("tally_local_queue_admitted_workloads_total", `priority_class="prio-10"`):       1,
+		lq("tally_local_queue_resource_reservation", `flavor="default"`, `resource="cpu"`): 6})
 
 	// The other one finishes: the victim comes back, 5s after it queued
 	// again (a wait from its creation would be 17s or more).
 	other := map[string]string{"a": "b", "b": "a"}[victim]
 	run("finish "+other, "pass", "landed "+victim) // 17, 18, 19
-	check("victim admitted again", map[string]float64{admitted: 4, waitCount: 4, waitSum: 20, usage: 4, active: 1, inadmissible: 1})
+	check("victim admitted again", map[string]float64{admitted: 4, waitCount: 4, waitSum: 20, usage: 4, active: 1, inadmissible: 1,
+		lq("tally_local_queue_finished_workloads"):                                  1,
+		lq("tally_local_queue_finished_workloads_total", `priority_class="prio-0"`): 1,
+		lq("tally_local_queue_admitted_workloads_total"):                            5})
 
 	// A reload gives huge another chance; the next pass sets it aside
 	// again.
@@ -241,12 +277,40 @@ func TestMetricsScenario(t *testing.T) {
 	run("pass")
 	check("huge again", map[string]float64{active: 0, inadmissible: 1, success: 3, failure: 2})
 	run("delete huge")
-	check("deleted", map[string]float64{active: 0, inadmissible: 0})
+	check("deleted", map[string]float64{active: 0, inadmissible: 0,
+		// r1 still runs; a, b and urgent finished.
+		lq("tally_local_queue_pending_workloads"): 0, lq("tally_local_queue_reserving_active_workloads"): 1,
+		lq("tally_local_queue_resource_reservation", `flavor="default"`, `resource="cpu"`): 2,
+		lq("tally_local_queue_finished_workloads"):                                         3, lq("tally_local_queue_finished_workloads_total"): 3,
+		`tally_preempted_workloads_total{}`: 1, preemptions: 1})
+}
+
+// selectSum sums the series of got that have the name and every label of
+// selector, `name{k="v",...}`, and says how many there are.
+func selectSum(got map[string]float64, selector string) (float64, int) {
+	name, labels, _ := strings.Cut(strings.TrimSuffix(selector, "}"), "{")
+	var want []string
+	if labels != "" {
+		want = strings.Split(labels, ",")
+	}
+	sum, n := 0.0, 0
+	for k, v := range got {
+		kn, kl, _ := strings.Cut(strings.TrimSuffix(k, "}"), "{")
+		if kn != name {
+			continue
+		}
+		have := strings.Split(kl, ",")
+		if !slices.ContainsFunc(want, func(l string) bool { return !slices.Contains(have, l) }) {
+			sum += v
+			n++
+		}
+	}
+	return sum, n
 }
 
 // TestMetricsFollowScenarios runs every golden scenario and checks after
-// each step that the incrementally kept pending and usage gauges equal a
-// count from scratch of the ledger's workloads and usage.
+// each step that the incrementally kept pending, usage and LocalQueue
+// gauges equal a count from scratch of the ledger's workloads and usage.
 func TestMetricsFollowScenarios(t *testing.T) {
 	eachScenario(t, func(t *testing.T, _, script string) {
 		step := 0
@@ -259,8 +323,9 @@ func TestMetricsFollowScenarios(t *testing.T) {
 	})
 }
 
-// recountedMetrics counts from scratch what tally_pending_workloads and
-// tally_cluster_queue_resource_usage must show, leaving out zeros.
+// recountedMetrics counts from scratch what tally_pending_workloads,
+// tally_cluster_queue_resource_usage and the LocalQueue gauges must show,
+// leaving out zeros.
 func recountedMetrics(l *Ledger) map[string]float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -276,6 +341,33 @@ func recountedMetrics(l *Ledger) map[string]float64 {
 			out[fmt.Sprintf(`tally_pending_workloads{cluster_queue=%q,status="inadmissible"}`, e.W.Queue)]++
 		}
 	}
+	for _, es := range []map[types.UID]*entry{l.jobs, l.ghosts} {
+		for _, e := range es {
+			if e.W == nil || e.localQueue == "" {
+				continue
+			}
+			lq := fmt.Sprintf(`name=%q,namespace=%q`, e.localQueue, e.W.Namespace)
+			if l.jobs[e.W.UID] == e {
+				switch e.Phase() {
+				case machine.Pending:
+					out[`tally_local_queue_pending_workloads{`+lq+`,status="active"}`]++
+				case machine.Inadmissible:
+					out[`tally_local_queue_pending_workloads{`+lq+`,status="inadmissible"}`]++
+				case machine.Finished:
+					out[`tally_local_queue_finished_workloads{`+lq+`}`]++
+				}
+				if e.Charged != nil && e.Phase() != machine.Finished {
+					out[`tally_local_queue_reserving_active_workloads{`+lq+`}`]++
+					if e.Phase() == machine.Admitted || e.Phase() == machine.Evicting {
+						out[`tally_local_queue_admitted_active_workloads{`+lq+`}`]++
+					}
+				}
+			}
+			for fr, a := range e.Charged {
+				out[fmt.Sprintf(`tally_local_queue_resource_reservation{flavor=%q,%s,resource=%q}`, fr.Flavor, lq, fr.Resource)] += amountValue(fr.Resource, a)
+			}
+		}
+	}
 	for q, u := range l.usage {
 		cohort := ""
 		if cq := l.cfg.ClusterQueues[q]; cq != nil {
@@ -288,10 +380,12 @@ func recountedMetrics(l *Ledger) map[string]float64 {
 	return out
 }
 
-// keptMetrics reads the non-zero pending and usage gauges.
+// keptMetrics reads the non-zero gauges recountedMetrics counts.
 func keptMetrics(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 	out := map[string]float64{}
-	for k, v := range only(gather(t, reg), "tally_pending_workloads", "tally_cluster_queue_resource_usage") {
+	for k, v := range only(gather(t, reg), "tally_pending_workloads", "tally_cluster_queue_resource_usage", "tally_local_queue_pending_workloads",
+		"tally_local_queue_finished_workloads", "tally_local_queue_reserving_active_workloads", "tally_local_queue_admitted_active_workloads",
+		"tally_local_queue_resource_reservation") {
 		if v != 0 {
 			out[k] = v
 		}
@@ -517,4 +611,89 @@ func TestWatchDelay(t *testing.T) {
 	if len(s.l.echoes) != 0 {
 		t.Errorf("an opaque resourceVersion is timed: %v", s.l.echoes)
 	}
+}
+
+// TestLocalQueueMetricsFollowConfig: a LocalQueue of the config has its
+// status and zeroed gauges, and so has the "default" LocalQueue of a
+// namespace bound by its annotation; a LocalQueue that leaves the config
+// loses its status at once and its other series once its last workload is
+// gone; an annotation that goes takes its "default" along.
+func TestLocalQueueMetricsFollowConfig(t *testing.T) {
+	parse := func(c *queuestest.Config) *queues.Config {
+		t.Helper()
+		cfg, _, errs := queues.Parse(c.Bytes())
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		return cfg
+	}
+	base := func() *queuestest.Config {
+		return queuestest.New().Flavor("default").
+			ClusterQueue("cq", "namespaceSelector: {}").Group("cpu", "memory").Quotas("default", "cpu=10", "memory=10Gi").
+			ClusterQueue("held", "stopPolicy: Hold", "namespaceSelector: {}").Group("cpu", "memory").Quotas("default", "cpu=1", "memory=1Gi")
+	}
+	reg := prometheus.NewRegistry()
+	l := New(nil, nil, queues.NewStore(nil), &record.FakeRecorder{}, logr.Discard(), Options{Registry: reg})
+	l.synced = true
+	l.reconfigure(parse(base().LocalQueue("team", "lq", "cq").LocalQueue("team", "stopped", "held")))
+	local := func(ns, name string) map[string]float64 {
+		out := map[string]float64{}
+		for k, v := range gather(t, reg) {
+			if strings.HasPrefix(k, "tally_local_queue_") && strings.Contains(k, fmt.Sprintf(`name=%q,namespace=%q`, name, ns)) {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	series := func(ns, name string, active float64, more map[string]float64) map[string]float64 {
+		lq := fmt.Sprintf(`name=%q,namespace=%q`, name, ns)
+		out := map[string]float64{
+			`tally_local_queue_pending_workloads{` + lq + `,status="active"}`:       0,
+			`tally_local_queue_pending_workloads{` + lq + `,status="inadmissible"}`: 0,
+			`tally_local_queue_reserving_active_workloads{` + lq + `}`:              0,
+			`tally_local_queue_admitted_active_workloads{` + lq + `}`:               0,
+			`tally_local_queue_finished_workloads{` + lq + `}`:                      0,
+		}
+		if active >= 0 {
+			out[`tally_local_queue_status{active="True",`+lq+`}`] = active
+			out[`tally_local_queue_status{active="False",`+lq+`}`] = 1 - active
+			out[`tally_local_queue_status{active="Unknown",`+lq+`}`] = 0
+		}
+		for k, v := range more {
+			out[k] = v
+		}
+		return out
+	}
+	check := func(when, ns, name string, want map[string]float64) {
+		t.Helper()
+		if diff := cmp.Diff(want, local(ns, name)); diff != "" {
+			t.Errorf("%s: LocalQueue %s/%s (-want +got):\n%s", when, ns, name, diff)
+		}
+	}
+	check("in the config", "team", "lq", series("team", "lq", 1, nil))
+	check("its ClusterQueue held", "team", "stopped", series("team", "stopped", 0, nil))
+
+	l.onNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bound", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "cq"}}})
+	check("bound by its annotation", "bound", "default", series("bound", "default", 1, nil))
+
+	job := StripJobOrDie(kindstest.Job("team", "a").UID("uid-a").ResourceVersion("1").Generation(1).Created(time.Unix(1, 0)).
+		Label(queues.LabelState, "pending").Label(queues.LabelQueue, "cq").Label(queues.LabelKueueQueueName, "lq").
+		Suspend(true).Request("cpu", "1").Obj())
+	l.onJob(job)
+	pending := map[string]float64{`tally_local_queue_pending_workloads{name="lq",namespace="team",status="active"}`: 1}
+	check("a workload waits", "team", "lq", series("team", "lq", 1, pending))
+
+	// The LocalQueue leaves the config: its status goes, its workload
+	// still counts; its ClusterQueue leaves too.
+	l.reconfigure(parse(queuestest.New().Flavor("default").
+		ClusterQueue("other", "namespaceSelector: {}").Group("cpu").Quotas("default", "cpu=1")))
+	check("left the config", "team", "lq", series("team", "lq", -1, pending))
+	check("left the config, empty", "team", "stopped", map[string]float64{})
+	check("its ClusterQueue left the config", "bound", "default", series("bound", "default", 0, nil))
+
+	l.onJobDelete(job)
+	check("its workload deleted", "team", "lq", map[string]float64{})
+
+	l.onNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bound"}})
+	check("unbound", "bound", "default", map[string]float64{})
 }

@@ -203,7 +203,7 @@ func (l *Ledger) timeOut(ctx context.Context, w write, annotations map[string]an
 
 // timedOut records an eviction for pods not ready in time that landed.
 func (l *Ledger) timedOut(w write) {
-	l.metrics.evicted.WithLabelValues(w.w.Queue, evictedPodsReady).Inc()
+	l.observeEviction(w, evictedPodsReady)
 	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
 }
 

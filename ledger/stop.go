@@ -57,6 +57,6 @@ func (l *Ledger) drain(ctx context.Context, w write) {
 
 // drained records an eviction for a stopped queue that landed.
 func (l *Ledger) drained(w write) {
-	l.metrics.evicted.WithLabelValues(w.w.Queue, w.stop.Reason).Inc()
+	l.observeEviction(w, w.stop.Reason)
 	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
 }

@@ -24,7 +24,25 @@ type Victim struct {
 	// Reason says why, for the Preempted event: "within ClusterQueue q",
 	// "to reclaim quota lent to cohort c" or "to borrow within cohort c".
 	Reason string
+	// Cause is the same as one of Kueue's preemption reasons (Cause*).
+	Cause string
 }
+
+// The causes of a preemption, as Kueue names them.
+const (
+	// CauseInClusterQueue: the victim is in the preemptor's ClusterQueue.
+	CauseInClusterQueue = "InClusterQueue"
+	// CauseInCohortReclamation: the victim's queue borrows what the
+	// preemptor's lends, and the preemptor then fits within its nominal
+	// quota.
+	CauseInCohortReclamation = "InCohortReclamation"
+	// CauseInCohortReclaimWhileBorrowing: likewise, but the preemptor
+	// then borrows (borrowWithinCohort).
+	CauseInCohortReclaimWhileBorrowing = "InCohortReclaimWhileBorrowing"
+	// CauseInCohortFairSharing: the victim is in another queue of a
+	// cohort with fair sharing.
+	CauseInCohortFairSharing = "InCohortFairSharing"
+)
 
 // Preemption is a decision to make room for a Workload by preempting
 // others. The preemptor's quota is reserved at once; it is admitted when
@@ -298,18 +316,21 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 	}
 	victims := make([]Victim, len(chosen))
 	for i, c := range chosen {
-		reason := fmt.Sprintf("within ClusterQueue %s", cq.Name)
+		reason, cause := fmt.Sprintf("within ClusterQueue %s", cq.Name), CauseInClusterQueue
 		if !c.sameQueue {
 			lca := cq.Cohort
 			if up != nil {
 				lca = up.names[c.lca]
 			}
-			reason = fmt.Sprintf("to reclaim quota lent to cohort %s", lca)
+			reason, cause = fmt.Sprintf("to reclaim quota lent to cohort %s", lca), CauseInCohortReclamation
 			if borrows && !c.advantage {
-				reason = fmt.Sprintf("to borrow within cohort %s", lca)
+				reason, cause = fmt.Sprintf("to borrow within cohort %s", lca), CauseInCohortReclaimWhileBorrowing
+			}
+			if fair {
+				cause = CauseInCohortFairSharing
 			}
 		}
-		victims[i] = Victim{Admitted: c.Admitted, Reason: reason}
+		victims[i] = Victim{Admitted: c.Admitted, Reason: reason, Cause: cause}
 	}
 	return victims
 }

@@ -320,7 +320,15 @@ func TestPreemption(t *testing.T) {
 					t.Errorf("%s preempts but was not observed as Preempting", p.Preemptor.Name)
 				}
 				for _, v := range p.Victims {
-					got[p.Preemptor.Name] = append(got[p.Preemptor.Name], v.W.Name+":"+strings.Fields(v.Reason)[map[bool]int{true: 0, false: 1}[strings.HasPrefix(v.Reason, "within")]])
+					word := strings.Fields(v.Reason)[map[bool]int{true: 0, false: 1}[strings.HasPrefix(v.Reason, "within")]]
+					got[p.Preemptor.Name] = append(got[p.Preemptor.Name], v.W.Name+":"+word)
+					cause := map[string]string{"within": CauseInClusterQueue, "reclaim": CauseInCohortReclamation, "borrow": CauseInCohortReclaimWhileBorrowing}[word]
+					if word != "within" && cfg.FairSharing(cfg.ClusterQueues[p.Preemptor.Queue].Cohort) {
+						cause = CauseInCohortFairSharing
+					}
+					if v.Cause != cause {
+						t.Errorf("victim %s (%s): cause %q, want %q", v.W.Name, v.Reason, v.Cause, cause)
+					}
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

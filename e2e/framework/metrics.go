@@ -84,6 +84,29 @@ func (m Metrics) Value(name string, labels ...string) (float64, bool) {
 	return v, ok
 }
 
+// Sum adds up the samples of metric name that have labels (k, v pairs)
+// among theirs, and says how many there are.
+func (m Metrics) Sum(name string, labels ...string) (float64, int) {
+	sum, n := 0.0, 0
+	for series, v := range m {
+		sn, have, err := splitSeries(series)
+		if err != nil || sn != name {
+			continue
+		}
+		match := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			if got, ok := have[labels[i]]; !ok || got != labels[i+1] {
+				match = false
+			}
+		}
+		if match {
+			sum += v
+			n++
+		}
+	}
+	return sum, n
+}
+
 // splitSeries parses `name{k="v",...}`.
 func splitSeries(s string) (string, map[string]string, error) {
 	name, rest, ok := strings.Cut(s, "{")
