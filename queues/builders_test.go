@@ -160,3 +160,20 @@ func admittedNames(adms []Admission) []string {
 	}
 	return out
 }
+
+// snapshotOf is a Snapshot of cfg in which admitted hold their quota and
+// may be preempted; namespace ns is bound, with no labels.
+func snapshotOf(cfg *Config, admitted []*Admitted) *Snapshot {
+	usage := map[string]Usage{}
+	byQueue := map[string][]*Admitted{}
+	for _, a := range admitted {
+		if usage[a.W.Queue] == nil {
+			usage[a.W.Queue] = Usage{}
+		}
+		usage[a.W.Queue].Add(a.Usage)
+		byQueue[a.W.Queue] = append(byQueue[a.W.Queue], a)
+	}
+	snap := NewSnapshot(cfg, usage, map[string]labels.Set{"ns": {}})
+	snap.Admitted = byQueue
+	return snap
+}

@@ -289,17 +289,7 @@ func TestCohortTreePreemption(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			usage := map[string]Usage{}
-			admitted := map[string][]*Admitted{}
-			for _, a := range tc.admitted {
-				if usage[a.W.Queue] == nil {
-					usage[a.W.Queue] = Usage{}
-				}
-				usage[a.W.Queue].Add(a.Usage)
-				admitted[a.W.Queue] = append(admitted[a.W.Queue], a)
-			}
-			snap := NewSnapshot(tc.cfg, usage, map[string]labels.Set{"ns": {}})
-			snap.Admitted = admitted
+			snap := snapshotOf(tc.cfg, tc.admitted)
 			d := Decide(snap, seqs(tc.pending...), func(*Workload, Verdict, int) {})
 			got := map[string][]string{}
 			for _, p := range d.Preemptions {

@@ -296,17 +296,7 @@ func TestPreemption(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := makeConfig(fls, tc.cqs...)
-			usage := map[string]Usage{}
-			admitted := map[string][]*Admitted{}
-			for _, a := range tc.admitted {
-				if usage[a.W.Queue] == nil {
-					usage[a.W.Queue] = Usage{}
-				}
-				usage[a.W.Queue].Add(a.Usage)
-				admitted[a.W.Queue] = append(admitted[a.W.Queue], a)
-			}
-			snap := NewSnapshot(cfg, usage, map[string]labels.Set{"ns": {}})
-			snap.Admitted = admitted
+			snap := snapshotOf(cfg, tc.admitted)
 			before := CloneUsages(snap.Usage)
 			preempting := map[string]bool{}
 			d := Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict, _ int) {
@@ -430,17 +420,7 @@ func TestClaimCountsOnce(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			usage := map[string]Usage{}
-			admitted := map[string][]*Admitted{}
-			for _, ad := range tc.admitted {
-				if usage[ad.W.Queue] == nil {
-					usage[ad.W.Queue] = Usage{}
-				}
-				usage[ad.W.Queue].Add(ad.Usage)
-				admitted[ad.W.Queue] = append(admitted[ad.W.Queue], ad)
-			}
-			snap := NewSnapshot(makeConfig(fls, a, b), usage, map[string]labels.Set{"ns": {}})
-			snap.Admitted = admitted
+			snap := snapshotOf(makeConfig(fls, a, b), tc.admitted)
 			d := Decide(snap, seqs(tc.pending), func(*Workload, Verdict, int) {})
 			if len(d.Preemptions) != 1 {
 				t.Fatalf("want one preemption, got %d", len(d.Preemptions))
