@@ -136,7 +136,14 @@ func TestIntegrityAttacks(t *testing.T) {
 		grantEdit(ctx, t, s, r.name, integrityUser)
 		limits[r.name] = integrityGPUs
 	}
-	audit, err := framework.AuditPods(ctx, s.client, framework.ResourceGPU, limits)
+	runAttacks(ctx, t, s, user, framework.ResourceGPU, limits, rows)
+}
+
+// runAttacks runs each row as a subtest, in its namespace (bound and
+// granted to the user already), while an audit of the pods keeps the
+// resource the namespaces' live pods ask for within limits.
+func runAttacks(ctx context.Context, t *testing.T, s *suite, user client.WithWatch, res corev1.ResourceName, limits map[string]int64, rows []attack) {
+	audit, err := framework.AuditPods(ctx, s.client, res, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +162,7 @@ func TestIntegrityAttacks(t *testing.T) {
 				if rep.Gaps > 0 {
 					t.Logf("the pod watch re-listed %d times; states in between were not checked", rep.Gaps)
 				}
-				t.Logf("at most %d GPUs in the pods of %s (quota %d)", rep.Max[row.name], row.name, integrityGPUs)
+				t.Logf("at most %d %s in the pods of %s (quota %d)", rep.Max[row.name], res, row.name, limits[row.name])
 				if row.check != nil {
 					row.check(t, r)
 				}

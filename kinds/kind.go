@@ -119,6 +119,10 @@ type PodSet struct {
 	// controller makes the pods from its own defaults, as KubeRay's
 	// default submitter): it counts for quota, and nothing writes to it.
 	Path, CountPath []string
+	// PatchPath is, for a pod set the object does not hold, the path of
+	// the field of the object that patches its template (a TrainJob's
+	// spec.runtimePatches), nil if none does.
+	PatchPath []string
 	// Injected are the init containers the kind's operator adds to the
 	// pod set's pods (see injected.go and queues.PodDefaults.Inject).
 	Injected []corev1.Container

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/flavors"
@@ -31,6 +32,13 @@ import (
 //   - every other Job runs its parallelism (default 1) pods; the
 //     initializers' and the trainer's Jobs one replica, the others their
 //     replicas (default 1).
+//
+// Each pod set's template is the runtime's with the TrainJob's
+// spec.runtimePatches applied, as the controller applies them (where the
+// pods run, their labels and annotations; the patches cannot change
+// resources or counts), so the guard (webhook.Guard) sees a change of a
+// patch that moves the pods (PodSet.PatchPath), and numNodes is the
+// trainer's CountPath.
 //
 // A runtime that does not exist (or a runtimeRef of another kind) leaves
 // the TrainJob Unresolved: inadmissible until it appears, which the
@@ -62,9 +70,11 @@ const (
 )
 
 var (
-	trainJobSuspend = []string{"spec", "suspend"}
-	trainJobGVK     = schema.GroupVersionKind{Group: trainerGroup, Version: "v1alpha1", Kind: "TrainJob"}
-	trainJobRefs    = []Reference{
+	trainJobSuspend  = []string{"spec", "suspend"}
+	trainJobPatches  = []string{"spec", "runtimePatches"}
+	trainJobNumNodes = []string{"spec", "trainer", "numNodes"}
+	trainJobGVK      = schema.GroupVersionKind{Group: trainerGroup, Version: "v1alpha1", Kind: "TrainJob"}
+	trainJobRefs     = []Reference{
 		{GVK: schema.GroupVersionKind{Group: trainerGroup, Version: "v1alpha1", Kind: "ClusterTrainingRuntime"}, Resource: "clustertrainingruntimes"},
 		{GVK: schema.GroupVersionKind{Group: trainerGroup, Version: "v1alpha1", Kind: "TrainingRuntime"}, Resource: "trainingruntimes", Namespaced: true},
 	}
@@ -79,13 +89,29 @@ func (TrainJob) writes() writes               { return trainJobWrites{} }
 func (TrainJob) references() []Reference      { return trainJobRefs }
 func (TrainJob) withLookup(get Lookup) Kind   { return TrainJob{get: get} }
 
-// Shape: a TrainJob holds no pod template, but resources for one.
+// Shape: a TrainJob holds no pod template, but resources for one, and
+// patches to its runtime's templates.
 func (TrainJob) Shape() any {
 	return &struct {
 		Spec struct {
 			Trainer struct {
 				ResourcesPerNode corev1.ResourceRequirements `json:"resourcesPerNode"`
 			} `json:"trainer"`
+			RuntimePatches []struct {
+				TrainingRuntimeSpec struct {
+					Template struct {
+						Spec struct {
+							ReplicatedJobs []struct {
+								Template struct {
+									Spec struct {
+										Template corev1.PodTemplateSpec `json:"template"`
+									} `json:"spec"`
+								} `json:"template"`
+							} `json:"replicatedJobs"`
+						} `json:"spec"`
+					} `json:"template"`
+				} `json:"trainingRuntimeSpec"`
+			} `json:"runtimePatches"`
 		} `json:"spec"`
 	}{}
 }
@@ -214,6 +240,9 @@ func trainJobPodSets(o *Object, u, rt *unstructured.Unstructured) error {
 		if err != nil {
 			return fmt.Errorf("%s.template.spec.template: %w", at, err)
 		}
+		if tpl, err = patchTemplate(u, name, tpl); err != nil {
+			return err
+		}
 		if perNode != nil && (trainer || mpi && launcherAsNode && name == "node") {
 			for c := range tpl.Spec.Containers {
 				if tpl.Spec.Containers[c].Name == "node" {
@@ -222,9 +251,52 @@ func trainJobPodSets(o *Object, u, rt *unstructured.Unstructured) error {
 				}
 			}
 		}
-		o.PodSets = append(o.PodSets, PodSet{Name: name, Count: replicas * pods, Template: tpl})
+		ps := PodSet{Name: name, Count: replicas * pods, Template: tpl, PatchPath: trainJobPatches}
+		if mpi && name == "node" || !mpi && ancestor == "trainer" {
+			ps.CountPath = trainJobNumNodes
+		}
+		o.PodSets = append(o.PodSets, ps)
 	}
 	return nil
+}
+
+// patchTemplate applies to tpl, the pod template of u's runtime's
+// replicated Job name, each entry of u's spec.runtimePatches that patches
+// it, in order, as the trainer controller does: a strategic merge patch
+// of the Job's pod template (spec.template of the entry's replicated Job
+// of that name). So tpl is where its pods run, with whose patches they
+// run there: tally's entry and the others'.
+func patchTemplate(u *unstructured.Unstructured, name string, tpl *corev1.PodTemplateSpec) (*corev1.PodTemplateSpec, error) {
+	list, _, _ := unstructured.NestedSlice(u.Object, trainJobPatches...)
+	for i, e := range list {
+		entry, _ := e.(map[string]any)
+		rjs, _, _ := unstructured.NestedSlice(entry, "trainingRuntimeSpec", "template", "spec", "replicatedJobs")
+		for j, rj := range rjs {
+			m, _ := rj.(map[string]any)
+			patch, ok, _ := unstructured.NestedFieldNoCopy(m, "template", "spec", "template")
+			if m["name"] != name || !ok {
+				continue
+			}
+			at := fmt.Sprintf("spec.runtimePatches[%d].trainingRuntimeSpec.template.spec.replicatedJobs[%d].template.spec.template", i, j)
+			src, err := json.Marshal(tpl)
+			if err != nil {
+				return nil, err
+			}
+			raw, err := json.Marshal(patch)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+			merged, err := strategicpatch.StrategicMergePatch(src, raw, corev1.PodTemplateSpec{})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+			tpl = &corev1.PodTemplateSpec{}
+			if err := json.Unmarshal(merged, tpl); err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+		}
+	}
+	return tpl, nil
 }
 
 // optionalCount reads the number at path in m, and whether it is set.

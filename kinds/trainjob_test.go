@@ -283,3 +283,37 @@ func runtimeJSON(v any) any {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
+
+// TestTrainJobRuntimePatches: each pod set's template is the runtime's
+// with the TrainJob's runtime patches applied in order, as strategic
+// merge patches of the Job's pod template, as the trainer controller
+// applies them: a later entry wins a key of the nodeSelector, and the
+// tolerations of the last entry that sets them replace the others.
+func TestTrainJobRuntimePatches(t *testing.T) {
+	k := TrainJob{get: lookupOf(decode(t, torchRuntime))}
+	o, err := k.Read(newTrainJob(t, `{"runtimeRef": {"name": "torch"}, "runtimePatches": [
+	  {"manager": "mallory", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
+	    "metadata": {"labels": {"team": "x"}},
+	    "spec": {"nodeSelector": {"flavor": "b", "zone": "z"}, "tolerations": [{"operator": "Exists"}],
+	      "containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}]}}}}}]}}}},
+	  {"manager": "tally.dev/tally", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
+	    "spec": {"nodeSelector": {"flavor": "a"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}}}}}]}}}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"dataset-initializer=1 dataset-initializer:[req cpu=1]", "node=2 node:[req cpu=2][req memory=1Gi] sidecar:[req cpu=100m]", "evaluator=6 e:[req cpu=1]"}, podSetSummary(o)); diff != "" {
+		t.Errorf("pod sets (-want +got):\n%s", diff)
+	}
+	node := o.PodSets[1].Template
+	got := fmt.Sprintf("labels %v, nodeSelector %v, tolerations %v, env %v", node.Labels, node.Spec.NodeSelector, node.Spec.Tolerations, node.Spec.Containers[0].Env)
+	want := "labels map[team:x], nodeSelector map[flavor:a zone:z], tolerations [{gpu Exists   <nil>}], env [{A 1 nil}]"
+	if got != want {
+		t.Errorf("the node pod set's template: %s, want %s", got, want)
+	}
+	if other := o.PodSets[0].Template.Spec; other.NodeSelector != nil || other.Tolerations != nil {
+		t.Errorf("dataset-initializer, patched by no entry: nodeSelector %v, tolerations %v", other.NodeSelector, other.Tolerations)
+	}
+	if diff := cmp.Diff([][]string{{"spec", "runtimePatches"}, {"spec", "trainer", "numNodes"}}, [][]string{o.PodSets[1].PatchPath, o.PodSets[1].CountPath}); diff != "" {
+		t.Errorf("the node pod set's PatchPath and CountPath (-want +got):\n%s", diff)
+	}
+}

@@ -11,7 +11,9 @@
 //   - Jobs (validating, UPDATE, managed namespaces only): only tally may
 //     un-suspend a managed Job, touch its tally.dev/ labels and
 //     annotations (tally.dev/priority-class aside), change where its pods may run, or raise the pod count of
-//     a running one. tally is known by its user name (JobGuard.Users).
+//     a running one. Pod sets that the object only patches (a TrainJob's
+//     runtime, through its runtimePatches) are compared as read, patches
+//     applied. tally is known by its user name (JobGuard.Users).
 //   - Pods (mutating, CREATE, managed namespaces only; called again after
 //     other webhooks change the pod): the pod gate (PodGate). A pod that
 //     asks for a covered resource must belong to an admitted workload and

@@ -123,7 +123,11 @@ func managed(meta *metav1.ObjectMeta) bool {
 // narrowed: telling a narrowing from a widening of arbitrary node affinity
 // is not worth the risk of getting it wrong. The shape of a running
 // workload, which its quota was admitted for, may shrink but not grow: no
-// more pods, and no pod that requests more.
+// more pods, and no pod that requests more. A pod set the object does
+// not hold is compared too: where its template is patched (PatchPath, a
+// TrainJob's runtime patches) its placement, and always its pods' size;
+// a running workload whose pod sets can no longer be read has changed
+// what they are made from.
 func Guard(old, cur *kinds.Object) field.ErrorList {
 	kind := old.Kind.GVK().Kind
 	meta := field.NewPath("metadata")
@@ -144,14 +148,17 @@ func Guard(old, cur *kinds.Object) field.ErrorList {
 		templates[ps.Name] = &ps.Template.Spec
 	}
 	for _, ps := range cur.PodSets {
-		if ps.Path == nil {
+		pod := path(ps.Path).Child("spec")
+		switch {
+		case ps.PatchPath != nil:
+			pod = path(ps.PatchPath)
+		case ps.Path == nil:
 			continue
 		}
 		o, n := templates[ps.Name], &ps.Template.Spec
 		if o == nil {
 			o = &corev1.PodSpec{}
 		}
-		pod := path(ps.Path).Child("spec")
 		for _, c := range []struct {
 			name string
 			same bool
@@ -160,7 +167,12 @@ func Guard(old, cur *kinds.Object) field.ErrorList {
 			{"nodeSelector", equality.Semantic.DeepEqual(o.NodeSelector, n.NodeSelector)},
 			{"tolerations", equality.Semantic.DeepEqual(o.Tolerations, n.Tolerations)},
 		} {
-			if !c.same {
+			switch {
+			case c.same:
+			case ps.Path == nil:
+				errs = append(errs, field.Forbidden(pod, fmt.Sprintf(
+					"only tally may change the %s of a %s's %s pods in a managed namespace; tally pins its pods to the nodes of its ClusterQueue's flavors, so no change is allowed, not even a narrowing (delete and re-create the %s instead)", c.name, kind, ps.Name, kind)))
+			default:
 				errs = append(errs, field.Forbidden(pod.Child(c.name), fmt.Sprintf(
 					"only tally may change the %s of a %s in a managed namespace; tally pins its pods to the nodes of its ClusterQueue's flavors, so no change is allowed, not even a narrowing (delete and re-create the %s instead)", c.name, kind, kind)))
 			}
@@ -179,6 +191,10 @@ func grown(old, cur *kinds.Object) field.ErrorList {
 		before[old.PodSets[i].Name] = &old.PodSets[i]
 	}
 	var errs field.ErrorList
+	if cur.Unresolved != "" && old.Unresolved == "" {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"), fmt.Sprintf(
+			"only tally may change what a running %s's pods are made from in a managed namespace; its pods can no longer be read: %s (delete and re-create the %s instead)", kind, cur.Unresolved, kind)))
+	}
 	for _, ps := range cur.PodSets {
 		was, had := before[ps.Name]
 		count := int64(0)
@@ -197,14 +213,19 @@ func grown(old, cur *kinds.Object) field.ErrorList {
 			errs = append(errs, field.Forbidden(path(at), fmt.Sprintf(
 				"only tally may raise the %s of a running %s in a managed namespace; its quota was admitted for %d pods, not %d (delete and re-create the %s to run more)", what, kind, count, ps.Count, kind)))
 		}
-		// A new pod set's pods are denied above, and a pod set the object
-		// does not hold cannot change.
-		if !had || ps.Path == nil {
+		// A new pod set's pods are denied above. A pod set the object does
+		// not hold changes only by the fields that shape it (a TrainJob's
+		// resourcesPerNode), reported at spec.
+		if !had {
 			continue
 		}
 		if from, to := raised(queues.PodRequests(&was.Template.Spec), queues.PodRequests(&ps.Template.Spec)); from != "" {
+			whose := kind + "'s pods"
+			if ps.Path == nil {
+				whose = fmt.Sprintf("%s's %s pods", kind, ps.Name)
+			}
 			errs = append(errs, field.Forbidden(path(ps.Path), fmt.Sprintf(
-				"only tally may raise the resources of a running %s's pods in a managed namespace; its quota was admitted for pods of %s, not %s (delete and re-create the %s to run larger pods)", kind, from, to, kind)))
+				"only tally may raise the resources of a running %s in a managed namespace; its quota was admitted for pods of %s, not %s (delete and re-create the %s to run larger pods)", whose, from, to, kind)))
 		}
 	}
 	return errs

@@ -731,3 +731,100 @@ func TestRayJobGuardSubmitter(t *testing.T) {
 		checkDenial(t, g.Handle(context.Background(), request(rayJob("", "1"), rayJob("", "500m"))), nil)
 	})
 }
+
+// TestTrainJobGuard checks the guard of a TrainJob, whose pod sets come
+// from the runtime it names, patched by its spec.runtimePatches: the
+// patches that move its pods, of any manager, and its numNodes and
+// resourcesPerNode are its placement and shape.
+func TestTrainJobGuard(t *testing.T) {
+	runtimes := map[string]*unstructured.Unstructured{}
+	for name, cpu := range map[string]string{"torch": "1", "big": "4"} {
+		rt := &unstructured.Unstructured{}
+		if err := json.Unmarshal([]byte(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"ClusterTrainingRuntime","metadata":{"name":"`+name+`"},
+		  "spec":{"mlPolicy":{"numNodes":1,"torch":{}},"template":{"spec":{"replicatedJobs":[{"name":"node",
+		    "template":{"metadata":{"labels":{"trainer.kubeflow.org/trainjob-ancestor-step":"trainer"}},
+		    "spec":{"template":{"spec":{"containers":[{"name":"node","resources":{"requests":{"cpu":"`+cpu+`"}}}]}}}}}]}}}}`), &rt.Object); err != nil {
+			t.Fatal(err)
+		}
+		runtimes[name] = rt
+	}
+	reg := kinds.NewRegistry()
+	reg.SetLookup(func(gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+		if rt := runtimes[name]; rt != nil && gvk.Kind == rt.GetKind() {
+			return rt, nil
+		}
+		return nil, nil
+	})
+	g := newGuard()
+	g.Kinds = reg
+	// patch is a runtimePatches entry of manager m for the Job node's pod
+	// template.
+	patch := func(m, tpl string) string {
+		return `{"manager":"` + m + `","trainingRuntimeSpec":{"template":{"spec":{"replicatedJobs":[{"name":"node","template":{"spec":{"template":` + tpl + `}}}]}}}}`
+	}
+	tallys := patch(kinds.TrainJobPatchManager, `{"metadata":{"labels":{"tally.dev/workload":"u1"}},"spec":{"nodeSelector":{"flavor":"a"}}}`)
+	trainJob := func(state string, suspend bool, trainer string, patches ...string) string {
+		return fmt.Sprintf(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"tj","namespace":"team","uid":"u1",`+
+			`"labels":{"tally.dev/cluster-queue":"q","tally.dev/state":%q}},"spec":{"runtimeRef":{"name":"torch"},"suspend":%v,"trainer":{%s},"runtimePatches":[%s]}}`,
+			state, suspend, trainer, strings.Join(patches, ","))
+	}
+	request := func(user, old, cur string) admission.Request {
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			UID: "1", Operation: admissionv1.Update, Namespace: "team", Name: "tj",
+			Kind:     metav1.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"},
+			UserInfo: authenticationv1.UserInfo{Username: user},
+			Object:   runtime.RawExtension{Raw: []byte(cur)}, OldObject: runtime.RawExtension{Raw: []byte(old)},
+		}}
+	}
+	admitted := trainJob("admitted", false, `"numNodes":2`, tallys)
+	pending := trainJob("pending", true, `"numNodes":2`)
+	moved := `spec.runtimePatches: only tally may change the nodeSelector of a TrainJob's node pods in a managed namespace`
+	for _, c := range []struct {
+		name     string
+		user     string
+		old, cur string
+		denied   []string
+	}{
+		{name: "numNodes raised", old: admitted, cur: trainJob("admitted", false, `"numNodes":3`, tallys),
+			denied: []string{"tally: spec.trainer.numNodes: only tally may raise the pod count of a running TrainJob in a managed namespace; its quota was admitted for 2 pods, not 3"}},
+		{name: "numNodes lowered", old: admitted, cur: trainJob("admitted", false, `"numNodes":1`, tallys)},
+		{name: "resourcesPerNode raised", old: admitted, cur: trainJob("admitted", false, `"numNodes":2,"resourcesPerNode":{"limits":{"nvidia.com/gpu":"1"}}`, tallys),
+			denied: []string{"tally: spec: only tally may raise the resources of a running TrainJob's node pods in a managed namespace; its quota was admitted for pods of nvidia.com/gpu=0, not nvidia.com/gpu=1"}},
+		{name: "runtimeRef changed to a larger runtime", old: admitted, cur: strings.Replace(admitted, `"name":"torch"`, `"name":"big"`, 1),
+			denied: []string{"tally: spec: only tally may raise the resources of a running TrainJob's node pods in a managed namespace; its quota was admitted for pods of cpu=1, not cpu=4"}},
+		{name: "runtimeRef changed to none", old: admitted, cur: strings.Replace(admitted, `"name":"torch"`, `"name":"gone"`, 1),
+			denied: []string{`tally: spec: only tally may change what a running TrainJob's pods are made from in a managed namespace; its pods can no longer be read: ClusterTrainingRuntime "gone" not found`}},
+		{name: "a user's patch after tally's moves the pods", old: admitted,
+			cur:    trainJob("admitted", false, `"numNodes":2`, tallys, patch("mallory", `{"spec":{"nodeSelector":{"flavor":"b"}}}`)),
+			denied: []string{moved}},
+		{name: "a user's patch adds a toleration", old: admitted,
+			cur:    trainJob("admitted", false, `"numNodes":2`, tallys, patch("mallory", `{"spec":{"tolerations":[{"operator":"Exists"}]}}`)),
+			denied: []string{`spec.runtimePatches: only tally may change the tolerations of a TrainJob's node pods`}},
+		{name: "a user's patch adds a node affinity", old: admitted,
+			cur: trainJob("admitted", false, `"numNodes":2`, tallys, patch("mallory", `{"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":`+
+				`{"nodeSelectorTerms":[{"matchExpressions":[{"key":"flavor","operator":"In","values":["b"]}]}]}}}}}`)),
+			denied: []string{`spec.runtimePatches: only tally may change the affinity of a TrainJob's node pods`}},
+		{name: "tally's patch removed", old: admitted, cur: trainJob("admitted", false, `"numNodes":2`), denied: []string{moved}},
+		{name: "tally's patch changed", old: admitted,
+			cur:    trainJob("admitted", false, `"numNodes":2`, patch(kinds.TrainJobPatchManager, `{"spec":{"nodeSelector":{"flavor":"b"}}}`)),
+			denied: []string{moved}},
+		{name: "a user's patch of the environment", old: admitted,
+			cur: trainJob("admitted", false, `"numNodes":2`, tallys, patch("mallory", `{"spec":{"containers":[{"name":"node","env":[{"name":"A","value":"1"}]}]}}`))},
+		{name: "a user's patch of the pods' labels", old: admitted,
+			cur: trainJob("admitted", false, `"numNodes":2`, tallys, patch("mallory", `{"metadata":{"labels":{"team":"x"}}}`))},
+		{name: "un-suspended while pending", old: pending, cur: trainJob("pending", false, `"numNodes":2`),
+			denied: []string{"tally: spec.suspend: only tally may un-suspend a TrainJob in a managed namespace"}},
+		{name: "a pending one moved", old: pending, cur: trainJob("pending", true, `"numNodes":2`, patch("mallory", `{"spec":{"nodeSelector":{"flavor":"b"}}}`)),
+			denied: []string{moved}},
+		{name: "a pending one grown", old: pending, cur: trainJob("pending", true, `"numNodes":4`)},
+		{name: "tally admits it", user: tallySA, old: pending, cur: admitted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			user := c.user
+			if user == "" {
+				user = alice
+			}
+			checkDenial(t, g.Handle(context.Background(), request(user, c.old, c.cur)), c.denied)
+		})
+	}
+}
