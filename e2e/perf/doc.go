@@ -34,6 +34,7 @@
 // It speaks tally's user-facing contract only (its command line, the
 // ConfigMap, labels and annotations), so the names it uses are spelled out
 // here. It may import the scenario, ideal and e2e/framework packages, the
-// Kubernetes API types and client-go, envtest, sigs.k8s.io/yaml and the
+// Kubernetes API types and client-go, envtest (and controller-runtime's
+// log, which it writes to, with logr), sigs.k8s.io/yaml and the
 // standard library; cmd/bench imports it.
 package perf

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"tally.dev/tally/e2e/perf/scenario"
 )
@@ -442,6 +445,12 @@ func labelsFinished(args []string) bool {
 	return mode != "off"
 }
 
+// envtestLog gives envtest (controller-runtime's logger) somewhere to
+// write: its warnings and errors go to the runner's standard error, its
+// chatter nowhere. Without one, controller-runtime prints a stack trace
+// to say it was never set.
+var envtestLog sync.Once
+
 // startControlPlane starts etcd and a kube-apiserver that admits enough
 // requests in flight not to throttle the run, and audits tally's requests.
 func startControlPlane(o Options) (*envtest.Environment, error) {
@@ -451,6 +460,9 @@ func startControlPlane(o Options) (*envtest.Environment, error) {
 	}
 	auditLog := filepath.Join(o.Dir, "audit.log")
 	_ = os.Remove(auditLog)
+	envtestLog.Do(func() {
+		ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	})
 	env := &envtest.Environment{BinaryAssetsDirectory: o.Assets}
 	env.ControlPlane.GetAPIServer().Configure().
 		Set("max-requests-inflight", "5000").
