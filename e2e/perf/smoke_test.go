@@ -29,20 +29,26 @@ func (w testWriter) Write(p []byte) (int, error) {
 // show the benchmark harness works: every Job is created, admitted and
 // finished, and the summary holds sane values. It asserts no timings: a
 // benchmark is not a test.
-func TestSmoke(t *testing.T) { smoke(t, false, false) }
+func TestSmoke(t *testing.T) { smoke(t, false, false, false) }
+
+// TestSmokePods runs it with the runner playing the Jobs' pods
+// (Options.Pods): each admitted Job's pod goes through tally's pod gate,
+// which the API server calls once per pod, and the pods' ends (succeeded,
+// or deleted when preempted) let every Job finish as before.
+func TestSmokePods(t *testing.T) { smoke(t, false, false, true) }
 
 // TestSmokeReplay runs the replay reference on bench/smoke.yaml: the replay admits
 // every Job with one write per decision, as tally's user, and tally's
 // ledger writes nothing at all.
-func TestSmokeReplay(t *testing.T) { smoke(t, true, false) }
+func TestSmokeReplay(t *testing.T) { smoke(t, true, false, false) }
 
 // TestSmokeHeldReplay runs the held replay on bench/smoke.yaml: as the
 // replay, and it never preempts and never holds more quota than the
 // ClusterQueues and cohorts have, counted from each Job's admission to its
 // completion as the runner saw them.
-func TestSmokeHeldReplay(t *testing.T) { smoke(t, true, true) }
+func TestSmokeHeldReplay(t *testing.T) { smoke(t, true, true, false) }
 
-func smoke(t *testing.T, replay, held bool) {
+func smoke(t *testing.T, replay, held, pods bool) {
 	assets, bin := os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("TALLY_BIN")
 	if assets == "" || bin == "" {
 		t.Skip("KUBEBUILDER_ASSETS and TALLY_BIN are not set: no control plane or tally to run (make test sets them)")
@@ -54,7 +60,7 @@ func smoke(t *testing.T, replay, held bool) {
 	plan := sc.Expand()
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Options{
-		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir, Replay: replay, HeldReplay: held,
+		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir, Replay: replay, HeldReplay: held, Pods: pods,
 		Timeout: sc.Timeout.Duration, Progress: testWriter{t},
 	})
 	if err != nil {
@@ -105,6 +111,10 @@ func smoke(t *testing.T, replay, held bool) {
 			"replay: %d writes (%v) for %d Jobs, %d admissions and %d preemptions, %d Jobs labelled finished",
 			sum.Requests.Writes, sum.Requests.WritesByManager, sum.Jobs, sum.Admissions, sum.Preemptions, sum.TallyLabelledFinished)
 		check(sum.ReplayHeld == held, "replayHeld %t in a run with HeldReplay %t", sum.ReplayHeld, held)
+	}
+	if pods {
+		check(res.Pods == sum.Admissions && sum.Pods == res.Pods && sum.WebhookCalls["pods.tally.dev"] >= res.Pods,
+			"%d pods made for %d admissions, %d calls of the pod gate (%d pod retries)", res.Pods, sum.Admissions, sum.WebhookCalls["pods.tally.dev"], res.PodRetries)
 	}
 	if held {
 		check(sum.UsagePercent <= 100, "held replay: usage %.1f%%", sum.UsagePercent)
