@@ -130,7 +130,8 @@ type KueueSummary struct {
 		WallMs int64 `json:"wallMs"`
 		UserMs int64 `json:"userMs"`
 		SysMs  int64 `json:"sysMs"`
-		// Maxrss is in KiB, as getrusage gives it on Linux.
+		// Maxrss is in KiB, as getrusage gives it on Linux (the bench
+		// writes its own file with the process's VmHWM there).
 		Maxrss int64 `json:"maxrss"`
 	} `json:"-"`
 }

@@ -228,10 +228,10 @@ wait:
 		return nil, fmt.Errorf("no resource usage of %s", o.MinimalKueue)
 	}
 	res.CPUTotal = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	res.PeakRSS = max(res.PeakRSS, ru.Maxrss*1024)
+	res.PeakRSS = max(res.PeakRSS, mk.peak)
 	res.Wall = mk.stopped.Sub(mk.started)
 	stats, err := yaml.Marshal(map[string]int64{
-		"wallMs": res.Wall.Milliseconds(), "userMs": ru.Utime.Nano() / 1e6, "sysMs": ru.Stime.Nano() / 1e6, "maxrss": ru.Maxrss,
+		"wallMs": res.Wall.Milliseconds(), "userMs": ru.Utime.Nano() / 1e6, "sysMs": ru.Stime.Nano() / 1e6, "maxrss": res.PeakRSS / 1024,
 	})
 	if err != nil {
 		return nil, err

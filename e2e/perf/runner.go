@@ -413,7 +413,7 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 	stopErr := s.stopTally()
 	if ru := s.rusage; ru != nil {
 		res.TallyCPUTotal = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		res.TallyPeakRSS = max(res.TallyPeakRSS, ru.Maxrss*1024)
+		res.TallyPeakRSS = max(res.TallyPeakRSS, s.tally.peak)
 	}
 	tr := s.tr
 	res.Outcomes, res.CreateLateness = tr.outcomes(res.Start)

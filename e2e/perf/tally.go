@@ -25,8 +25,10 @@ type process struct {
 	exited  chan struct{}
 	log     *os.File
 	logPath string
-	// started is when it was started, stopped when it exited.
+	// started is when it was started, stopped when it exited; peak is
+	// its peak resident set size, read just before it was told to stop.
 	started, stopped time.Time
+	peak             int64
 	// tally's ports.
 	webhookPort, metricsPort, probePort int
 }
@@ -153,6 +155,8 @@ func (t *process) cpu() (time.Duration, error) {
 const clockTicks = 100
 
 // peakRSS returns the process's peak resident set size (VmHWM) in bytes.
+// Its rusage's ru_maxrss will not do: Linux counts in it the runner's own
+// size when it forked the process, which grows over a long session.
 func (t *process) peakRSS() (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", t.cmd.Process.Pid))
 	if err != nil {
@@ -179,6 +183,9 @@ func (t *process) stop(timeout time.Duration) (*syscall.Rusage, error) {
 // SIGINT, as Kueue's runner does).
 func (t *process) stopWith(sig os.Signal, timeout time.Duration) (*syscall.Rusage, error) {
 	defer t.log.Close()
+	if peak, err := t.peakRSS(); err == nil {
+		t.peak = peak
+	}
 	_ = t.cmd.Process.Signal(sig)
 	var err error
 	select {
