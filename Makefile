@@ -145,22 +145,24 @@ soak: toolchain build ## The chaos soak: two replicas, killed leaders, an API se
 
 # The benchmark scenario `make bench` runs: bench/$(BENCH_SCENARIO).yaml.
 BENCH_SCENARIO ?= baseline
-# What `make bench` runs: both (tally, then the floor), tally or floor.
+# What `make bench` runs: both (tally, then the replay reference), tally or replay.
 BENCH_MODE ?= both
 # Extra flags for the bench command, e.g. BENCH_FLAGS=-profile.
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: toolchain build ## Run a benchmark (BENCH_SCENARIO, default baseline): tally, then the floor (BENCH_MODE), vs an ideal scheduler; summary in .bench/.
+bench: toolchain build ## Run a benchmark (BENCH_SCENARIO, default baseline): tally, then the replay reference (BENCH_MODE), vs an ideal scheduler; summary in .bench/.
 	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -mode $(BENCH_MODE) -out .bench $(BENCH_FLAGS)
 
-# Kueue's scheduler-performance runner and minimalkueue, built into
+# Kueue's scheduler-performance runner and minimalkueue (and
+# minimalkueue-qps500, at tally's client budget), built into
 # $(TOOLS)/kueue-perf by e2e/toolchain/build.sh on first use (its
 # KUEUE_VERSION pins the release).
+BENCH_ROUNDS ?= 3
 .PHONY: bench-kueue
-bench-kueue: bench ## Run `make bench`, then Kueue's own scheduler-performance runner with minimalkueue on the same scenario, printed side by side (not in make test).
-	@[ -x "$(TOOLS)/kueue-perf/runner" ] || KUBE_VERSION=$(KUBE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)" kueue-perf
-	KUBEBUILDER_ASSETS=$(TOOLS) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench -kueue $(TOOLS)/kueue-perf
+bench-kueue: toolchain build ## Compare tally and Kueue's own scheduler-performance runner with minimalkueue on BENCH_SCENARIO: BENCH_ROUNDS runs each of tally, tally at Kueue's client budget, Kueue, Kueue at tally's budget, in turn (not in make test).
+	@[ -x "$(TOOLS)/kueue-perf/minimalkueue-qps500" ] || KUBE_VERSION=$(KUBE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)" kueue-perf
+	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench -kueue $(TOOLS)/kueue-perf -rounds $(BENCH_ROUNDS) -tally-version "$$(git describe --always --dirty 2>/dev/null)" $(BENCH_FLAGS)
 
 .PHONY: bench-large
 bench-large: ## The 50,000-Job scenario, bench/large.yaml.

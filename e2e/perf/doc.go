@@ -12,28 +12,39 @@
 // peak memory (from the process), and its API requests (from an audit log
 // of the user tally runs as).
 //
-// A floor run (Options.Floor) keeps all of that but holds tally's leader
+// A replay run (Options.Replay) keeps all of that but holds tally's leader
 // lease, so tally serves its webhooks and its ledger never runs, and
 // admits each Job with one patch, as tally's user, when the ideal
 // scheduler first admits it (ideal.Online, fed each Job as its create
-// returns): the best any scheduler can do on this API server. The held
-// floor (Options.HeldFloor) replays ideal.NewHeldOnline instead, which
-// frees a Job's quota only when its completion is written: the best a
-// scheduler that keeps to quota can do.
+// returns): a replay reference, not a lower bound, since it holds more
+// quota than is free for a moment in every cycle, and a schedule that
+// keeps to quota has beaten it. The held replay (Options.HeldReplay)
+// replays ideal.NewHeldOnline instead, which frees a Job's quota only
+// when its completion is written: a zero-cost scheduler that keeps to
+// quota, with the ideal's policy less preemption (not an optimum).
 //
 // The summary puts the run next to the ideal scheduler's outcome, with
 // nominal and with the actually recorded creation times, and writes it as
 // .bench/<scenario>.summary.yaml.
 //
-// For a comparison with Kueue, it also writes a scenario as the generator
-// config of Kueue's own scheduler-performance runner, runs that runner
-// with minimalkueue (built from sigs.k8s.io/kueue by
-// e2e/toolchain/build.sh), reads what it reports and prints it beside
-// tally's summary.
+// For a comparison with Kueue (compare.go, kueuerun.go), it writes a
+// scenario as the generator config of Kueue's own scheduler-performance
+// runner and runs that runner with minimalkueue (built from
+// sigs.k8s.io/kueue by e2e/toolchain/build.sh, as released and with only
+// its client budget raised to tally's) against an API server started as
+// tally's are, with minimalkueue as a process of its own, so that its CPU,
+// memory and requests are measured as tally's are, and a watch of the
+// runner's own on the Workloads times their admissions as the tracker
+// times the Jobs'. Runs of tally and of Kueue are taken in turn, and the
+// comparison prints the medians and spreads of each.
+//
+// With Options.Pods the runner plays the Jobs' pods too, so tally's pod
+// gate is in the run.
 //
 // It speaks tally's user-facing contract only (its command line, the
 // ConfigMap, labels and annotations), so the names it uses are spelled out
 // here. It may import the scenario, ideal and e2e/framework packages, the
-// Kubernetes API types and client-go, envtest, sigs.k8s.io/yaml and the
+// Kubernetes API types and client-go, envtest (and controller-runtime's
+// log, which it writes to, with logr), sigs.k8s.io/yaml and the
 // standard library; cmd/bench imports it.
 package perf

@@ -79,15 +79,21 @@ type trackedJob struct {
 	// only a preemption changes its spec after an admission.
 	gen     int64
 	created time.Time
-	// admittedAt is the start of the current run, first the first one.
-	admittedAt, first, done time.Time
-	held                    time.Duration
-	admissions, preempted   int
+	// admittedAt is the start of the current run (the last admission),
+	// first the first one; seen is when the watch first saw the Job.
+	admittedAt, first, done, seen time.Time
+	held                          time.Duration
+	admissions, preempted         int
 	// run counts runs, so a completion due for a preempted run is dropped.
 	run   int
 	timer *time.Timer
 	// labelledFinished: tally's finished label was seen.
 	labelledFinished bool
+	// uid is the Job's; pod is the name of its current run's pod
+	// (tracker.pods), podMade closed once its create returned.
+	uid     types.UID
+	pod     string
+	podMade chan struct{}
 }
 
 // tracker creates the Jobs, follows them through the informer and
@@ -102,6 +108,9 @@ type tracker struct {
 	// onCreated, when set, is told the index of each Job once it exists,
 	// and onFinished once its completion is written.
 	onCreated, onFinished func(i int)
+	// pods: play the Jobs' pods too (Options.Pods).
+	pods                 bool
+	podsMade, podRetries atomic.Int64
 
 	created, admitted, finished, labelled atomic.Int64
 	admissions, preemptions               atomic.Int64
@@ -208,16 +217,21 @@ func newJob(j *scenario.Job, class scenario.Class) *batchv1.Job {
 			Parallelism:  ptr.To[int32](1),
 			Completions:  ptr.To[int32](1),
 			BackoffLimit: ptr.To[int32](0),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{
-					Name: "main", Image: "registry.k8s.io/pause:3.10",
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceCPU: *resource.NewMilliQuantity(j.CPUMilli, resource.DecimalSI),
-					}},
-				}},
-			}},
+			Template:     corev1.PodTemplateSpec{Spec: podSpec(j)},
 		},
+	}
+}
+
+// podSpec is the pod template of Job j.
+func podSpec(j *scenario.Job) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{
+			Name: "main", Image: "registry.k8s.io/pause:3.10",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: *resource.NewMilliQuantity(j.CPUMilli, resource.DecimalSI),
+			}},
+		}},
 	}
 }
 
@@ -233,6 +247,10 @@ func (t *tracker) observe(job *batchv1.Job) {
 	tj.mu.Lock()
 	defer tj.mu.Unlock()
 	tj.rv = job.ResourceVersion
+	tj.uid = job.UID
+	if tj.seen.IsZero() {
+		tj.seen = now
+	}
 	if !tj.labelledFinished && job.Labels[labelState] == stateFinished {
 		tj.labelledFinished = true
 		if t.labelled.Add(1) == int64(len(t.list)) {
@@ -252,6 +270,10 @@ func (t *tracker) observe(job *batchv1.Job) {
 		t.admissions.Add(1)
 		tj.run++
 		run := tj.run
+		if t.pods {
+			tj.pod, tj.podMade = fmt.Sprintf("%s-%d", tj.spec.Name, run), make(chan struct{})
+			go t.startPod(tj, tj.pod, tj.uid, tj.podMade)
+		}
 		tj.timer = time.AfterFunc(tj.spec.Runtime, func() { t.complete(tj, run) })
 	case (tj.phase == running || tj.phase == finishing) && suspended:
 		tj.timer.Stop()
@@ -260,7 +282,13 @@ func (t *tracker) observe(job *batchv1.Job) {
 		t.preemptions.Add(1)
 		tj.phase = waiting
 		tj.run++
-		go t.stopped(tj, tj.run, job.ResourceVersion)
+		run, pod, made := tj.run, tj.pod, tj.podMade
+		go func() {
+			if pod != "" {
+				t.endPod(tj, pod, made, false)
+			}
+			t.stopped(tj, run, job.ResourceVersion)
+		}()
 	}
 }
 
@@ -320,7 +348,11 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 	}
 	tj.phase = finishing
 	rv, gen, started := tj.rv, tj.gen, tj.admittedAt
+	pod, made := tj.pod, tj.podMade
 	tj.mu.Unlock()
+	if pod != "" {
+		t.endPod(tj, pod, made, true)
+	}
 	jobs := t.ctl.BatchV1().Jobs(tj.spec.Namespace)
 	for attempt := 0; ; attempt++ {
 		now := time.Now()
@@ -379,6 +411,61 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 	}
 }
 
+// startPod creates the pod of a Job's run, as the job controller does
+// once the Job is no longer suspended: controlled by the Job, with its
+// template. Tally's pod gate judges it. A create that fails is tried a
+// few times, then left: the run goes on without its pod.
+func (t *tracker) startPod(tj *trackedJob, name string, uid types.UID, made chan struct{}) {
+	defer close(made)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: tj.spec.Namespace, Name: name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "batch/v1", Kind: "Job", Name: tj.spec.Name, UID: uid, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: podSpec(tj.spec),
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		_, err := t.ctl.CoreV1().Pods(pod.Namespace).Create(t.ctx, pod, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			t.podsMade.Add(1)
+			return
+		}
+		if t.ctx.Err() != nil {
+			return
+		}
+		t.podRetries.Add(1)
+		sleepCtx(t.ctx, backoff(attempt))
+	}
+}
+
+// endPod ends a run's pod once its create returned: marked succeeded
+// when the run completes (before the Job's completion is written, as the
+// job controller sees its pod succeed first), deleted when it is
+// preempted.
+func (t *tracker) endPod(tj *trackedJob, name string, made chan struct{}, succeeded bool) {
+	select {
+	case <-made:
+	case <-t.ctx.Done():
+		return
+	}
+	pods := t.ctl.CoreV1().Pods(tj.spec.Namespace)
+	for attempt := 0; attempt < 5; attempt++ {
+		var err error
+		if succeeded {
+			_, err = pods.Patch(t.ctx, name, types.MergePatchType, []byte(`{"status":{"phase":"Succeeded"}}`), metav1.PatchOptions{}, "status")
+		} else {
+			err = pods.Delete(t.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		}
+		if err == nil || apierrors.IsNotFound(err) || t.ctx.Err() != nil {
+			return
+		}
+		t.podRetries.Add(1)
+		sleepCtx(t.ctx, backoff(attempt))
+	}
+}
+
 // completionPatch is what the job controller writes when a one-pod Job
 // succeeds: the success criteria met, then Complete, with its start and
 // completion times.
@@ -422,6 +509,20 @@ func (t *tracker) outcomes(start time.Time) ([]scenario.Outcome, []time.Duration
 		tj.mu.Unlock()
 	}
 	return out, late
+}
+
+// sightings are what the watch saw of each Job.
+func (t *tracker) sightings() []sighting {
+	out := make([]sighting, len(t.list))
+	for i, tj := range t.list {
+		tj.mu.Lock()
+		out[i] = sighting{class: tj.spec.Class, seen: tj.seen, first: tj.first}
+		if !tj.first.IsZero() {
+			out[i].last = tj.admittedAt
+		}
+		tj.mu.Unlock()
+	}
+	return out
 }
 
 // stop cancels the completion timers of Jobs still running.

@@ -14,22 +14,26 @@ import (
 	"time"
 )
 
-// tallyUser is the user tally runs as: the audit log records its requests
-// and no one else's.
-const tallyUser = "tally"
+// tallyUser is the user tally runs as, kueueUser the one minimalkueue
+// runs as: the audit log records their requests and no one else's.
+const (
+	tallyUser = "tally"
+	kueueUser = "kueue"
+)
 
-// auditPolicy records the metadata of each of tally's requests once, when
-// it completes.
+// auditPolicy records the metadata of each of the schedulers' requests
+// once, when it completes. Every run's API server has it, whichever
+// scheduler it runs.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
 rules:
 - level: Metadata
-  users: [` + tallyUser + `]
+  users: [` + tallyUser + `, ` + kueueUser + `]
 - level: None
 `
 
-// Requests counts tally's API requests in the measured window.
+// Requests counts the scheduler's API requests in the measured window.
 type Requests struct {
 	Total int `json:"total"`
 	// Writes are creates, updates, patches and deletes of anything but
@@ -61,18 +65,18 @@ type auditEvent struct {
 	RequestURI      string    `json:"requestURI"`
 }
 
-// countRequests reads an audit log and counts tally's requests received
+// countRequests reads an audit log and counts user's requests received
 // within [from, to].
-func countRequests(path string, from, to time.Time) (Requests, error) {
+func countRequests(path, user string, from, to time.Time) (Requests, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Requests{}, err
 	}
 	defer f.Close()
-	return countRequestsFrom(f, from, to)
+	return countRequestsFrom(f, user, from, to)
 }
 
-func countRequestsFrom(r io.Reader, from, to time.Time) (Requests, error) {
+func countRequestsFrom(r io.Reader, user string, from, to time.Time) (Requests, error) {
 	out := Requests{ByKind: map[string]int{}, WritesByManager: map[string]int{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
@@ -81,7 +85,7 @@ func countRequestsFrom(r io.Reader, from, to time.Time) (Requests, error) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return out, fmt.Errorf("audit log: %w", err)
 		}
-		if e.User.Username != tallyUser || e.RequestReceived.Before(from) || e.RequestReceived.After(to) {
+		if e.User.Username != user || e.RequestReceived.Before(from) || e.RequestReceived.After(to) {
 			continue
 		}
 		out.Total++
@@ -215,6 +219,27 @@ func (m metrics) quantile(name string, q float64) float64 {
 		lower, below = b.le, b.n
 	}
 	return lower
+}
+
+// byLabels sums metric name's samples per value of the labels, joined
+// by spaces (an empty value left out), such as "POST jobs" or "PATCH
+// jobs status" for verb, resource and subresource.
+func (m metrics) byLabels(name string, labels ...string) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range m {
+		n, ls := splitSeries(series)
+		if n != name {
+			continue
+		}
+		var key []string
+		for _, l := range labels {
+			if ls[l] != "" {
+				key = append(key, ls[l])
+			}
+		}
+		out[strings.Join(key, " ")] += v
+	}
+	return out
 }
 
 // minus returns m - before, series by series.

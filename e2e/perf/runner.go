@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"tally.dev/tally/e2e/perf/scenario"
 )
@@ -52,17 +55,22 @@ type Options struct {
 	Workers int
 	// Progress, when set, receives a line every few seconds.
 	Progress io.Writer
-	// Floor replaces tally's ledger with a replay of the ideal
-	// scheduler's decisions (see floor.go): tally still serves its
+	// Replay replaces tally's ledger with a replay of the ideal
+	// scheduler's decisions (see replay.go): tally still serves its
 	// webhooks, but never leads.
-	Floor bool
-	// HeldFloor makes the floor's scheduler hold quota until each Job's
-	// completion is written, and never preempt (see floor.go). It implies
-	// Floor.
-	HeldFloor bool
+	Replay bool
+	// HeldReplay makes the replay reference's scheduler hold quota until each Job's
+	// completion is written, and never preempt (see replay.go). It implies
+	// Replay.
+	HeldReplay bool
 	// CreationPolicy replaces tally's Job webhook with a
 	// MutatingAdmissionPolicy that makes the same changes (see policy.go).
 	CreationPolicy bool
+	// Pods makes the runner play the job controller's pods too: it
+	// creates each admitted Job's pod (through tally's pod gate), marks
+	// it succeeded before it completes the Job, and deletes it when the
+	// Job is preempted (see tracker.startPod).
+	Pods bool
 	// ExplainEvery, when set, asks `tally explain` this often during the
 	// run when a few waiting Jobs are expected to start, for the
 	// estimate's error (Summary.ExplainEstimate).
@@ -107,8 +115,16 @@ type Result struct {
 	TallyCPU, TallyCPUTotal time.Duration
 	// TallyPeakRSS is tally's peak resident set size, in bytes.
 	TallyPeakRSS int64
-	// APIServerCPU is the CPU time the API server used in the window.
-	APIServerCPU time.Duration
+	// APIServerCPU is the CPU time the API server used in the window, and
+	// APIServerRequests the requests it served there, everyone's, by
+	// "VERB resource [subresource]" (requestCounts).
+	APIServerCPU      time.Duration
+	APIServerRequests map[string]int
+	// Sightings are what the runner's watch saw of each Job (see
+	// admissionTimes).
+	Sightings []sighting
+	// TallyFlags is tally's command line after `serve`.
+	TallyFlags []string
 	// Requests counts tally's API requests in the window.
 	Requests Requests
 	// TallyMetrics are tally's own metrics over the window (differences).
@@ -119,10 +135,13 @@ type Result struct {
 	// WatchersCut counts the Job watches the API server closed in the
 	// window because their watcher fell too far behind.
 	WatchersCut int
-	// Floor tells a floor run; ReplayFailures counts its decisions whose
+	// Pods counts the pods the runner made (Options.Pods), PodRetries
+	// its pod writes that were tried again.
+	Pods, PodRetries int
+	// Replay tells a replay run; ReplayFailures counts its decisions whose
 	// write failed for good.
-	Floor, HeldFloor, CreationPolicy bool
-	ReplayFailures                   int
+	Replay, HeldReplay, CreationPolicy bool
+	ReplayFailures                     int
 	// APIServerProfiles are the CPU profiles Options.APIServerProfile
 	// asked for.
 	APIServerProfiles []string
@@ -138,8 +157,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Minute
 	}
-	o.Floor = o.Floor || o.HeldFloor
-	env, err := startControlPlane(o)
+	o.Replay = o.Replay || o.HeldReplay
+	env, err := startControlPlane(o, "")
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +198,7 @@ type session struct {
 	cs         kubernetes.Interface
 	ctl        kubernetes.Interface
 	watch      kubernetes.Interface
-	tally      *tallyProcess
+	tally      *process
 	kubeconfig string // tally's
 	replay     *replay
 	stopped    bool
@@ -228,7 +247,7 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 		return nil, err
 	}
 	args := o.TallyArgs
-	if o.Floor {
+	if o.Replay {
 		if err := holdLease(ctx, cs, tallyNS); err != nil {
 			return nil, err
 		}
@@ -271,18 +290,19 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 	defer cancel()
 	start := time.Now().Add(500 * time.Millisecond)
 	s.tr = newTracker(runCtx, s.cs, s.ctl, o.Plan, start)
+	s.tr.pods = o.Pods
 	defer s.tr.stop()
 	if err := watchJobs(runCtx, s.watch, s.tr); err != nil {
 		return nil, err
 	}
 	var replayDone sync.WaitGroup
-	if o.Floor {
+	if o.Replay {
 		var err error
-		if s.replay, err = newReplay(s.kubeconfig, o.Plan, start, o.HeldFloor); err != nil {
+		if s.replay, err = newReplay(s.kubeconfig, o.Plan, start, o.HeldReplay); err != nil {
 			return nil, err
 		}
 		s.tr.onCreated = s.replay.arrived
-		if o.HeldFloor {
+		if o.HeldReplay {
 			s.tr.onFinished = s.replay.finished
 		}
 		replayDone.Add(1)
@@ -326,7 +346,7 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 
 	var sampled sync.WaitGroup
 	var estimates []estimateSample
-	if o.ExplainEvery > 0 && !o.Floor {
+	if o.ExplainEvery > 0 && !o.Replay {
 		sampled.Add(1)
 		go func() {
 			defer sampled.Done()
@@ -346,7 +366,7 @@ func (s *session) measure(ctx context.Context, o Options) (*Result, error) {
 
 	res := &Result{Start: start}
 	runErr := s.tr.wait(runCtx, s.tally, o.Timeout, o.Progress, start)
-	if runErr == nil && !o.Floor && labelsFinished(o.TallyArgs) {
+	if runErr == nil && !o.Replay && labelsFinished(o.TallyArgs) {
 		// tally labels each finished Job after the fact; those writes
 		// belong to the run. Wait for them, but not for ever.
 		select {
@@ -388,24 +408,28 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 		res.WebhookCalls = d.byLabel("apiserver_admission_webhook_admission_duration_seconds_count", "name")
 		res.WebhookSeconds = d.byLabel("apiserver_admission_webhook_admission_duration_seconds_sum", "name")
 		res.WatchersCut = int(d.sum("apiserver_terminated_watchers_total", map[string]string{"resource": "jobs"}))
+		res.APIServerRequests = requestCounts(d)
 	}
 	stopErr := s.stopTally()
 	if ru := s.rusage; ru != nil {
 		res.TallyCPUTotal = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		res.TallyPeakRSS = max(res.TallyPeakRSS, ru.Maxrss*1024)
+		res.TallyPeakRSS = max(res.TallyPeakRSS, s.tally.peak)
 	}
 	tr := s.tr
 	res.Outcomes, res.CreateLateness = tr.outcomes(res.Start)
 	res.Admissions, res.Preemptions = int(tr.admissions.Load()), int(tr.preemptions.Load())
 	res.CreateRetries, res.CompleteRetries = int(tr.createRetries.Load()), int(tr.finishRetries.Load())
 	res.LabelledFinished = int(tr.labelled.Load())
-	res.Floor, res.HeldFloor, res.CreationPolicy = o.Floor, o.HeldFloor, o.CreationPolicy
+	res.Pods, res.PodRetries = int(tr.podsMade.Load()), int(tr.podRetries.Load())
+	res.Replay, res.HeldReplay, res.CreationPolicy = o.Replay, o.HeldReplay, o.CreationPolicy
 	if s.replay != nil {
 		s.replay.mu.Lock()
 		res.ReplayFailures = s.replay.failed
 		s.replay.mu.Unlock()
 	}
-	reqs, err := countRequests(filepath.Join(o.Dir, "audit.log"), res.Start, res.End)
+	res.Sightings = tr.sightings()
+	res.TallyFlags = s.tally.cmd.Args[2:]
+	reqs, err := countRequests(filepath.Join(o.Dir, "audit.log"), tallyUser, res.Start, res.End)
 	res.Requests = reqs
 	return errors.Join(stopErr, err)
 }
@@ -414,7 +438,7 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 // Options.ExplainEvery asks about.
 const explainPerTick = 3
 
-// replayLanes is how many writes a floor run has in flight at most.
+// replayLanes is how many writes a replay run has in flight at most.
 const replayLanes = 128
 
 // labelGrace is how long a run waits, after the last completion, for
@@ -442,19 +466,52 @@ func labelsFinished(args []string) bool {
 	return mode != "off"
 }
 
-// startControlPlane starts etcd and a kube-apiserver that admits enough
-// requests in flight not to throttle the run, and audits tally's requests.
-func startControlPlane(o Options) (*envtest.Environment, error) {
+// envtestLog gives envtest (controller-runtime's logger) somewhere to
+// write: its warnings and errors go to the runner's standard error, its
+// chatter nowhere. Without one, controller-runtime prints a stack trace
+// to say it was never set.
+var envtestLog sync.Once
+
+// APIServerFlags are the kube-apiserver flags of every run, tally's and
+// Kueue's alike, besides envtest's own and the audit log's: enough
+// requests in flight not to throttle the run.
+var APIServerFlags = [][2]string{
+	{"max-requests-inflight", "5000"},
+	{"max-mutating-requests-inflight", "2500"},
+}
+
+// APIServerFlagsString is APIServerFlags as a command line.
+func APIServerFlagsString() string {
+	var b strings.Builder
+	for i, f := range APIServerFlags {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "--%s=%s", f[0], f[1])
+	}
+	return b.String() + " --audit-log-path (the schedulers' users, Metadata)"
+}
+
+// startControlPlane starts etcd and a kube-apiserver with APIServerFlags
+// that audits the schedulers' requests, with the CRDs in crds (none: "").
+func startControlPlane(o Options, crds string) (*envtest.Environment, error) {
 	policy := filepath.Join(o.Dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 		return nil, err
 	}
 	auditLog := filepath.Join(o.Dir, "audit.log")
 	_ = os.Remove(auditLog)
+	envtestLog.Do(func() {
+		ctrllog.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	})
 	env := &envtest.Environment{BinaryAssetsDirectory: o.Assets}
+	if crds != "" {
+		env.CRDDirectoryPaths, env.ErrorIfCRDPathMissing = []string{crds}, true
+	}
+	for _, f := range APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(f[0], f[1])
+	}
 	env.ControlPlane.GetAPIServer().Configure().
-		Set("max-requests-inflight", "5000").
-		Set("max-mutating-requests-inflight", "2500").
 		Set("audit-policy-file", policy).
 		Set("audit-log-path", auditLog).
 		Set("audit-log-format", "json")
@@ -568,23 +625,23 @@ func watchJobs(ctx context.Context, cs kubernetes.Interface, tr *tracker) error 
 	return nil
 }
 
-// stripJob keeps what the tracker reads of a Job: its name, version,
-// generation (which tells a preemption from another write when a
-// completion conflicts), labels and suspension.
+// stripJob keeps what the tracker reads of a Job: its name, UID (its
+// pod's owner), version, generation (which tells a preemption from
+// another write when a completion conflicts), labels and suspension.
 func stripJob(obj any) (any, error) {
 	j, ok := obj.(*batchv1.Job)
 	if !ok {
 		return obj, nil
 	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, ResourceVersion: j.ResourceVersion, Generation: j.Generation, Labels: j.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, UID: j.UID, ResourceVersion: j.ResourceVersion, Generation: j.Generation, Labels: j.Labels},
 		Spec:       batchv1.JobSpec{Suspend: j.Spec.Suspend},
 	}, nil
 }
 
 // wait blocks until every Job finished, tally exits, the timeout passes or
 // an error stops the run, reporting progress meanwhile.
-func (t *tracker) wait(ctx context.Context, tally *tallyProcess, timeout time.Duration, progress io.Writer, start time.Time) error {
+func (t *tracker) wait(ctx context.Context, tally *process, timeout time.Duration, progress io.Writer, start time.Time) error {
 	deadline := time.NewTimer(time.Until(start) + timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(5 * time.Second)
@@ -643,6 +700,19 @@ func apiServerMetrics(ctx context.Context, cs kubernetes.Interface, keep string)
 		}
 	}
 	return parseMetrics(bytes.NewReader(raw))
+}
+
+// requestCounts are the requests an API server served, from the
+// difference of its metrics over a window, by "VERB resource
+// [subresource]" (its apiserver_request_total).
+func requestCounts(d metrics) map[string]int {
+	out := map[string]int{}
+	for k, v := range d.byLabels("apiserver_request_total", "verb", "resource", "subresource") {
+		if n := int(v + 0.5); n > 0 {
+			out[k] = n
+		}
+	}
+	return out
 }
 
 // dumpUnfinished writes what the API server holds of the first Jobs that

@@ -49,7 +49,7 @@ func TestStripJobKeepsWhatTheTrackerReads(t *testing.T) {
 	}
 	want := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "bench-0-0", Name: "small-1", ResourceVersion: "42", Generation: 2,
+			Namespace: "bench-0-0", Name: "small-1", ResourceVersion: "42", Generation: 2, UID: "u",
 			Labels: map[string]string{labelState: stateAdmitted},
 		},
 		Spec: batchv1.JobSpec{Suspend: &suspend},

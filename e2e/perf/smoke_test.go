@@ -29,20 +29,26 @@ func (w testWriter) Write(p []byte) (int, error) {
 // show the benchmark harness works: every Job is created, admitted and
 // finished, and the summary holds sane values. It asserts no timings: a
 // benchmark is not a test.
-func TestSmoke(t *testing.T) { smoke(t, false, false) }
+func TestSmoke(t *testing.T) { smoke(t, false, false, false) }
 
-// TestSmokeFloor runs the floor on bench/smoke.yaml: the replay admits
+// TestSmokePods runs it with the runner playing the Jobs' pods
+// (Options.Pods): each admitted Job's pod goes through tally's pod gate,
+// which the API server calls once per pod, and the pods' ends (succeeded,
+// or deleted when preempted) let every Job finish as before.
+func TestSmokePods(t *testing.T) { smoke(t, false, false, true) }
+
+// TestSmokeReplay runs the replay reference on bench/smoke.yaml: the replay admits
 // every Job with one write per decision, as tally's user, and tally's
 // ledger writes nothing at all.
-func TestSmokeFloor(t *testing.T) { smoke(t, true, false) }
+func TestSmokeReplay(t *testing.T) { smoke(t, true, false, false) }
 
-// TestSmokeHeldFloor runs the held floor on bench/smoke.yaml: as the
-// floor, and it never preempts and never holds more quota than the
+// TestSmokeHeldReplay runs the held replay on bench/smoke.yaml: as the
+// replay, and it never preempts and never holds more quota than the
 // ClusterQueues and cohorts have, counted from each Job's admission to its
 // completion as the runner saw them.
-func TestSmokeHeldFloor(t *testing.T) { smoke(t, true, true) }
+func TestSmokeHeldReplay(t *testing.T) { smoke(t, true, true, false) }
 
-func smoke(t *testing.T, floor, held bool) {
+func smoke(t *testing.T, replay, held, pods bool) {
 	assets, bin := os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("TALLY_BIN")
 	if assets == "" || bin == "" {
 		t.Skip("KUBEBUILDER_ASSETS and TALLY_BIN are not set: no control plane or tally to run (make test sets them)")
@@ -54,7 +60,7 @@ func smoke(t *testing.T, floor, held bool) {
 	plan := sc.Expand()
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Options{
-		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir, Floor: floor, HeldFloor: held,
+		Plan: plan, Assets: assets, TallyBin: bin, Dir: dir, Replay: replay, HeldReplay: held, Pods: pods,
 		Timeout: sc.Timeout.Duration, Progress: testWriter{t},
 	})
 	if err != nil {
@@ -86,8 +92,8 @@ func smoke(t *testing.T, floor, held bool) {
 		"wall %.2fs, ideal makespan %.2fs (work %.2fs), ideal with actual creations %.2fs", sum.WallSeconds, sum.IdealMakespanSeconds, sum.WorkSeconds, sum.IdealActualMakespanSeconds)
 	// The runner holds a Job's quota from seeing it admitted to completing
 	// it, within the time tally holds it, so usage cannot pass 100%; the
-	// floor evicts nothing, so it can.
-	check(sum.UsagePercent > 0 && (floor || sum.UsagePercent <= 100), "usage %.1f%%", sum.UsagePercent)
+	// replay evicts nothing, so it can.
+	check(sum.UsagePercent > 0 && (replay || sum.UsagePercent <= 100), "usage %.1f%%", sum.UsagePercent)
 	check(sum.IdealUsagePercent > 0 && sum.IdealUsagePercent <= 100, "ideal usage %.1f%%", sum.IdealUsagePercent)
 	// The contract allows one write per admission and per preemption, and
 	// the finished label on each Job.
@@ -95,21 +101,25 @@ func smoke(t *testing.T, floor, held bool) {
 		"%d writes (%.2f per admission) for %d admissions, %d preemptions and %d Jobs: %v",
 		sum.Requests.Writes, sum.WritesPerAdmission, sum.Admissions, sum.Preemptions, sum.Jobs, sum.Requests.ByKind)
 	check(sum.APIRequestsPerJob > 0, "API requests per Job %.2f", sum.APIRequestsPerJob)
-	if floor {
+	if replay {
 		// Every write is the replay's: one admission per Job, none of
 		// them failed; tally's ledger never ran.
-		check(res.ReplayFailures == 0, "%d of the floor's writes failed", res.ReplayFailures)
-		check(sum.Scheduler == "floor", "scheduler %q", sum.Scheduler)
+		check(res.ReplayFailures == 0, "%d of the replay reference's writes failed", res.ReplayFailures)
+		check(sum.Scheduler == "replay", "scheduler %q", sum.Scheduler)
 		check(sum.Admissions == sum.Jobs && sum.Preemptions == 0 && sum.Requests.Writes == sum.Jobs &&
 			sum.Requests.WritesByManager[queues.FieldManagerAdmission] == sum.Jobs && sum.TallyLabelledFinished == 0,
-			"floor: %d writes (%v) for %d Jobs, %d admissions and %d preemptions, %d Jobs labelled finished",
+			"replay: %d writes (%v) for %d Jobs, %d admissions and %d preemptions, %d Jobs labelled finished",
 			sum.Requests.Writes, sum.Requests.WritesByManager, sum.Jobs, sum.Admissions, sum.Preemptions, sum.TallyLabelledFinished)
-		check(sum.FloorHeld == held, "floorHeld %t in a run with HeldFloor %t", sum.FloorHeld, held)
+		check(sum.ReplayHeld == held, "replayHeld %t in a run with HeldReplay %t", sum.ReplayHeld, held)
+	}
+	if pods {
+		check(res.Pods == sum.Admissions && sum.Pods == res.Pods && sum.WebhookCalls["pods.tally.dev"] >= res.Pods,
+			"%d pods made for %d admissions, %d calls of the pod gate (%d pod retries)", res.Pods, sum.Admissions, sum.WebhookCalls["pods.tally.dev"], res.PodRetries)
 	}
 	if held {
-		check(sum.UsagePercent <= 100, "held floor: usage %.1f%%", sum.UsagePercent)
+		check(sum.UsagePercent <= 100, "held replay: usage %.1f%%", sum.UsagePercent)
 		for _, p := range overQuota(plan, res.Outcomes) {
-			check(false, "held floor: %s", p)
+			check(false, "held replay: %s", p)
 		}
 	}
 	check(sum.TallyCPUSeconds > 0 && sum.TallyCPUSecondsTotal >= sum.TallyCPUSeconds, "tally CPU %.2fs in the run, %.2fs in all", sum.TallyCPUSeconds, sum.TallyCPUSecondsTotal)

@@ -27,12 +27,17 @@ import (
 //     creation times, a pass every CorePassInterval and no latency at all,
 //     which tells the cost of tally's decisions from that of its plumbing.
 //
-// A floor run (Options.Floor) is summarized the same way; SetFloor puts
+// A replay run (Options.Replay) is summarized the same way; SetReplay puts
 // one beside a run of tally.
 type Summary struct {
 	Scenario string `json:"scenario"`
-	// Scheduler is tally, or floor for a floor run.
+	// Scheduler is tally, or replay for a replay run.
 	Scheduler string `json:"scheduler"`
+	// TallyFlags is tally's command line after `serve` (its client
+	// budget is --kube-api-qps and --kube-api-burst, 500 and 1000 unless
+	// given); APIServerFlags the API server's, besides envtest's own.
+	TallyFlags     []string `json:"tallyFlags"`
+	APIServerFlags string   `json:"apiServerFlags"`
 	// CreationPolicy: a MutatingAdmissionPolicy stood in for tally's Job
 	// webhook.
 	CreationPolicy bool `json:"creationPolicy,omitempty"`
@@ -50,13 +55,13 @@ type Summary struct {
 	WorkSeconds float64 `json:"workSeconds"`
 	// CoreMakespanSeconds is the core's (see above).
 	CoreMakespanSeconds float64 `json:"coreMakespanSeconds"`
-	// FloorWallSeconds is the wall time of a floor run (SetFloor), and
-	// FloorAPIRequestsPerJob its API requests per Job.
-	FloorWallSeconds float64 `json:"floorWallSeconds,omitempty"`
-	// FloorHeld tells that the floor is the held floor
-	// (Options.HeldFloor), in a floor run's summary and beside it.
-	FloorHeld              bool    `json:"floorHeld,omitempty"`
-	FloorAPIRequestsPerJob float64 `json:"floorAPIRequestsPerJob,omitempty"`
+	// ReplayWallSeconds is the wall time of a replay run (SetReplay), and
+	// ReplayAPIRequestsPerJob its API requests per Job.
+	ReplayWallSeconds float64 `json:"replayWallSeconds,omitempty"`
+	// ReplayHeld tells that the replay reference is the held replay
+	// (Options.HeldReplay), in a replay run's summary and beside it.
+	ReplayHeld              bool    `json:"replayHeld,omitempty"`
+	ReplayAPIRequestsPerJob float64 `json:"replayAPIRequestsPerJob,omitempty"`
 
 	UsagePercent                  float64 `json:"usagePercent"`
 	IdealUsagePercent             float64 `json:"idealUsagePercent"`
@@ -84,6 +89,9 @@ type Summary struct {
 	TallyCPUSecondsTotal float64 `json:"tallyCPUSecondsTotal"`
 	TallyPeakRSSBytes    int64   `json:"tallyPeakRSSBytes"`
 	APIServerCPUSeconds  float64 `json:"apiServerCPUSeconds"`
+	// APIServerRequests are the requests the API server served in the
+	// window, everyone's, by "VERB resource [subresource]".
+	APIServerRequests map[string]int `json:"apiServerRequests,omitempty"`
 	// JobWatchersCut counts the Job watches the API server closed in the
 	// window because their watcher fell too far behind (tally's and the
 	// runner's alike).
@@ -101,8 +109,12 @@ type Summary struct {
 	WatchDelayP50Seconds float64 `json:"watchDelayP50Seconds"`
 	WatchDelayP99Seconds float64 `json:"watchDelayP99Seconds"`
 	// WebhookAvgSeconds is the API server's average call time per tally
-	// webhook.
+	// webhook, WebhookCalls its calls.
 	WebhookAvgSeconds map[string]float64 `json:"webhookAvgSeconds,omitempty"`
+	WebhookCalls      map[string]int     `json:"webhookCalls,omitempty"`
+	// Pods counts the pods the runner made (Options.Pods), through tally's
+	// pod gate.
+	Pods int `json:"pods,omitempty"`
 
 	CreateLatenessP99Seconds float64 `json:"createLatenessP99Seconds"`
 	CreateLatenessMaxSeconds float64 `json:"createLatenessMaxSeconds"`
@@ -133,8 +145,12 @@ type ClassSummary struct {
 	IdealActualP99TimeToAdmissionSeconds       float64 `json:"idealActualP99TimeToAdmissionSeconds"`
 	IdealNoPreemptionAvgTimeToAdmissionSeconds float64 `json:"idealNoPreemptionAvgTimeToAdmissionSeconds"`
 	CoreAvgTimeToAdmissionSeconds              float64 `json:"coreAvgTimeToAdmissionSeconds"`
-	FloorAvgTimeToAdmissionSeconds             float64 `json:"floorAvgTimeToAdmissionSeconds,omitempty"`
-	FloorP99TimeToAdmissionSeconds             float64 `json:"floorP99TimeToAdmissionSeconds,omitempty"`
+	ReplayAvgTimeToAdmissionSeconds            float64 `json:"replayAvgTimeToAdmissionSeconds,omitempty"`
+	// Watch are the times to first and last admission from the
+	// runner's first sighting of each Job (AdmissionTimes), as the
+	// comparison with Kueue counts them.
+	Watch                           AdmissionTimes `json:"watch"`
+	ReplayP99TimeToAdmissionSeconds float64        `json:"replayP99TimeToAdmissionSeconds,omitempty"`
 }
 
 // CohortSummary is one cohort's usage.
@@ -144,7 +160,7 @@ type CohortSummary struct {
 }
 
 // Target is one goal for tally against the ideal scheduler with the
-// actual creation times, or against the floor.
+// actual creation times, or against the replay reference.
 type Target struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
@@ -206,6 +222,9 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		TallyCPUSecondsTotal:             r.TallyCPUTotal.Seconds(),
 		TallyPeakRSSBytes:                r.TallyPeakRSS,
 		APIServerCPUSeconds:              r.APIServerCPU.Seconds(),
+		APIServerRequests:                r.APIServerRequests,
+		TallyFlags:                       r.TallyFlags,
+		APIServerFlags:                   APIServerFlagsString(),
 		JobWatchersCut:                   r.WatchersCut,
 		TallyLabelledFinished:            r.LabelledFinished,
 		CreateLatenessP99Seconds:         scenario.Percentile(r.CreateLateness, 99).Seconds(),
@@ -236,11 +255,13 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 	for name, n := range r.WebhookCalls {
 		if n > 0 && strings.HasSuffix(name, "tally.dev") {
 			if s.WebhookAvgSeconds == nil {
-				s.WebhookAvgSeconds = map[string]float64{}
+				s.WebhookAvgSeconds, s.WebhookCalls = map[string]float64{}, map[string]int{}
 			}
 			s.WebhookAvgSeconds[name] = r.WebhookSeconds[name] / n
+			s.WebhookCalls[name] = int(n)
 		}
 	}
+	watch := admissionTimes(p, r.Sightings)
 	for i, c := range got.Classes {
 		s.order = append(s.order, c.Name)
 		var coreAvg time.Duration
@@ -257,30 +278,31 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 			IdealActualP99TimeToAdmissionSeconds:       actual.Classes[i].P99TimeToAdmission.Seconds(),
 			IdealNoPreemptionAvgTimeToAdmissionSeconds: plain.Classes[i].AvgTimeToAdmission.Seconds(),
 			CoreAvgTimeToAdmissionSeconds:              coreAvg.Seconds(),
+			Watch:                                      watch[c.Name],
 		}
 	}
 	for c, u := range got.CohortUsagePercent {
 		s.Cohorts[c] = CohortSummary{UsagePercent: u, IdealUsagePercent: nominal.CohortUsagePercent[c]}
 	}
-	if r.Floor {
-		s.Scheduler = "floor"
-		s.FloorHeld = r.HeldFloor
+	if r.Replay {
+		s.Scheduler = "replay"
+		s.ReplayHeld = r.HeldReplay
 	}
-	s.CreationPolicy = r.CreationPolicy
+	s.CreationPolicy, s.Pods = r.CreationPolicy, r.Pods
 	s.ExplainEstimate = estimateErrors(r.estimates, r.Start, r.Outcomes)
 	s.Targets = targets(s)
 	return s, nil
 }
 
-// SetFloor puts a floor run of the same plan beside s, a run of tally,
+// SetReplay puts a replay run of the same plan beside s, a run of tally,
 // and adds the targets against it.
-func (s *Summary) SetFloor(f *Summary) {
-	s.FloorWallSeconds = f.WallSeconds
-	s.FloorAPIRequestsPerJob = f.APIRequestsPerJob
-	s.FloorHeld = f.FloorHeld
+func (s *Summary) SetReplay(f *Summary) {
+	s.ReplayWallSeconds = f.WallSeconds
+	s.ReplayAPIRequestsPerJob = f.APIRequestsPerJob
+	s.ReplayHeld = f.ReplayHeld
 	for name, c := range s.Classes {
 		fc := f.Classes[name]
-		c.FloorAvgTimeToAdmissionSeconds, c.FloorP99TimeToAdmissionSeconds = fc.AvgTimeToAdmissionSeconds, fc.P99TimeToAdmissionSeconds
+		c.ReplayAvgTimeToAdmissionSeconds, c.ReplayP99TimeToAdmissionSeconds = fc.AvgTimeToAdmissionSeconds, fc.P99TimeToAdmissionSeconds
 		s.Classes[name] = c
 	}
 	s.Targets = targets(s)
@@ -303,16 +325,16 @@ func simulate(p *scenario.Plan, arrivals []time.Duration) (scenario.Stats, error
 	return scenario.Compute(p, out), nil
 }
 
-// floorName is what the table calls the floor beside s.
-func (s *Summary) floorName() string {
-	if s.FloorHeld {
-		return "held floor"
+// replayName is what the table calls the replay reference beside s.
+func (s *Summary) replayName() string {
+	if s.ReplayHeld {
+		return "held replay reference"
 	}
-	return "floor"
+	return "replay reference"
 }
 
 // targets are the goals for tally, against the ideal scheduler given the
-// same creation times, and against the floor when one is set.
+// same creation times, and against the replay reference when one is set.
 func targets(s *Summary) []Target {
 	t := []Target{
 		{Name: "wall time ≤ 1.3 × ideal makespan (s)", Value: s.WallSeconds, Bound: 1.3 * s.IdealActualMakespanSeconds},
@@ -324,12 +346,12 @@ func targets(s *Summary) []Target {
 		c := s.Classes[name]
 		t = append(t, Target{Name: name + " avg time to admission ≤ ideal + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.IdealActualAvgTimeToAdmissionSeconds + 2})
 	}
-	if s.FloorWallSeconds > 0 {
-		floor := s.floorName()
-		t = append(t, Target{Name: "wall time ≤ 1.15 × " + floor + " (s)", Value: s.WallSeconds, Bound: 1.15 * s.FloorWallSeconds})
+	if s.ReplayWallSeconds > 0 {
+		replay := s.replayName()
+		t = append(t, Target{Name: "wall time ≤ 1.15 × " + replay + " (s)", Value: s.WallSeconds, Bound: 1.15 * s.ReplayWallSeconds})
 		for _, name := range s.order {
 			c := s.Classes[name]
-			t = append(t, Target{Name: name + " avg time to admission ≤ " + floor + " + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.FloorAvgTimeToAdmissionSeconds + 2})
+			t = append(t, Target{Name: name + " avg time to admission ≤ " + replay + " + 2s (s)", Value: c.AvgTimeToAdmissionSeconds, Bound: c.ReplayAvgTimeToAdmissionSeconds + 2})
 		}
 	}
 	for i := range t {
@@ -345,18 +367,21 @@ func targets(s *Summary) []Target {
 // Table writes the summary as a table for people.
 func (s *Summary) Table(w io.Writer) error {
 	fmt.Fprintf(w, "scenario %s: %d Jobs in %d ClusterQueues, %.1fs of work for the nominal quota\n", s.Scenario, s.Jobs, s.ClusterQueues, s.WorkSeconds)
+	if len(s.TallyFlags) > 0 {
+		fmt.Fprintf(w, "tally serve %s\nAPI server: %s\n", strings.Join(s.TallyFlags, " "), s.APIServerFlags)
+	}
 	fmt.Fprintf(w, "admitted %d, finished %d; ideal = zero-latency scheduler with the same policies; actual = with the runner's creation times;\ntally core = tally's own decisions, a pass every %s, no API latency\n\n", s.Admitted, s.Finished, CorePassInterval)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	floor := s.FloorWallSeconds > 0
-	// vsFloor are the floor's columns, when there is a floor run.
-	vsFloor := func(v, f string) []string {
-		if !floor {
+	replay := s.ReplayWallSeconds > 0
+	// vsReplay are the replay reference's columns, when there is a replay run.
+	vsReplay := func(v, f string) []string {
+		if !replay {
 			return nil
 		}
 		return []string{v, f}
 	}
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
-	row(append([]string{"", s.Scheduler, "ideal", "ideal(actual)", "ideal(no preemption)", s.Scheduler + " vs ideal(actual)", "tally core(actual)"}, vsFloor(s.floorName(), s.Scheduler+" vs "+s.floorName())...)...)
+	row(append([]string{"", s.Scheduler, "ideal", "ideal(actual)", "ideal(no preemption)", s.Scheduler + " vs ideal(actual)", "tally core(actual)"}, vsReplay(s.replayName(), s.Scheduler+" vs "+s.replayName())...)...)
 	secs := func(v float64) string { return fmt.Sprintf("%.2f", v) }
 	ratio := func(a, b float64) string {
 		if b == 0 {
@@ -372,15 +397,15 @@ func (s *Summary) Table(w io.Writer) error {
 		return secs(v)
 	}
 	row(append([]string{"wall / makespan (s)", secs(s.WallSeconds), secs(s.IdealMakespanSeconds), secs(s.IdealActualMakespanSeconds), secs(s.IdealNoPreemptionMakespanSeconds), ratio(s.WallSeconds, s.IdealActualMakespanSeconds), core(s.CoreMakespanSeconds)},
-		vsFloor(secs(s.FloorWallSeconds), ratio(s.WallSeconds, s.FloorWallSeconds))...)...)
+		vsReplay(secs(s.ReplayWallSeconds), ratio(s.WallSeconds, s.ReplayWallSeconds))...)...)
 	row("usage (%)", fmt.Sprintf("%.1f", s.UsagePercent), fmt.Sprintf("%.1f", s.IdealUsagePercent), fmt.Sprintf("%.1f", s.IdealActualUsagePercent), fmt.Sprintf("%.1f", s.IdealNoPreemptionUsagePercent), ratio(s.UsagePercent, s.IdealActualUsagePercent))
 	row("preemptions", fmt.Sprintf("%d (tally: %d)", s.Preemptions, s.TallyPreemptions), fmt.Sprint(s.IdealPreemptions), fmt.Sprint(s.IdealActualPreemptions), "0", "")
 	for _, name := range s.order {
 		c := s.Classes[name]
 		row(append([]string{name + " avg time to admission (s)", secs(c.AvgTimeToAdmissionSeconds), secs(c.IdealAvgTimeToAdmissionSeconds), secs(c.IdealActualAvgTimeToAdmissionSeconds), secs(c.IdealNoPreemptionAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.IdealActualAvgTimeToAdmissionSeconds), core(c.CoreAvgTimeToAdmissionSeconds)},
-			vsFloor(secs(c.FloorAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.FloorAvgTimeToAdmissionSeconds))...)...)
+			vsReplay(secs(c.ReplayAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.ReplayAvgTimeToAdmissionSeconds))...)...)
 		row(append([]string{name + " p99 time to admission (s)", secs(c.P99TimeToAdmissionSeconds), secs(c.IdealP99TimeToAdmissionSeconds), secs(c.IdealActualP99TimeToAdmissionSeconds), "", diff(c.P99TimeToAdmissionSeconds, c.IdealActualP99TimeToAdmissionSeconds), ""},
-			vsFloor(secs(c.FloorP99TimeToAdmissionSeconds), diff(c.P99TimeToAdmissionSeconds, c.FloorP99TimeToAdmissionSeconds))...)...)
+			vsReplay(secs(c.ReplayP99TimeToAdmissionSeconds), diff(c.P99TimeToAdmissionSeconds, c.ReplayP99TimeToAdmissionSeconds))...)...)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -393,11 +418,20 @@ func (s *Summary) Table(w io.Writer) error {
 		s.Requests.Writes-s.Requests.WritesByManager[queues.FieldManagerAdmission]-s.Requests.WritesByManager[queues.FieldManagerPreemption]-s.Requests.WritesByManager[queues.FieldManagerState]))
 	row("Jobs labelled finished", fmt.Sprintf("%d of %d by the end of the window", s.TallyLabelledFinished, s.Finished))
 	row("API requests per Job", fmt.Sprintf("%.2f (%s)", s.APIRequestsPerJob, strings.Join(s.Requests.sortedKinds(), ", ")))
-	if floor {
-		row(s.floorName()+"'s API requests per Job", fmt.Sprintf("%.2f", s.FloorAPIRequestsPerJob))
+	if replay {
+		row(s.replayName()+"'s API requests per Job", fmt.Sprintf("%.2f", s.ReplayAPIRequestsPerJob))
 	}
 	row("tally CPU (s)", fmt.Sprintf("%.1f in the run, %.1f in all", s.TallyCPUSeconds, s.TallyCPUSecondsTotal))
 	row("API server CPU (s)", fmt.Sprintf("%.1f in the run", s.APIServerCPUSeconds))
+	if len(s.APIServerRequests) > 0 {
+		row("API server requests", fmt.Sprintf("%d in the run, everyone's (%s)", total(s.APIServerRequests), strings.Join(topCounts(s.APIServerRequests, 8), ", ")))
+	}
+	var times []string
+	for _, name := range s.order {
+		w := s.Classes[name].Watch
+		times = append(times, fmt.Sprintf("%s %.2f / %.2f", name, w.AvgToFirstSeconds, w.AvgToLastSeconds))
+	}
+	row("avg time to first / last admission (s)", strings.Join(times, ", ")+" (from the watch's first sighting of each Job)")
 	row("Job watches cut off", fmt.Sprintf("%d, by the API server, for falling behind", s.JobWatchersCut))
 	row("tally peak RSS (MiB)", fmt.Sprintf("%.0f", float64(s.TallyPeakRSSBytes)/(1<<20)))
 	if s.AdmissionPasses > 0 {
@@ -406,11 +440,14 @@ func (s *Summary) Table(w io.Writer) error {
 	if s.WatchDelayP99Seconds > 0 {
 		row("tally's watch delay (ms)", fmt.Sprintf("p50 %.0f, p99 %.0f (admission write answered until its version came back)", 1000*s.WatchDelayP50Seconds, 1000*s.WatchDelayP99Seconds))
 	}
+	if s.Pods > 0 {
+		row("pods", fmt.Sprintf("%d made by the runner, through tally's pod gate (pods.tally.dev)", s.Pods))
+	}
 	if s.CreationPolicy {
 		row("Job creation", "a MutatingAdmissionPolicy in place of tally's Job webhook")
 	}
 	for _, name := range sortedKeys(s.WebhookAvgSeconds) {
-		row("webhook "+name, fmt.Sprintf("%.2f ms on average", 1000*s.WebhookAvgSeconds[name]))
+		row("webhook "+name, fmt.Sprintf("%d calls, %.2f ms on average", s.WebhookCalls[name], 1000*s.WebhookAvgSeconds[name]))
 	}
 	if e := s.ExplainEstimate; e != nil {
 		row("tally explain's estimates", fmt.Sprintf("%d sampled; error median %.1fs, p90 %.1fs (signed median %+.1fs; median actual wait %.1fs)",
@@ -431,8 +468,8 @@ func (s *Summary) Table(w io.Writer) error {
 	return nil
 }
 
-// Write writes the summary as dir/<scenario>.summary.yaml (a floor run's
-// as dir/<scenario>.floor.summary.yaml) and returns the path.
+// Write writes the summary as dir/<scenario>.summary.yaml (a replay run's
+// as dir/<scenario>.replay.summary.yaml) and returns the path.
 func (s *Summary) Write(dir string) (string, error) {
 	b, err := yaml.Marshal(s)
 	if err != nil {
@@ -442,24 +479,11 @@ func (s *Summary) Write(dir string) (string, error) {
 		return "", err
 	}
 	name := s.Scenario
-	if s.Scheduler == "floor" {
-		name += ".floor"
+	if s.Scheduler == "replay" {
+		name += ".replay"
 	}
 	path := filepath.Join(dir, name+".summary.yaml")
 	return path, os.WriteFile(path, b, 0o644)
-}
-
-// ReadSummary reads a summary Write wrote.
-func ReadSummary(path string) (*Summary, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	s := &Summary{}
-	if err := yaml.Unmarshal(b, s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
 }
 
 // WriteJobs writes one line per Job (times in seconds from the start) as

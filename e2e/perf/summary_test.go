@@ -117,7 +117,7 @@ func TestCountRequests(t *testing.T) {
 {"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:09.000000Z"}
 `
 	from := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
-	got, err := countRequestsFrom(strings.NewReader(log), from, from.Add(5*time.Second))
+	got, err := countRequestsFrom(strings.NewReader(log), tallyUser, from, from.Add(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,59 +18,79 @@ import (
 	"tally.dev/tally/e2e/framework"
 )
 
-// tallyProcess is `tally serve` running as a child process.
-type tallyProcess struct {
-	cmd                                 *exec.Cmd
-	exited                              chan struct{}
-	log                                 *os.File
-	logPath                             string
+// process is a scheduler (`tally serve`, or minimalkueue) running as a
+// child process of the runner.
+type process struct {
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	log     *os.File
+	logPath string
+	// started is when it was started, stopped when it exited; peak is
+	// its peak resident set size, read just before it was told to stop.
+	started, stopped time.Time
+	peak             int64
+	// tally's ports.
 	webhookPort, metricsPort, probePort int
+}
+
+// startProcess starts bin with args, its output in logPath and env added
+// to the runner's environment.
+func startProcess(bin string, args, env []string, logPath string) (*process, error) {
+	p := &process{logPath: logPath, exited: make(chan struct{})}
+	var err error
+	p.log, err = os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
+	// Take it down with the runner, even when it dies by a signal.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		p.log.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	p.started = time.Now()
+	go func() {
+		_ = p.cmd.Wait()
+		p.stopped = time.Now()
+		close(p.exited)
+	}()
+	return p, nil
 }
 
 // startTally launches bin serve against kubeconfig, with its webhooks at
 // https://127.0.0.1:<port>, certificates and log in dir, and env added to
 // the runner's environment.
-func startTally(bin, kubeconfig, namespace, dir string, extra, env []string) (*tallyProcess, error) {
+func startTally(bin, kubeconfig, namespace, dir string, extra, env []string) (*process, error) {
 	ports, err := framework.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	t := &tallyProcess{webhookPort: ports[0], metricsPort: ports[1], probePort: ports[2], logPath: filepath.Join(dir, "tally.log"), exited: make(chan struct{})}
 	args := append([]string{
 		"serve",
 		"--kubeconfig", kubeconfig,
 		"--namespace", namespace,
 		"--webhook-host", "127.0.0.1",
-		"--webhook-port", strconv.Itoa(t.webhookPort),
-		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", t.webhookPort),
+		"--webhook-port", strconv.Itoa(ports[0]),
+		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", ports[0]),
 		"--cert-dir", filepath.Join(dir, "certs"),
 		"--register-webhooks",
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", t.metricsPort),
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", t.probePort),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 	}, extra...)
-	t.log, err = os.Create(t.logPath)
+	t, err := startProcess(bin, args, env, filepath.Join(dir, "tally.log"))
 	if err != nil {
 		return nil, err
 	}
-	t.cmd = exec.Command(bin, args...)
-	t.cmd.Stdout, t.cmd.Stderr = t.log, t.log
-	if len(env) > 0 {
-		t.cmd.Env = append(os.Environ(), env...)
-	}
-	// Take tally down with the runner, even when it dies by a signal.
-	t.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := t.cmd.Start(); err != nil {
-		t.log.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() {
-		_ = t.cmd.Wait()
-		close(t.exited)
-	}()
+	t.webhookPort, t.metricsPort, t.probePort = ports[0], ports[1], ports[2]
 	return t, nil
 }
 
-func (t *tallyProcess) running() bool {
+func (t *process) running() bool {
 	select {
 	case <-t.exited:
 		return false
@@ -81,7 +101,7 @@ func (t *tallyProcess) running() bool {
 
 // waitReady polls /readyz until it answers 200, failing at once if tally
 // exits.
-func (t *tallyProcess) waitReady(ctx context.Context, timeout time.Duration) error {
+func (t *process) waitReady(ctx context.Context, timeout time.Duration) error {
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", t.probePort)
 	hc := &http.Client{Timeout: time.Second}
 	last := "no answer"
@@ -107,7 +127,7 @@ func (t *tallyProcess) waitReady(ctx context.Context, timeout time.Duration) err
 
 // cpu returns the CPU time tally has used so far (user + system), from
 // /proc/PID/stat.
-func (t *tallyProcess) cpu() (time.Duration, error) {
+func (t *process) cpu() (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", t.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
@@ -135,7 +155,9 @@ func (t *tallyProcess) cpu() (time.Duration, error) {
 const clockTicks = 100
 
 // peakRSS returns the process's peak resident set size (VmHWM) in bytes.
-func (t *tallyProcess) peakRSS() (int64, error) {
+// Its rusage's ru_maxrss will not do: Linux counts in it the runner's own
+// size when it forked the process, which grows over a long session.
+func (t *process) peakRSS() (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", t.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
@@ -151,25 +173,34 @@ func (t *tallyProcess) peakRSS() (int64, error) {
 	return 0, errors.New("no VmHWM in /proc/PID/status")
 }
 
-// stop sends SIGTERM, waits for tally to exit (SIGKILL after timeout) and
-// returns its resource usage over its whole life.
-func (t *tallyProcess) stop(timeout time.Duration) (*syscall.Rusage, error) {
+// stop sends SIGTERM, waits for the process to exit (SIGKILL after
+// timeout) and returns its resource usage over its whole life.
+func (t *process) stop(timeout time.Duration) (*syscall.Rusage, error) {
+	return t.stopWith(syscall.SIGTERM, timeout)
+}
+
+// stopWith is stop with another signal (minimalkueue is stopped with
+// SIGINT, as Kueue's runner does).
+func (t *process) stopWith(sig os.Signal, timeout time.Duration) (*syscall.Rusage, error) {
 	defer t.log.Close()
-	_ = t.cmd.Process.Signal(syscall.SIGTERM)
+	if peak, err := t.peakRSS(); err == nil {
+		t.peak = peak
+	}
+	_ = t.cmd.Process.Signal(sig)
 	var err error
 	select {
 	case <-t.exited:
 	case <-time.After(timeout):
 		_ = t.cmd.Process.Kill()
 		<-t.exited
-		err = fmt.Errorf("tally did not exit within %s of SIGTERM; killed", timeout)
+		err = fmt.Errorf("%s did not exit within %s of %s; killed", filepath.Base(t.cmd.Path), timeout, sig)
 	}
 	ru, _ := t.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	return ru, err
 }
 
 // scrape reads tally's metrics endpoint.
-func (t *tallyProcess) scrape(ctx context.Context) (metrics, error) {
+func (t *process) scrape(ctx context.Context) (metrics, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", t.metricsPort), nil)
 	if err != nil {
 		return nil, err

@@ -247,13 +247,24 @@ fi
 # sigs.k8s.io/kueue), for make bench-kueue: kueue-perf/ holds its runner,
 # minimalkueue (Kueue's core controllers and scheduler), Kueue's CRDs and
 # its baseline generator and range configs. Not in the default set either.
-if need kueue-perf; then
+# A kueue-perf from before minimalkueue-qps500 is rebuilt.
+if need kueue-perf || { [[ " ${wanted[*]} " == *" kueue-perf "* ]] && [ ! -x "$out/kueue-perf/minimalkueue-qps500" ]; }; then
   log "building Kueue's scheduler-performance runner and minimalkueue $KUEUE_VERSION (several minutes on a cold cache)"
   build_module kueue-perf-runner sigs.k8s.io/kueue "$KUEUE_VERSION" ./test/performance/scheduler/runner
   kp="$out/kueue-perf.tmp"
   rm -rf "$kp" && mkdir -p "$kp/crds"
   mv "$out/kueue-perf-runner.tmp" "$kp/runner"
   (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$kp/minimalkueue" ./test/performance/scheduler/minimalkueue)
+  # minimalkueue-qps500: the same, with only its client budget raised to
+  # tally's default (--kube-api-qps=500 --kube-api-burst=1000), one line
+  # per value: `kubeConfig.QPS = 50` becomes 500 and `kubeConfig.Burst =
+  # 100` becomes 1000. The build fails if either line is not found.
+  mk="$mod/test/performance/scheduler/minimalkueue/main.go"
+  grep -q '^\s*kubeConfig.QPS = 50$' "$mk" && grep -q '^\s*kubeConfig.Burst = 100$' "$mk" ||
+    { log "minimalkueue's client budget lines (kubeConfig.QPS = 50, kubeConfig.Burst = 100) not found in $mk"; exit 1; }
+  sed -i -e 's/^\(\s*kubeConfig.QPS = \)50$/\1500/' -e 's/^\(\s*kubeConfig.Burst = \)100$/\11000/' "$mk"
+  (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$kp/minimalkueue-qps500" ./test/performance/scheduler/minimalkueue)
+  grep -n 'kubeConfig\.\(QPS\|Burst\) = ' "$mk" | sed 's|^|minimalkueue/main.go:|' >"$kp/minimalkueue-qps500.edit"
   cp "$mod"/config/components/crd/bases/*.yaml "$kp/crds/"
   cp -r "$mod"/test/performance/scheduler/configs "$kp/configs"
   echo "$KUEUE_VERSION" >"$kp/VERSION"

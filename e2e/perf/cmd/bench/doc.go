@@ -1,25 +1,30 @@
 // Command bench runs one benchmark scenario against tally and prints how
-// it compares with an ideal zero-latency scheduler and with the floor: the
-// same run with tally's ledger replaced by a replay of the ideal
-// scheduler's decisions, the best this API server allows. `make bench`
-// runs it.
+// it compares with an ideal zero-latency scheduler and with the replay
+// reference: the same run with tally's ledger replaced by a replay of the
+// ideal scheduler's decisions (a reference, not a lower bound). `make
+// bench` runs it.
 //
-//	bench -scenario bench/baseline.yaml -out .bench [-mode tally|floor|both] [-held-floor]
+//	bench -scenario bench/baseline.yaml -out .bench [-mode tally|replay|both] [-held-replay]
 //
-// -held-floor makes the floor one that keeps to quota: the ideal scheduler
-// without preemption, holding each Job's quota until its completion is
-// written.
+// -held-replay makes the replay reference one that keeps to quota: the
+// ideal scheduler without preemption, holding each Job's quota until its
+// completion is written. -mode floor and -held-floor, the former names,
+// are read as -mode replay and -held-replay.
 //
 // It writes .bench/<scenario>.summary.yaml and .bench/<scenario>.jobs.csv
-// (the floor's as <scenario>.floor.*), and keeps the run's files (tally's
-// log, the API server's audit log of tally's requests) in
-// .bench/<scenario>/ and .bench/<scenario>.floor/.
+// (the replay reference's as <scenario>.replay.*), and keeps the run's
+// files (tally's log, the API server's audit log of tally's requests) in
+// .bench/<scenario>/ and .bench/<scenario>.replay/.
 //
-// With -kueue DIR it runs Kueue's scheduler-performance runner and
-// minimalkueue from DIR (the toolchain's kueue-perf) on the scenario
-// instead, keeps their files in .bench/<scenario>.kueue/, and prints
-// Kueue's figures beside tally's last .bench/<scenario>.summary.yaml.
-// `make bench-kueue` runs both.
+// With -kueue DIR it compares tally with Kueue's scheduler-performance
+// runner and minimalkueue from DIR (the toolchain's kueue-perf) instead:
+// -rounds times, in turn, tally, tally at minimalkueue's client budget,
+// minimalkueue and minimalkueue-qps500 (at tally's budget), each on an
+// API server of its own started alike. It prints the medians and
+// spreads, Kueue's rangespec.yaml verdict, and writes
+// .bench/<scenario>.compare.yaml; each run's files are in
+// .bench/<scenario>.compare.<round>.<contender>/. `make bench-kueue` runs
+// it.
 //
 // It may import the perf, ideal and scenario packages and the standard
 // library.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,21 +36,29 @@ func run() int {
 		bin       = flag.String("tally", os.Getenv("TALLY_BIN"), "The tally binary.")
 		timeout   = flag.Duration("timeout", 0, "Bound on the run; 0: the scenario's timeout, else 3× the ideal makespan plus 2m.")
 		workers   = flag.Int("workers", 0, "Create workers; 0: enough for the largest burst of arrivals.")
-		mode      = flag.String("mode", "both", "What to run: tally; floor (tally's webhook, the ideal scheduler's decisions replayed in place of its ledger: the best this API server allows); or both, tally then the floor, side by side.")
+		mode      = flag.String("mode", "both", "What to run: tally; replay (the replay reference: tally's webhook, the ideal scheduler's decisions replayed as patches in place of its ledger; a reference, not a lower bound); or both, tally then the replay reference, side by side. floor is read as replay.")
 		explain   = flag.Duration("explain-every", 0, "Ask `tally explain` this often during tally's run about a few waiting Jobs, and report how far its start estimates were from the actual starts; 0: never.")
-		held      = flag.Bool("held-floor", false, "Make the floor the held floor: the ideal scheduler without preemption, holding each Job's quota until the runner's completion write for it returns, so that it never takes more quota than is free on the API server.")
+		heldOld   = flag.Bool("held-floor", false, "The former name of -held-replay.")
+		held      = flag.Bool("held-replay", false, "Make the replay reference the held replay: the ideal scheduler without preemption, holding each Job's quota until the runner's completion write for it returns, so that it never takes more quota than is free on the API server.")
 		policy    = flag.Bool("creation-policy", false, "Replace tally's Job webhook with a MutatingAdmissionPolicy that makes the same changes at creation, to measure what the webhook round trip costs.")
-		profile   = flag.Bool("profile", false, "Take CPU and allocation profiles of tally (it is given --pprof-bind-address; not in a floor run) and of the API server over the run.")
+		pods      = flag.Bool("pods", false, "Play the Jobs' pods too: the runner creates each admitted Job's pod, through tally's pod gate, marks it succeeded before completing the Job and deletes it when the Job is preempted, so that the gate's calls and tally's pod watch are in the run.")
+		profile   = flag.Bool("profile", false, "Take CPU and allocation profiles of tally (it is given --pprof-bind-address; not in a replay run) and of the API server over the run.")
 		apiLog    = flag.Int("apiserver-v", 0, "Keep the API server's log at this verbosity in the run's folder (apiserver.log); 0: no log. At 1 it names each Job watch it cuts off for falling behind.")
-		kueue     = flag.String("kueue", "", "Run Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf) instead of tally, and print them beside tally's last summary.")
+		kueue     = flag.String("kueue", "", "Compare tally with Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf): -rounds rounds of, in turn, tally with its defaults, tally at minimalkueue's client budget, minimalkueue as released and minimalkueue at tally's budget (minimalkueue-qps500).")
+		tallyVer  = flag.String("tally-version", "", "What to call the tally binary's version in the comparison's header (make bench-kueue gives the commit).")
+		rounds    = flag.Int("rounds", 3, "With -kueue, how many runs of each of the four.")
 		tallyArgs stringList
 		tallyEnv  stringList
 	)
 	flag.Var(&tallyArgs, "tally-arg", "An extra argument for `tally serve` (repeatable).")
 	flag.Var(&tallyEnv, "tally-env", "KEY=VALUE added to tally's environment only, such as GOMAXPROCS=1 (repeatable); the API server and the runner keep theirs.")
 	flag.Parse()
-	if *mode != "tally" && *mode != "floor" && *mode != "both" {
-		fmt.Fprintf(os.Stderr, "bench: -mode %q: want tally, floor or both\n", *mode)
+	if *mode == "floor" {
+		*mode = "replay"
+	}
+	*held = *held || *heldOld
+	if *mode != "tally" && *mode != "replay" && *mode != "both" {
+		fmt.Fprintf(os.Stderr, "bench: -mode %q: want tally, replay or both\n", *mode)
 		return 2
 	}
 	for _, kv := range tallyEnv {
@@ -77,41 +86,37 @@ func run() int {
 	if *timeout == 0 {
 		*timeout = sc.Timeout.Duration
 	}
+	kueueTimeout := *timeout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *kueue != "" {
-		if *timeout == 0 {
-			// Kueue's runner records for 10 minutes by default, and
-			// needs 7 to 8 for the baseline on 2 cores: leave room for
-			// a loaded machine.
-			*timeout = max(15*time.Minute, 10*bound.Wall+2*time.Minute)
-		}
-		return runKueue(ctx, sc, plan, bound, *kueue, *assets, *out, *timeout)
-	}
 	if *timeout == 0 {
 		*timeout = 3*bound.Wall + 2*time.Minute
 	}
 	fmt.Printf("bench %s: %d Jobs in %d ClusterQueues; the ideal scheduler needs %.1fs (%.1fs of work for the quota)\n",
 		sc.Name, len(plan.Jobs), len(plan.Queues), bound.Wall.Seconds(), plan.WorkSeconds()/(float64(plan.NominalMilli())/1000))
 
-	// measure runs the plan once, against tally or as the floor, and
-	// writes the per-Job times.
-	measure := func(floor bool) (*perf.Summary, error) {
-		name := sc.Name
-		if floor {
-			name += ".floor"
+	// measureRun runs the plan once, against tally (with tallyArgs) or as
+	// the replay reference, and writes the per-Job times and files under name.
+	var measureRun func(replay bool, name string, tallyArgs []string) (*perf.Summary, *perf.Result, error)
+	measure := func(replay bool) (*perf.Summary, error) {
+		sum, _, err := measureRun(replay, sc.Name, tallyArgs)
+		return sum, err
+	}
+	measureRun = func(replay bool, name string, tallyArgs []string) (*perf.Summary, *perf.Result, error) {
+		if replay {
+			name += ".replay"
 			if *held {
-				fmt.Printf("\nthe held floor: tally's webhook, the decisions of the ideal scheduler without preemption, fed the completions, replayed as patches\n")
+				fmt.Printf("\nthe held replay: tally's webhook, the decisions of the ideal scheduler without preemption, fed the completions, replayed as patches\n")
 			} else {
-				fmt.Printf("\nthe floor: tally's webhook, the ideal scheduler's decisions replayed as patches\n")
+				fmt.Printf("\nthe replay reference: tally's webhook, the ideal scheduler's decisions replayed as patches\n")
 			}
 		}
 		dir := filepath.Join(*out, name)
 		if err := os.RemoveAll(dir); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts := perf.Options{
-			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Floor: floor, HeldFloor: floor && *held, ExplainEvery: *explain, CreationPolicy: *policy, APIServerLogLevel: *apiLog,
+			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Replay: replay, HeldReplay: replay && *held, ExplainEvery: *explain, CreationPolicy: *policy, Pods: *pods, APIServerLogLevel: *apiLog,
 			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
 		}
 		profilePrefix := filepath.Join(*out, name+".tally")
@@ -119,10 +124,10 @@ func run() int {
 			opts.APIServerProfile = filepath.Join(*out, name+".apiserver")
 		}
 		var profiles []string
-		if *profile && !floor {
+		if *profile && !replay {
 			addr, err := freeAddr()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			opts.TallyArgs = append(opts.TallyArgs, "--pprof-bind-address", addr)
 			opts.During = func(ctx context.Context) error {
@@ -133,15 +138,15 @@ func run() int {
 		}
 		res, runErr := perf.Run(ctx, opts)
 		if res == nil {
-			return nil, runErr
+			return nil, nil, runErr
 		}
 		sum, err := perf.Summarize(plan, res)
 		if err != nil {
-			return nil, errors.Join(runErr, err)
+			return nil, nil, errors.Join(runErr, err)
 		}
 		jobs := filepath.Join(*out, name+".jobs.csv")
 		if err := perf.WriteJobs(jobs, plan, res); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		fmt.Printf("per-Job times: %s; tally's log: %s\n", jobs, filepath.Join(dir, "tally.log"))
 		if len(profiles) > 0 {
@@ -152,29 +157,32 @@ func run() int {
 			fmt.Printf("the API server's CPU profiles, 10s each: go tool pprof -top %s\n", strings.Join(res.APIServerProfiles, " "))
 		}
 		if res.ReplayFailures > 0 && runErr == nil {
-			runErr = fmt.Errorf("%d of the floor's writes failed", res.ReplayFailures)
+			runErr = fmt.Errorf("%d of the replay reference's writes failed", res.ReplayFailures)
 		}
 		if runErr != nil {
-			return sum, fmt.Errorf("the run did not complete: %w", runErr)
+			return sum, res, fmt.Errorf("the run did not complete: %w", runErr)
 		}
-		return sum, nil
+		return sum, res, nil
 	}
-	var sum, floor *perf.Summary
+	if *kueue != "" {
+		return compare(ctx, sc, plan, bound, *kueue, *assets, *bin, *tallyVer, *out, kueueTimeout, *rounds, tallyArgs, measureRun)
+	}
+	var sum, replay *perf.Summary
 	var err1, err2 error
-	if *mode != "floor" {
+	if *mode != "replay" {
 		sum, err1 = measure(false)
 	}
 	if *mode != "tally" && err1 == nil {
-		floor, err2 = measure(true)
+		replay, err2 = measure(true)
 	}
 	if err := errors.Join(err1, err2); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
 	if sum == nil {
-		sum = floor
-	} else if floor != nil {
-		sum.SetFloor(floor)
+		sum = replay
+	} else if replay != nil {
+		sum.SetReplay(replay)
 	}
 	fmt.Println()
 	if err := sum.Table(os.Stdout); err != nil {
@@ -182,8 +190,8 @@ func run() int {
 		return 1
 	}
 	toWrite := []*perf.Summary{sum}
-	if floor != nil && floor != sum {
-		toWrite = append(toWrite, floor)
+	if replay != nil && replay != sum {
+		toWrite = append(toWrite, replay)
 	}
 	for _, s := range toWrite {
 		path, err := s.Write(*out)
@@ -196,26 +204,28 @@ func run() int {
 	return 0
 }
 
-// runKueue runs Kueue's runner on the scenario and prints it beside
-// tally's last summary of the same scenario in out, if there is one.
-func runKueue(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bound scenario.Stats, tools, assets, out string, timeout time.Duration) int {
+// compare runs, rounds times in turn, tally with its defaults, tally at
+// minimalkueue's client budget, Kueue as released and Kueue at tally's
+// budget, and prints and writes the comparison.
+func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bound scenario.Stats, tools, assets, bin, tallyVersion, out string, kueueTimeout time.Duration, rounds int,
+	tallyArgs []string, measureRun func(replay bool, name string, tallyArgs []string) (*perf.Summary, *perf.Result, error)) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
+	if bin == "" {
+		return fail(errors.New("-kueue compares with tally: set TALLY_BIN (or -tally)"))
+	}
 	version, err := os.ReadFile(filepath.Join(tools, "VERSION"))
 	if err != nil {
 		return fail(fmt.Errorf("%w (e2e/toolchain/build.sh DIR kueue-perf builds it)", err))
 	}
+	v := strings.TrimSpace(string(version))
 	gen, err := perf.KueueGenerator(sc)
 	if err != nil {
 		return fail(err)
 	}
-	dir := filepath.Join(out, sc.Name+".kueue")
-	if err := os.RemoveAll(dir); err != nil {
+	genPath := filepath.Join(out, sc.Name+".kueue.generator.yaml")
+	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fail(err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fail(err)
-	}
-	genPath := filepath.Join(dir, "generator.yaml")
 	if err := os.WriteFile(genPath, gen, 0o644); err != nil {
 		return fail(err)
 	}
@@ -232,28 +242,88 @@ func runKueue(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, b
 		}
 		fmt.Printf("kueue: %s is %s Kueue's configs/%s/generator.yaml\n", genPath, verdict, sc.Name)
 	}
-	v := strings.TrimSpace(string(version))
-	fmt.Printf("kueue: running Kueue %s's scheduler-performance runner with minimalkueue (for up to %s); its files go to %s\n", v, timeout, dir)
-	start := time.Now()
-	k, err := perf.RunKueue(ctx, perf.KueueOptions{Tools: tools, Assets: assets, Generator: genPath, Dir: dir, Timeout: timeout})
+	spec, err := perf.ReadKueueRangeSpec(tools, sc.Name)
 	if err != nil {
 		return fail(err)
 	}
-	fmt.Printf("kueue: done in %.0fs\n\n", time.Since(start).Seconds())
-	tallyPath := filepath.Join(out, sc.Name+".summary.yaml")
-	tally, err := perf.ReadSummary(tallyPath)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return fail(err)
-	default:
-		if fi, err := os.Stat(tallyPath); err == nil {
-			fmt.Printf("tally: %s, written %s\n", tallyPath, fi.ModTime().UTC().Format(time.RFC3339))
+	if kueueTimeout == 0 {
+		// Kueue's runner records for 10 minutes by default, and needs 6
+		// to 7 for the baseline on 2 cores: leave room for a loaded
+		// machine.
+		kueueTimeout = max(15*time.Minute, 10*bound.Wall+2*time.Minute)
+	}
+	budget := func(qps, burst string) string { return "QPS " + qps + ", burst " + burst }
+	tallyFlags := func(extra []string) string {
+		return strings.TrimSpace("tally serve --register-webhooks " + strings.Join(extra, " "))
+	}
+	kueueBudget := []string{"--kube-api-qps=50", "--kube-api-burst=100"}
+	contenders := []*perf.Contender{
+		{Name: "tally", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(tallyArgs), Budget: budget("500", "1000") + " (its defaults)"},
+		{Name: "tally 50/100", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(append(slices.Clone(tallyArgs), kueueBudget...)), Budget: budget("50", "100") + " (minimalkueue's)"},
+		{Name: "kueue", Binary: "minimalkueue", Version: v, Flags: "minimalkueue --zap-log-level=2", Budget: budget("50", "100") + " (its own)"},
+		{Name: "kueue 500/1000", Binary: "minimalkueue-qps500", Version: v, Flags: "minimalkueue --zap-log-level=2", Budget: budget("500", "1000") + " (tally's defaults)"},
+	}
+	if b, err := os.ReadFile(filepath.Join(tools, "minimalkueue-qps500.edit")); err == nil {
+		contenders[3].Edit = strings.TrimSpace(string(b))
+	}
+	cmp := &perf.Comparison{Scenario: sc.Name, Jobs: len(plan.Jobs), APIServerFlags: perf.APIServerFlagsString(), Contenders: contenders, Started: time.Now(),
+		Ideal: perf.IdealFigures{WallSeconds: bound.Wall.Seconds(), Classes: map[string]float64{}}}
+	var classes []string
+	for i, c := range plan.Classes {
+		classes = append(classes, c.Name)
+		cmp.Ideal.Classes[c.Name] = bound.Classes[i].AvgTimeToAdmission.Seconds()
+	}
+	for round := 1; round <= rounds; round++ {
+		for i, c := range contenders {
+			if ctx.Err() != nil {
+				return fail(ctx.Err())
+			}
+			name := fmt.Sprintf("%s.compare.%d.%d", sc.Name, round, i)
+			fmt.Printf("\nround %d of %d: %s (%s), files in %s\n", round, rounds, c.Name, c.Budget, filepath.Join(out, name))
+			start := time.Now()
+			var run perf.CompareRun
+			var err error
+			if i < 2 {
+				args := slices.Clone(tallyArgs)
+				if i == 1 {
+					args = append(args, kueueBudget...)
+				}
+				var sum *perf.Summary
+				var res *perf.Result
+				sum, res, err = measureRun(false, name, args)
+				if sum != nil && res != nil && err == nil {
+					run = perf.TallyRun(plan, sum, res)
+				}
+			} else {
+				var k *perf.KueueResult
+				k, err = perf.RunKueue(ctx, perf.KueueOptions{Plan: plan, Tools: tools, MinimalKueue: c.Binary, Assets: assets, Generator: genPath,
+					Dir: filepath.Join(out, name), Timeout: kueueTimeout, Progress: os.Stdout})
+				if k != nil && err == nil {
+					run = perf.KueueRun(plan, k, spec.Check(k))
+				}
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench: %s, round %d: %v\n", c.Name, round, err)
+				c.Failed = append(c.Failed, fmt.Sprintf("round %d: %v", round, err))
+				continue
+			}
+			fmt.Printf("%s: wall %.1fs, CPU %.1fs, done in %.0fs\n", c.Name, run.WallSeconds, run.CPUSeconds, time.Since(start).Seconds())
+			c.Runs = append(c.Runs, run)
+			cmp.Took = time.Since(cmp.Started)
+			if _, err := cmp.Write(out); err != nil {
+				return fail(err)
+			}
 		}
 	}
-	if err := perf.CompareTable(os.Stdout, plan, bound, tally, k, v); err != nil {
+	fmt.Println()
+	if err := cmp.Table(os.Stdout, classes); err != nil {
 		return fail(err)
 	}
+	path, err := cmp.Write(out)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Printf("\ncomparison: %s\n", path)
 	return 0
 }
 

@@ -18,19 +18,22 @@ import (
 	"tally.dev/tally/queues"
 )
 
-// The floor is what this API server allows at best: everything as in a
-// measured run (control plane, runner, tally's webhook, arrivals), but
+// The replay reference is a measured run (control plane, runner, tally's
+// webhook, arrivals) in which
 // tally's ledger never leads, and a replay of the ideal scheduler admits
 // the Jobs instead, one patch per Job, sent the moment the scheduler first
 // admits it. The scheduler is fed each Job when its create returns, so it
 // decides on the arrivals as they actually happened. Its evictions and
 // re-admissions are not replayed: they cost nothing in the ideal (which
 // evicts about once per Job on the baseline), and here they would cost
-// the very writes the floor leaves out. So the floor's writes per Job are
-// the create, one admission and the runner's completion; and since a Job
-// the ideal evicts runs on to completion, the floor's usage may pass 100%.
+// the very writes the replay leaves out. So its writes per Job are the
+// create, one admission and the runner's completion; and since a Job the
+// ideal evicts runs on to completion, its usage may pass 100%. It is a
+// reference, not a lower bound: it admits into quota the ideal frees at
+// the end of a runtime, before the completion is written, and a
+// scheduler that keeps to quota (the held replay) has been faster.
 //
-// The held floor (Options.HeldFloor) replays, the same way, a scheduler
+// The held replay (Options.HeldReplay) replays, the same way, a scheduler
 // that keeps to the quota the API server's Jobs hold: the ideal scheduler
 // without preemption, which holds each Job's quota until the runner's
 // completion write for it returns (the earliest anything can know of it),
@@ -39,9 +42,9 @@ import (
 // seeing it, and for the completion write; it pays no watch delay for
 // that completion, nor anything for deciding.
 
-// floorHolder holds tally's leader lease through a floor run, so that
+// replayHolder holds tally's leader lease through a replay run, so that
 // tally serves its webhooks but its ledger never runs.
-const floorHolder = "tally-bench-floor"
+const replayHolder = "tally-bench-replay"
 
 // holdLease takes tally's ledger lease for the whole run: tally, started
 // with --leader-elect after it, waits for a lease that does not expire.
@@ -50,7 +53,7 @@ func holdLease(ctx context.Context, cs kubernetes.Interface, ns string) error {
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ledgerLease},
 		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(floorHolder),
+			HolderIdentity:       ptr.To(replayHolder),
 			LeaseDurationSeconds: ptr.To[int32](7 * 24 * 3600),
 			AcquireTime:          &now,
 			RenewTime:            &now,
@@ -82,7 +85,7 @@ func newReplay(kubeconfig string, p *scenario.Plan, start time.Time, held bool) 
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = -1, 0
-	cfg.UserAgent = "tally-bench-floor"
+	cfg.UserAgent = "tally-bench-replay"
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
