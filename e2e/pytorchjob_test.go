@@ -235,11 +235,25 @@ func TestPyTorchJobRestart(t *testing.T) {
 		}
 		return running, pending, finished, err
 	}
+	// tally is killed once two PyTorchJobs run with all their pods (a
+	// master and 3 workers each): pods are not created while tally, which
+	// gates them, is down, so one without its pods could not finish.
 	var finishedAtKill int
 	err := framework.Poll(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
 		running, pending, finished, err := count(ctx)
 		finishedAtKill = finished
-		return err == nil && running == 2 && pending > 0, fmt.Sprintf("%d running, %d pending, %d finished (err %v)", running, pending, finished, err), nil
+		var pods corev1.PodList
+		if err == nil {
+			err = s.client.List(ctx, &pods, client.InNamespace(ns))
+		}
+		runningPods := 0
+		for i := range pods.Items {
+			if pods.Items[i].Status.Phase == corev1.PodRunning && pods.Items[i].DeletionTimestamp == nil {
+				runningPods++
+			}
+		}
+		return err == nil && running == 2 && runningPods == 2*4 && pending > 0,
+			fmt.Sprintf("%d running (%d pods running), %d pending, %d finished (err %v)", running, runningPods, pending, finished, err), nil
 	})
 	if err != nil {
 		t.Fatalf("the queue never filled: %v", err)
