@@ -194,10 +194,35 @@ func TestPreemptWithinQueue(t *testing.T) {
 // preempting exactly three of b's Jobs (what a needs, and b keeps its own
 // nominal 2), and says so in Events; every Job finishes.
 func TestCohortReclaim(t *testing.T) {
+	reclaimAcross(t, reclaimRun{
+		docs: reclaimQueueDocs, cohort: "e2e-reclaim", lender: "e2e-reclaim-a", borrower: "e2e-reclaim-b",
+		borrowers: 6, victims: 3, running: 3,
+		why: "a needs 3 GPUs and b must keep its nominal 2", runningWhy: "its nominal 2 plus 1 still borrowed",
+	})
+}
+
+// reclaimRun is a reclaim across a cohort (or a tree of cohorts) of 6
+// GPUs: the borrower's ClusterQueue runs borrowers 1-GPU Jobs, beyond its
+// nominal quota; then a 3-GPU Job of the lender's arrives and reclaims.
+// Each queue's namespace has the queue's name.
+type reclaimRun struct {
+	docs, cohort, lender, borrower string
+	// borrowers, victims and running are the borrower's Jobs, those the
+	// reclaim preempts, and the GPUs it runs after it.
+	borrowers, victims int
+	running            int64
+	why, runningWhy    string
+}
+
+// reclaimAcross runs r: the reclaimer is admitted, exactly r.victims of
+// the borrower's Jobs are preempted, their pods gone, with Events that
+// say why; the lender's Jobs are never suspended; read from the pods, the
+// cohort never runs more than 6 GPUs; every Job finishes.
+func reclaimAcross(t *testing.T, r reclaimRun) {
 	s := setup(t)
 	ctx := testContext(t, 5*time.Minute)
-	const nsA, nsB, qA, qB, cohort = "e2e-reclaim-a", "e2e-reclaim-b", "e2e-reclaim-a", "e2e-reclaim-b", "e2e-reclaim"
-	useQueues(ctx, t, s, []string{qA, qB}, reclaimQueueDocs)
+	nsA, nsB, qA, qB := r.lender, r.borrower, r.lender, r.borrower
+	useQueues(ctx, t, s, []string{qA, qB}, r.docs)
 	for ns, q := range map[string]string{nsA: qA, nsB: qB} {
 		if err := framework.BindNamespace(ctx, s.client, ns, q); err != nil {
 			t.Fatalf("binding namespace %s: %v", ns, err)
@@ -208,11 +233,11 @@ func TestCohortReclaim(t *testing.T) {
 	usage := watchUsage(ctx, t, s, map[string]string{nsA: qA, nsB: qB}, []framework.UsageLimit{
 		{Name: "ClusterQueue " + qA, Queues: []string{qA}, Max: 6},
 		{Name: "ClusterQueue " + qB, Queues: []string{qB}, Max: 6},
-		{Name: "cohort " + cohort, Queues: []string{qA, qB}, Max: 6},
+		{Name: "cohort " + r.cohort, Queues: []string{qA, qB}, Max: 6},
 	})
 
 	var borrowers []*batchv1.Job
-	for i := range 6 {
+	for i := range r.borrowers {
 		borrowers = append(borrowers, framework.NewJob(nsB, fmt.Sprintf("borrow-%d", i)).GPUs(1).Runtime(25*time.Second).Obj())
 	}
 	if err := framework.CreateJobs(ctx, s.client, borrowers...); err != nil {
@@ -232,9 +257,9 @@ func TestCohortReclaim(t *testing.T) {
 		t.Errorf("Jobs of %s suspended again: %v", nsA, slices.Sorted(maps.Keys(v)))
 	}
 	victims := resuspended(recB)
-	if len(victims) != 3 {
-		t.Fatalf("Jobs of %s suspended again when the reclaimer was admitted: %v; want exactly 3 (a needs 3 GPUs and b must keep its nominal 2)",
-			nsB, slices.Sorted(maps.Keys(victims)))
+	if len(victims) != r.victims {
+		t.Fatalf("Jobs of %s suspended again when the reclaimer was admitted: %v; want exactly %d (%s)",
+			nsB, slices.Sorted(maps.Keys(victims)), r.victims, r.why)
 	}
 	jobs, err := framework.ListJobs(ctx, s.client, nsB)
 	if err != nil {
@@ -255,15 +280,15 @@ func TestCohortReclaim(t *testing.T) {
 			running += framework.GPUsOf(j)
 		}
 	}
-	if running != 3 {
-		t.Errorf("ClusterQueue %s runs %d GPUs after the reclaim, want 3 (its nominal 2 plus 1 still borrowed)", qB, running)
+	if running != r.running {
+		t.Errorf("ClusterQueue %s runs %d GPUs after the reclaim, want %d (%s)", qB, running, r.running, r.runningWhy)
 	}
 
 	prios := map[string]int32{}
 	for _, j := range borrowers {
 		prios[j.Name] = 0
 	}
-	checkPreemptionEvents(ctx, t, s.client, nsB, nsA+"/"+reclaimer.Name, 0, victims, prios, "to reclaim quota lent to cohort "+cohort)
+	checkPreemptionEvents(ctx, t, s.client, nsB, nsA+"/"+reclaimer.Name, 0, victims, prios, "to reclaim quota lent to cohort "+r.cohort)
 
 	waitFinishedAndLabelled(ctx, t, s.client, nsA, 1, 3*time.Minute)
 	waitFinishedAndLabelled(ctx, t, s.client, nsB, len(borrowers), 3*time.Minute)
@@ -272,9 +297,9 @@ func TestCohortReclaim(t *testing.T) {
 	checkHistories(t, recA, nil)
 	checkHistories(t, recB, victims)
 	rep := usage.Stop()
-	checkUsage(t, rep, "cohort "+cohort, 6, 6)
-	if rep.MaxJobs["ClusterQueue "+qB] < 6 {
-		t.Errorf("ClusterQueue %s never borrowed: at most %d GPUs admitted", qB, rep.MaxJobs["ClusterQueue "+qB])
+	checkUsage(t, rep, "cohort "+r.cohort, 6, 6)
+	if rep.MaxPods["ClusterQueue "+qB] < int64(r.borrowers) {
+		t.Errorf("ClusterQueue %s never borrowed: at most %d GPUs in pods, want %d", qB, rep.MaxPods["ClusterQueue "+qB], r.borrowers)
 	}
 }
 
