@@ -338,7 +338,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	l.captureManaged(ctx)
 	l.log.Info("ledger synced", "workloads", len(l.jobs), "namespaces", len(l.namespaces), "kinds", len(l.watched))
 
-	go l.runLabelWorker(ctx)
+	l.runLabelWorkers(ctx)
 	if l.opts.FinishedLabel == FinishedLabelLazy {
 		go l.runFinishedLabelWorker(ctx)
 	}

@@ -43,12 +43,15 @@ type Contender struct {
 	// Binary and Version name what ran; Flags its command line beyond
 	// the runner's own (kubeconfig, ports, certificates); Budget its
 	// client's QPS and burst; Edit a change made to the released source.
-	Binary  string       `json:"binary"`
-	Version string       `json:"version,omitempty"`
-	Flags   string       `json:"flags"`
-	Budget  string       `json:"budget"`
-	Edit    string       `json:"edit,omitempty"`
-	Runs    []CompareRun `json:"runs"`
+	Binary  string `json:"binary"`
+	Version string `json:"version,omitempty"`
+	Flags   string `json:"flags"`
+	Budget  string `json:"budget"`
+	Edit    string `json:"edit,omitempty"`
+	// Pods: the runner played the admitted Jobs' pods too, through
+	// tally's pod gate (-pods), as the job controller would make them.
+	Pods bool         `json:"pods,omitempty"`
+	Runs []CompareRun `json:"runs"`
 	// Failed are the runs that did not complete, with why.
 	Failed []string `json:"failed,omitempty"`
 }
@@ -212,6 +215,9 @@ func (cmp *Comparison) Table(w io.Writer, classes []string) error {
 	fmt.Fprintf(w, "every run's API server: envtest's kube-apiserver and etcd, %s\n", cmp.APIServerFlags)
 	for _, c := range cmp.Contenders {
 		fmt.Fprintf(w, "  %s: %s, client budget %s; %s; %d runs", c.Name, strings.TrimSpace(c.Binary+" "+c.Version), c.Budget, c.Flags, len(c.Runs))
+		if c.Pods {
+			fmt.Fprint(w, "; the runner makes each admitted Job's pod, through tally's pod gate")
+		}
 		if len(c.Failed) > 0 {
 			fmt.Fprintf(w, " (%d failed: %s)", len(c.Failed), strings.Join(c.Failed, "; "))
 		}

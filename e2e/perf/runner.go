@@ -442,8 +442,11 @@ const explainPerTick = 3
 const replayLanes = 128
 
 // labelGrace is how long a run waits, after the last completion, for
-// tally to label every Job finished.
-const labelGrace = time.Minute
+// tally to label every Job finished. The labels share tally's client
+// budget with its admission writes, so at 50,000 Jobs tens of thousands
+// are still due when the last Job completes, a minute and more of writes
+// at 500 a second; the window holds them all.
+const labelGrace = 5 * time.Minute
 
 // labelsFinished says whether tally, run with the extra arguments args,
 // labels finished Jobs: not with --finished-label=off (the last one

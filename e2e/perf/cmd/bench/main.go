@@ -97,12 +97,13 @@ func run() int {
 
 	// measureRun runs the plan once, against tally (with tallyArgs) or as
 	// the replay reference, and writes the per-Job times and files under name.
-	var measureRun func(replay bool, name string, tallyArgs []string) (*perf.Summary, *perf.Result, error)
+	// With pods, the runner plays the admitted Jobs' pods (as -pods).
+	var measureRun func(replay bool, name string, tallyArgs []string, pods bool) (*perf.Summary, *perf.Result, error)
 	measure := func(replay bool) (*perf.Summary, error) {
-		sum, _, err := measureRun(replay, sc.Name, tallyArgs)
+		sum, _, err := measureRun(replay, sc.Name, tallyArgs, *pods)
 		return sum, err
 	}
-	measureRun = func(replay bool, name string, tallyArgs []string) (*perf.Summary, *perf.Result, error) {
+	measureRun = func(replay bool, name string, tallyArgs []string, pods bool) (*perf.Summary, *perf.Result, error) {
 		if replay {
 			name += ".replay"
 			if *held {
@@ -116,7 +117,7 @@ func run() int {
 			return nil, nil, err
 		}
 		opts := perf.Options{
-			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Replay: replay, HeldReplay: replay && *held, ExplainEvery: *explain, CreationPolicy: *policy, Pods: *pods, APIServerLogLevel: *apiLog,
+			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Replay: replay, HeldReplay: replay && *held, ExplainEvery: *explain, CreationPolicy: *policy, Pods: pods, APIServerLogLevel: *apiLog,
 			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
 		}
 		profilePrefix := filepath.Join(*out, name+".tally")
@@ -208,7 +209,7 @@ func run() int {
 // minimalkueue's client budget, Kueue as released and Kueue at tally's
 // budget, and prints and writes the comparison.
 func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bound scenario.Stats, tools, assets, bin, tallyVersion, out string, kueueTimeout time.Duration, rounds int,
-	tallyArgs []string, measureRun func(replay bool, name string, tallyArgs []string) (*perf.Summary, *perf.Result, error)) int {
+	tallyArgs []string, measureRun func(replay bool, name string, tallyArgs []string, pods bool) (*perf.Summary, *perf.Result, error)) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
 	if bin == "" {
 		return fail(errors.New("-kueue compares with tally: set TALLY_BIN (or -tally)"))
@@ -257,14 +258,18 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 		return strings.TrimSpace("tally serve --register-webhooks " + strings.Join(extra, " "))
 	}
 	kueueBudget := []string{"--kube-api-qps=50", "--kube-api-burst=100"}
+	// args are each tally contender's extra flags; nil for Kueue's.
+	lowBudget := append(slices.Clone(tallyArgs), kueueBudget...)
+	args := [][]string{tallyArgs, tallyArgs, lowBudget, nil, nil}
 	contenders := []*perf.Contender{
 		{Name: "tally", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(tallyArgs), Budget: budget("500", "1000") + " (its defaults)"},
-		{Name: "tally 50/100", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(append(slices.Clone(tallyArgs), kueueBudget...)), Budget: budget("50", "100") + " (minimalkueue's)"},
+		{Name: "tally+pods", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(tallyArgs), Budget: budget("500", "1000") + " (its defaults)", Pods: true},
+		{Name: "tally 50/100", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(lowBudget), Budget: budget("50", "100") + " (minimalkueue's)"},
 		{Name: "kueue", Binary: "minimalkueue", Version: v, Flags: "minimalkueue --zap-log-level=2", Budget: budget("50", "100") + " (its own)"},
 		{Name: "kueue 500/1000", Binary: "minimalkueue-qps500", Version: v, Flags: "minimalkueue --zap-log-level=2", Budget: budget("500", "1000") + " (tally's defaults)"},
 	}
 	if b, err := os.ReadFile(filepath.Join(tools, "minimalkueue-qps500.edit")); err == nil {
-		contenders[3].Edit = strings.TrimSpace(string(b))
+		contenders[4].Edit = strings.TrimSpace(string(b))
 	}
 	cmp := &perf.Comparison{Scenario: sc.Name, Jobs: len(plan.Jobs), APIServerFlags: perf.APIServerFlagsString(), Contenders: contenders, Started: time.Now(),
 		Ideal: perf.IdealFigures{WallSeconds: bound.Wall.Seconds(), Classes: map[string]float64{}}}
@@ -283,14 +288,10 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 			start := time.Now()
 			var run perf.CompareRun
 			var err error
-			if i < 2 {
-				args := slices.Clone(tallyArgs)
-				if i == 1 {
-					args = append(args, kueueBudget...)
-				}
+			if args[i] != nil {
 				var sum *perf.Summary
 				var res *perf.Result
-				sum, res, err = measureRun(false, name, args)
+				sum, res, err = measureRun(false, name, slices.Clone(args[i]), c.Pods)
 				if sum != nil && res != nil && err == nil {
 					run = perf.TallyRun(plan, sum, res)
 				}
