@@ -362,6 +362,31 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 			return
 		}
 		_, err = jobs.Patch(t.ctx, tj.spec.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+		if apierrors.IsConflict(err) {
+			t.finishRetries.Add(1)
+			// Something wrote the Job since the version this run knows.
+			// Read it afresh: on a big run the informer can lag by many
+			// seconds. A spec changed since the run began means a
+			// preemption (and maybe a new admission), which ends this run
+			// once the informer delivers it, so a run is never completed
+			// on behalf of another. A completion already there is this
+			// run's own, from an attempt whose answer was lost (the
+			// runner is the Jobs' only job controller). Otherwise try
+			// again on the new version.
+			job, gerr := jobs.Get(t.ctx, tj.spec.Name, metav1.GetOptions{})
+			tj.mu.Lock()
+			stale := tj.run != run
+			tj.mu.Unlock()
+			if stale || (gerr == nil && job.Generation != gen) {
+				return
+			}
+			if gerr == nil && job.Status.CompletionTime != nil {
+				err = nil
+			} else if gerr == nil && attempt < 100 {
+				rv = job.ResourceVersion
+				continue
+			}
+		}
 		if err == nil {
 			done := time.Now()
 			tj.mu.Lock()
@@ -383,25 +408,8 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 		if t.ctx.Err() != nil {
 			return
 		}
-		t.finishRetries.Add(1)
-		if apierrors.IsConflict(err) {
-			// Something wrote the Job since the version this run knows.
-			// Read it afresh: on a big run the informer can lag by many
-			// seconds. A spec changed since the run began means a
-			// preemption (and maybe a new admission), which ends this run
-			// once the informer delivers it, so a run is never completed
-			// on behalf of another. Otherwise try again on the new version.
-			job, gerr := jobs.Get(t.ctx, tj.spec.Name, metav1.GetOptions{})
-			tj.mu.Lock()
-			stale := tj.run != run
-			tj.mu.Unlock()
-			if stale || (gerr == nil && job.Generation != gen) {
-				return
-			}
-			if gerr == nil && attempt < 100 {
-				rv = job.ResourceVersion
-				continue
-			}
+		if !apierrors.IsConflict(err) {
+			t.finishRetries.Add(1)
 		}
 		if attempt >= 20 {
 			t.fail(fmt.Errorf("completing Job %s/%s: %w", tj.spec.Namespace, tj.spec.Name, err))

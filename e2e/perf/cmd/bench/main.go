@@ -258,9 +258,9 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 		return strings.TrimSpace("tally serve --register-webhooks " + strings.Join(extra, " "))
 	}
 	kueueBudget := []string{"--kube-api-qps=50", "--kube-api-burst=100"}
-	// args are each tally contender's extra flags; nil for Kueue's.
+	// The first three contenders are tally's, with these extra flags.
 	lowBudget := append(slices.Clone(tallyArgs), kueueBudget...)
-	args := [][]string{tallyArgs, tallyArgs, lowBudget, nil, nil}
+	args := [][]string{tallyArgs, tallyArgs, lowBudget}
 	contenders := []*perf.Contender{
 		{Name: "tally", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(tallyArgs), Budget: budget("500", "1000") + " (its defaults)"},
 		{Name: "tally+pods", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(tallyArgs), Budget: budget("500", "1000") + " (its defaults)", Pods: true},
@@ -288,7 +288,7 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 			start := time.Now()
 			var run perf.CompareRun
 			var err error
-			if args[i] != nil {
+			if i < len(args) {
 				var sum *perf.Summary
 				var res *perf.Result
 				sum, res, err = measureRun(false, name, slices.Clone(args[i]), c.Pods)
