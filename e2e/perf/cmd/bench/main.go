@@ -97,13 +97,14 @@ func run() int {
 
 	// measureRun runs the plan once, against tally (with tallyArgs) or as
 	// the replay reference, and writes the per-Job times and files under name.
-	// With pods, the runner plays the admitted Jobs' pods (as -pods).
-	var measureRun func(replay bool, name string, tallyArgs []string, pods bool) (*perf.Summary, *perf.Result, error)
+	// With pods, the runner plays the admitted Jobs' pods (as -pods);
+	// timeout bounds the run.
+	var measureRun func(replay bool, name string, tallyArgs []string, pods bool, timeout time.Duration) (*perf.Summary, *perf.Result, error)
 	measure := func(replay bool) (*perf.Summary, error) {
-		sum, _, err := measureRun(replay, sc.Name, tallyArgs, *pods)
+		sum, _, err := measureRun(replay, sc.Name, tallyArgs, *pods, *timeout)
 		return sum, err
 	}
-	measureRun = func(replay bool, name string, tallyArgs []string, pods bool) (*perf.Summary, *perf.Result, error) {
+	measureRun = func(replay bool, name string, tallyArgs []string, pods bool, timeout time.Duration) (*perf.Summary, *perf.Result, error) {
 		if replay {
 			name += ".replay"
 			if *held {
@@ -118,7 +119,7 @@ func run() int {
 		}
 		opts := perf.Options{
 			Plan: plan, Assets: *assets, TallyBin: *bin, Dir: dir, TallyArgs: tallyArgs, TallyEnv: tallyEnv, Replay: replay, HeldReplay: replay && *held, ExplainEvery: *explain, CreationPolicy: *policy, Pods: pods, APIServerLogLevel: *apiLog,
-			Timeout: *timeout, Workers: *workers, Progress: os.Stdout,
+			Timeout: timeout, Workers: *workers, Progress: os.Stdout,
 		}
 		profilePrefix := filepath.Join(*out, name+".tally")
 		if *profile {
@@ -209,7 +210,7 @@ func run() int {
 // minimalkueue's client budget, Kueue as released and Kueue at tally's
 // budget, and prints and writes the comparison.
 func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bound scenario.Stats, tools, assets, bin, tallyVersion, out string, kueueTimeout time.Duration, rounds int,
-	tallyArgs []string, measureRun func(replay bool, name string, tallyArgs []string, pods bool) (*perf.Summary, *perf.Result, error)) int {
+	tallyArgs []string, measureRun func(replay bool, name string, tallyArgs []string, pods bool, timeout time.Duration) (*perf.Summary, *perf.Result, error)) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
 	if bin == "" {
 		return fail(errors.New("-kueue compares with tally: set TALLY_BIN (or -tally)"))
@@ -291,7 +292,9 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 			if i < len(args) {
 				var sum *perf.Summary
 				var res *perf.Result
-				sum, res, err = measureRun(false, name, slices.Clone(args[i]), c.Pods)
+				// tally's runs get Kueue's bound: at Kueue's client
+				// budget tally runs close to the scenario's own.
+				sum, res, err = measureRun(false, name, slices.Clone(args[i]), c.Pods, kueueTimeout)
 				if sum != nil && res != nil && err == nil {
 					run = perf.TallyRun(plan, sum, res)
 				}
