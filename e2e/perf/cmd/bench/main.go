@@ -46,7 +46,7 @@ func run() int {
 		apiLog    = flag.Int("apiserver-v", 0, "Keep the API server's log at this verbosity in the run's folder (apiserver.log); 0: no log. At 1 it names each Job watch it cuts off for falling behind.")
 		kueue     = flag.String("kueue", "", "Compare tally with Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf): -rounds rounds of, in turn, tally with its defaults, tally at minimalkueue's client budget, minimalkueue as released and minimalkueue at tally's budget (minimalkueue-qps500).")
 		tallyVer  = flag.String("tally-version", "", "What to call the tally binary's version in the comparison's header (make bench-kueue gives the commit).")
-		rounds    = flag.Int("rounds", 3, "With -kueue, how many runs of each of the four.")
+		rounds    = flag.Int("rounds", 3, "With -kueue, how many runs of each of the five.")
 		tallyArgs stringList
 		tallyEnv  stringList
 	)
@@ -206,9 +206,10 @@ func run() int {
 	return 0
 }
 
-// compare runs, rounds times in turn, tally with its defaults, tally at
-// minimalkueue's client budget, Kueue as released and Kueue at tally's
-// budget, and prints and writes the comparison.
+// compare runs, rounds times in turn, tally with its defaults, the same
+// with the Jobs' pods played through its pod gate, tally at minimalkueue's
+// client budget, Kueue as released and Kueue at tally's budget, and prints
+// and writes the comparison.
 func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bound scenario.Stats, tools, assets, bin, tallyVersion, out string, kueueTimeout time.Duration, rounds int,
 	tallyArgs []string, measureRun func(replay bool, name string, tallyArgs []string, pods bool, timeout time.Duration) (*perf.Summary, *perf.Result, error)) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
