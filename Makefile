@@ -160,7 +160,7 @@ bench: toolchain build ## Run a benchmark (BENCH_SCENARIO, default baseline): ta
 # KUEUE_VERSION pins the release).
 BENCH_ROUNDS ?= 3
 .PHONY: bench-kueue
-bench-kueue: toolchain build ## Compare tally and Kueue's own scheduler-performance runner with minimalkueue on BENCH_SCENARIO: BENCH_ROUNDS runs each of tally, tally at Kueue's client budget, Kueue, Kueue at tally's budget, in turn (not in make test).
+bench-kueue: toolchain build ## Compare tally and Kueue's own scheduler-performance runner with minimalkueue on BENCH_SCENARIO: BENCH_ROUNDS runs each of tally, tally with the Jobs' pods, tally at Kueue's client budget, Kueue, Kueue at tally's budget, in turn (not in make test).
 	@[ -x "$(TOOLS)/kueue-perf/minimalkueue-qps500" ] || KUBE_VERSION=$(KUBE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)" kueue-perf
 	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench -kueue $(TOOLS)/kueue-perf -rounds $(BENCH_ROUNDS) -tally-version "$$(git describe --always --dirty 2>/dev/null)" $(BENCH_FLAGS)
 
