@@ -78,7 +78,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 2*time.Second, "On SIGTERM, keep serving this long while not ready, so in-flight admissions finish.")
 	fs.DurationVar(&f.recount, "recount-interval", 5*time.Minute, "How often the ledger recounts usage from scratch and repairs drift.")
 	fs.IntVar(&f.ledger.Workers, "max-concurrent-writes", ledger.DefaultWorkers, "The most admission and preemption writes the ledger has in flight at once.")
-	fs.Float64Var(&f.qps, "kube-api-qps", 500, "The most requests a second tally sends to the API server (client-side rate limit; Events are paced apart by client-go).")
+	fs.Float64Var(&f.qps, "kube-api-qps", 500, "The most requests a second tally sends to the API server (client-side rate limit of each client; the ledger's writes share one, and an admission pass decides no more writes than it has free; Events are paced apart by client-go).")
 	fs.IntVar(&f.burst, "kube-api-burst", 1000, "The most requests tally sends in a burst above --kube-api-qps.")
 	var finishedLabel, events, admissionPatch string
 	fs.StringVar(&finishedLabel, "finished-label", string(ledger.FinishedLabelEager), "How the ledger writes the label tally.dev/state=finished: eager (when the workload finishes), lazy (coalesced, at most --finished-label-rate a second, and only while no admission or preemption write is in flight), or off (never: a finished workload keeps its label; its status says it finished).")

@@ -109,6 +109,21 @@ func (l *Ledger) decide() []write {
 	}
 	drains := l.drainLocked()
 	if len(l.pending) == 0 && len(l.late) == 0 {
+		// Nothing waits: nothing wants the budget.
+		l.bounded.Store(false)
+		l.short.Store(false)
+		return drains
+	}
+	// A pass decides no more writes than it can send at once. Decided
+	// further ahead, they would wait their turn at the client's rate
+	// limit with their quota assumed, and a Job of higher priority that
+	// arrives meanwhile would be decided only behind them.
+	budget, short, wait := l.writeBudget()
+	if budget < 1 {
+		// The queues stay dirty: the pass that has a budget decides them.
+		l.bounded.Store(true)
+		l.short.Store(short)
+		l.wakeAfter(wait)
 		return drains
 	}
 	// The victims' preemptors that gave up change what their cohorts
@@ -144,6 +159,9 @@ func (l *Ledger) decide() []write {
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
 	clear(l.reserved)
 	snap.Yield = yield
+	snap.Budget = budget
+	snap.Rotate = l.passes
+	l.passes++
 	var never []*entry
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict, pos int) {
 		e := w.Tag.(*entry)
@@ -178,6 +196,14 @@ func (l *Ledger) decide() []write {
 	for _, e := range never {
 		l.step(e, machine.Reject)
 	}
+	if decided.Full {
+		// What the pass did not reach is decided by the next one.
+		for q := range lists {
+			l.touchLocked(q)
+		}
+	}
+	l.bounded.Store(decided.Full)
+	l.short.Store(decided.Full && short)
 	out := append(make([]write, 0, len(drains)+len(late)+len(decided.Admissions)), drains...)
 	out = append(out, late...)
 	for _, d := range decided.Admissions {
@@ -198,6 +224,30 @@ func (l *Ledger) decide() []write {
 		l.metrics.observeShares(snap)
 	}
 	return out
+}
+
+// writeBudget is how many writes a pass may decide now: the free write
+// slots, or fewer, the client's free tokens (short). With no token free,
+// wait is how long until one is.
+func (l *Ledger) writeBudget() (n int, short bool, wait time.Duration) {
+	n = cap(l.writeSlots) - len(l.writeSlots)
+	if l.opts.Budget != nil {
+		if t, w := l.opts.Budget(); t < n {
+			return t, true, w
+		}
+	}
+	return n, false, 0
+}
+
+// wakeAfter asks for a pass in d, unless one is asked for already.
+func (l *Ledger) wakeAfter(d time.Duration) {
+	if d <= 0 || !l.budgetWake.CompareAndSwap(false, true) {
+		return
+	}
+	l.afterFunc(d, func() {
+		l.budgetWake.Store(false)
+		l.wakePass()
+	})
 }
 
 // admittedLocked lists the preemption candidates in the queues the pass
@@ -286,7 +336,13 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 		}
 		l.inflight.Add(1)
 		go func() {
-			defer func() { <-l.writeSlots; l.inflight.Done() }()
+			defer func() {
+				<-l.writeSlots
+				if l.bounded.Load() {
+					l.wakePass()
+				}
+				l.inflight.Done()
+			}()
 			switch {
 			case w.late:
 				l.capture(ctx, w)

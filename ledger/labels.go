@@ -179,7 +179,7 @@ const labelWorkers = 8
 // gives a stopped preemption victim its candidate affinity back.
 func (l *Ledger) runLabelWorkers(ctx context.Context) {
 	for range labelWorkers {
-		go l.runJobQueue(ctx, l.labelQueue, nil, false)
+		go l.runJobQueue(ctx, l.labelQueue, func() bool { return l.awaitWriteBudget(ctx) }, false)
 	}
 }
 
@@ -245,6 +245,20 @@ const lazyLabelRecheck = 10 * time.Millisecond
 // awaitAdmissionsQuiet waits until admissionsQuiet; false if ctx ended.
 func (l *Ledger) awaitAdmissionsQuiet(ctx context.Context) bool {
 	for !l.admissionsQuiet() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-l.opts.Clock.After(lazyLabelRecheck):
+		}
+	}
+	return true
+}
+
+// awaitWriteBudget holds a label write while the admission passes want
+// more of the client's budget than is free (Ledger.short): admissions and
+// preemptions go first. False if ctx ended.
+func (l *Ledger) awaitWriteBudget(ctx context.Context) bool {
+	for l.short.Load() {
 		select {
 		case <-ctx.Done():
 			return false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -47,7 +48,13 @@ type Options struct {
 	// Workers is how many admission writes run at once;
 	// DefaultWorkers when not positive.
 	Workers int
-	Clock   clock.WithTicker
+	// Budget, if set, says how many requests the writes' client may send
+	// at once now (its rate limiter's free tokens) and, with none free,
+	// how long until one is: a pass decides no more writes than that, nor
+	// than free Workers, and while passes want more of it than is free,
+	// the label writes wait.
+	Budget func() (int, time.Duration)
+	Clock  clock.WithTicker
 	// Held, when set, is asked before every write, which is refused
 	// while it returns an error (see Lease.Held).
 	Held func() error
@@ -174,7 +181,14 @@ type Ledger struct {
 	// writeSlots bounds the writes in flight; inflight counts them.
 	writeSlots chan struct{}
 	inflight   sync.WaitGroup
-	synced     bool
+	// bounded: the last pass stopped at its budget (see decide), and
+	// each write that ends asks for the next. short: it stopped at the
+	// client's free tokens (Options.Budget), and the label writes wait.
+	// budgetWake: a pass is asked for once a token is free.
+	bounded, short, budgetWake atomic.Bool
+	// passes counts the passes, to rotate where a bounded one starts.
+	passes int
+	synced bool
 	// started: this replica's ledger runs (it leads).
 	started bool
 	wake    chan struct{}

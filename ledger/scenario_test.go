@@ -94,6 +94,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	mode K=V...         the ledger's write modes from now on (and after a
 //	                    restart): events=, finished-label=, admission-patch=
 //	                    (a json admission lands as its JSON patch)
+//	budget N            the client may send N requests at once from now
+//	                    on (Options.Budget; 0: one in 20ms)
 //	labels              the label writes asked for since the last labels:
 //	                    the label worker's, then the lazy finished ones'
 //
@@ -376,6 +378,9 @@ func (s *scenario) step(f []string) {
 				fmt.Fprintf(&s.out, "write: admit %s in %s (%s)\n", w.w.Name, strings.Join(w.a.Flavors, "+"), w.a.Annotation(w.w))
 			}
 		}
+		if s.l.bounded.Load() {
+			fmt.Fprintf(&s.out, "pass: stopped at its budget; short of tokens (labels wait): %v; a pass asked for once a token is free: %v\n", s.l.short.Load(), s.l.budgetWake.Load())
+		}
 	case "landed":
 		w, ok := s.writes[name]
 		if !ok {
@@ -463,6 +468,17 @@ func (s *scenario) step(f []string) {
 		s.update(name, func(m map[string]any) {
 			_ = unstructured.SetNestedField(m, true, s.read(name).Kind.SuspendPath()...)
 		})
+	case "budget":
+		n, err := strconv.Atoi(name)
+		if err != nil {
+			s.t.Fatalf("budget %s: %v", name, err)
+		}
+		s.l.opts.Budget = func() (int, time.Duration) {
+			if n > 0 {
+				return n, 0
+			}
+			return 0, 20 * time.Millisecond
+		}
 	case "mode":
 		for _, kv := range f[1:] {
 			k, v, _ := strings.Cut(kv, "=")

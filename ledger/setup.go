@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"fmt"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -64,7 +66,12 @@ func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log log
 		Namespace: opts.Namespace, FromFile: !fromConfigMap, Log: log.WithName("flavors")}); err != nil {
 		return err
 	}
-	l := New(mgr.GetClient(), mgr.GetCache(), store, recorder, log.WithName("ledger"), opts)
+	cl, budget, err := writeClient(mgr)
+	if err != nil {
+		return fmt.Errorf("the ledger's client: %w", err)
+	}
+	opts.Budget = budget.Free
+	l := New(cl, mgr.GetCache(), store, recorder, log.WithName("ledger"), opts)
 	if opts.DashboardAddr != "" {
 		if err := mgr.Add(&Dashboard{Addr: opts.DashboardAddr, Ledger: l, Log: log.WithName("dashboard")}); err != nil {
 			return err

@@ -16,6 +16,25 @@ type Admission struct {
 type Decision struct {
 	Admissions  []Admission
 	Preemptions []Preemption
+	// Full says the pass stopped at Snapshot.Budget: Workloads it did
+	// not reach were not decided.
+	Full bool
+	// writes counts the writes decided: an admission's and a victim's.
+	writes int
+}
+
+// spent adds n writes and says whether the pass has reached s.Budget.
+func (d *Decision) spent(s *Snapshot, n int) bool {
+	d.writes += n
+	return d.full(s)
+}
+
+// full says whether the pass has reached s.Budget, and marks it so.
+func (d *Decision) full(s *Snapshot) bool {
+	if s.Budget > 0 && d.writes >= s.Budget {
+		d.Full = true
+	}
+	return d.Full
 }
 
 // Decide runs one admission pass. pending holds each ClusterQueue's pending
@@ -55,6 +74,13 @@ type Decision struct {
 // In a tree of cohorts, a tournament down the tree picks it (see
 // tournament).
 //
+// With s.Budget set, the pass stops once it has decided that many
+// writes (admissions, and victims), and says so in Decision.Full; the
+// Workloads it did not reach are not observed. The independent groups
+// (cohort trees, and queues without a cohort) are then walked from the
+// one s.Rotate picks, so that none waits behind the others pass after
+// pass.
+//
 // Decide touches nothing but s: the caller makes the writes.
 func Decide(s *Snapshot, pending map[string][]*Workload, observe Observer) Decision {
 	var d Decision
@@ -62,8 +88,16 @@ func Decide(s *Snapshot, pending map[string][]*Workload, observe Observer) Decis
 	for _, w := range s.Reserved {
 		reserved[w.Queue] = append(reserved[w.Queue], w)
 	}
-	for _, group := range s.groups(pending) {
-		s.decideGroup(group, pending, reserved, observe, &d)
+	groups := s.groups(pending)
+	start := 0
+	if s.Budget > 0 && len(groups) > 0 {
+		start = s.Rotate % len(groups)
+	}
+	for i := range groups {
+		if d.full(s) {
+			break
+		}
+		s.decideGroup(groups[(start+i)%len(groups)], pending, reserved, observe, &d)
 	}
 	return d
 }
@@ -144,12 +178,16 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 	admit := func(cq *ClusterQueue, w *Workload, a Assignment, pos int) {
 		s.Charge(cq.Name, a.Usage, +1)
 		d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
+		d.spent(s, 1)
 		taken[w] = true
 		observe(w, Verdict{Kind: Fits}, pos)
 	}
 	for _, name := range group {
 		cq := s.Config.ClusterQueues[name]
 		for _, w := range reserved[name] {
+			if d.full(s) {
+				return
+			}
 			// Even a Workload of higher priority that arrived in its own
 			// queue meanwhile comes after it: the room is the one this
 			// Workload preempted for, and were it taken, this Workload
@@ -168,16 +206,17 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 		p := Preemption{Preemptor: w, Assignment: a, Victims: victims}
 		p.Moved = s.claim(cq.Name, a.Usage, victims)
 		d.Preemptions = append(d.Preemptions, p)
+		d.spent(s, len(victims))
 		taken[w] = true
 		return Verdict{Kind: Preempting, Code: "preempting", message: p.Message()}
 	}
 	if cq := s.Config.ClusterQueues[group[0]]; cq != nil && cq.Cohort != "" {
-		s.admitWithinNominal(group, pending, taken, admit, func(cq *ClusterQueue, w *Workload, a Assignment, victims []Victim, pos int) {
+		s.admitWithinNominal(group, pending, taken, func() bool { return d.full(s) }, admit, func(cq *ClusterQueue, w *Workload, a Assignment, victims []Victim, pos int) {
 			observe(w, preempt(cq, w, a, victims), pos)
 		})
 	}
 	h := s.cursors(group, pending)
-	for h.Len() > 0 {
+	for h.Len() > 0 && !d.full(s) {
 		c := h.top()
 		w := c.head()
 		if taken[w] {
@@ -189,6 +228,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 		case v.Kind == Fits && len(victims) == 0:
 			s.Charge(c.cq.Name, a.Usage, +1)
 			d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
+			d.spent(s, 1)
 		case v.Kind == Fits:
 			v = preempt(c.cq, w, a, victims)
 		}
@@ -285,10 +325,10 @@ func (h *heads) advance() {
 // could fit only by borrowing: that one keeps its place ahead of the rest
 // of its queue for the second walk. A StrictFIFO queue also drops out at
 // its first Workload that must wait.
-func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Workload, taken map[*Workload]bool, admit func(*ClusterQueue, *Workload, Assignment, int),
+func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Workload, taken map[*Workload]bool, full func() bool, admit func(*ClusterQueue, *Workload, Assignment, int),
 	preempt func(*ClusterQueue, *Workload, Assignment, []Victim, int)) {
 	h := s.cursors(group, pending)
-	for h.Len() > 0 {
+	for h.Len() > 0 && !full() {
 		c := h.top()
 		w := c.head()
 		cq := c.cq

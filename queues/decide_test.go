@@ -582,3 +582,69 @@ func TestDecideYield(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideBudget bounds a pass by the writes it may start: admissions
+// and victims count one each, the walk stops at the budget in its own
+// order (priority first), what it did not reach is not observed, and
+// Rotate picks the independent group it starts at.
+func TestDecideBudget(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("f", "tier", "f")}
+	within := func(name string) *ClusterQueue {
+		return withPolicy(makeCQ(name).Group(cpu).Flavor("f", "cpu=4").Obj(), "LowerPriority", "", "", nil)
+	}
+	cqs := []*ClusterQueue{within("a"), within("b")}
+	low1, low2 := makeWL("low1", "a", 1).Req(cpu, "1").Obj(), makeWL("low2", "a", 2).Req(cpu, "1").Obj()
+	high := makeWL("high", "a", 3).Req(cpu, "1").Prio(10).Obj()
+	b1 := makeWL("b1", "b", 4).Req(cpu, "1").Obj()
+	big := makeWL("big", "a", 5).Req(cpu, "4").Prio(20).Obj()
+	for _, tc := range []struct {
+		name     string
+		budget   int
+		rotate   int
+		admitted []*Admitted
+		pending  []*Workload
+		want     []string
+		victims  []string
+		observed []string
+		full     bool
+	}{
+		{name: "no budget: everything that fits", pending: []*Workload{low1, low2, high, b1},
+			want: []string{"high@f", "low1@f", "low2@f", "b1@f"}, observed: []string{"high", "low1", "low2", "b1"}},
+		{name: "a budget larger than the pass", budget: 5, pending: []*Workload{low1, low2, high, b1},
+			want: []string{"high@f", "low1@f", "low2@f", "b1@f"}, observed: []string{"high", "low1", "low2", "b1"}},
+		{name: "the budget stops the walk in priority order", budget: 2, pending: []*Workload{low1, low2, high, b1},
+			want: []string{"high@f", "low1@f"}, observed: []string{"high", "low1"}, full: true},
+		{name: "rotate starts at the second group", budget: 1, rotate: 1, pending: []*Workload{low1, low2, high, b1},
+			want: []string{"b1@f"}, observed: []string{"b1"}, full: true},
+		{name: "rotate wraps around", budget: 1, rotate: 2, pending: []*Workload{low1, low2, high, b1},
+			want: []string{"high@f"}, observed: []string{"high"}, full: true},
+		{name: "victims count against the budget", budget: 2,
+			admitted: []*Admitted{adm("r1", "a", "f", "2", 0, 1), adm("r2", "a", "f", "2", 0, 2)},
+			pending:  []*Workload{big, b1}, victims: []string{"r2", "r1"}, want: []string{}, observed: []string{"big"}, full: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := snapshotOf(makeConfig(fls, cqs...), tc.admitted)
+			snap.Budget, snap.Rotate = tc.budget, tc.rotate
+			observed := []string{}
+			d := Decide(snap, seqs(tc.pending...), func(w *Workload, _ Verdict, _ int) { observed = append(observed, w.Name) })
+			if diff := cmp.Diff(tc.want, admittedNames(d.Admissions)); diff != "" {
+				t.Errorf("admitted (-want +got):\n%s", diff)
+			}
+			var victims []string
+			for _, p := range d.Preemptions {
+				for _, v := range p.Victims {
+					victims = append(victims, v.W.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.victims, victims); diff != "" {
+				t.Errorf("victims (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.observed, observed); diff != "" {
+				t.Errorf("observed (-want +got):\n%s", diff)
+			}
+			if d.Full != tc.full {
+				t.Errorf("Full %v, want %v", d.Full, tc.full)
+			}
+		})
+	}
+}

@@ -99,6 +99,11 @@ type Snapshot struct {
 	// preemptor is admitted (or gives up). Otherwise it could take back the
 	// room it was preempted for, and be preempted again.
 	Yield map[*Workload]*Workload
+	// Budget, when positive, is the most writes the pass decides (see
+	// Decide): the caller decides no further ahead than it can write, so
+	// that what arrives meanwhile, of higher priority, is not decided
+	// behind a backlog of writes. Rotate picks the group it starts at.
+	Budget, Rotate int
 
 	// borrowed is, per cohort, the usage its members and child cohorts
 	// take above what they keep (their guaranteed quota, or what a child

@@ -1,0 +1,51 @@
+package ledger
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// writeBudget is the client-side rate limit of the ledger's writes: one
+// token bucket of the config's QPS and burst, shared by every write the
+// ledger makes (admissions, preemptions and labels, of every kind). Its
+// free tokens bound what a pass decides (see decide): a write decided
+// beyond them would wait its turn in the bucket with its quota assumed.
+type writeBudget struct{ lim *rate.Limiter }
+
+func newWriteBudget(qps float32, burst int) *writeBudget {
+	return &writeBudget{lim: rate.NewLimiter(rate.Limit(qps), burst)}
+}
+
+// Free is how many requests may be sent at once now and, with none, how
+// long until one may (Options.Budget).
+func (b *writeBudget) Free() (int, time.Duration) {
+	t := b.lim.Tokens()
+	if t >= 1 {
+		return int(t), 0
+	}
+	return 0, time.Duration((1 - t) / float64(b.lim.Limit()) * float64(time.Second))
+}
+
+// The flowcontrol.RateLimiter that rest.Config.RateLimiter takes.
+func (b *writeBudget) TryAccept() bool                { return b.lim.Allow() }
+func (b *writeBudget) Accept()                        { _ = b.lim.Wait(context.Background()) }
+func (b *writeBudget) Stop()                          {}
+func (b *writeBudget) QPS() float32                   { return float32(b.lim.Limit()) }
+func (b *writeBudget) Wait(ctx context.Context) error { return b.lim.Wait(ctx) }
+
+// writeClient is mgr's client with the ledger's own writeBudget: reads
+// come from the cache as with mgr's client, and the writes share the one
+// bucket, apart from the Events, the webhook and leader election.
+func writeClient(mgr manager.Manager) (client.Client, *writeBudget, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	b := newWriteBudget(cfg.QPS, cfg.Burst)
+	cfg.RateLimiter = b
+	cl, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		Cache: &client.CacheOptions{Reader: mgr.GetCache()}})
+	return cl, b, err
+}
