@@ -117,9 +117,11 @@ func (l *Ledger) decide() []write {
 	// A pass decides no more writes than it can send at once. Decided
 	// further ahead, they would wait their turn at the client's rate
 	// limit with their quota assumed, and a Job of higher priority that
-	// arrives meanwhile would be decided only behind them.
+	// arrives meanwhile would be decided only behind them. After a pass
+	// that stopped at its budget, the next waits until the budget is
+	// worth a pass (writeChunk).
 	budget, short, wait := l.writeBudget()
-	if budget < 1 {
+	if budget < 1 || l.bounded.Load() && budget < l.writeChunk() {
 		// The queues stay dirty: the pass that has a budget decides them.
 		l.bounded.Store(true)
 		l.short.Store(short)
@@ -135,10 +137,10 @@ func (l *Ledger) decide() []write {
 	usage := make(map[string]queues.Usage)
 	for q, u := range l.usage {
 		if fair || inPass(q) {
-			usage[q] = u.Clone()
+			usage[q] = u
 		}
 	}
-	snap := queues.NewSnapshot(l.cfg, usage, l.namespaceLabelsLocked())
+	snap := queues.NewSnapshotSharing(l.cfg, usage, l.namespaceLabelsLocked())
 	late := l.decideLateLocked(snap)
 	lists := l.listsLocked(inPass)
 	if blocked := l.blockedLocked(); len(blocked) > 0 {
@@ -196,11 +198,9 @@ func (l *Ledger) decide() []write {
 	for _, e := range never {
 		l.step(e, machine.Reject)
 	}
-	if decided.Full {
+	for _, q := range decided.Rest {
 		// What the pass did not reach is decided by the next one.
-		for q := range lists {
-			l.touchLocked(q)
-		}
+		l.touchLocked(q)
 	}
 	l.bounded.Store(decided.Full)
 	l.short.Store(decided.Full && short)
@@ -227,16 +227,35 @@ func (l *Ledger) decide() []write {
 }
 
 // writeBudget is how many writes a pass may decide now: the free write
-// slots, or fewer, the client's free tokens (short). With no token free,
-// wait is how long until one is.
+// slots, or fewer, the client's free tokens (short). When short, wait is
+// how long until a pass's worth of tokens is free (writeChunk).
 func (l *Ledger) writeBudget() (n int, short bool, wait time.Duration) {
 	n = cap(l.writeSlots) - len(l.writeSlots)
-	if l.opts.Budget != nil {
-		if t, w := l.opts.Budget(); t < n {
-			return t, true, w
+	if l.opts.Budget == nil {
+		return n, false, 0
+	}
+	tokens, qps := l.opts.Budget()
+	if t := int(max(tokens, 0)); t < n {
+		need := float64(l.writeChunk())
+		if !l.bounded.Load() {
+			need = 1
 		}
+		return t, true, time.Duration(max(need-tokens, 0) / qps * float64(time.Second))
 	}
 	return n, false, 0
+}
+
+// writeChunk is the least budget a pass waits for after one that stopped
+// at its budget: half the write slots, or what the client may send in
+// 100ms, whichever is less. Passes that each decide a write or two would
+// cost, at scale, more than the writes.
+func (l *Ledger) writeChunk() int {
+	n := cap(l.writeSlots) / 2
+	if l.opts.Budget != nil {
+		_, qps := l.opts.Budget()
+		n = min(n, int(qps/10))
+	}
+	return max(n, 1)
 }
 
 // wakeAfter asks for a pass in d, unless one is asked for already.
@@ -338,7 +357,7 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 		go func() {
 			defer func() {
 				<-l.writeSlots
-				if l.bounded.Load() {
+				if l.bounded.Load() && cap(l.writeSlots)-len(l.writeSlots) >= l.writeChunk() {
 					l.wakePass()
 				}
 				l.inflight.Done()

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
@@ -21,14 +20,10 @@ func newWriteBudget(qps float32, burst int) *writeBudget {
 	return &writeBudget{lim: rate.NewLimiter(rate.Limit(qps), burst)}
 }
 
-// Free is how many requests may be sent at once now and, with none, how
-// long until one may (Options.Budget).
-func (b *writeBudget) Free() (int, time.Duration) {
-	t := b.lim.Tokens()
-	if t >= 1 {
-		return int(t), 0
-	}
-	return 0, time.Duration((1 - t) / float64(b.lim.Limit()) * float64(time.Second))
+// Free is how many requests may be sent at once now, and how many a
+// second (Options.Budget).
+func (b *writeBudget) Free() (tokens, qps float64) {
+	return b.lim.Tokens(), float64(b.lim.Limit())
 }
 
 // The flowcontrol.RateLimiter that rest.Config.RateLimiter takes.

@@ -49,11 +49,10 @@ type Options struct {
 	// DefaultWorkers when not positive.
 	Workers int
 	// Budget, if set, says how many requests the writes' client may send
-	// at once now (its rate limiter's free tokens) and, with none free,
-	// how long until one is: a pass decides no more writes than that, nor
-	// than free Workers, and while passes want more of it than is free,
-	// the label writes wait.
-	Budget func() (int, time.Duration)
+	// at once now (its rate limiter's free tokens) and how many a second:
+	// a pass decides no more writes than that, nor than free Workers, and
+	// while passes want more of it than is free, the label writes wait.
+	Budget func() (tokens, qps float64)
 	Clock  clock.WithTicker
 	// Held, when set, is asked before every write, which is refused
 	// while it returns an error (see Lease.Held).
@@ -182,9 +181,10 @@ type Ledger struct {
 	writeSlots chan struct{}
 	inflight   sync.WaitGroup
 	// bounded: the last pass stopped at its budget (see decide), and
-	// each write that ends asks for the next. short: it stopped at the
-	// client's free tokens (Options.Budget), and the label writes wait.
-	// budgetWake: a pass is asked for once a token is free.
+	// the next is asked for once a pass's worth is free (writeChunk):
+	// by the write that frees the slots, or, short of the client's
+	// tokens (Options.Budget), by a timer; while short, the label writes
+	// wait. budgetWake: that timer is set.
 	bounded, short, budgetWake atomic.Bool
 	// passes counts the passes, to rotate where a bounded one starts.
 	passes int

@@ -94,8 +94,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //	mode K=V...         the ledger's write modes from now on (and after a
 //	                    restart): events=, finished-label=, admission-patch=
 //	                    (a json admission lands as its JSON patch)
-//	budget N            the client may send N requests at once from now
-//	                    on (Options.Budget; 0: one in 20ms)
+//	budget N [QPS]      the client may send N requests at once from now
+//	                    on, and QPS a second (Options.Budget; default 10)
 //	labels              the label writes asked for since the last labels:
 //	                    the label worker's, then the lazy finished ones'
 //
@@ -379,7 +379,7 @@ func (s *scenario) step(f []string) {
 			}
 		}
 		if s.l.bounded.Load() {
-			fmt.Fprintf(&s.out, "pass: stopped at its budget; short of tokens (labels wait): %v; a pass asked for once a token is free: %v\n", s.l.short.Load(), s.l.budgetWake.Load())
+			fmt.Fprintf(&s.out, "pass: stopped at its budget; short of tokens (labels wait): %v; next pass asked for by a timer: %v\n", s.l.short.Load(), s.l.budgetWake.Load())
 		}
 	case "landed":
 		w, ok := s.writes[name]
@@ -469,16 +469,15 @@ func (s *scenario) step(f []string) {
 			_ = unstructured.SetNestedField(m, true, s.read(name).Kind.SuspendPath()...)
 		})
 	case "budget":
-		n, err := strconv.Atoi(name)
+		tokens, err := strconv.ParseFloat(name, 64)
+		qps := 10.0
+		if err == nil && len(f) > 2 {
+			qps, err = strconv.ParseFloat(f[2], 64)
+		}
 		if err != nil {
-			s.t.Fatalf("budget %s: %v", name, err)
+			s.t.Fatalf("budget %s: %v", strings.Join(f[1:], " "), err)
 		}
-		s.l.opts.Budget = func() (int, time.Duration) {
-			if n > 0 {
-				return n, 0
-			}
-			return 0, 20 * time.Millisecond
-		}
+		s.l.opts.Budget = func() (float64, float64) { return tokens, qps }
 	case "mode":
 		for _, kv := range f[1:] {
 			k, v, _ := strings.Cut(kv, "=")

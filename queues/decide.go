@@ -16,9 +16,11 @@ type Admission struct {
 type Decision struct {
 	Admissions  []Admission
 	Preemptions []Preemption
-	// Full says the pass stopped at Snapshot.Budget: Workloads it did
-	// not reach were not decided.
+	// Full says the pass stopped at Snapshot.Budget, and Rest lists
+	// the queues it did not finish: Workloads it did not reach were not
+	// decided.
 	Full bool
+	Rest []string
 	// writes counts the writes decided: an admission's and a victim's.
 	writes int
 }
@@ -94,10 +96,13 @@ func Decide(s *Snapshot, pending map[string][]*Workload, observe Observer) Decis
 		start = s.Rotate % len(groups)
 	}
 	for i := range groups {
-		if d.full(s) {
-			break
+		g := groups[(start+i)%len(groups)]
+		if !d.full(s) {
+			s.decideGroup(g, pending, reserved, observe, &d)
 		}
-		s.decideGroup(groups[(start+i)%len(groups)], pending, reserved, observe, &d)
+		if d.Full {
+			d.Rest = append(d.Rest, g...)
+		}
 	}
 	return d
 }

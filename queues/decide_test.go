@@ -585,8 +585,8 @@ func TestDecideYield(t *testing.T) {
 
 // TestDecideBudget bounds a pass by the writes it may start: admissions
 // and victims count one each, the walk stops at the budget in its own
-// order (priority first), what it did not reach is not observed, and
-// Rotate picks the independent group it starts at.
+// order (priority first), what it did not reach is not observed and its
+// queues are listed, and Rotate picks the independent group it starts at.
 func TestDecideBudget(t *testing.T) {
 	fls := []*flavors.Flavor{flavor("f", "tier", "f")}
 	within := func(name string) *ClusterQueue {
@@ -607,20 +607,21 @@ func TestDecideBudget(t *testing.T) {
 		victims  []string
 		observed []string
 		full     bool
+		rest     []string
 	}{
 		{name: "no budget: everything that fits", pending: []*Workload{low1, low2, high, b1},
 			want: []string{"high@f", "low1@f", "low2@f", "b1@f"}, observed: []string{"high", "low1", "low2", "b1"}},
 		{name: "a budget larger than the pass", budget: 5, pending: []*Workload{low1, low2, high, b1},
 			want: []string{"high@f", "low1@f", "low2@f", "b1@f"}, observed: []string{"high", "low1", "low2", "b1"}},
 		{name: "the budget stops the walk in priority order", budget: 2, pending: []*Workload{low1, low2, high, b1},
-			want: []string{"high@f", "low1@f"}, observed: []string{"high", "low1"}, full: true},
+			want: []string{"high@f", "low1@f"}, observed: []string{"high", "low1"}, full: true, rest: []string{"a", "b"}},
 		{name: "rotate starts at the second group", budget: 1, rotate: 1, pending: []*Workload{low1, low2, high, b1},
-			want: []string{"b1@f"}, observed: []string{"b1"}, full: true},
+			want: []string{"b1@f"}, observed: []string{"b1"}, full: true, rest: []string{"b", "a"}},
 		{name: "rotate wraps around", budget: 1, rotate: 2, pending: []*Workload{low1, low2, high, b1},
-			want: []string{"high@f"}, observed: []string{"high"}, full: true},
+			want: []string{"high@f"}, observed: []string{"high"}, full: true, rest: []string{"a", "b"}},
 		{name: "victims count against the budget", budget: 2,
 			admitted: []*Admitted{adm("r1", "a", "f", "2", 0, 1), adm("r2", "a", "f", "2", 0, 2)},
-			pending:  []*Workload{big, b1}, victims: []string{"r2", "r1"}, want: []string{}, observed: []string{"big"}, full: true},
+			pending:  []*Workload{big, b1}, victims: []string{"r2", "r1"}, want: []string{}, observed: []string{"big"}, full: true, rest: []string{"a", "b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := snapshotOf(makeConfig(fls, cqs...), tc.admitted)
@@ -644,6 +645,9 @@ func TestDecideBudget(t *testing.T) {
 			}
 			if d.Full != tc.full {
 				t.Errorf("Full %v, want %v", d.Full, tc.full)
+			}
+			if diff := cmp.Diff(tc.rest, d.Rest); diff != "" {
+				t.Errorf("queues not finished (-want +got):\n%s", diff)
 			}
 		})
 	}

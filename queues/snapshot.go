@@ -160,6 +160,18 @@ func (s *Snapshot) borrowerFlagsOf(cohort string, members []string, fr FlavorRes
 	return b.by
 }
 
+// NewSnapshotSharing builds a Snapshot that takes ownership of the map
+// usage but not of its Usages: a queue's Usage is copied the first time
+// the Snapshot charges it, so that a pass copies only what it charges.
+func NewSnapshotSharing(cfg *Config, usage map[string]Usage, namespaces map[string]labels.Set) *Snapshot {
+	s := NewSnapshot(cfg, usage, namespaces)
+	s.shared = make(map[string]bool, len(s.Usage))
+	for q := range s.Usage {
+		s.shared[q] = true
+	}
+	return s
+}
+
 // NewSnapshot builds a Snapshot. It takes ownership of usage.
 func NewSnapshot(cfg *Config, usage map[string]Usage, namespaces map[string]labels.Set) *Snapshot {
 	s := &Snapshot{Config: cfg, Usage: usage, Namespaces: namespaces, borrowed: map[string]Usage{}}
