@@ -262,11 +262,15 @@ func (l *Ledger) awaitWriteBudget(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-l.opts.Clock.After(lazyLabelRecheck):
+		case <-l.opts.Clock.After(labelBudgetRecheck):
 		}
 	}
 	return true
 }
+
+// labelBudgetRecheck is how often a label write held by awaitWriteBudget
+// looks again.
+const labelBudgetRecheck = 50 * time.Millisecond
 
 // admissionsQuiet says that no admission, preemption or capture write is
 // in flight and no admission pass is asked for.
