@@ -153,6 +153,17 @@ func usageOf(cells ...string) map[string]Usage {
 	return out
 }
 
+// victimNames lists the victims of d's preemptions, in order; nil if none.
+func victimNames(d Decision) []string {
+	var out []string
+	for _, p := range d.Preemptions {
+		for _, v := range p.Victims {
+			out = append(out, v.W.Name)
+		}
+	}
+	return out
+}
+
 func admittedNames(adms []Admission) []string {
 	out := []string{}
 	for _, a := range adms {

@@ -631,13 +631,7 @@ func TestDecideBudget(t *testing.T) {
 			if diff := cmp.Diff(tc.want, admittedNames(d.Admissions)); diff != "" {
 				t.Errorf("admitted (-want +got):\n%s", diff)
 			}
-			var victims []string
-			for _, p := range d.Preemptions {
-				for _, v := range p.Victims {
-					victims = append(victims, v.W.Name)
-				}
-			}
-			if diff := cmp.Diff(tc.victims, victims); diff != "" {
+			if diff := cmp.Diff(tc.victims, victimNames(d)); diff != "" {
 				t.Errorf("victims (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.observed, observed); diff != "" {

@@ -483,13 +483,7 @@ func TestPreemptionAcrossResourceGroups(t *testing.T) {
 			snap := NewSnapshot(makeConfig(fls, cq), usage, map[string]labels.Set{"ns": {}})
 			snap.Admitted = map[string][]*Admitted{"a": tc.admitted}
 			d := Decide(snap, seqs(tc.pending), func(*Workload, Verdict, int) {})
-			var got []string
-			for _, p := range d.Preemptions {
-				for _, v := range p.Victims {
-					got = append(got, v.W.Name)
-				}
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, victimNames(d)); diff != "" {
 				t.Errorf("victims (-want +got):\n%s", diff)
 			}
 		})
