@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -124,14 +123,6 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	return f, nil
 }
 
-// serveGOGC is Go's collector target for tally serve unless GOGC is set:
-// the heap may grow by twice what was live before the next collection.
-// Most of what tally allocates is the Jobs it decodes, and at 50,000 Jobs
-// collecting at Go's default of 100 took a quarter of its CPU. The
-// Deployment's GOMEMLIMIT (its memory limit) still makes Go collect
-// harder before the heap outgrows the container (README, Sizing).
-const serveGOGC = 200
-
 func serve(args []string, stderr io.Writer) int {
 	f, err := parseServeFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -143,9 +134,6 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log := zap.New(zap.UseFlagOptions(&f.zap))
 	ctrl.SetLogger(log)
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(serveGOGC)
-	}
 	ctx, draining := signalContext(f.shutdownDelay, log)
 	if err := serveWith(ctx, f, log, draining); err != nil {
 		log.Error(err, "tally stopped")

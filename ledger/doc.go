@@ -72,6 +72,11 @@
 //     queue, on pending lists rebuilt only where a tree changed (dirty.go);
 //     a config, priority, namespace-label change or a recount has it
 //     decide every queue.
+//   - A pass decides no more writes than it can send at once: the free
+//     write slots (Options.Workers) and the free tokens of the one client
+//     budget all the ledger's writes share (budget.go). What it did not
+//     reach stays changed for the next pass, and while passes want more
+//     tokens than are free, the label writes wait.
 //   - Only the holder of the leader Lease writes. A leader that was paused
 //     past its lease wakes up believing it still leads; with Options.Held
 //     (Lease.Held) it decides no pass and sends no write once its last
