@@ -25,10 +25,10 @@ type Decision struct {
 	writes int
 }
 
-// spent adds n writes and says whether the pass has reached s.Budget.
-func (d *Decision) spent(s *Snapshot, n int) bool {
+// spend counts n more writes decided, and marks the pass full at s.Budget.
+func (d *Decision) spend(s *Snapshot, n int) {
 	d.writes += n
-	return d.full(s)
+	d.full(s)
 }
 
 // full says whether the pass has reached s.Budget, and marks it so.
@@ -77,8 +77,9 @@ func (d *Decision) full(s *Snapshot) bool {
 // tournament).
 //
 // With s.Budget set, the pass stops once it has decided that many
-// writes (admissions, and victims), and says so in Decision.Full; the
-// Workloads it did not reach are not observed. The independent groups
+// writes (admissions, and victims), and says so in Decision.Full, with
+// the queues it did not finish in Decision.Rest; the Workloads it did not
+// reach are not observed. The independent groups
 // (cohort trees, and queues without a cohort) are then walked from the
 // one s.Rotate picks, so that none waits behind the others pass after
 // pass.
@@ -183,7 +184,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 	admit := func(cq *ClusterQueue, w *Workload, a Assignment, pos int) {
 		s.Charge(cq.Name, a.Usage, +1)
 		d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
-		d.spent(s, 1)
+		d.spend(s, 1)
 		taken[w] = true
 		observe(w, Verdict{Kind: Fits}, pos)
 	}
@@ -211,7 +212,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 		p := Preemption{Preemptor: w, Assignment: a, Victims: victims}
 		p.Moved = s.claim(cq.Name, a.Usage, victims)
 		d.Preemptions = append(d.Preemptions, p)
-		d.spent(s, len(victims))
+		d.spend(s, len(victims))
 		taken[w] = true
 		return Verdict{Kind: Preempting, Code: "preempting", message: p.Message()}
 	}
@@ -233,7 +234,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 		case v.Kind == Fits && len(victims) == 0:
 			s.Charge(c.cq.Name, a.Usage, +1)
 			d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
-			d.spent(s, 1)
+			d.spend(s, 1)
 		case v.Kind == Fits:
 			v = preempt(c.cq, w, a, victims)
 		}
