@@ -35,12 +35,24 @@ func (b *writeBudget) Wait(ctx context.Context) error { return b.lim.Wait(ctx) }
 
 // writeClient is mgr's client with the ledger's own writeBudget: reads
 // come from the cache as with mgr's client, and the writes share the one
-// bucket, apart from the Events, the webhook and leader election.
-func writeClient(mgr manager.Manager) (client.Client, *writeBudget, error) {
+// bucket, apart from the Events, the webhook and leader election. The
+// bucket follows client-go's reading of the config: QPS and burst 0 are
+// its defaults, and a negative QPS means no limit (and no budget: free
+// is nil).
+func writeClient(mgr manager.Manager) (cl client.Client, free func() (tokens, qps float64), err error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
-	b := newWriteBudget(cfg.QPS, cfg.Burst)
-	cfg.RateLimiter = b
-	cl, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+	if cfg.RateLimiter == nil && cfg.QPS >= 0 {
+		qps, burst := cfg.QPS, cfg.Burst
+		if qps == 0 {
+			qps = rest.DefaultQPS
+		}
+		if burst == 0 {
+			burst = rest.DefaultBurst
+		}
+		b := newWriteBudget(qps, burst)
+		cfg.RateLimiter, free = b, b.Free
+	}
+	cl, err = client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		Cache: &client.CacheOptions{Reader: mgr.GetCache()}})
-	return cl, b, err
+	return cl, free, err
 }

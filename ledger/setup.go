@@ -66,11 +66,11 @@ func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log log
 		Namespace: opts.Namespace, FromFile: !fromConfigMap, Log: log.WithName("flavors")}); err != nil {
 		return err
 	}
-	cl, budget, err := writeClient(mgr)
+	cl, free, err := writeClient(mgr)
 	if err != nil {
 		return fmt.Errorf("the ledger's client: %w", err)
 	}
-	opts.Budget = budget.Free
+	opts.Budget = free
 	l := New(cl, mgr.GetCache(), store, recorder, log.WithName("ledger"), opts)
 	if opts.DashboardAddr != "" {
 		if err := mgr.Add(&Dashboard{Addr: opts.DashboardAddr, Ledger: l, Log: log.WithName("dashboard")}); err != nil {
