@@ -44,7 +44,7 @@ func run() int {
 		pods      = flag.Bool("pods", false, "Play the Jobs' pods too: the runner creates each admitted Job's pod, through tally's pod gate, marks it succeeded before completing the Job and deletes it when the Job is preempted, so that the gate's calls and tally's pod watch are in the run.")
 		profile   = flag.Bool("profile", false, "Take CPU and allocation profiles of tally (it is given --pprof-bind-address; not in a replay run) and of the API server over the run.")
 		apiLog    = flag.Int("apiserver-v", 0, "Keep the API server's log at this verbosity in the run's folder (apiserver.log); 0: no log. At 1 it names each Job watch it cuts off for falling behind.")
-		kueue     = flag.String("kueue", "", "Compare tally with Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf): -rounds rounds of, in turn, tally with its defaults, tally at minimalkueue's client budget, minimalkueue as released and minimalkueue at tally's budget (minimalkueue-qps500).")
+		kueue     = flag.String("kueue", "", "Compare tally with Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf): -rounds rounds of, in turn, tally with its defaults, the same with the Jobs' pods played through its pod gate, tally at minimalkueue's client budget, minimalkueue as released and minimalkueue at tally's budget (minimalkueue-qps500).")
 		tallyVer  = flag.String("tally-version", "", "What to call the tally binary's version in the comparison's header (make bench-kueue gives the commit).")
 		rounds    = flag.Int("rounds", 3, "With -kueue, how many runs of each of the five.")
 		tallyArgs stringList
