@@ -215,7 +215,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		Scheme:         scheme,
 		MapperProvider: newMapper,
 		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: ledger.CacheOptions(f.namespace, f.configFile == ""),
-			DefaultTransform: cache.TransformStripManagedFields()},
+			DefaultTransform: cache.TransformStripManagedFields(), NewInformer: ledger.ResumingInformers(log.WithName("watch"))},
 		Metrics:                             metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:              f.probeAddr,
 		PprofBindAddress:                    f.pprofAddr,
