@@ -236,7 +236,8 @@ func podSpec(j *scenario.Job) corev1.PodSpec {
 }
 
 // observe folds one Job update from the informer into its record: an
-// admission starts its run, a suspension while it runs is a preemption.
+// admission starts its run, a suspension while it runs (and before its
+// completion) is a preemption.
 func (t *tracker) observe(job *batchv1.Job) {
 	tj := t.jobs[job.Namespace+"/"+job.Name]
 	if tj == nil {
@@ -275,7 +276,9 @@ func (t *tracker) observe(job *batchv1.Job) {
 			go t.startPod(tj, tj.pod, tj.uid, tj.podMade)
 		}
 		tj.timer = time.AfterFunc(tj.spec.Runtime, func() { t.complete(tj, run) })
-	case (tj.phase == running || tj.phase == finishing) && suspended:
+	case (tj.phase == running || tj.phase == finishing) && suspended && job.Status.CompletionTime == nil:
+		// A suspension of a Job whose completion is already written
+		// came too late to stop the run: complete records its finish.
 		tj.timer.Stop()
 		tj.held += now.Sub(tj.admittedAt)
 		tj.preempted++

@@ -630,7 +630,8 @@ func watchJobs(ctx context.Context, cs kubernetes.Interface, tr *tracker) error 
 
 // stripJob keeps what the tracker reads of a Job: its name, UID (its
 // pod's owner), version, generation (which tells a preemption from
-// another write when a completion conflicts), labels and suspension.
+// another write when a completion conflicts), labels, suspension and
+// completion time.
 func stripJob(obj any) (any, error) {
 	j, ok := obj.(*batchv1.Job)
 	if !ok {
@@ -639,6 +640,7 @@ func stripJob(obj any) (any, error) {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, UID: j.UID, ResourceVersion: j.ResourceVersion, Generation: j.Generation, Labels: j.Labels},
 		Spec:       batchv1.JobSpec{Suspend: j.Spec.Suspend},
+		Status:     batchv1.JobStatus{CompletionTime: j.Status.CompletionTime},
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package perf
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,7 @@ func TestLabelsFinished(t *testing.T) {
 // conflicting completion looked like a preemption and left its Job
 // unfinished.
 func TestStripJobKeepsWhatTheTrackerReads(t *testing.T) {
-	suspend := false
+	suspend, completed := false, metav1.Now()
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "bench-0-0", Name: "small-1", ResourceVersion: "42", Generation: 2,
@@ -41,7 +42,8 @@ func TestStripJobKeepsWhatTheTrackerReads(t *testing.T) {
 			Annotations: map[string]string{"dropped": "yes"},
 			UID:         "u",
 		},
-		Spec: batchv1.JobSpec{Suspend: &suspend, Parallelism: new(int32)},
+		Spec:   batchv1.JobSpec{Suspend: &suspend, Parallelism: new(int32)},
+		Status: batchv1.JobStatus{CompletionTime: &completed, Succeeded: 1},
 	}
 	got, err := stripJob(job)
 	if err != nil {
@@ -52,9 +54,29 @@ func TestStripJobKeepsWhatTheTrackerReads(t *testing.T) {
 			Namespace: "bench-0-0", Name: "small-1", ResourceVersion: "42", Generation: 2, UID: "u",
 			Labels: map[string]string{labelState: stateAdmitted},
 		},
-		Spec: batchv1.JobSpec{Suspend: &suspend},
+		Spec:   batchv1.JobSpec{Suspend: &suspend},
+		Status: batchv1.JobStatus{CompletionTime: &completed},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("stripJob = %+v, want %+v", got, want)
+	}
+}
+
+// TestSuspensionAfterCompletion: a suspension the watch shows on a Job
+// whose completion this run already wrote is not a preemption, so the
+// run's finish is recorded. It was the one Job of 15,000 the runner
+// counted as never finished while tally labelled it finished.
+func TestSuspensionAfterCompletion(t *testing.T) {
+	tj := &trackedJob{phase: finishing, run: 1, admissions: 1, timer: time.NewTimer(time.Hour)}
+	defer tj.timer.Stop()
+	tr := &tracker{jobs: map[string]*trackedJob{"ns/j": tj}}
+	suspend, completed := true, metav1.Now()
+	tr.observe(&batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", ResourceVersion: "9"},
+		Spec:       batchv1.JobSpec{Suspend: &suspend},
+		Status:     batchv1.JobStatus{CompletionTime: &completed},
+	})
+	if tj.phase != finishing || tj.run != 1 || tj.preempted != 0 || tr.preemptions.Load() != 0 {
+		t.Errorf("phase %v, run %d, preempted %d: want the run left to finish", tj.phase, tj.run, tj.preempted)
 	}
 }
