@@ -87,28 +87,18 @@ func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 	return took, len(adms) > 0
 }
 
-// restAfter is how long the pass loop waits after a pass that held the
-// lock for took. Passes start at most passGap apart: a pass has a cost of
-// its own (the snapshot, the candidates, the lists) whether it decides one
-// admission or fifty, and with Jobs finishing hundreds of times a second a
-// pass per finish would spend the CPU the API server needs. And once a
-// pass takes more than minRest, the loop leaves the lock to the informers
-// for as long again (capped at maxRest). Otherwise, with Jobs changing all
+// restAfter is how long the pass loop leaves the lock to the informers
+// after a pass that held it for took: as long again (capped at maxRest),
+// once a pass takes more than minRest. Otherwise, with Jobs changing all
 // the time, a long pass would follow a long pass with only one Job event
 // folded in between, and tally would fall behind the API server.
 func restAfter(took time.Duration) time.Duration {
 	const minRest, maxRest = 2 * time.Millisecond, time.Second
-	rest := passGap - took
-	if took >= minRest {
-		rest = max(rest, min(took, maxRest))
+	if took < minRest {
+		return 0
 	}
-	return max(rest, 0)
+	return min(took, maxRest)
 }
-
-// passGap is the shortest time from the start of a pass to the start of
-// the next: what a Job whose quota is free may wait for a pass, beyond the
-// pass itself.
-const passGap = 20 * time.Millisecond
 
 // decide is the locked part of a pass.
 func (l *Ledger) decide() []write {

@@ -77,8 +77,6 @@
 //     budget all the ledger's writes share (budget.go). What it did not
 //     reach stays changed for the next pass, and while passes want more
 //     tokens than are free, the label writes wait.
-//   - Passes start at least passGap apart, so that one pass decides the
-//     quota many finishes free, not a pass each.
 //   - A watch the API server closes at once, having sent nothing, is
 //     opened again from the same resource version (resume.go): client-go
 //     would list every object again.
