@@ -38,12 +38,19 @@ func TestRestartMidRun(t *testing.T) {
 		quota <- framework.WatchQuota(ctx, s.client, ns, limit, n, 100*time.Millisecond, 3*time.Minute)
 	}()
 
-	// Kill tally once the queue is full and Jobs wait.
+	// Kill tally once the queue is full, Jobs wait, and the running Jobs
+	// have their pods: a pod the job controller creates while tally is
+	// down is refused by the pod gate, and its Job could not finish.
 	var runningAtKill, finishedAtKill int
 	err = framework.Poll(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
 		running, pending, finished, err := count(ctx, s, ns)
 		runningAtKill, finishedAtKill = running, finished
-		return err == nil && running >= limit && pending > 0, fmt.Sprintf("%d running, %d pending, %d finished (err %v)", running, pending, finished, err), nil
+		podless := 0
+		if err == nil {
+			podless, err = runningWithoutPods(ctx, s, ns)
+		}
+		return err == nil && running >= limit && pending > 0 && podless == 0,
+			fmt.Sprintf("%d running (%d without pods yet), %d pending, %d finished (err %v)", running, podless, pending, finished, err), nil
 	})
 	if err != nil {
 		t.Fatalf("the queue never filled: %v", err)
@@ -114,6 +121,22 @@ func count(ctx context.Context, s *suite, ns string) (running, pending, finished
 		}
 	}
 	return running, pending, finished, nil
+}
+
+// runningWithoutPods counts the Jobs of ns that are admitted and not
+// finished but have no active pod yet.
+func runningWithoutPods(ctx context.Context, s *suite, ns string) (int, error) {
+	jobs, err := framework.ListJobs(ctx, s.client, ns)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range jobs {
+		if j := &jobs[i]; !framework.Finished(j) && !framework.Suspended(j) && j.Status.Active == 0 {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // killTally kills the suite's tally with SIGKILL; when the test ends it is
