@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -69,8 +74,16 @@ func (t *Tally) WaitReady(ctx context.Context, timeout time.Duration) error {
 	return t.WaitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", t.ProbePort), timeout)
 }
 
-// FreePorts returns n distinct ports free on 127.0.0.1 right now.
+// FreePorts returns n distinct ports free on 127.0.0.1 right now. They
+// are taken from below the kernel's ephemeral range: a port from that
+// range, once released, can become the source port of any outgoing
+// connection (a client of the API server, say) before the process meant
+// to listen on it binds it. No port is handed out twice by one test
+// process, so ports kept for a stopped process stay its own.
 func FreePorts(n int) ([]int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	low := ephemeralLow()
 	var ports []int
 	var ls []net.Listener
 	defer func() {
@@ -78,15 +91,46 @@ func FreePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("no %d free ports found between %d and %d", n, portsFloor, low)
+		}
+		p := portsFloor + rand.IntN(low-portsFloor)
+		if handedOut[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
+		handedOut[p] = true
 	}
 	return ports, nil
+}
+
+// portsFloor is the lowest port FreePorts hands out.
+const portsFloor = 20000
+
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or
+// 32768, the usual one, when it cannot be read.
+func ephemeralLow() int {
+	low := 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > portsFloor+1000 {
+				low = v
+			}
+		}
+	}
+	return low
 }
 
 // Leads says whether this tally's log shows that it has led since it last
