@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"tally.dev/tally/e2e/framework"
 	"tally.dev/tally/e2e/perf"
 	"tally.dev/tally/e2e/perf/ideal"
 	"tally.dev/tally/e2e/perf/scenario"
@@ -127,10 +127,11 @@ func run() int {
 		}
 		var profiles []string
 		if *profile && !replay {
-			addr, err := freeAddr()
+			ports, err := framework.FreePorts(1)
 			if err != nil {
 				return nil, nil, err
 			}
+			addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 			opts.TallyArgs = append(opts.TallyArgs, "--pprof-bind-address", addr)
 			opts.During = func(ctx context.Context) error {
 				var err error
@@ -330,13 +331,4 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 	}
 	fmt.Printf("\ncomparison: %s\n", path)
 	return 0
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
