@@ -23,9 +23,9 @@ import (
 // again. At 50,000 Jobs that is 50,000 objects sent, decoded and stored
 // again for a watch that only had to start again. Under load the API
 // server does close a watch it has just opened for a client that fell
-// behind. The resource
-// version is the one the reflector asked for, so the events the informer
-// gets are the ones a second watch of its own would get.
+// behind. The resource version is the one the reflector asked for, so
+// the events the informer gets are the ones a second watch of its own
+// would get.
 func ResumingInformers(log logr.Logger) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		if l, ok := lw.(*toolscache.ListWatch); ok && l.WatchFuncWithContext != nil {
