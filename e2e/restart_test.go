@@ -43,12 +43,10 @@ func TestRestartMidRun(t *testing.T) {
 	// down is refused by the pod gate, and its Job could not finish.
 	var runningAtKill, finishedAtKill int
 	err = framework.Poll(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
-		running, pending, finished, err := count(ctx, s, ns)
+		jobs, err := framework.ListJobs(ctx, s.client, ns)
+		running, pending, finished := sortJobs(jobs)
 		runningAtKill, finishedAtKill = running, finished
-		podless := 0
-		if err == nil {
-			podless, err = runningWithoutPods(ctx, s, ns)
-		}
+		podless := runningWithoutPods(jobs)
 		return err == nil && running >= limit && pending > 0 && podless == 0,
 			fmt.Sprintf("%d running (%d without pods yet), %d pending, %d finished (err %v)", running, podless, pending, finished, err), nil
 	})
@@ -110,6 +108,12 @@ func count(ctx context.Context, s *suite, ns string) (running, pending, finished
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	running, pending, finished = sortJobs(jobs)
+	return running, pending, finished, nil
+}
+
+// sortJobs sorts jobs into running, pending and finished.
+func sortJobs(jobs []batchv1.Job) (running, pending, finished int) {
 	for i := range jobs {
 		switch j := &jobs[i]; {
 		case framework.Finished(j):
@@ -120,23 +124,19 @@ func count(ctx context.Context, s *suite, ns string) (running, pending, finished
 			running++
 		}
 	}
-	return running, pending, finished, nil
+	return running, pending, finished
 }
 
-// runningWithoutPods counts the Jobs of ns that are admitted and not
-// finished but have no active pod yet.
-func runningWithoutPods(ctx context.Context, s *suite, ns string) (int, error) {
-	jobs, err := framework.ListJobs(ctx, s.client, ns)
-	if err != nil {
-		return 0, err
-	}
+// runningWithoutPods counts the jobs that are admitted and not finished
+// but have no active pod yet.
+func runningWithoutPods(jobs []batchv1.Job) int {
 	n := 0
 	for i := range jobs {
 		if j := &jobs[i]; !framework.Finished(j) && !framework.Suspended(j) && j.Status.Active == 0 {
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
 // killTally kills the suite's tally with SIGKILL; when the test ends it is
