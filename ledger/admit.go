@@ -131,18 +131,18 @@ func (l *Ledger) decide() []write {
 	// The victims' preemptors that gave up change what their cohorts
 	// decide: known before the scope is.
 	yield := l.yieldLocked()
-	inPass := l.passScopeLocked()
+	scope := l.passScopeLocked()
 	// Fair sharing's metrics read every queue's share.
 	fair := l.cfg.HasFairSharing()
-	usage := make(map[string]queues.Usage)
-	for q, u := range l.usage {
-		if fair || inPass(q) {
-			usage[q] = u
-		}
+	usageScope := scope
+	if fair {
+		usageScope = nil
 	}
+	usage := make(map[string]queues.Usage)
+	inScope(l.usage, usageScope, func(q string, u queues.Usage) { usage[q] = u })
 	snap := queues.NewSnapshotSharing(l.cfg, usage, l.namespaceLabelsLocked())
 	late := l.decideLateLocked(snap)
-	lists := l.listsLocked(inPass)
+	lists := l.listsLocked(scope)
 	if blocked := l.blockedLocked(); len(blocked) > 0 {
 		// waitForPodsReady's blockAdmission: these cohorts wait for the
 		// pods of a workload they admitted.
@@ -152,7 +152,7 @@ func (l *Ledger) decide() []write {
 			}
 		}
 	}
-	snap.Admitted = l.admittedLocked(inPass)
+	snap.Admitted = l.admittedLocked(scope)
 	for e := range l.reserved {
 		if e.InTree {
 			snap.Reserved = append(snap.Reserved, e.W)
@@ -270,18 +270,20 @@ func (l *Ledger) wakeAfter(d time.Duration) {
 }
 
 // admittedLocked lists the preemption candidates in the queues the pass
-// decides: Jobs that hold quota, are not on their way out and whose
-// admission is not in flight. Each is described by its entry's own
+// decides (scope): Jobs that hold quota, are not on their way out and
+// whose admission is not in flight. Each is described by its entry's own
 // candidate record.
-func (l *Ledger) admittedLocked(inPass func(string) bool) map[string][]*queues.Admitted {
+func (l *Ledger) admittedLocked(scope map[string]struct{}) map[string][]*queues.Admitted {
 	out := map[string][]*queues.Admitted{}
-	for e := range l.holding {
-		if e.Charged == nil || e.Phase() != machine.Admitted || !inPass(e.ChargedQueue) {
-			continue
+	inScope(l.holding, scope, func(q string, set map[*entry]struct{}) {
+		for e := range set {
+			if e.Phase() != machine.Admitted {
+				continue
+			}
+			e.candidate = queues.Admitted{W: e.W, Usage: e.Charged, AdmittedAt: e.AdmittedAt}
+			out[q] = append(out[q], &e.candidate)
 		}
-		e.candidate = queues.Admitted{W: e.W, Usage: e.Charged, AdmittedAt: e.AdmittedAt}
-		out[e.ChargedQueue] = append(out[e.ChargedQueue], &e.candidate)
-	}
+	})
 	return out
 }
 

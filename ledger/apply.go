@@ -91,11 +91,7 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 			time.AfterFunc(f.After, func() { l.recheckVictim(uid, rv) })
 		}
 	}
-	if e.Charged != nil {
-		l.holding[e] = struct{}{}
-	} else {
-		delete(l.holding, e)
-	}
+	l.holdLocked(e)
 	l.notePendingLocked(e)
 	l.noteLocalLocked(e)
 	if nowAdmitted && e.W != nil {

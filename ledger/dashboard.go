@@ -60,9 +60,11 @@ func (l *Ledger) Books() inspect.Books {
 		return b
 	}
 	b.Admitted = map[string]int{}
-	for e := range l.holding {
-		if e.Phase() == machine.Admitted {
-			b.Admitted[e.ChargedQueue]++
+	for q, set := range l.holding {
+		for e := range set {
+			if e.Phase() == machine.Admitted {
+				b.Admitted[q]++
+			}
 		}
 	}
 	b.Heads, b.Pending = map[string][]*queues.Workload{}, map[string]int{}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"github.com/google/btree"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"tally.dev/tally/queues"
@@ -53,31 +54,48 @@ func changesPass(e, next *entry) bool {
 	return e.W.Queue != next.W.Queue || e.W.Priority != next.W.Priority
 }
 
-// passScopeLocked returns whether the pass about to run decides queue q:
-// q's inputs changed, or those of another member of its cohort tree. It
-// forgets the changes: the pass decides on them.
-func (l *Ledger) passScopeLocked() func(q string) bool {
+// passScopeLocked returns the queues the pass about to run decides: those
+// whose inputs changed, and every other member of their cohort trees; nil
+// when it decides every queue. It forgets the changes: the pass decides
+// on them.
+func (l *Ledger) passScopeLocked() map[string]struct{} {
 	if l.allDirty || len(l.late) > 0 {
 		// A late capture charges the snapshot, in any queue.
 		l.allDirty = false
 		clear(l.dirty)
-		return func(string) bool { return true }
+		return nil
 	}
-	dirty := make(map[string]struct{}, len(l.dirty))
-	cohorts := map[string]bool{}
+	scope := make(map[string]struct{}, len(l.dirty))
+	roots := map[string]bool{}
 	for q := range l.dirty {
-		dirty[q] = struct{}{}
-		if cq := l.cfg.ClusterQueues[q]; cq != nil && cq.Cohort != "" {
-			cohorts[l.cfg.CohortRoot(cq.Cohort)] = true
+		scope[q] = struct{}{}
+		cq := l.cfg.ClusterQueues[q]
+		if cq == nil || cq.Cohort == "" || roots[l.cfg.CohortRoot(cq.Cohort)] {
+			continue
+		}
+		roots[l.cfg.CohortRoot(cq.Cohort)] = true
+		for _, m := range l.cfg.Members(cq) {
+			scope[m] = struct{}{}
 		}
 	}
 	clear(l.dirty)
-	return func(q string) bool {
-		if _, ok := dirty[q]; ok {
-			return true
+	return scope
+}
+
+// inScope calls f with each queue of m that scope holds, and its value;
+// with every queue of m when scope is nil (passScopeLocked). It reads
+// only the queues in scope, not all of m.
+func inScope[V any](m map[string]V, scope map[string]struct{}, f func(q string, v V)) {
+	if scope == nil {
+		for q, v := range m {
+			f(q, v)
 		}
-		cq := l.cfg.ClusterQueues[q]
-		return cq != nil && cq.Cohort != "" && cohorts[l.cfg.CohortRoot(cq.Cohort)]
+		return
+	}
+	for q := range scope {
+		if v, ok := m[q]; ok {
+			f(q, v)
+		}
 	}
 }
 
@@ -94,22 +112,12 @@ func (l *Ledger) namespaceLabelsLocked() map[string]labels.Set {
 	return l.nsLabels
 }
 
-// listsLocked returns the pending lists of the queues the pass decides,
-// in admission order. A list is rebuilt from its tree only when the tree
-// changed since: the others are last pass's.
-func (l *Ledger) listsLocked(inPass func(string) bool) map[string][]*queues.Workload {
-	for q, list := range l.lists {
-		if _, ok := l.pending[q]; !ok {
-			clear(list)
-			delete(l.lists, q)
-			delete(l.stale, q)
-		}
-	}
+// listsLocked returns the pending lists of the queues the pass decides
+// (scope, see passScopeLocked), in admission order. A list is rebuilt from
+// its tree only when the tree changed since: the others are last pass's.
+func (l *Ledger) listsLocked(scope map[string]struct{}) map[string][]*queues.Workload {
 	lists := make(map[string][]*queues.Workload)
-	for q, t := range l.pending {
-		if !inPass(q) {
-			continue
-		}
+	inScope(l.pending, scope, func(q string, t *btree.BTreeG[*entry]) {
 		list, built := l.lists[q]
 		if _, stale := l.stale[q]; stale || !built {
 			clear(list)
@@ -119,6 +127,13 @@ func (l *Ledger) listsLocked(inPass func(string) bool) map[string][]*queues.Work
 			delete(l.stale, q)
 		}
 		lists[q] = list
-	}
+	})
 	return lists
+}
+
+// dropListLocked forgets queue q's pending list, once its tree is gone.
+func (l *Ledger) dropListLocked(q string) {
+	clear(l.lists[q])
+	delete(l.lists, q)
+	delete(l.stale, q)
 }

@@ -21,7 +21,7 @@ func TestPassScope(t *testing.T) {
 		in := l.passScopeLocked()
 		var out []string
 		for _, q := range l.cfg.QueueNames {
-			if in(q) {
+			if _, ok := in[q]; ok || in == nil {
 				out = append(out, q)
 			}
 		}

@@ -41,6 +41,9 @@ type entry struct {
 	// candidate describes it to a pass as a preemption candidate while it
 	// is admitted (admittedLocked).
 	candidate queues.Admitted
+	// held says it is in the holding set of queue heldIn (holdLocked).
+	held   bool
+	heldIn string
 
 	userAffinity string // the tally.dev/user-affinity annotation
 	overhead     string // the tally.dev/pod-overhead annotation
@@ -287,6 +290,7 @@ func (l *Ledger) removePendingLocked(e *entry) {
 		t.Delete(e)
 		if t.Len() == 0 {
 			delete(l.pending, e.W.Queue)
+			l.dropListLocked(e.W.Queue)
 		}
 	}
 	e.InTree = false
@@ -300,9 +304,28 @@ func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
 	}
 	l.addUsageLocked(queue, u)
 	e.Charged, e.ChargedQueue = u, queue
-	l.holding[e] = struct{}{}
+	l.holdLocked(e)
 	l.noteLocalLocked(e)
 	l.wakePass()
+}
+
+// holdLocked files e in the holding set of the queue it is charged in,
+// or takes it out of holding once it holds no quota.
+func (l *Ledger) holdLocked(e *entry) {
+	if e.held && (e.Charged == nil || e.heldIn != e.ChargedQueue) {
+		delete(l.holding[e.heldIn], e)
+		e.held, e.heldIn = false, ""
+	}
+	if e.Charged == nil || e.held {
+		return
+	}
+	set := l.holding[e.ChargedQueue]
+	if set == nil {
+		set = map[*entry]struct{}{}
+		l.holding[e.ChargedQueue] = set
+	}
+	set[e] = struct{}{}
+	e.held, e.heldIn = true, e.ChargedQueue
 }
 
 func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
@@ -338,7 +361,7 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 		l.event(e.W, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", e.Charged.Describe())
 	}
 	e.Charged, e.ChargedQueue = nil, ""
-	delete(l.holding, e)
+	l.holdLocked(e)
 	l.noteLocalLocked(e)
 	l.wakePass()
 }
@@ -355,6 +378,9 @@ func (l *Ledger) priorityOf(p priorityRef) int32 {
 // rebuilds the pending trees; inadmissible Jobs get another chance.
 func (l *Ledger) rebuildPendingLocked() {
 	l.pending = map[string]*btree.BTreeG[*entry]{}
+	for q := range l.lists {
+		l.dropListLocked(q)
+	}
 	l.touchAllLocked()
 	for _, e := range l.jobs {
 		// The trees it was in are gone.

@@ -119,8 +119,9 @@ type Ledger struct {
 	// late holds running Jobs of managed namespaces that tally has no
 	// record of, for the next pass to capture (see late.go).
 	late map[types.UID]*entry
-	// holding holds the entries charged with quota.
-	holding map[*entry]struct{}
+	// holding holds the entries charged with quota, by the queue they
+	// are charged in (holdLocked); a queue's set stays once made.
+	holding map[string]map[*entry]struct{}
 	// livePods counts, per workload UID, its pods that have not
 	// terminated; podOwner maps each of them to its workload (pods.go).
 	livePods map[types.UID]int
@@ -263,7 +264,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		reserved:        map[*entry]bool{},
 		yielding:        map[*entry]*entry{},
 		late:            map[types.UID]*entry{},
-		holding:         map[*entry]struct{}{},
+		holding:         map[string]map[*entry]struct{}{},
 		livePods:        map[types.UID]int{},
 		readyOwner:      map[types.UID]types.UID{},
 		readyPods:       map[types.UID]int{},

@@ -833,11 +833,41 @@ func (s *scenario) report() {
 	for _, e := range s.l.ghosts {
 		lines = append(lines, fmt.Sprintf("  %s: deleted pods=%d charged: %s", e.W.Name, s.l.livePods[e.W.UID], e.Charged.Describe()))
 	}
+	s.checkHolding()
 	sort.Strings(lines)
 	for _, q := range queues.SortedKeys(s.l.usage) {
 		lines = append(lines, fmt.Sprintf("  usage %s: %s", q, s.l.usage[q].Describe()))
 	}
 	fmt.Fprintln(&s.out, strings.Join(lines, "\n"))
+}
+
+// checkHolding fails the test unless the holding sets file exactly the
+// entries that hold quota, each under the queue it is charged in.
+func (s *scenario) checkHolding() {
+	s.t.Helper()
+	want := map[*entry]bool{}
+	for _, e := range s.l.jobs {
+		if e.Charged != nil {
+			want[e] = true
+		}
+	}
+	for _, e := range s.l.ghosts {
+		if e.Charged != nil {
+			want[e] = true
+		}
+	}
+	n := 0
+	for q, set := range s.l.holding {
+		for e := range set {
+			n++
+			if !want[e] || e.ChargedQueue != q {
+				s.t.Errorf("holding[%s] has %s, charged %v in %q", q, e.W.Key(), e.Charged, e.ChargedQueue)
+			}
+		}
+	}
+	if n != len(want) {
+		s.t.Errorf("holding files %d entries, %d hold quota", n, len(want))
+	}
 }
 
 // scenarioRecorder keeps the Events as "NAME Reason: message".

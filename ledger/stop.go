@@ -25,9 +25,11 @@ func (l *Ledger) drainLocked() []write {
 		return nil
 	}
 	var admitted []*queues.Workload
-	for e := range l.holding {
-		if e.W != nil && e.Phase() == machine.Admitted {
-			admitted = append(admitted, e.W)
+	for _, set := range l.holding {
+		for e := range set {
+			if e.W != nil && e.Phase() == machine.Admitted {
+				admitted = append(admitted, e.W)
+			}
 		}
 	}
 	sort.Slice(admitted, func(i, j int) bool { return admitted[i].Key() < admitted[j].Key() })
