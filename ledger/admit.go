@@ -138,7 +138,12 @@ func (l *Ledger) decide() []write {
 	if fair {
 		usageScope = nil
 	}
-	usage := make(map[string]queues.Usage)
+	usage := l.scratch.usage
+	if usage == nil {
+		usage = map[string]queues.Usage{}
+		l.scratch.usage = usage
+	}
+	clear(usage)
 	inScope(l.usage, usageScope, func(q string, u queues.Usage) { usage[q] = u })
 	snap := queues.NewSnapshotSharing(l.cfg, usage, l.namespaceLabelsLocked())
 	late := l.decideLateLocked(snap)
@@ -274,14 +279,26 @@ func (l *Ledger) wakeAfter(d time.Duration) {
 // whose admission is not in flight. Each is described by its entry's own
 // candidate record.
 func (l *Ledger) admittedLocked(scope map[string]struct{}) map[string][]*queues.Admitted {
-	out := map[string][]*queues.Admitted{}
+	sc := &l.scratch
+	if sc.admitted == nil {
+		sc.admitted, sc.candidates = map[string][]*queues.Admitted{}, map[string][]*queues.Admitted{}
+	}
+	out := sc.admitted
+	clear(out)
 	inScope(l.holding, scope, func(q string, set map[*entry]struct{}) {
+		list := sc.candidates[q]
+		clear(list)
+		list = list[:0]
 		for e := range set {
 			if e.Phase() != machine.Admitted {
 				continue
 			}
 			e.candidate = queues.Admitted{W: e.W, Usage: e.Charged, AdmittedAt: e.AdmittedAt}
-			out[q] = append(out[q], &e.candidate)
+			list = append(list, &e.candidate)
+		}
+		sc.candidates[q] = list
+		if len(list) > 0 {
+			out[q] = list
 		}
 	})
 	return out

@@ -116,7 +116,12 @@ func (l *Ledger) namespaceLabelsLocked() map[string]labels.Set {
 // (scope, see passScopeLocked), in admission order. A list is rebuilt from
 // its tree only when the tree changed since: the others are last pass's.
 func (l *Ledger) listsLocked(scope map[string]struct{}) map[string][]*queues.Workload {
-	lists := make(map[string][]*queues.Workload)
+	lists := l.scratch.lists
+	if lists == nil {
+		lists = map[string][]*queues.Workload{}
+		l.scratch.lists = lists
+	}
+	clear(lists)
 	inScope(l.pending, scope, func(q string, t *btree.BTreeG[*entry]) {
 		list, built := l.lists[q]
 		if _, stale := l.stale[q]; stale || !built {
@@ -129,6 +134,17 @@ func (l *Ledger) listsLocked(scope map[string]struct{}) map[string][]*queues.Wor
 		lists[q] = list
 	})
 	return lists
+}
+
+// passScratch holds the maps a pass hands queues.Decide, and the
+// preemption candidates' lists by queue, for the next pass to fill
+// again: a pass allocates them once, not every time. Nothing outlives
+// the pass that fills them.
+type passScratch struct {
+	usage      map[string]queues.Usage
+	lists      map[string][]*queues.Workload
+	admitted   map[string][]*queues.Admitted
+	candidates map[string][]*queues.Admitted
 }
 
 // dropListLocked forgets queue q's pending list, once its tree is gone.

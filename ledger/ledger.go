@@ -169,6 +169,8 @@ type Ledger struct {
 	// tree changed since (dirty.go).
 	lists map[string][]*queues.Workload
 	stale map[string]struct{}
+	// scratch is what a pass builds, kept for the next pass to build in.
+	scratch passScratch
 	// dirty holds the queues whose pass inputs changed since the last
 	// pass; allDirty: every queue's may have (dirty.go).
 	dirty    map[string]struct{}
