@@ -33,10 +33,11 @@ func (b *writeBudget) Stop()                          {}
 func (b *writeBudget) QPS() float32                   { return float32(b.lim.Limit()) }
 func (b *writeBudget) Wait(ctx context.Context) error { return b.lim.Wait(ctx) }
 
-// writeClient is mgr's client with the ledger's own writeBudget: reads
-// come from the cache as with mgr's client, and the writes share the one
-// bucket, apart from the Events, the webhook and leader election. The
-// bucket follows client-go's reading of the config: QPS and burst 0 are
+// writeClient is mgr's client with the ledger's own writeBudget, whose
+// patches of workloads read back only their resourceVersion
+// (versionPatches). Reads come from the cache as with mgr's client, and
+// the writes share the one bucket, apart from the Events, the webhook
+// and leader election. The bucket follows client-go's reading of the config: QPS and burst 0 are
 // its defaults, and a negative QPS means no limit (and no budget: free
 // is nil).
 func writeClient(mgr manager.Manager) (cl client.Client, free func() (tokens, qps float64), err error) {
@@ -54,5 +55,9 @@ func writeClient(mgr manager.Manager) (cl client.Client, free func() (tokens, qp
 	}
 	cl, err = client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		Cache: &client.CacheOptions{Reader: mgr.GetCache()}})
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err = newVersionPatches(cl, cfg, mgr.GetHTTPClient(), mgr.GetRESTMapper())
 	return cl, free, err
 }
