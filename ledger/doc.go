@@ -68,15 +68,17 @@
 //     counting what it repaired.
 //   - Event handling is O(change): a handler touches one Job's entry, one
 //     pending tree and one usage cell set, and notes its queue as changed.
-//     A pass decides only the cohorts (and lone queues) with a changed
-//     queue, on pending lists rebuilt only where a tree changed (dirty.go);
-//     a config, priority, namespace-label change or a recount has it
-//     decide every queue.
+//     A pass decides, and reads, only the cohorts (and lone queues) with
+//     a changed queue, on pending lists rebuilt only where a tree changed
+//     (dirty.go); a config, priority, namespace-label change or a recount
+//     has it decide every queue.
 //   - A pass decides no more writes than it can send at once: the free
 //     write slots (Options.Workers) and the free tokens of the one client
 //     budget all the ledger's writes share (budget.go). What it did not
 //     reach stays changed for the next pass, and while passes want more
-//     tokens than are free, the label writes wait.
+//     tokens than are free, the label writes wait. A write that patches
+//     a workload reads back only the resourceVersion of the answer
+//     (patch.go).
 //   - A watch the API server closes at once, having sent nothing, is
 //     opened again from the same resource version (resume.go): client-go
 //     would list every object again.
