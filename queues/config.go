@@ -66,6 +66,8 @@ type configIndex struct {
 	local map[string][]string
 	// covered holds the resources some ClusterQueue covers.
 	covered map[corev1.ResourceName]bool
+	// drains: some queue's stopPolicy is HoldAndDrain (Drains).
+	drains bool
 }
 
 func (c *Config) index() *configIndex {
@@ -110,6 +112,7 @@ func (c *Config) index() *configIndex {
 			ix.fair[name] = true
 		}
 	}
+	ix.drains = c.drains()
 	c.idx.Store(ix)
 	return ix
 }

@@ -77,8 +77,10 @@ func (c *Config) StopOf(w *Workload) Stop {
 }
 
 // Drains says whether some queue of the config evicts its admitted
-// workloads (HoldAndDrain).
-func (c *Config) Drains() bool {
+// workloads (HoldAndDrain). Every pass asks.
+func (c *Config) Drains() bool { return c.index().drains }
+
+func (c *Config) drains() bool {
 	for _, cq := range c.ClusterQueues {
 		if cq.StopPolicy == StopHoldAndDrain {
 			return true
