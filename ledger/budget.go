@@ -37,9 +37,9 @@ func (b *writeBudget) Wait(ctx context.Context) error { return b.lim.Wait(ctx) }
 // patches of workloads read back only their resourceVersion
 // (versionPatches). Reads come from the cache as with mgr's client, and
 // the writes share the one bucket, apart from the Events, the webhook
-// and leader election. The bucket follows client-go's reading of the config: QPS and burst 0 are
-// its defaults, and a negative QPS means no limit (and no budget: free
-// is nil).
+// and leader election. The bucket follows client-go's reading of the
+// config: QPS and burst 0 are its defaults, and a negative QPS means no
+// limit (and no budget: free is nil).
 func writeClient(mgr manager.Manager) (cl client.Client, free func() (tokens, qps float64), err error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	if cfg.RateLimiter == nil && cfg.QPS >= 0 {

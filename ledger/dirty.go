@@ -70,10 +70,14 @@ func (l *Ledger) passScopeLocked() map[string]struct{} {
 	for q := range l.dirty {
 		scope[q] = struct{}{}
 		cq := l.cfg.ClusterQueues[q]
-		if cq == nil || cq.Cohort == "" || roots[l.cfg.CohortRoot(cq.Cohort)] {
+		if cq == nil || cq.Cohort == "" {
 			continue
 		}
-		roots[l.cfg.CohortRoot(cq.Cohort)] = true
+		root := l.cfg.CohortRoot(cq.Cohort)
+		if roots[root] {
+			continue
+		}
+		roots[root] = true
 		for _, m := range l.cfg.Members(cq) {
 			scope[m] = struct{}{}
 		}
