@@ -204,6 +204,12 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	if err != nil {
 		return fmt.Errorf("watch client: %w", err)
 	}
+	var jobWatch ledger.WatchFunc
+	if f.apiContentType != "json" {
+		if jobWatch, err = ledger.JobWatch(watchCfg, watchHTTP); err != nil {
+			return err
+		}
+	}
 	grace := 30 * time.Second
 	var lease *ledger.Lease
 	if f.leaderElect {
@@ -215,7 +221,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		Scheme:         scheme,
 		MapperProvider: newMapper,
 		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: ledger.CacheOptions(f.namespace, f.configFile == ""),
-			DefaultTransform: cache.TransformStripManagedFields(), NewInformer: ledger.ResumingInformers(log.WithName("watch"))},
+			DefaultTransform: cache.TransformStripManagedFields(), NewInformer: ledger.ResumingInformers(log.WithName("watch"), jobWatch)},
 		Metrics:                             metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:              f.probeAddr,
 		PprofBindAddress:                    f.pprofAddr,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -26,12 +27,19 @@ import (
 // behind. The resource version is the one the reflector asked for, so
 // the events the informer gets are the ones a second watch of its own
 // would get.
-func ResumingInformers(log logr.Logger) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+//
+// jobs, when not nil, opens the watches of the batch/v1 Jobs' informer in
+// place of the cache's own (JobWatch).
+func ResumingInformers(log logr.Logger, jobs WatchFunc) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		if l, ok := lw.(*toolscache.ListWatch); ok && l.WatchFuncWithContext != nil {
+			open := l.WatchFuncWithContext
+			if _, isJob := obj.(*batchv1.Job); isJob && jobs != nil {
+				open = jobs
+			}
 			resumed := *l
 			resumed.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				return resumeWatch(ctx, opts, l.WatchFuncWithContext, log.WithValues("type", fmt.Sprintf("%T", obj)))
+				return resumeWatch(ctx, opts, open, log.WithValues("type", fmt.Sprintf("%T", obj)))
 			}
 			lw = &resumed
 		}
