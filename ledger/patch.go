@@ -7,52 +7,98 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/metadata"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // versionPatches is the ledger's write client: its patches of a
 // workload's metadata (a metav1.PartialObjectMetadata, as kinds.Ref makes
-// for every admission, eviction and label write) read back from the API
-// server's answer only the resourceVersion, the one field the ledger
-// uses. The admission storm is tens of thousands of such writes, and
-// decoding each answer's whole metadata (its labels, annotations and
-// managedFields) cost more than sending it. The request is the one
-// client-go's metadata client makes, through the same REST client
-// machinery (rate limiter, retries, metrics). Every other call is the
-// embedded client's.
+// for every admission, eviction and label write) are sent as plain HTTP
+// requests, and read back from the API server's answer only the
+// resourceVersion, the one field the ledger uses. The admission storm is
+// tens of thousands of such writes, and client-go's request machinery
+// (its URL building, metrics templates and body decoding) cost more than
+// sending them. What client-go does for a patch is kept: the rate
+// limiter (the write budget) is waited on before each attempt, an answer
+// of 429 or 5xx with a Retry-After is tried again after it (up to
+// maxPatchRetries times), an error answer becomes the same StatusError,
+// and rest_client_requests_total counts each answer. Every other call is
+// the embedded client's.
 type versionPatches struct {
 	client.Client
-	rest   rest.Interface
-	mapper meta.RESTMapper
+	http    *http.Client
+	base    string // the API server's URL, without a trailing slash
+	host    string // for rest_client_requests_total
+	limiter flowcontrol.RateLimiter
+	mapper  meta.RESTMapper
+	warn    rest.WarningHandlerWithContext
 }
+
+// maxPatchRetries is client-go's default number of retries of a request
+// answered with a Retry-After.
+const maxPatchRetries = 10
 
 // metadataAccept asks for the answer as PartialObjectMetadata, in
 // protobuf where the server can, as client-go's metadata client does.
 const metadataAccept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
 	"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
-// newVersionPatches wraps cl, whose config cfg (its rate limiter
-// included) and HTTP client h the patches share.
+// newVersionPatches wraps cl, whose config cfg (its rate limiter, or its
+// QPS and burst, as client-go reads them) and HTTP client h the patches
+// share.
 func newVersionPatches(cl client.Client, cfg *rest.Config, h *http.Client, mapper meta.RESTMapper) (client.Client, error) {
-	c := metadata.ConfigFor(cfg)
-	// The REST client wants a group version to serialize options with;
-	// every path is absolute.
-	c.GroupVersion = &schema.GroupVersion{}
-	c.APIPath = "/"
-	rc, err := rest.RESTClientForConfigAndClient(c, h)
+	base, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return versionPatches{Client: cl, rest: rc, mapper: mapper}, nil
+	// The rate limiter as client-go reads cfg.
+	limiter := cfg.RateLimiter
+	if limiter == nil {
+		qps, burst := cfg.QPS, cfg.Burst
+		if qps == 0 {
+			qps = rest.DefaultQPS
+		}
+		if burst == 0 {
+			burst = rest.DefaultBurst
+		}
+		limiter = flowcontrol.NewFakeAlwaysRateLimiter()
+		if qps > 0 {
+			limiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+		}
+	}
+	// cfg's warning handler, or client-go's default: it logs them.
+	var warn rest.WarningHandlerWithContext = rest.WarningLogger{}
+	if cfg.WarningHandlerWithContext != nil {
+		warn = cfg.WarningHandlerWithContext
+	} else if cfg.WarningHandler != nil {
+		warn = warningHandler{cfg.WarningHandler}
+	}
+	return versionPatches{Client: cl, http: h, base: strings.TrimSuffix(base.String(), "/"), host: base.Host,
+		limiter: limiter, mapper: mapper, warn: warn}, nil
+}
+
+// warningHandler is a rest.WarningHandler as a WarningHandlerWithContext.
+type warningHandler struct{ rest.WarningHandler }
+
+func (w warningHandler) HandleWarningHeaderWithContext(_ context.Context, code int, agent, text string) {
+	w.HandleWarningHeader(code, agent, text)
 }
 
 // Patch sends patch. For a PartialObjectMetadata it sets only obj's
@@ -72,33 +118,130 @@ func (p versionPatches) Patch(ctx context.Context, obj client.Object, patch clie
 	if err != nil {
 		return err
 	}
-	po := (&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions()
-	res := p.rest.Patch(patch.Type()).AbsPath(pathOf(mapping.Resource, m.Namespace, m.Name)...).Body(data).
-		SetHeader("Accept", metadataAccept).VersionedParams(po, metav1.ParameterCodec).Do(ctx)
-	if err := res.Error(); err != nil {
-		return err
+	url := p.base + pathOf(mapping.Resource, m.Namespace, m.Name) + patchQuery((&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions())
+	for retries := 0; ; retries++ {
+		if err := p.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		rv, wait, retry, err := p.send(ctx, url, patch.Type(), data, mapping.Resource.GroupResource(), m.Name)
+		if retry && retries < maxPatchRetries {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		m.SetResourceVersion(rv)
+		return nil
 	}
-	var contentType string
-	body, _ := res.ContentType(&contentType).Raw()
-	rv, _ := resourceVersionOf(body, contentType)
-	m.SetResourceVersion(rv)
-	return nil
+}
+
+// patchBodies keeps the buffers answers are read into.
+var patchBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// send makes one attempt at a patch. It returns the answer's
+// resourceVersion, or its error, and whether and after how long its
+// Retry-After asks for another attempt.
+func (p versionPatches) send(ctx context.Context, url string, pt types.PatchType, data []byte, gr schema.GroupResource, name string) (rv string, wait time.Duration, retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, url, bytes.NewReader(data))
+	if err != nil {
+		return "", 0, false, err
+	}
+	req.Header.Set("Content-Type", string(pt))
+	req.Header.Set("Accept", metadataAccept)
+	resp, err := p.http.Do(req)
+	if err != nil {
+		clientmetrics.RequestResult.Increment(ctx, "<error>", http.MethodPatch, p.host)
+		return "", 0, false, err
+	}
+	defer resp.Body.Close()
+	clientmetrics.RequestResult.Increment(ctx, strconv.Itoa(resp.StatusCode), http.MethodPatch, p.host)
+	if warnings, _ := utilnet.ParseWarningHeaders(resp.Header["Warning"]); len(warnings) > 0 {
+		for _, w := range warnings {
+			p.warn.HandleWarningHeaderWithContext(ctx, w.Code, w.Agent, w.Text)
+		}
+	}
+	buf := patchBodies.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 64<<10 {
+			buf.Reset()
+			patchBodies.Put(buf)
+		}
+	}()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return "", 0, false, err
+	}
+	contentType := resp.Header.Get("Content-Type")
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		rv, _ = resourceVersionOf(buf.Bytes(), contentType)
+		return rv, 0, false, nil
+	}
+	retryAfter := 0
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		var parseErr error
+		retryAfter, parseErr = strconv.Atoi(resp.Header.Get("Retry-After"))
+		retry = parseErr == nil && retryAfter >= 0
+	}
+	return "", time.Duration(retryAfter) * time.Second, retry, statusError(buf.Bytes(), resp.StatusCode, gr, name, retryAfter)
+}
+
+// statusError is the error of an answer with code: the metav1.Status its
+// body holds, or, as client-go makes it, one of the code alone.
+func statusError(body []byte, code int, gr schema.GroupResource, name string, retryAfter int) error {
+	if obj, err := runtime.Decode(scheme.Codecs.UniversalDeserializer(), body); err == nil {
+		if status, ok := obj.(*metav1.Status); ok && status.Status != metav1.StatusSuccess {
+			return &apierrors.StatusError{ErrStatus: *status}
+		}
+	}
+	return apierrors.NewGenericServerResponse(code, http.MethodPatch, gr, name, strings.TrimSpace(string(body)), retryAfter, true)
+}
+
+// patchQuery is the query of a patch with opts, as client-go encodes it.
+func patchQuery(opts *metav1.PatchOptions) string {
+	q := url.Values{}
+	for _, d := range opts.DryRun {
+		q.Add("dryRun", d)
+	}
+	if opts.Force != nil {
+		q.Set("force", strconv.FormatBool(*opts.Force))
+	}
+	if opts.FieldManager != "" {
+		q.Set("fieldManager", opts.FieldManager)
+	}
+	if opts.FieldValidation != "" {
+		q.Set("fieldValidation", opts.FieldValidation)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
 }
 
 // pathOf is the path of object name of resource r in namespace ns ("" for
-// a cluster-scoped one).
-func pathOf(r schema.GroupVersionResource, ns, name string) []string {
-	segments := make([]string, 0, 7)
+// a cluster-scoped one), from the API server's root.
+func pathOf(r schema.GroupVersionResource, ns, name string) string {
+	var b strings.Builder
 	if r.Group == "" {
-		segments = append(segments, "api")
+		b.WriteString("/api/")
 	} else {
-		segments = append(segments, "apis", r.Group)
+		b.WriteString("/apis/")
+		b.WriteString(url.PathEscape(r.Group))
+		b.WriteByte('/')
 	}
-	segments = append(segments, r.Version)
+	b.WriteString(url.PathEscape(r.Version))
 	if ns != "" {
-		segments = append(segments, "namespaces", ns)
+		b.WriteString("/namespaces/")
+		b.WriteString(url.PathEscape(ns))
 	}
-	return append(segments, r.Resource, name)
+	b.WriteByte('/')
+	b.WriteString(url.PathEscape(r.Resource))
+	b.WriteByte('/')
+	b.WriteString(url.PathEscape(name))
+	return b.String()
 }
 
 // protobufMagic starts every protobuf body of the API server (its

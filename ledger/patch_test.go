@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -209,3 +213,137 @@ type countingLimiter struct {
 }
 
 func (c *countingLimiter) Wait(ctx context.Context) error { c.n++; return c.RateLimiter.Wait(ctx) }
+
+// TestPatchRetryAfter tries a patch again, after waiting on the write
+// budget, while the answer is a 429 or 5xx with a Retry-After, as
+// client-go does, up to maxPatchRetries times; an error answer without
+// one is returned at once, with its kind.
+func TestPatchRetryAfter(t *testing.T) {
+	answer := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+		ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", ResourceVersion: "77"}}
+	var ok bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(answer, &ok); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		refusals int    // answers of code before a 200
+		code     int    // the refusals' code
+		after    string // their Retry-After
+		attempts int
+		check    func(error) bool
+	}{
+		{"429 with Retry-After, twice", 2, http.StatusTooManyRequests, "0", 3, func(err error) bool { return err == nil }},
+		{"503 with Retry-After", 1, http.StatusServiceUnavailable, "0", 2, func(err error) bool { return err == nil }},
+		{"429 always", 100, http.StatusTooManyRequests, "0", maxPatchRetries + 1, apierrors.IsTooManyRequests},
+		{"500 without Retry-After", 1, http.StatusInternalServerError, "", 1, apierrors.IsInternalError},
+		{"409 with Retry-After", 1, http.StatusConflict, "0", 1, apierrors.IsConflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var attempts int
+			var query, contentType string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				attempts++
+				query, contentType = r.URL.RawQuery, r.Header.Get("Content-Type")
+				if r.Method != http.MethodPatch || r.URL.Path != "/apis/batch/v1/namespaces/ns/jobs/j" {
+					http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusBadRequest)
+					return
+				}
+				if attempts <= tc.refusals {
+					if tc.after != "" {
+						w.Header().Set("Retry-After", tc.after)
+					}
+					http.Error(w, "refused", tc.code)
+					return
+				}
+				w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+				_, _ = w.Write(ok.Bytes())
+			}))
+			defer srv.Close()
+			cfg := &rest.Config{Host: srv.URL}
+			limiter := &countingLimiter{RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
+			cfg.RateLimiter = limiter
+			mapper := meta.NewDefaultRESTMapper(nil)
+			mapper.Add(batchv1.SchemeGroupVersion.WithKind("Job"), meta.RESTScopeNamespace)
+			cl, err := newVersionPatches(nil, cfg, srv.Client(), mapper)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j"}}
+			m.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+			err = cl.Patch(context.Background(), m, client.RawPatch(types.MergePatchType, []byte(`{}`)), client.FieldOwner("tally-state"))
+			if !tc.check(err) {
+				t.Errorf("got %v", err)
+			}
+			if attempts != tc.attempts || limiter.n != tc.attempts {
+				t.Errorf("%d attempts, %d tokens drawn; want %d of each", attempts, limiter.n, tc.attempts)
+			}
+			if err == nil && m.ResourceVersion != "77" {
+				t.Errorf("resourceVersion %q, want 77", m.ResourceVersion)
+			}
+			if query != "fieldManager=tally-state" || contentType != string(types.MergePatchType) {
+				t.Errorf("sent query %q and content type %q", query, contentType)
+			}
+		})
+	}
+}
+
+// TestPatchQuery encodes patch options as client-go's parameter codec
+// does.
+func TestPatchQuery(t *testing.T) {
+	yes := true
+	for _, opts := range []*metav1.PatchOptions{
+		{},
+		{FieldManager: "tally-admission"},
+		{FieldManager: "tally-admission", Force: &yes},
+		{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict", FieldManager: "a b&c"},
+	} {
+		want, err := metav1.ParameterCodec.EncodeParameters(opts, metav1.SchemeGroupVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantQuery := ""
+		if len(want) > 0 {
+			wantQuery = "?" + want.Encode()
+		}
+		if got := patchQuery(opts); got != wantQuery {
+			t.Errorf("%+v: got %q, want %q", opts, got, wantQuery)
+		}
+	}
+}
+
+// BenchmarkVersionPatch sends label patches of a Job to a server that
+// answers each as the API server does (a PartialObjectMetadata in
+// protobuf, over TLS and HTTP/2): the client's cost of one write.
+func BenchmarkVersionPatch(b *testing.B) {
+	answer := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"},
+		ObjectMeta: watchedJob("j", "77").ObjectMeta}
+	var ok bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(answer, &ok); err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		_, _ = w.Write(ok.Bytes())
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	cfg := &rest.Config{Host: srv.URL, RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(batchv1.SchemeGroupVersion.WithKind("Job"), meta.RESTScopeNamespace)
+	cl, err := newVersionPatches(nil, cfg, srv.Client(), mapper)
+	if err != nil {
+		b.Fatal(err)
+	}
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"tally.dev/state":"finished"}}}`))
+	b.ReportAllocs()
+	for b.Loop() {
+		m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "j"}}
+		m.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+		if err := cl.Patch(context.Background(), m, patch, client.FieldOwner("tally-state")); err != nil || m.ResourceVersion != "77" {
+			b.Fatal(err, m.ResourceVersion)
+		}
+	}
+}
