@@ -77,11 +77,14 @@
 //     budget all the ledger's writes share (budget.go). What it did not
 //     reach stays changed for the next pass, and while passes want more
 //     tokens than are free, the label writes wait. A write that patches
-//     a workload reads back only the resourceVersion of the answer
-//     (patch.go).
+//     a workload is one HTTP request, past client-go's request machinery
+//     but with its rate limiter, Retry-After and error kinds, and reads
+//     back only the resourceVersion of the answer (patch.go).
 //   - A watch the API server closes at once, having sent nothing, is
 //     opened again from the same resource version (resume.go): client-go
-//     would list every object again.
+//     would list every object again. The Jobs' watch reads its protobuf
+//     frames itself, with no copy of an event before it is decoded, and
+//     leaves out the managedFields the informer would drop (jobwatch.go).
 //   - Only the holder of the leader Lease writes. A leader that was paused
 //     past its lease wakes up believing it still leads; with Options.Held
 //     (Lease.Held) it decides no pass and sends no write once its last

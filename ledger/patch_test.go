@@ -72,16 +72,7 @@ func TestResourceVersionOf(t *testing.T) {
 // their kind, the write budget is drawn on, and a typed object goes
 // through the embedded client whole.
 func TestVersionPatches(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Skip("KUBEBUILDER_ASSETS not set; run make test")
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, err := rest.HTTPClientFor(cfg)
@@ -195,6 +186,23 @@ func TestVersionPatches(t *testing.T) {
 	if typed.Data["k"] != "v" || typed.UID == "" {
 		t.Errorf("typed patch: the answer was not decoded: %+v", typed)
 	}
+}
+
+// startAPIServer starts envtest's API server and etcd for t, or skips t
+// where make test has not set them up.
+func startAPIServer(t *testing.T) *rest.Config {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Skip("KUBEBUILDER_ASSETS not set; run make test")
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return cfg
 }
 
 func managedBy(obj client.Object, manager string) bool {
