@@ -47,6 +47,9 @@ type Requests struct {
 	// WritesByManager counts the Writes by the fieldManager they name
 	// (tally names admissions, preemptions and label writes apart).
 	WritesByManager map[string]int `json:"writesByManager"`
+	// RefusedByManager counts those of the WritesByManager that the API
+	// server refused (a status of 400 or more, a conflict for example).
+	RefusedByManager map[string]int `json:"refusedByManager,omitempty"`
 }
 
 type auditEvent struct {
@@ -77,7 +80,7 @@ func countRequests(path, user string, from, to time.Time) (Requests, error) {
 }
 
 func countRequestsFrom(r io.Reader, user string, from, to time.Time) (Requests, error) {
-	out := Requests{ByKind: map[string]int{}, WritesByManager: map[string]int{}}
+	out := Requests{ByKind: map[string]int{}, WritesByManager: map[string]int{}, RefusedByManager: map[string]int{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -105,14 +108,19 @@ func countRequestsFrom(r io.Reader, user string, from, to time.Time) (Requests, 
 			} else {
 				out.Writes++
 				out.WritesByManager[fieldManager(e.RequestURI)]++
+				if refused(e) {
+					out.RefusedByManager[fieldManager(e.RequestURI)]++
+				}
 			}
 		}
-		if e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 {
+		if refused(e) {
 			out.Failed++
 		}
 	}
 	return out, sc.Err()
 }
+
+func refused(e auditEvent) bool { return e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 }
 
 // fieldManager returns the fieldManager parameter of a request URI, or "".
 func fieldManager(uri string) string {

@@ -412,7 +412,8 @@ func (s *Summary) Table(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row("writes per admission", fmt.Sprintf("%.2f (%d admission writes, %d admissions)", s.WritesPerAdmission, s.Requests.WritesByManager[queues.FieldManagerAdmission], s.Admissions))
+	row("writes per admission", fmt.Sprintf("%.2f (%d admission writes%s, %d admissions)", s.WritesPerAdmission, s.Requests.WritesByManager[queues.FieldManagerAdmission],
+		refusedOf(s.Requests, queues.FieldManagerAdmission), s.Admissions))
 	row("writes per preemption", fmt.Sprintf("%.2f (%d preemption writes, %d Jobs preempted)", s.WritesPerPreemption, s.Requests.WritesByManager[queues.FieldManagerPreemption], s.TallyPreemptions))
 	row("other writes", fmt.Sprintf("%d state-label writes, %d Event writes, %d others", s.Requests.WritesByManager[queues.FieldManagerState], s.Requests.EventWrites,
 		s.Requests.Writes-s.Requests.WritesByManager[queues.FieldManagerAdmission]-s.Requests.WritesByManager[queues.FieldManagerPreemption]-s.Requests.WritesByManager[queues.FieldManagerState]))
@@ -506,3 +507,12 @@ func WriteJobs(path string, p *scenario.Plan, r *Result) error {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// refusedOf says how many of manager's writes the API server refused,
+// when any were.
+func refusedOf(r Requests, manager string) string {
+	if n := r.RefusedByManager[manager]; n > 0 {
+		return fmt.Sprintf(", %d of them refused", n)
+	}
+	return ""
+}

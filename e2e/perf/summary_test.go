@@ -49,7 +49,8 @@ func TestSummarize(t *testing.T) {
 		Admissions:     len(p.Jobs),
 		TallyCPU:       2 * time.Second, TallyCPUTotal: 3 * time.Second, TallyPeakRSS: 64 << 20,
 		Requests: Requests{Total: 40, Writes: 16, EventWrites: 20, ByKind: map[string]int{"patch jobs": 16, "create events": 20, "watch jobs": 4},
-			WritesByManager: map[string]int{queues.FieldManagerAdmission: 12, queues.FieldManagerPreemption: 2, queues.FieldManagerState: 2}},
+			WritesByManager:  map[string]int{queues.FieldManagerAdmission: 12, queues.FieldManagerPreemption: 2, queues.FieldManagerState: 2},
+			RefusedByManager: map[string]int{queues.FieldManagerAdmission: 3}},
 		TallyMetrics: metrics{`tally_admission_pass_seconds_count`: 10, `tally_admission_pass_seconds_sum`: 0.01, `tally_preemptions_total`: 1},
 	}
 	s, err := Summarize(p, res)
@@ -83,7 +84,7 @@ func TestSummarize(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"wall / makespan (s)", "short avg time to admission (s)", "long p99 time to admission (s)", "×1.00",
-		"1.50 (12 admission writes, 8 admissions)", "2.00 (2 preemption writes, 1 Jobs preempted)", "2 state-label writes, 20 Event writes, 0 others", "create events=20, patch jobs=16, watch jobs=4", "MISSED writes per admission"} {
+		"1.50 (12 admission writes, 3 of them refused, 8 admissions)", "2.00 (2 preemption writes, 1 Jobs preempted)", "2 state-label writes, 20 Event writes, 0 others", "create events=20, patch jobs=16, watch jobs=4", "MISSED writes per admission"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -109,7 +110,7 @@ func TestSummarize(t *testing.T) {
 
 func TestCountRequests(t *testing.T) {
 	log := `{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:01.000000Z","requestURI":"/apis/batch/v1/namespaces/a/jobs/j?fieldManager=tally-admission"}
-{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":409},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
+{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":409},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z","requestURI":"/apis/batch/v1/namespaces/a/jobs/j?fieldManager=tally-admission"}
 {"verb":"create","user":{"username":"tally"},"objectRef":{"resource":"events"},"responseStatus":{"code":201},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
 {"verb":"watch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
 {"verb":"update","user":{"username":"tally"},"objectRef":{"resource":"jobs","subresource":"status"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
@@ -122,7 +123,7 @@ func TestCountRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Requests{Total: 5, Writes: 3, EventWrites: 1, Failed: 1, ByKind: map[string]int{"patch jobs": 2, "create events": 1, "watch jobs": 1, "update jobs/status": 1},
-		WritesByManager: map[string]int{"tally-admission": 1, "": 2}}
+		WritesByManager: map[string]int{"tally-admission": 2, "": 1}, RefusedByManager: map[string]int{"tally-admission": 1}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
