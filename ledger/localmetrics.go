@@ -97,10 +97,16 @@ type localMetrics struct {
 	finished           int
 	usage              queues.Usage
 	// cells, classes and evictions are the label values its series have
-	// been made with, to delete exactly those.
-	cells     map[queues.FlavorResource]bool
+	// been made with, to delete exactly those. cells holds its
+	// reservation and usage gauges of each.
+	cells     map[queues.FlavorResource][2]prometheus.Gauge
 	classes   map[string]bool
 	evictions map[[2]string]bool
+	// Its gauges of pending (by status), reserving, admitted and
+	// finished workloads, looked up once: a workload's every change sets
+	// some of them, and a lookup hashes the labels.
+	pendingG                         [2]prometheus.Gauge
+	reservingG, admittedG, finishedG prometheus.Gauge
 }
 
 // localCount is how the LocalQueue metrics count one workload.
@@ -122,17 +128,21 @@ func (m *metrics) local(cfg *queues.Config, k localKey) *localMetrics {
 	if lm := m.locals[k]; lm != nil {
 		return lm
 	}
-	lm := &localMetrics{localKey: k, usage: queues.Usage{}, cells: map[queues.FlavorResource]bool{},
-		classes: map[string]bool{}, evictions: map[[2]string]bool{}}
+	lm := &localMetrics{localKey: k, usage: queues.Usage{}, cells: map[queues.FlavorResource][2]prometheus.Gauge{},
+		classes: map[string]bool{}, evictions: map[[2]string]bool{},
+		reservingG: m.lq.reserving.WithLabelValues(k.name, k.namespace),
+		admittedG:  m.lq.admittedNow.WithLabelValues(k.name, k.namespace),
+		finishedG:  m.lq.finished.WithLabelValues(k.name, k.namespace)}
 	if cfg != nil {
 		lm.config = cfg.LocalQueues[k.namespace+"/"+k.name]
 	}
 	m.locals[k] = lm
-	for _, s := range pendingStatuses {
-		m.lq.pending.WithLabelValues(k.name, k.namespace, s).Set(0)
+	for i, s := range pendingStatuses {
+		lm.pendingG[i] = m.lq.pending.WithLabelValues(k.name, k.namespace, s)
+		lm.pendingG[i].Set(0)
 	}
-	for _, g := range []*prometheus.GaugeVec{m.lq.reserving, m.lq.admittedNow, m.lq.finished} {
-		g.WithLabelValues(k.name, k.namespace).Set(0)
+	for _, g := range []prometheus.Gauge{lm.reservingG, lm.admittedG, lm.finishedG} {
+		g.Set(0)
 	}
 	m.setLocalStatus(cfg, lm)
 	return lm
@@ -262,20 +272,19 @@ func (m *metrics) noteLocal(cfg *queues.Config, e *entry, gone bool, class strin
 
 // countLocal adds (sign +1) or takes away (-1) what c counts in lm.
 func (m *metrics) countLocal(lm *localMetrics, c localCount, sign int) {
-	labels := []string{lm.name, lm.namespace}
 	if c.pending != 0 {
 		i := c.pending - 1
 		lm.pending[i] += sign
-		m.lq.pending.WithLabelValues(lm.name, lm.namespace, pendingStatuses[i]).Set(float64(lm.pending[i]))
+		lm.pendingG[i].Set(float64(lm.pending[i]))
 	}
 	for _, n := range []struct {
 		on bool
 		to *int
-		g  *prometheus.GaugeVec
-	}{{c.reserving, &lm.reserving, m.lq.reserving}, {c.admitted, &lm.admitted, m.lq.admittedNow}, {c.finished, &lm.finished, m.lq.finished}} {
+		g  prometheus.Gauge
+	}{{c.reserving, &lm.reserving, lm.reservingG}, {c.admitted, &lm.admitted, lm.admittedG}, {c.finished, &lm.finished, lm.finishedG}} {
 		if n.on {
 			*n.to += sign
-			n.g.WithLabelValues(labels...).Set(float64(*n.to))
+			n.g.Set(float64(*n.to))
 		}
 	}
 	if c.usage == nil {
@@ -288,9 +297,14 @@ func (m *metrics) countLocal(lm *localMetrics, c localCount, sign int) {
 	}
 	for fr := range c.usage {
 		v := amountValue(fr.Resource, lm.usage[fr])
-		m.lq.reservation.WithLabelValues(lm.name, lm.namespace, fr.Flavor, string(fr.Resource)).Set(v)
-		m.lq.usage.WithLabelValues(lm.name, lm.namespace, fr.Flavor, string(fr.Resource)).Set(v)
-		lm.cells[fr] = true
+		g, ok := lm.cells[fr]
+		if !ok {
+			g = [2]prometheus.Gauge{m.lq.reservation.WithLabelValues(lm.name, lm.namespace, fr.Flavor, string(fr.Resource)),
+				m.lq.usage.WithLabelValues(lm.name, lm.namespace, fr.Flavor, string(fr.Resource))}
+			lm.cells[fr] = g
+		}
+		g[0].Set(v)
+		g[1].Set(v)
 	}
 }
 
