@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/ledger/inspect"
@@ -362,5 +364,29 @@ func TestIntegrationStatus(t *testing.T) {
 	var out strings.Builder
 	if err := inspect.ShowStatus(ctx, k8s, "no-such-namespace", "", &out); err == nil || !strings.Contains(err.Error(), "reading the config") {
 		t.Errorf("status without a config ConfigMap: err %v, want one about reading the config", err)
+	}
+}
+
+// TestIntegrationWatchConfig: the informers' connections speak HTTP/1.1
+// to the API server, which would speak HTTP/2 to the same config without
+// watchConfig.
+func TestIntegrationWatchConfig(t *testing.T) {
+	needCluster(t)
+	for _, tc := range []struct {
+		cfg   *rest.Config
+		proto string
+	}{{envCfg, "HTTP/2.0"}, {watchConfig(envCfg), "HTTP/1.1"}} {
+		h, err := rest.HTTPClientFor(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h.Get(strings.TrimSuffix(tc.cfg.Host, "/") + "/version")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Proto != tc.proto {
+			t.Errorf("GET /version: %s over %s, want 200 over %s", resp.Status, resp.Proto, tc.proto)
+		}
 	}
 }

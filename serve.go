@@ -174,6 +174,22 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return ctrl.GetConfig()
 }
 
+// watchConfig is the config of the informers' lists and watches, over
+// connections of their own. On the one HTTP/2 connection that carries
+// hundreds of admission writes a second, watch events wait behind the
+// write responses, and the ledger would see finished Jobs, and so free
+// quota, late. A Proxy function (the default one) makes client-go build
+// the config a transport of its own. It speaks HTTP/1.1, a connection per
+// watch: over HTTP/2 every event is copied from the connection's read
+// loop to the watch's reader, and the reader answers every few kilobytes
+// with a flow-control frame of its own, a write to the API server.
+func watchConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Proxy = http.ProxyFromEnvironment
+	c.NextProtos = []string{"http/1.1"}
+	return c
+}
+
 func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *atomic.Bool) error {
 	restCfg, err := restConfig(f.kubeconfig)
 	if err != nil {
@@ -193,13 +209,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	if f.certDir == "" {
 		f.certDir = ctrlwebhook.Options{}.CertDir
 	}
-	// The informers watch over a connection of their own. On the one
-	// HTTP/2 connection that carries hundreds of admission writes a second,
-	// watch events wait behind the write responses, and the ledger would
-	// see finished Jobs, and so free quota, late. A Proxy function (the
-	// default one) makes client-go build this config a transport of its own.
-	watchCfg := rest.CopyConfig(restCfg)
-	watchCfg.Proxy = http.ProxyFromEnvironment
+	watchCfg := watchConfig(restCfg)
 	watchHTTP, err := rest.HTTPClientFor(watchCfg)
 	if err != nil {
 		return fmt.Errorf("watch client: %w", err)
