@@ -118,12 +118,12 @@ func (p versionPatches) Patch(ctx context.Context, obj client.Object, patch clie
 	if err != nil {
 		return err
 	}
-	url := p.base + pathOf(mapping.Resource, m.Namespace, m.Name) + patchQuery((&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions())
+	target := p.base + pathOf(mapping.Resource, m.Namespace, m.Name) + patchQuery((&client.PatchOptions{}).ApplyOptions(opts).AsPatchOptions())
 	for retries := 0; ; retries++ {
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		rv, wait, retry, err := p.send(ctx, url, patch.Type(), data, mapping.Resource.GroupResource(), m.Name)
+		rv, wait, retry, err := p.send(ctx, target, patch.Type(), data, mapping.Resource.GroupResource(), m.Name)
 		if retry && retries < maxPatchRetries {
 			select {
 			case <-ctx.Done():
@@ -146,8 +146,8 @@ var patchBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // send makes one attempt at a patch. It returns the answer's
 // resourceVersion, or its error, and whether and after how long its
 // Retry-After asks for another attempt.
-func (p versionPatches) send(ctx context.Context, url string, pt types.PatchType, data []byte, gr schema.GroupResource, name string) (rv string, wait time.Duration, retry bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, url, bytes.NewReader(data))
+func (p versionPatches) send(ctx context.Context, target string, pt types.PatchType, data []byte, gr schema.GroupResource, name string) (rv string, wait time.Duration, retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, target, bytes.NewReader(data))
 	if err != nil {
 		return "", 0, false, err
 	}
