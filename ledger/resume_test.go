@@ -6,9 +6,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -154,5 +157,45 @@ func TestResumeWatchStopsWhileWaiting(t *testing.T) {
 	}
 	if len(o.opts) != 1 {
 		t.Fatalf("%d opens after Stop, want 1", len(o.opts))
+	}
+}
+
+// TestResumingInformersOpenJobWatches: the Jobs' informer watches through
+// the jobs WatchFunc, and every other informer through its own.
+func TestResumingInformersOpenJobWatches(t *testing.T) {
+	for _, tc := range []struct {
+		obj     runtime.Object
+		list    runtime.Object
+		viaJobs bool
+	}{
+		{&batchv1.Job{}, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}, true},
+		{&corev1.Pod{}, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}, false},
+	} {
+		opened := make(chan string, 10)
+		watchVia := func(name string) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+				opened <- name
+				return watch.NewFake(), nil
+			}
+		}
+		lw := &toolscache.ListWatch{
+			ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+				return tc.list.DeepCopyObject(), nil
+			},
+			WatchFuncWithContext: watchVia("own"),
+		}
+		inf := ResumingInformers(logr.Discard(), watchVia("jobs"))(lw, tc.obj, 0, toolscache.Indexers{})
+		stop := make(chan struct{})
+		go inf.Run(stop)
+		want := map[bool]string{true: "jobs", false: "own"}[tc.viaJobs]
+		select {
+		case got := <-opened:
+			if got != want {
+				t.Errorf("%T: the informer watched through %s, want %s", tc.obj, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%T: the informer opened no watch", tc.obj)
+		}
+		close(stop)
 	}
 }
