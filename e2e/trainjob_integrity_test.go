@@ -105,6 +105,9 @@ func TestTrainJobIntegrity(t *testing.T) {
 			t.Errorf("deleting %s: %v", rt.GetName(), err)
 		}
 	})
+	if err := framework.WaitTrainerSeesRuntime(ctx, s.client, trainJobRuntime); err != nil {
+		t.Fatal(err)
+	}
 	runAttacks(ctx, t, s, user, corev1.ResourceCPU, limits, rows)
 }
 

@@ -80,6 +80,9 @@ func TestTrainJob(t *testing.T) {
 				t.Errorf("deleting %s: %v", name, err)
 			}
 		})
+		if err := framework.WaitTrainerSeesRuntime(ctx, s.client, name); err != nil {
+			t.Fatal(err)
+		}
 		return rt
 	}
 

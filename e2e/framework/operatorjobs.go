@@ -212,3 +212,20 @@ func RayJobDeploymentStatus(u *unstructured.Unstructured) string {
 	s, _, _ := unstructured.NestedString(u.Object, "status", "jobDeploymentStatus")
 	return s
 }
+
+// WaitTrainerSeesRuntime waits until the Trainer's validating webhook,
+// which reads the training runtimes from its controller's cache, knows
+// the ClusterTrainingRuntime named runtime: until then it refuses every
+// TrainJob that names it ("must be created before the TrainJob"), though
+// the API server has it. It asks with a dry-run create of a TrainJob in
+// namespace default, which writes nothing.
+func WaitTrainerSeesRuntime(ctx context.Context, c client.Client, runtime string) error {
+	return Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		probe := OperatorJob{Namespace: "default", Name: "runtime-probe", Workers: 1}.TrainJob(runtime)
+		err := c.Create(ctx, probe, client.DryRunAll)
+		if err != nil && strings.Contains(err.Error(), "must be created before") {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+}
