@@ -258,41 +258,65 @@ func (t *tracker) observe(job *batchv1.Job) {
 			t.closeLabelled.Do(func() { close(t.allLabelled) })
 		}
 	}
+	admitted := !suspended && job.Labels[labelState] == stateAdmitted
+	inRun := tj.phase == running || tj.phase == finishing
 	switch {
-	case tj.phase == waiting && !suspended && job.Labels[labelState] == stateAdmitted:
-		tj.phase = running
-		tj.gen = job.Generation
-		tj.admittedAt = now
-		if tj.admissions == 0 {
-			tj.first = now
-			t.admitted.Add(1)
-		}
-		tj.admissions++
-		t.admissions.Add(1)
-		tj.run++
-		run := tj.run
-		if t.pods {
-			tj.pod, tj.podMade = fmt.Sprintf("%s-%d", tj.spec.Name, run), make(chan struct{})
-			go t.startPod(tj, tj.pod, tj.uid, tj.podMade)
-		}
-		tj.timer = time.AfterFunc(tj.spec.Runtime, func() { t.complete(tj, run) })
-	case (tj.phase == running || tj.phase == finishing) && suspended && job.Status.CompletionTime == nil:
+	case tj.phase == waiting && admitted:
+		t.begin(tj, job, now)
+	case inRun && suspended && job.Status.CompletionTime == nil:
 		// A suspension of a Job whose completion is already written
 		// came too late to stop the run: complete records its finish.
-		tj.timer.Stop()
-		tj.held += now.Sub(tj.admittedAt)
-		tj.preempted++
-		t.preemptions.Add(1)
-		tj.phase = waiting
-		tj.run++
-		run, pod, made := tj.run, tj.pod, tj.podMade
+		run, pod, made := t.interrupt(tj, now)
 		go func() {
 			if pod != "" {
 				t.endPod(tj, pod, made, false)
 			}
 			t.stopped(tj, run, job.ResourceVersion)
 		}()
+	case inRun && admitted && job.Generation != tj.gen && job.Status.CompletionTime == nil:
+		// Preempted and admitted again between two sightings: a relist
+		// after a cut-off watch shows only the latest state. The run
+		// ends as a preemption (its completion, if on its way, loses on
+		// the resourceVersion) and the new admission's run begins.
+		_, pod, made := t.interrupt(tj, now)
+		if pod != "" {
+			go t.endPod(tj, pod, made, false)
+		}
+		t.begin(tj, job, now)
 	}
+}
+
+// begin starts a run for an admission seen now: its completion falls
+// due after the Job's runtime. tj.mu is held.
+func (t *tracker) begin(tj *trackedJob, job *batchv1.Job, now time.Time) {
+	tj.phase = running
+	tj.gen = job.Generation
+	tj.admittedAt = now
+	if tj.admissions == 0 {
+		tj.first = now
+		t.admitted.Add(1)
+	}
+	tj.admissions++
+	t.admissions.Add(1)
+	tj.run++
+	run := tj.run
+	if t.pods {
+		tj.pod, tj.podMade = fmt.Sprintf("%s-%d", tj.spec.Name, run), make(chan struct{})
+		go t.startPod(tj, tj.pod, tj.uid, tj.podMade)
+	}
+	tj.timer = time.AfterFunc(tj.spec.Runtime, func() { t.complete(tj, run) })
+}
+
+// interrupt ends the current run as a preemption seen now, and returns
+// the number of the next run and the ended run's pod. tj.mu is held.
+func (t *tracker) interrupt(tj *trackedJob, now time.Time) (int, string, chan struct{}) {
+	tj.timer.Stop()
+	tj.held += now.Sub(tj.admittedAt)
+	tj.preempted++
+	t.preemptions.Add(1)
+	tj.phase = waiting
+	tj.run++
+	return tj.run, tj.pod, tj.podMade
 }
 
 // stopped answers a preemption as the job controller does once the pods

@@ -7,6 +7,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"tally.dev/tally/e2e/perf/scenario"
 )
 
 // TestLabelsFinished: the run waits for finished labels unless tally's
@@ -78,5 +80,43 @@ func TestSuspensionAfterCompletion(t *testing.T) {
 	})
 	if tj.phase != finishing || tj.run != 1 || tj.preempted != 0 || tr.preemptions.Load() != 0 {
 		t.Errorf("phase %v, run %d, preempted %d: want the run left to finish", tj.phase, tj.run, tj.preempted)
+	}
+}
+
+// TestReadmissionBetweenSightings: a Job seen admitted again under a new
+// generation while its run is under way was preempted and admitted
+// between two sightings (a relist shows only the latest state). The old
+// run ends as a preemption and a new one begins; without this the run
+// stayed "finishing" for good and the Job was never completed. The same
+// generation seen again changes nothing.
+func TestReadmissionBetweenSightings(t *testing.T) {
+	for _, from := range []phase{running, finishing} {
+		tj := &trackedJob{spec: &scenario.Job{Name: "j", Runtime: time.Hour}, phase: from, run: 1, gen: 2, admissions: 1, timer: time.NewTimer(time.Hour)}
+		tr := &tracker{jobs: map[string]*trackedJob{"ns/j": tj}}
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", ResourceVersion: "9", Generation: 2, Labels: map[string]string{labelState: stateAdmitted}},
+			Spec:       batchv1.JobSpec{Suspend: new(bool)},
+		}
+		tr.observe(job)
+		if tj.phase != from || tj.run != 1 || tj.preempted != 0 || tj.admissions != 1 {
+			t.Errorf("%v, same generation: phase %v, run %d, preempted %d, admissions %d: want nothing changed", from, tj.phase, tj.run, tj.preempted, tj.admissions)
+		}
+		job.Generation, job.ResourceVersion = 4, "12"
+		tr.observe(job)
+		tj.mu.Lock()
+		if tj.phase != running || tj.run != 3 || tj.gen != 4 || tj.preempted != 1 || tj.admissions != 2 || tr.preemptions.Load() != 1 || tr.admissions.Load() != 1 {
+			t.Errorf("%v, new generation: phase %v, run %d, gen %d, preempted %d, admissions %d, tracker preemptions %d admissions %d: want a new run 3 at generation 4 after one preemption",
+				from, tj.phase, tj.run, tj.gen, tj.preempted, tj.admissions, tr.preemptions.Load(), tr.admissions.Load())
+			tj.mu.Unlock()
+			tj.timer.Stop()
+			continue
+		}
+		tj.mu.Unlock()
+		// The old run's completion, when it falls due, is dropped.
+		tr.complete(tj, 1)
+		if tj.phase != running || tr.finished.Load() != 0 {
+			t.Errorf("%v: the old run's completion changed the record: phase %v, finished %d", from, tj.phase, tr.finished.Load())
+		}
+		tj.timer.Stop()
 	}
 }
