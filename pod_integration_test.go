@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -182,6 +183,152 @@ func TestIntegrationPodGate(t *testing.T) {
 	}
 }
 
+// TestIntegrationPodGateBurst makes a Job's pods one right after
+// another, faster than the gate's cache sees them: the pods beyond the
+// Job's count are queued on their own, never let through as the Job's.
+// The invariant is read from the pods.
+func TestIntegrationPodGateBurst(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "podburst"
+	bindManaged(t, ns, "accel") // 100 CPUs
+	job := newJob(ns, "three", "100m")
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](3), ptr.To[int32](3)
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j := getJob(t, ns, "three")
+		return !ptr.Deref(j.Spec.Suspend, true), "Job three not admitted"
+	})
+	job = getJob(t, ns, "three")
+	const made = 9
+	for i := range made {
+		p := newPod(ns, fmt.Sprintf("three-%d", i), "100m", job, "Job")
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatalf("creating pod %s: %v", p.Name, err)
+		}
+		ran := !gated(p) && p.Labels[queues.LabelWorkload] == string(job.UID)
+		if want := i < 3; ran != want {
+			t.Errorf("pod %d of Job three (admitted with 3): let through as the Job's %v, want %v (gates %v, labels %v)",
+				i, ran, want, p.Spec.SchedulingGates, p.Labels)
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var asJob, other int
+	for _, p := range pods.Items {
+		switch {
+		case p.Labels[queues.LabelWorkload] == string(job.UID) && !gated(&p):
+			asJob++
+		case p.Labels[queues.LabelWorkload] == string(job.UID):
+			t.Errorf("pod %s is held as Job three's", p.Name)
+		default:
+			other++
+		}
+	}
+	if len(pods.Items) != made || asJob != 3 || other != made-3 {
+		t.Errorf("of %d pods, %d run as Job three's and %d as their own; want %d, 3 and %d", len(pods.Items), asJob, other, made, made-3)
+	}
+}
+
+// inProcessGate starts, in the test's process, a cache like tally's on
+// the real API server, whose pod informer selects pods by podSelector
+// (nil: tally's own selector), and returns a function that makes a pod
+// gate reading it, as tally's does, with no pods let through yet.
+func inProcessGate(tb testing.TB, ctx context.Context, podSelector labels.Selector) func() *webhook.PodGate {
+	tb.Helper()
+	byObject := ledger.CacheOptions(tallyNS, false)
+	if podSelector != nil {
+		for obj, o := range byObject {
+			if _, ok := obj.(*corev1.Pod); ok {
+				o.Label = podSelector
+				byObject[obj] = o
+			}
+		}
+	}
+	c, err := cache.New(envCfg, cache.Options{Scheme: k8s.Scheme(), ByObject: byObject})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := c.IndexField(ctx, &corev1.Pod{}, webhook.PodWorkloadIndex, webhook.IndexPodWorkload); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	cached, err := client.New(envCfg, client.Options{Scheme: k8s.Scheme(), Cache: &client.CacheOptions{Reader: c}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg, _, errs := queues.Parse([]byte(testConfig))
+	if len(errs) > 0 {
+		tb.Fatal(errs)
+	}
+	decoder := admission.NewDecoder(k8s.Scheme())
+	jobs := &webhook.JobMutator{Store: queues.NewStore(cfg), Namespaces: c, APIReader: k8s, Namespace: tallyNS, Decoder: decoder}
+	return func() *webhook.PodGate {
+		return &webhook.PodGate{Jobs: jobs, Reader: cached, APIReader: k8s, Decoder: decoder}
+	}
+}
+
+// podRequest is the AdmissionRequest that creates p.
+func podRequest(tb testing.TB, p *corev1.Pod) admission.Request {
+	tb.Helper()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "test", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Operation: admissionv1.Create,
+		Namespace: p.Namespace, Object: runtime.RawExtension{Raw: raw}}}
+}
+
+// TestIntegrationPodGateStaleCache judges a Job's pods with a gate whose
+// cache never sees a pod, as a cache that lags the API server does not
+// yet: once the gate has let one through, it counts the Job's pods on
+// the API server, and the pod one beyond the Job's count is queued on
+// its own.
+func TestIntegrationPodGateStaleCache(t *testing.T) {
+	needCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns = "podstale"
+	bindManaged(t, ns, "accel")
+	job := newJob(ns, "one", "100m")
+	if err := k8s.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j := getJob(t, ns, "one")
+		return !ptr.Deref(j.Spec.Suspend, true), "Job one not admitted"
+	})
+	job = getJob(t, ns, "one")
+	gate := inProcessGate(t, ctx, labels.SelectorFromSet(labels.Set{"tally.dev/test-no-pod": "true"}))()
+	ran := func(name string) (bool, admission.Response) {
+		resp := gate.Handle(ctx, podRequest(t, newPod(ns, name, "100m", job, "Job")))
+		if !resp.Allowed {
+			t.Fatalf("pod %s: denied: %v", name, resp.Result)
+		}
+		for _, op := range resp.Patches {
+			if op.Path == "/spec/schedulingGates" {
+				return false, resp
+			}
+		}
+		return true, resp
+	}
+	if ok, resp := ran("one-a"); !ok {
+		t.Fatalf("the first pod of admitted Job one is held: %v", resp.Patches)
+	}
+	// The pod the gate let through is made (through tally's own gate).
+	if err := k8s.Create(ctx, newPod(ns, "one-a", "100m", job, "Job")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, resp := ran("one-b"); ok {
+		t.Errorf("a second pod of Job one (admitted with 1) runs as the Job's while the cache has not seen the first: %v", resp.Patches)
+	}
+}
+
 // impersonate returns a client acting as user, who may do anything to
 // pods in ns.
 func impersonate(t *testing.T, user, ns string) client.Client {
@@ -252,53 +399,32 @@ func BenchmarkPodGate(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	c, err := cache.New(envCfg, cache.Options{Scheme: k8s.Scheme(), ByObject: ledger.CacheOptions(tallyNS, false)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := c.IndexField(ctx, &corev1.Pod{}, webhook.PodWorkloadIndex, webhook.IndexPodWorkload); err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = c.Start(ctx) }()
-	cached, err := client.New(envCfg, client.Options{Scheme: k8s.Scheme(), Cache: &client.CacheOptions{Reader: c}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg, _, errs := queues.Parse([]byte(testConfig))
-	if len(errs) > 0 {
-		b.Fatal(errs)
-	}
-	decoder := admission.NewDecoder(k8s.Scheme())
-	gate := &webhook.PodGate{
-		Jobs:   &webhook.JobMutator{Store: queues.NewStore(cfg), Namespaces: c, APIReader: k8s, Namespace: tallyNS, Decoder: decoder},
-		Reader: cached, APIReader: k8s, Decoder: decoder,
-	}
-	request := func(p *corev1.Pod) admission.Request {
-		raw, err := json.Marshal(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-			UID: "bench", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Operation: admissionv1.Create,
-			Namespace: ns, Object: runtime.RawExtension{Raw: raw}}}
-	}
+	newGate := inProcessGate(b, ctx, nil)
 	for _, tc := range []struct {
 		name  string
 		pod   *corev1.Pod
 		gated bool
+		// burst: the gate let a pod of the Job through a moment ago, so
+		// it counts the Job's pods on the API server, not in its cache.
+		burst bool
 	}{
-		{"pod-of-admitted-job", newPod(ns, "wide-next", "1", job, "Job"), false},
-		{"bare-pod", newPod(ns, "bare", "1", nil, ""), true},
+		{"pod-of-admitted-job", newPod(ns, "wide-next", "1", job, "Job"), false, false},
+		{"pod-of-admitted-job-burst", newPod(ns, "wide-next", "1", job, "Job"), false, true},
+		{"bare-pod", newPod(ns, "bare", "1", nil, ""), true, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			req := request(tc.pod)
+			req := podRequest(b, tc.pod)
 			// The first request waits for the cache to fill.
+			gate := newGate()
 			if resp := gate.Handle(ctx, req); !resp.Allowed {
 				b.Fatal(resp.Result.Message)
 			}
 			b.ReportAllocs()
 			lat := make([]time.Duration, 0, 1<<16)
 			for b.Loop() {
+				if !tc.burst {
+					gate = newGate()
+				}
 				start := time.Now()
 				resp := gate.Handle(ctx, req)
 				lat = append(lat, time.Since(start))

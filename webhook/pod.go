@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -54,7 +57,9 @@ func IndexPodWorkload(obj client.Object) []string {
 // and the ledger requeues the workload at the pod's size
 // (queues.AnnotationPodOverhead). Any other pod (a bare Pod, a
 // Deployment's, one more than its workload's count) is queued on its
-// own, as a single-pod workload (kinds.Pod).
+// own, as a single-pod workload (kinds.Pod). A workload's pods are
+// counted in the cache, or on the API server for passWindow after the
+// gate let one of them through.
 //
 // On an UPDATE (PodGuardPath) it denies, to anyone but tally, changes to
 // tally's labels and annotations and the removal of tally's scheduling
@@ -71,6 +76,48 @@ type PodGate struct {
 	// Users are the user names tally acts as (see JobGuard.Users).
 	Users   []string
 	Decoder admission.Decoder
+
+	mu sync.Mutex
+	// passed is when the gate last let a pod of each workload run, for
+	// passWindow.
+	passed map[types.UID]time.Time
+	swept  time.Time
+}
+
+// passWindow is how long after the gate lets a pod of a workload run it
+// counts that workload's pods on the API server instead of in the
+// cache. The cache sees a new pod some time after its create returns:
+// counted there, a pod made right after it would find room that it
+// holds. A workload whose pods are made in a burst (a Job's, by its
+// controller) has them counted on the API server, one list each.
+const passWindow = 30 * time.Second
+
+// passedRecently says whether the gate let a pod of workload uid run in
+// the last passWindow.
+func (g *PodGate) passedRecently(uid types.UID, now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.passed[uid]
+	return ok && now.Sub(t) < passWindow
+}
+
+// notePass records that the gate let a pod of workload uid run, and
+// forgets the workloads whose window has closed.
+func (g *PodGate) notePass(uid types.UID, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.passed == nil {
+		g.passed = map[types.UID]time.Time{}
+	}
+	if now.Sub(g.swept) >= passWindow {
+		for u, t := range g.passed {
+			if now.Sub(t) >= passWindow {
+				delete(g.passed, u)
+			}
+		}
+		g.swept = now
+	}
+	g.passed[uid] = now
 }
 
 // Handle implements admission.Handler.
@@ -129,8 +176,13 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 		return podPatch(pod, root, true, fmt.Sprintf("part of %s, which waits for its admission", root.Describe()))
 	}
 	if root != nil {
-		fit, err := g.fit(ctx, cfg, root, reqs, g.Reader)
-		if err == nil && fit == queues.PodTooMany {
+		now := time.Now()
+		r := g.Reader
+		if g.passedRecently(root.Meta.UID, now) {
+			r = g.APIReader
+		}
+		fit, err := g.fit(ctx, cfg, root, reqs, r)
+		if err == nil && fit == queues.PodTooMany && r != g.APIReader {
 			// The cache may not have seen a pod end that the workload's
 			// controller replaces.
 			fit, err = g.fit(ctx, cfg, root, reqs, g.APIReader)
@@ -141,6 +193,7 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 		}
 		switch fit {
 		case queues.PodFits:
+			g.notePass(root.Meta.UID, now)
 			return podPatch(pod, root, false, fmt.Sprintf("part of %s, which tally admitted", root.Describe()))
 		case queues.PodTooLarge:
 			resp := podPatch(pod, root, true, "")
