@@ -10,6 +10,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -39,6 +40,22 @@ func newPod(ns, name, cpu string, controller metav1.Object, kind string) *corev1
 	return p
 }
 
+// admittedJob creates a Job in ns of pods pods that ask for cpu each,
+// and returns it once tally has admitted it.
+func admittedJob(t *testing.T, ns, name, cpu string, pods int32) *batchv1.Job {
+	t.Helper()
+	job := newJob(ns, name, cpu)
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To(pods), ptr.To(pods)
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j := getJob(t, ns, name)
+		return !ptr.Deref(j.Spec.Suspend, true), "Job " + name + " not admitted"
+	})
+	return getJob(t, ns, name)
+}
+
 func gated(p *corev1.Pod) bool {
 	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == queues.SchedulingGate })
 }
@@ -62,16 +79,7 @@ func TestIntegrationPodGate(t *testing.T) {
 	ctx := context.Background()
 	const ns = "podgate"
 	bindManaged(t, ns, "pods") // 2 CPUs, its own
-	job := newJob(ns, "two", "500m")
-	job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](2), ptr.To[int32](2)
-	if err := k8s.Create(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		j := getJob(t, ns, "two")
-		return !ptr.Deref(j.Spec.Suspend, true), "Job two not admitted"
-	})
-	job = getJob(t, ns, "two")
+	job := admittedJob(t, ns, "two", "500m", 2)
 
 	// The Job's two pods, as the job controller makes them: let through,
 	// labelled with its UID.
@@ -192,16 +200,7 @@ func TestIntegrationPodGateBurst(t *testing.T) {
 	ctx := context.Background()
 	const ns = "podburst"
 	bindManaged(t, ns, "accel") // 100 CPUs
-	job := newJob(ns, "three", "100m")
-	job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](3), ptr.To[int32](3)
-	if err := k8s.Create(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		j := getJob(t, ns, "three")
-		return !ptr.Deref(j.Spec.Suspend, true), "Job three not admitted"
-	})
-	job = getJob(t, ns, "three")
+	job := admittedJob(t, ns, "three", "100m", 3)
 	const made = 9
 	for i := range made {
 		p := newPod(ns, fmt.Sprintf("three-%d", i), "100m", job, "Job")
@@ -232,6 +231,82 @@ func TestIntegrationPodGateBurst(t *testing.T) {
 	if len(pods.Items) != made || asJob != 3 || other != made-3 {
 		t.Errorf("of %d pods, %d run as Job three's and %d as their own; want %d, 3 and %d", len(pods.Items), asJob, other, made, made-3)
 	}
+}
+
+// runningAs counts the pods of ns that run as the workload with uid:
+// labelled with it, not held by tally's gate, not being deleted.
+func runningAs(t *testing.T, ns string, uid string) (n int, names []string) {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{queues.LabelWorkload: uid}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if !gated(&p) && p.DeletionTimestamp == nil {
+			names = append(names, p.Name)
+		}
+	}
+	return len(names), names
+}
+
+// TestIntegrationExcessPodDeleted shrinks a running Job below the pods
+// it runs: the ledger deletes the newest pod beyond its new count once
+// it has stayed beyond it for a grace period, and says so on the Job.
+func TestIntegrationExcessPodDeleted(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "podexcess"
+	bindManaged(t, ns, "accel")
+	job := admittedJob(t, ns, "two", "100m", 2)
+	for _, name := range []string{"two-a", "two-b"} {
+		if err := k8s.Create(ctx, newPod(ns, name, "100m", job, "Job")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, names := runningAs(t, ns, string(job.UID)); n != 2 {
+		t.Fatalf("pods running as Job two: %v; want two-a and two-b", names)
+	}
+	job.Spec.Parallelism = ptr.To[int32](1)
+	if err := k8s.Update(ctx, job); err != nil {
+		t.Fatalf("shrinking Job two: %v", err)
+	}
+	eventually(t, 20*time.Second, func() (bool, string) {
+		n, names := runningAs(t, ns, string(job.UID))
+		return n == 1 && names[0] == "two-a", fmt.Sprintf("pods running as Job two: %v; want two-a alone", names)
+	})
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "two", "ExcessPod", "Deleted pod two-b")
+	})
+}
+
+// TestIntegrationConcurrentPodsAsUser has a user make many pods of their
+// admitted Job at once, each naming it as controller: however many the
+// gate lets through while the others are in flight, no more than the
+// Job's count run as the Job's once the ledger has seen them. Read from
+// the pods.
+func TestIntegrationConcurrentPodsAsUser(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "podrace"
+	bindManaged(t, ns, "accel")
+	job := admittedJob(t, ns, "one", "100m", 1)
+	alice := impersonate(t, "alice-race", ns)
+	const made = 8
+	errs := make(chan error, made)
+	for i := range made {
+		go func() { errs <- alice.Create(ctx, newPod(ns, fmt.Sprintf("one-%d", i), "100m", job, "Job")) }()
+	}
+	for range made {
+		if err := <-errs; err != nil {
+			t.Errorf("alice creating a pod: %v", err)
+		}
+	}
+	n, names := runningAs(t, ns, string(job.UID))
+	t.Logf("the gate let %d of %d pods made at once run as Job one: %v", n, made, names)
+	eventually(t, 20*time.Second, func() (bool, string) {
+		n, names := runningAs(t, ns, string(job.UID))
+		return n <= 1, fmt.Sprintf("pods running as Job one (admitted with 1): %v", names)
+	})
 }
 
 // inProcessGate starts, in the test's process, a cache like tally's on
@@ -295,15 +370,7 @@ func TestIntegrationPodGateStaleCache(t *testing.T) {
 	defer cancel()
 	const ns = "podstale"
 	bindManaged(t, ns, "accel")
-	job := newJob(ns, "one", "100m")
-	if err := k8s.Create(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		j := getJob(t, ns, "one")
-		return !ptr.Deref(j.Spec.Suspend, true), "Job one not admitted"
-	})
-	job = getJob(t, ns, "one")
+	job := admittedJob(t, ns, "one", "100m", 1)
 	gate := inProcessGate(t, ctx, labels.SelectorFromSet(labels.Set{"tally.dev/test-no-pod": "true"}))()
 	ran := func(name string) (bool, admission.Response) {
 		resp := gate.Handle(ctx, podRequest(t, newPod(ns, name, "100m", job, "Job")))

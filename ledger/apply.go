@@ -51,6 +51,8 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 	}
 	// Admitted now, and not back from an eviction whose write failed.
 	nowAdmitted := now == machine.Admitted && was != machine.Admitted && was != machine.Evicting
+	// Admitted, and shrunk: pods beyond its new count may still run.
+	shrunk := now == machine.Admitted && was == machine.Admitted && e.W != nil && next.W != nil && next.W.PodCount() < e.W.PodCount()
 	*e = next
 	for _, f := range effects {
 		switch f := f.(type) {
@@ -96,8 +98,10 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 	l.noteLocalLocked(e)
 	if nowAdmitted && e.W != nil {
 		// The pods the gate held while it waited may run now.
-		l.judgeGatedLocked(e.W.UID)
+		l.judgePodsLocked(e.W.UID)
 		l.admittedNowLocked(e)
+	} else if shrunk {
+		l.judgePodsLocked(e.W.UID)
 	}
 }
 

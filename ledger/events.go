@@ -23,7 +23,10 @@ const (
 	ReasonEvicted = "Evicted"
 	// ReasonPodOverhead is on a running workload charged in place for
 	// pods larger than its pod sets (gated.go).
-	ReasonPodOverhead   = "PodOverhead"
+	ReasonPodOverhead = "PodOverhead"
+	// ReasonExcessPod is on a running workload one of whose pods ran
+	// beyond what it was admitted with, and was deleted (gated.go).
+	ReasonExcessPod     = "ExcessPod"
 	ReasonConfigInvalid = "InvalidConfig"
 	ReasonConfigLoaded  = "ConfigLoaded"
 	// ReasonNamespaceUnbound is on waiting Jobs whose namespace lost its
@@ -37,7 +40,7 @@ func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, arg
 	msg := fmt.Sprintf(format, args...)
 	l.recorder.Event(kinds.Ref(w), eventType, reason, msg)
 	switch reason {
-	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonEvicted, ReasonPodOverhead, ReasonQuotaReleased, ReasonInadmissible:
+	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonEvicted, ReasonPodOverhead, ReasonExcessPod, ReasonQuotaReleased, ReasonInadmissible:
 		l.recent.add(inspect.Decision{At: l.opts.Clock.Now(), Reason: reason, Workload: kinds.GVKOf(w).Kind + " " + w.Key(),
 			Queue: w.Queue, Message: msg})
 	}

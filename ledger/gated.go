@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +34,15 @@ import (
 // that it queues again and is admitted and charged at its real size
 // (tooLargeLocked). Pods of a workload that is not admitted wait: its
 // controller deletes them when it sees it suspended.
+//
+// The gate judges each pod before the pod exists, so two pods of one
+// workload whose creates are judged at the same time (in flight
+// together, or on two replicas) may both pass where one fits. The ledger
+// sees the pods: an admitted workload whose running pods, oldest first,
+// do not all fit what it was admitted with has the newest ones beyond
+// that deleted, once they have stayed beyond it for excessGrace (its
+// controller, which may be replacing a pod, gets that long to settle),
+// with a Warning Event (ReasonExcessPod).
 
 // gatedPodLocked notes whether pod p, which claims another workload than
 // itself (c), is held by tally's gate, and has it judged if its workload
@@ -47,7 +58,7 @@ func (l *Ledger) gatedPodLocked(p *corev1.Pod, c podClaim) {
 	}
 	l.gated[c.owner][p.UID] = true
 	l.gatedOwner[p.UID] = c.owner
-	l.judgeGatedLocked(c.owner)
+	l.judgePodsLocked(c.owner)
 }
 
 // ungatedLocked forgets pod as gated.
@@ -62,11 +73,20 @@ func (l *Ledger) ungatedLocked(pod types.UID) {
 	}
 }
 
-// judgeGatedLocked has the gated pods of workload uid judged, if it has
-// some and is admitted: now, or after the judgement under way.
-func (l *Ledger) judgeGatedLocked(uid types.UID) {
+// excessGrace is how long a running pod stays beyond what its workload
+// was admitted with before the ledger deletes it.
+const excessGrace = 5 * time.Second
+
+// judgePodsLocked has the pods of workload uid judged, if it is admitted
+// and has gated pods, more live pods than its count, or pods found
+// beyond it before: now, or after the judgement under way.
+func (l *Ledger) judgePodsLocked(uid types.UID) {
 	e := l.jobs[uid]
-	if len(l.gated[uid]) == 0 || e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil || l.ctx == nil {
+	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil || l.ctx == nil {
+		delete(l.excess, uid)
+		return
+	}
+	if len(l.gated[uid]) == 0 && int64(l.livePods[uid]) <= e.W.PodCount() && len(l.excess[uid]) == 0 {
 		return
 	}
 	if l.gating[uid] {
@@ -78,7 +98,7 @@ func (l *Ledger) judgeGatedLocked(uid types.UID) {
 	l.spawn(func() {
 		defer l.inflight.Done()
 		for {
-			l.releaseGated(l.ctx, uid)
+			l.judgePods(l.ctx, uid)
 			l.mu.Lock()
 			again := l.regate[uid]
 			delete(l.regate, uid)
@@ -93,12 +113,14 @@ func (l *Ledger) judgeGatedLocked(uid types.UID) {
 	})
 }
 
-// releaseGated judges the gated pods of admitted workload uid against
-// what it was admitted with and its live pods.
-func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
+// judgePods judges the pods of admitted workload uid against what it was
+// admitted with: its running pods beyond it (deleteExcess), then its
+// gated pods beside the others.
+func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	l.mu.Lock()
 	e := l.jobs[uid]
 	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil {
+		delete(l.excess, uid)
 		l.mu.Unlock()
 		return
 	}
@@ -106,11 +128,10 @@ func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 	l.mu.Unlock()
 	pods := &corev1.PodList{}
 	if err := l.cache.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{queues.LabelWorkload: string(uid)}); err != nil {
-		l.log.Error(err, "listing the pods of a workload to judge its gated ones", "job", w.Key())
+		l.log.Error(err, "listing the pods of a workload to judge them", "job", w.Key())
 		return
 	}
-	var live []flavors.Resources
-	var held []*corev1.Pod
+	var held, running []*corev1.Pod
 	l.mu.Lock()
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -123,11 +144,12 @@ func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 		if kinds.Gated(p) {
 			held = append(held, p)
 		} else {
-			live = append(live, queues.PodRequests(&p.Spec))
+			running = append(running, p)
 		}
 	}
 	l.mu.Unlock()
-	slices.SortFunc(held, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	slices.SortFunc(held, byAge)
+	live := l.deleteExcess(ctx, uid, w, cfg, running)
 	for _, p := range held {
 		reqs := queues.PodRequests(&p.Spec)
 		switch queues.FitPods(w.PodSets, live, reqs, cfg.CoversIn(w.Queue)) {
@@ -156,6 +178,81 @@ func (l *Ledger) releaseGated(ctx context.Context, uid types.UID) {
 			live = append(live, reqs)
 		}
 	}
+}
+
+// byAge orders pods oldest first, then by name.
+func byAge(a, b *corev1.Pod) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// deleteExcess fits the running pods of admitted workload uid (whose
+// Workload is w), oldest first, to what it was admitted with, and
+// returns the requests of those it does not delete. A pod beyond that
+// (one too many) is deleted once it has been beyond it for excessGrace;
+// until then it counts, and the workload is judged again when its grace
+// ends. A pod larger than every pod set's is left to run, as before.
+func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Workload, cfg *queues.Config, running []*corev1.Pod) []flavors.Resources {
+	slices.SortFunc(running, byAge)
+	var live, fitted []flavors.Resources
+	var beyond, due []*corev1.Pod
+	for _, p := range running {
+		reqs := queues.PodRequests(&p.Spec)
+		live = append(live, reqs)
+		switch queues.FitPods(w.PodSets, fitted, reqs, cfg.CoversIn(w.Queue)) {
+		case queues.PodFits:
+			fitted = append(fitted, reqs)
+		case queues.PodTooMany:
+			beyond = append(beyond, p)
+		}
+	}
+	now := l.opts.Clock.Now()
+	l.mu.Lock()
+	since := map[types.UID]time.Time{}
+	for _, p := range beyond {
+		t, ok := l.excess[uid][p.UID]
+		if !ok {
+			t = now
+		}
+		since[p.UID] = t
+		if now.Sub(t) >= excessGrace {
+			due = append(due, p)
+		}
+	}
+	if len(since) == 0 {
+		delete(l.excess, uid)
+	} else {
+		l.excess[uid] = since
+	}
+	l.mu.Unlock()
+	again := len(due) < len(beyond)
+	for _, p := range due {
+		err := fmt.Errorf("this replica may have lost the lease")
+		if l.opts.Held == nil || l.opts.Held() == nil {
+			err = client.IgnoreNotFound(l.client.Delete(ctx, p, client.Preconditions{UID: &p.UID}))
+		}
+		if err != nil {
+			l.log.Info("deleting a pod beyond what its workload was admitted with failed; tried again", "pod", p.Namespace+"/"+p.Name, "err", err.Error())
+			again = true
+			continue
+		}
+		i := slices.Index(running, p)
+		running, live = slices.Delete(running, i, i+1), slices.Delete(live, i, i+1)
+		l.log.Info("deleted a pod beyond what its workload was admitted with", "pod", p.Namespace+"/"+p.Name, "job", w.Key())
+		l.event(w, corev1.EventTypeWarning, ReasonExcessPod,
+			"Deleted pod %s: %s ran more pods than the %d it was admitted with, and this one stayed beyond them for %s",
+			p.Name, w.Key(), w.PodCount(), excessGrace)
+	}
+	if again {
+		l.afterFunc(excessGrace, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.judgePodsLocked(uid)
+		})
+	}
+	return live
 }
 
 // grow charges admitted workload uid (whose Workload is w) in place for

@@ -154,6 +154,9 @@ type Ledger struct {
 	gatedOwner map[types.UID]types.UID
 	gating     map[types.UID]bool
 	regate     map[types.UID]bool
+	// excess holds, by workload, its running pods beyond what it was
+	// admitted with, and since when (gated.go).
+	excess map[types.UID]map[types.UID]time.Time
 	// ghosts are deleted workloads whose pods still run: they hold their
 	// quota until the pods are gone. adopted: the pods of workloads
 	// deleted before the ledger started have been counted (adoptOrphans).
@@ -280,6 +283,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		gatedOwner:      map[types.UID]types.UID{},
 		gating:          map[types.UID]bool{},
 		regate:          map[types.UID]bool{},
+		excess:          map[types.UID]map[types.UID]time.Time{},
 		ghosts:          map[types.UID]*entry{},
 		echoes:          map[types.UID]awaitedVersion{},
 		lists:           map[string][]*queues.Workload{},

@@ -91,7 +91,7 @@ func StripPod(obj any) (any, error) {
 	}
 	out := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, CreationTimestamp: p.CreationTimestamp,
 			Labels:            map[string]string{queues.LabelWorkload: p.Labels[queues.LabelWorkload]},
 			DeletionTimestamp: p.DeletionTimestamp,
 		},
@@ -232,11 +232,13 @@ func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
 		if l.livePods[owner] == 1 {
 			l.podsChangedLocked(owner)
 		}
+		// One pod more than the workload's count has it judged.
+		l.judgePodsLocked(owner)
 		return
 	}
 	delete(l.podOwner, pod)
 	// A pod that ends may leave room for one the gate holds.
-	l.judgeGatedLocked(was)
+	l.judgePodsLocked(was)
 	if l.livePods[was]--; l.livePods[was] <= 0 {
 		delete(l.livePods, was)
 		l.podsChangedLocked(was)
