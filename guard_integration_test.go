@@ -17,6 +17,76 @@ import (
 	"tally.dev/tally/queues"
 )
 
+// jobUser returns a client acting as user, who may do anything to Jobs in
+// ns. envtest runs no controller manager, so the aggregated edit role is
+// empty: the Job verbs are granted directly.
+func jobUser(t *testing.T, user, ns string) client.Client {
+	t.Helper()
+	for _, obj := range []client.Object{
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs-" + user}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "jobs-" + user},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}},
+	} {
+		if err := k8s.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(envCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestIntegrationForgedStateUnbound acts as a user who may create Jobs in
+// a namespace tally does not manage. A Job that carries tally's state
+// label, which the ledger would take for one tally queued and admit into
+// the ClusterQueue its queue label names, is denied at creation, and so
+// is adding the label to a Job; a plain Job is left alone. Read from the
+// Jobs.
+func TestIntegrationForgedStateUnbound(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "forge"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	mallory := jobUser(t, "mallory", ns)
+	const denied = `admission webhook "unmanaged.validate.tally.dev" denied the request: tally: metadata.labels[tally.dev/state]: only tally sets this label`
+	forged := newJob(ns, "forged", "1")
+	forged.Spec.Suspend = ptr.To(true)
+	forged.Labels = map[string]string{queues.LabelState: string(queues.StatePending), queues.LabelQueue: "small"}
+	if err := mallory.Create(ctx, forged); err == nil || !strings.Contains(err.Error(), denied) {
+		t.Fatalf("creating a Job labelled %v in an unbound namespace: %v; want %q", forged.Labels, err, denied)
+	}
+	plain := newJob(ns, "plain", "1")
+	if err := mallory.Create(ctx, plain); err != nil {
+		t.Fatalf("creating a plain Job in an unbound namespace: %v", err)
+	}
+	if ptr.Deref(plain.Spec.Suspend, false) || plain.Labels[queues.LabelState] != "" {
+		t.Errorf("a plain Job of an unbound namespace: suspend %v, labels %v; want it left alone", plain.Spec.Suspend, plain.Labels)
+	}
+	before := plain.DeepCopy()
+	plain.Labels = map[string]string{queues.LabelState: string(queues.StateAdmitted), queues.LabelQueue: "small"}
+	if err := mallory.Patch(ctx, plain, client.MergeFrom(before)); err == nil || !strings.Contains(err.Error(), denied) {
+		t.Errorf("labelling a running Job admitted in an unbound namespace: %v; want %q", err, denied)
+	}
+	jobs := &batchv1.JobList{}
+	if err := k8s.List(ctx, jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if j.Labels[queues.LabelState] != "" {
+			t.Errorf("Job %s of an unbound namespace carries %s=%s", j.Name, queues.LabelState, j.Labels[queues.LabelState])
+		}
+	}
+}
+
 // TestIntegrationGuard acts as a plain user, alice, who may do anything to
 // Jobs in her namespace, and checks that tally's Job guard leaves her own
 // Jobs' queueing to tally while tally (the admin user here, found by
@@ -26,26 +96,7 @@ func TestIntegrationGuard(t *testing.T) {
 	ctx := context.Background()
 	const ns = "guard"
 	bindNamespace(t, ns, "accel")
-	// envtest runs no controller manager, so the aggregated edit role is
-	// empty: grant the Job verbs directly.
-	for _, obj := range []client.Object{
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
-		}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alice"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "jobs"},
-			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}}},
-	} {
-		if err := k8s.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := rest.CopyConfig(envCfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice"}
-	alice, err := client.New(cfg, client.Options{Scheme: k8s.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	alice := jobUser(t, "alice", ns)
 	// The Job webhook reads namespaces from tally's cache: wait until a
 	// dry run shows it queues Jobs here.
 	eventually(t, 10*time.Second, func() (bool, string) {

@@ -111,6 +111,7 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-restart", run: attackGhostAfterRestart},
 		{name: "e2e-int-ray", run: attackRayClamp, cpu: rayQuota},
 		{name: "e2e-int-resize", run: attackResize, cpu: resizeQuota},
+		{name: "e2e-int-forged", run: attackForgedState},
 	}
 	var names []string
 	var docs []string
@@ -288,6 +289,38 @@ func attackOtherQueue(ctx context.Context, t *testing.T, r *attackRun) {
 		t.Errorf("creating a Job in another team's queue: %v; want a denial containing %q", err, want)
 	}
 	waitJobsDone(ctx, t, r, 2*time.Minute, "filler", "elsewhere")
+}
+
+// From a namespace tally does not manage, where the user may create Jobs
+// too, Jobs that carry tally's state label and name the row's
+// ClusterQueue, as if tally had queued them there (pending) or admitted
+// them (admitted): tally would admit the first into the queue and charge
+// the second to it, and the team's own Job would wait. Both are denied;
+// the team's Job, which takes the whole quota, runs to its end.
+func attackForgedState(ctx context.Context, t *testing.T, r *attackRun) {
+	other := r.ns + "-elsewhere"
+	if err := framework.CreateNamespace(ctx, r.s.client, other, ""); err != nil {
+		t.Fatal(err)
+	}
+	grantEdit(ctx, t, r.s, other, integrityUser)
+	for _, state := range []string{framework.StatePending, framework.StateAdmitted} {
+		j := framework.NewJob(other, "forged-"+state).GPUs(integrityGPUs).Runtime(30*time.Second).
+			Label(framework.LabelState, state).Label(framework.LabelQueue, r.ns).Obj()
+		j.Spec.Suspend = ptr.To(state == framework.StatePending)
+		err := userCreate(ctx, t, &attackRun{s: r.s, user: r.user, ns: other}, j)
+		const want = "tally: metadata.labels[tally.dev/state]: only tally sets this label"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("creating a Job labelled %s in ClusterQueue %s from unbound namespace %s: %v; want a denial containing %q", state, r.ns, other, err, want)
+		}
+	}
+	own := framework.NewJob(r.ns, "own").GPUs(integrityGPUs).Runtime(2 * time.Second).Obj()
+	if err := userCreate(ctx, t, r, own); err != nil {
+		t.Fatal(err)
+	}
+	waitJobsDone(ctx, t, r, time.Minute, "own")
+	if n, ok := r.audit.PodsOf(r.ns, "own"), r.audit.SucceededOf(r.ns, "own"); n != 1 || ok != 1 {
+		t.Errorf("Job own had %d pods, %d of them succeeded; want one that ran to its end", n, ok)
+	}
 }
 
 // A Job whose pod template sets a numeric priority above the running

@@ -48,8 +48,9 @@ func (e Endpoint) clientConfig(path string) admissionregistrationv1.WebhookClien
 // Configurations returns the webhook configurations for tally running in
 // namespace own, queueing the kinds of ks (nil: the built-in ones). The
 // Job webhooks fail closed but only ever see managed
-// namespaces; the others fail open, so tally being down never blocks
-// namespace or ConfigMap writes.
+// namespaces, or, outside them, workloads that carry tally.dev/state; the
+// others fail open, so tally being down never blocks namespace or
+// ConfigMap writes.
 //
 // users are the names tally acts as besides its service account in own
 // (see JobGuard.Users): the guard is not called for their writes either.
@@ -65,6 +66,15 @@ func Configurations(ks *kinds.Registry, e Endpoint, own string, users ...string)
 	}
 	notSystem := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", own},
+	}}}
+	// The namespaces tally does not manage (system ones aside).
+	unmanaged := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: queues.LabelManaged, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"},
+	}, {
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", own},
+	}}}
+	stateLabelled := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: queues.LabelState, Operator: metav1.LabelSelectorOpExists,
 	}}}
 	onlyOwn := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{own},
@@ -129,6 +139,18 @@ func Configurations(ks *kinds.Registry, e Endpoint, own string, users ...string)
 			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			// tally's own writes (admissions, preemptions) skip the call.
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name: "not-tally", Expression: notTally(own, users),
+			}},
+		}, {
+			// Only for workloads that carry tally's state label, outside
+			// the managed namespaces: it fails closed, and legitimate
+			// writes of those are few (a workload queued before its
+			// namespace was unbound).
+			Name: "unmanaged.validate.tally.dev", ClientConfig: e.clientConfig(UnmanagedGuardPath),
+			Rules:         workloads(false, create, update),
+			FailurePolicy: fail, NamespaceSelector: unmanaged, ObjectSelector: stateLabelled, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
 				Name: "not-tally", Expression: notTally(own, users),
 			}},

@@ -14,6 +14,10 @@
 //     a running one. Pod sets that the object only patches (a TrainJob's
 //     runtime, through its runtimePatches) are compared as read, patches
 //     applied. tally is known by its user name (JobGuard.Users).
+//   - Workloads (validating, CREATE and UPDATE, outside the managed
+//     namespaces, only for workloads that carry tally.dev/state): only
+//     tally may create one with that label, or add or change it or the
+//     queue label (UnmanagedGuard); the ledger takes it for tally's own.
 //   - Pods (mutating, CREATE, managed namespaces only; called again after
 //     other webhooks change the pod): the pod gate (PodGate). A pod that
 //     asks for a covered resource must belong to an admitted workload and

@@ -294,7 +294,7 @@ func TestGuardSkipsTally(t *testing.T) {
 				}
 			}
 		}
-		if want := []string{"jobs.validate.tally.dev: " + tc.want, "pods.validate.tally.dev: " + tc.want}; !slices.Equal(got, want) {
+		if want := []string{"jobs.validate.tally.dev: " + tc.want, "unmanaged.validate.tally.dev: " + tc.want, "pods.validate.tally.dev: " + tc.want}; !slices.Equal(got, want) {
 			t.Errorf("users %q: match conditions %q, want %q", tc.users, got, want)
 		}
 	}

@@ -85,7 +85,7 @@ func TestDeclaredKindScaleGuarded(t *testing.T) {
 	for _, w := range v.Webhooks {
 		for _, r := range w.Rules {
 			if slices.Contains(r.APIGroups, "example.com") {
-				found = w.Name == "jobs.validate.tally.dev" && slices.Contains(r.Resources, "trainjobs/scale")
+				found = found || w.Name == "jobs.validate.tally.dev" && slices.Contains(r.Resources, "trainjobs/scale")
 			}
 		}
 	}

@@ -61,6 +61,7 @@ func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Optio
 		PodPath:               gate,
 		PodGuardPath:          gate,
 		JobGuardPath:          &JobGuard{Users: opts.Users, Decoder: decoder, Reader: mgr.GetAPIReader(), Kinds: opts.Kinds},
+		UnmanagedGuardPath:    &UnmanagedGuard{Users: opts.Users},
 		NamespaceMutatePath:   &NamespaceMutator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
 		NamespaceValidatePath: &NamespaceValidator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
 		ConfigMapValidatePath: &ConfigValidator{Namespace: opts.Namespace, Name: opts.ConfigName, Decoder: decoder},
