@@ -17,14 +17,16 @@ import (
 	"tally.dev/tally/queues"
 )
 
-// jobUser returns a client acting as user, who may do anything to Jobs in
-// ns. envtest runs no controller manager, so the aggregated edit role is
+// jobUser returns a client acting as user, who may do anything to Jobs
+// and pods in ns. envtest runs no controller manager, so the aggregated edit role is
 // empty: the Job verbs are granted directly.
 func jobUser(t *testing.T, user, ns string) client.Client {
 	t.Helper()
 	for _, obj := range []client.Object{
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "jobs-" + user}, Rules: []rbacv1.PolicyRule{{
 			APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}, {
+			APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"},
 		}}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "jobs-" + user},
@@ -47,8 +49,8 @@ func jobUser(t *testing.T, user, ns string) client.Client {
 // a namespace tally does not manage. A Job that carries tally's state
 // label, which the ledger would take for one tally queued and admit into
 // the ClusterQueue its queue label names, is denied at creation, and so
-// is adding the label to a Job; a plain Job is left alone. Read from the
-// Jobs.
+// is adding the label to a Job, or a pod made to look like a single-pod
+// workload tally queued; a plain Job is left alone. Read from the Jobs.
 func TestIntegrationForgedStateUnbound(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
@@ -75,6 +77,14 @@ func TestIntegrationForgedStateUnbound(t *testing.T) {
 	plain.Labels = map[string]string{queues.LabelState: string(queues.StateAdmitted), queues.LabelQueue: "small"}
 	if err := mallory.Patch(ctx, plain, client.MergeFrom(before)); err == nil || !strings.Contains(err.Error(), denied) {
 		t.Errorf("labelling a running Job admitted in an unbound namespace: %v; want %q", err, denied)
+	}
+	// A bare pod that says it is a single-pod workload queued (or
+	// admitted) in small, as the pod gate and tally label one.
+	pod := newPod(ns, "forged", "1", nil, "")
+	pod.Labels = map[string]string{queues.LabelWorkload: queues.PodWorkload, queues.LabelState: string(queues.StatePending), queues.LabelQueue: "small"}
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: queues.SchedulingGate}}
+	if err := mallory.Create(ctx, pod); err == nil || !strings.Contains(err.Error(), denied) {
+		t.Errorf("creating a pod labelled %v in an unbound namespace: %v; want %q", pod.Labels, err, denied)
 	}
 	jobs := &batchv1.JobList{}
 	if err := k8s.List(ctx, jobs, client.InNamespace(ns)); err != nil {

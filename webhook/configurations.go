@@ -143,12 +143,13 @@ func Configurations(ks *kinds.Registry, e Endpoint, own string, users ...string)
 				Name: "not-tally", Expression: notTally(own, users),
 			}},
 		}, {
-			// Only for workloads that carry tally's state label, outside
+			// Only for workloads (single-pod ones too) that carry tally's
+			// state label, outside
 			// the managed namespaces: it fails closed, and legitimate
 			// writes of those are few (a workload queued before its
 			// namespace was unbound).
 			Name: "unmanaged.validate.tally.dev", ClientConfig: e.clientConfig(UnmanagedGuardPath),
-			Rules:         workloads(false, create, update),
+			Rules:         append(workloads(false, create, update), rule("", "v1", "pods", namespaced, create, update)...),
 			FailurePolicy: fail, NamespaceSelector: unmanaged, ObjectSelector: stateLabelled, SideEffects: none,
 			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
 			MatchConditions: []admissionregistrationv1.MatchCondition{{

@@ -21,9 +21,9 @@ const UnmanagedGuardPath = "/validate-unmanaged-workload"
 // UnmanagedGuard keeps tally's state label (queues.LabelState) out of the
 // hands of users in the namespaces tally does not manage. The ledger
 // takes a workload that carries the label for one tally queued, wherever
-// it is: a Job created with it in such a namespace would be admitted into
-// the ClusterQueue its queue label names, and one labelled admitted would
-// be charged to it. Its webhook is called, outside the managed namespaces,
+// it is: a Job (or a pod labelled as a single-pod workload) created with
+// it in such a namespace would be admitted into the ClusterQueue its
+// queue label names, and one labelled admitted would be charged to it. Its webhook is called, outside the managed namespaces,
 // only for writes by anyone but tally of workloads that carry the label
 // (before or after); it denies a CREATE with the label, and an UPDATE
 // that adds it or changes it or the queue label. A workload queued before

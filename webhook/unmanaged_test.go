@@ -2,12 +2,16 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"tally.dev/tally/queues"
 )
@@ -63,6 +67,18 @@ func TestUnmanagedGuard(t *testing.T) {
 				t.Errorf("denial %q; want it to contain %q", resp.Result.Message, tc.denied)
 			}
 		})
+	}
+	// A pod labelled as a single-pod workload tally queued.
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p",
+		Labels: map[string]string{queues.LabelWorkload: queues.PodWorkload, queues.LabelState: "pending", queues.LabelQueue: "gpu"}}}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preq := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "team",
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Object: runtime.RawExtension{Raw: raw}}}
+	if resp := g.Handle(context.Background(), preq); resp.Allowed || !strings.Contains(resp.Result.Message, "so a Pod may not be created with it") {
+		t.Errorf("a pod labelled as a queued single-pod workload: allowed=%v %q", resp.Allowed, resp.Result.Message)
 	}
 	// A body that is not a workload is refused, not let through.
 	req := jobRequest(t, plain())
