@@ -144,10 +144,9 @@ func Configurations(ks *kinds.Registry, e Endpoint, own string, users ...string)
 			}},
 		}, {
 			// Only for workloads (single-pod ones too) that carry tally's
-			// state label, outside
-			// the managed namespaces: it fails closed, and legitimate
-			// writes of those are few (a workload queued before its
-			// namespace was unbound).
+			// state label, outside the managed namespaces: it fails
+			// closed, and legitimate writes of those are few (a workload
+			// queued before its namespace was unbound).
 			Name: "unmanaged.validate.tally.dev", ClientConfig: e.clientConfig(UnmanagedGuardPath),
 			Rules:         append(workloads(false, create, update), rule("", "v1", "pods", namespaced, create, update)...),
 			FailurePolicy: fail, NamespaceSelector: unmanaged, ObjectSelector: stateLabelled, SideEffects: none,
