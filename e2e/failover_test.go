@@ -361,5 +361,6 @@ func logSince(t *testing.T, path string, offset int64) string {
 func deadBackend(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "failed calling webhook") &&
-		(strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe"))
+		(strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe") ||
+			strings.Contains(msg, "client connection force closed"))
 }
