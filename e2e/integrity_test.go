@@ -294,10 +294,13 @@ func attackOtherQueue(ctx context.Context, t *testing.T, r *attackRun) {
 // From a namespace tally does not manage, where the user may create Jobs
 // too, Jobs that carry tally's state label and name the row's
 // ClusterQueue, as if tally had queued them there (pending) or admitted
-// them (admitted): tally would admit the first into the queue and charge
-// the second to it, and the team's own Job would wait. Both are denied;
-// the team's Job, which takes the whole quota, runs to its end.
+// them (admitted), and a gated bare pod labelled as a single-pod workload
+// queued there: tally would admit the first and the pod into the queue
+// and charge the second to it, and the team's own Job would wait. All
+// are denied; the team's Job, which takes the whole quota, runs to its
+// end.
 func attackForgedState(ctx context.Context, t *testing.T, r *attackRun) {
+	const forgedDenial = "tally: metadata.labels[tally.dev/state]: only tally sets this label"
 	other := r.ns + "-elsewhere"
 	if err := framework.CreateNamespace(ctx, r.s.client, other, ""); err != nil {
 		t.Fatal(err)
@@ -308,10 +311,15 @@ func attackForgedState(ctx context.Context, t *testing.T, r *attackRun) {
 			Label(framework.LabelState, state).Label(framework.LabelQueue, r.ns).Obj()
 		j.Spec.Suspend = ptr.To(state == framework.StatePending)
 		err := userCreate(ctx, t, &attackRun{s: r.s, user: r.user, ns: other}, j)
-		const want = "tally: metadata.labels[tally.dev/state]: only tally sets this label"
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("creating a Job labelled %s in ClusterQueue %s from unbound namespace %s: %v; want a denial containing %q", state, r.ns, other, err, want)
+		if err == nil || !strings.Contains(err.Error(), forgedDenial) {
+			t.Errorf("creating a Job labelled %s in ClusterQueue %s from unbound namespace %s: %v; want a denial containing %q", state, r.ns, other, err, forgedDenial)
 		}
+	}
+	pod := barePod(other, "forged-pod", integrityGPUs, 30*time.Second)
+	pod.Labels = map[string]string{"tally.dev/workload": "pod", framework.LabelState: framework.StatePending, framework.LabelQueue: r.ns}
+	pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "tally.dev/admission"}}
+	if err := userCreate(ctx, t, &attackRun{s: r.s, user: r.user, ns: other}, pod); err == nil || !strings.Contains(err.Error(), forgedDenial) {
+		t.Errorf("creating a gated pod labelled %v from unbound namespace %s: %v; want a denial containing %q", pod.Labels, other, err, forgedDenial)
 	}
 	own := framework.NewJob(r.ns, "own").GPUs(integrityGPUs).Runtime(2 * time.Second).Obj()
 	if err := userCreate(ctx, t, r, own); err != nil {
