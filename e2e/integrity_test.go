@@ -112,6 +112,7 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-ray", run: attackRayClamp, cpu: rayQuota},
 		{name: "e2e-int-resize", run: attackResize, cpu: resizeQuota},
 		{name: "e2e-int-forged", run: attackForgedState},
+		{name: "e2e-int-release", run: attackReleasedPod},
 	}
 	var names []string
 	var docs []string
@@ -906,5 +907,70 @@ func attackResize(ctx context.Context, t *testing.T, r *attackRun) {
 	}
 	if err := r.s.client.Delete(ctx, p); err != nil {
 		t.Errorf("deleting pod grow: %v", err)
+	}
+}
+
+// A pod of the user's that names their admitted Job as its controller
+// while the Job has no pod yet (its pods wait for a ServiceAccount that
+// does not exist yet) but lacks the Job's selector labels: the gate lets
+// it run as the Job's pod, and the Job controller then releases it (takes
+// its owner reference off). Once the ServiceAccount is there, the Job
+// controller makes the Job's own pod. tally still counts the released pod
+// for the Job while it runs, so the GPUs in the namespace's pods stay
+// within the quota throughout; the Job's own pod is held meanwhile.
+func attackReleasedPod(ctx context.Context, t *testing.T, r *attackRun) {
+	j := framework.NewJob(r.ns, "held").GPUs(integrityGPUs).Runtime(20 * time.Second).Obj()
+	j.Spec.Template.Spec.ServiceAccountName = "later"
+	if err := userCreate(ctx, t, r, j); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(j), j); err != nil {
+			return false, err.Error(), nil
+		}
+		return j.Labels[framework.LabelState] == framework.StateAdmitted, fmt.Sprintf("Job held is %q", j.Labels[framework.LabelState]), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := barePod(r.ns, "released", integrityGPUs, 15*time.Second)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}
+	if err := userCreate(ctx, t, r, p); err != nil {
+		t.Fatal(err)
+	}
+	// waitPods waits until cond holds of the pods of r's namespace.
+	waitPods := func(what string, cond func(pods []corev1.Pod) bool) {
+		t.Helper()
+		err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+			pods := &corev1.PodList{}
+			if err := r.s.client.List(ctx, pods, client.InNamespace(r.ns)); err != nil {
+				return false, err.Error(), nil
+			}
+			var seen []string
+			for _, p := range pods.Items {
+				seen = append(seen, fmt.Sprintf("%s (%s, owners %d, gates %d)", p.Name, p.Status.Phase, len(p.OwnerReferences), len(p.Spec.SchedulingGates)))
+			}
+			return cond(pods.Items), fmt.Sprintf("%s: pods %v", what, seen), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPods("pod released runs without an owner", func(pods []corev1.Pod) bool {
+		return slices.ContainsFunc(pods, func(p corev1.Pod) bool {
+			return p.Name == "released" && p.Status.Phase == corev1.PodRunning && metav1.GetControllerOf(&p) == nil
+		})
+	})
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "later"}}
+	if err := userCreate(ctx, t, r, sa); err != nil {
+		t.Fatal(err)
+	}
+	waitPods("the Job's own pod is made, and pod released ends", func(pods []corev1.Pod) bool {
+		own := slices.ContainsFunc(pods, func(p corev1.Pod) bool { return metav1.IsControlledBy(&p, j) })
+		ended := slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == "released" && p.Status.Phase == corev1.PodSucceeded })
+		return own && ended
+	})
+	if err := r.s.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting Job held: %v", err)
 	}
 }
