@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -252,31 +253,50 @@ func runningAs(t *testing.T, ns string, uid string) (n int, names []string) {
 // TestIntegrationExcessPodDeleted shrinks a running Job below the pods
 // it runs: the ledger deletes the newest pod beyond its new count once
 // it has stayed beyond it for a grace period, and says so on the Job.
+// Released, the pods have their owner references taken off, as the Job
+// controller does to pods that name it as controller without its
+// selector's labels: tally still counts them for the Job, and judges
+// them so.
 func TestIntegrationExcessPodDeleted(t *testing.T) {
 	needCluster(t)
-	ctx := context.Background()
-	const ns = "podexcess"
-	bindManaged(t, ns, "accel")
-	job := admittedJob(t, ns, "two", "100m", 2)
-	for _, name := range []string{"two-a", "two-b"} {
-		if err := k8s.Create(ctx, newPod(ns, name, "100m", job, "Job")); err != nil {
-			t.Fatal(err)
-		}
+	for _, released := range []bool{false, true} {
+		t.Run(fmt.Sprintf("released=%v", released), func(t *testing.T) {
+			ctx := context.Background()
+			ns := "podexcess"
+			if released {
+				ns = "podexcess-released"
+			}
+			bindManaged(t, ns, "accel")
+			job := admittedJob(t, ns, "two", "100m", 2)
+			for _, name := range []string{"two-a", "two-b"} {
+				if err := k8s.Create(ctx, newPod(ns, name, "100m", job, "Job")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n, names := runningAs(t, ns, string(job.UID)); n != 2 {
+				t.Fatalf("pods running as Job two: %v; want two-a and two-b", names)
+			}
+			if released {
+				for _, name := range []string{"two-a", "two-b"} {
+					p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+					if err := k8s.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`))); err != nil {
+						t.Fatalf("releasing pod %s: %v", name, err)
+					}
+				}
+			}
+			job.Spec.Parallelism = ptr.To[int32](1)
+			if err := k8s.Update(ctx, job); err != nil {
+				t.Fatalf("shrinking Job two: %v", err)
+			}
+			eventually(t, 20*time.Second, func() (bool, string) {
+				n, names := runningAs(t, ns, string(job.UID))
+				return n == 1 && names[0] == "two-a", fmt.Sprintf("pods running as Job two: %v; want two-a alone", names)
+			})
+			eventually(t, 10*time.Second, func() (bool, string) {
+				return hasEvent(t, ns, "two", "ExcessPod", "Deleted pod two-b")
+			})
+		})
 	}
-	if n, names := runningAs(t, ns, string(job.UID)); n != 2 {
-		t.Fatalf("pods running as Job two: %v; want two-a and two-b", names)
-	}
-	job.Spec.Parallelism = ptr.To[int32](1)
-	if err := k8s.Update(ctx, job); err != nil {
-		t.Fatalf("shrinking Job two: %v", err)
-	}
-	eventually(t, 20*time.Second, func() (bool, string) {
-		n, names := runningAs(t, ns, string(job.UID))
-		return n == 1 && names[0] == "two-a", fmt.Sprintf("pods running as Job two: %v; want two-a alone", names)
-	})
-	eventually(t, 10*time.Second, func() (bool, string) {
-		return hasEvent(t, ns, "two", "ExcessPod", "Deleted pod two-b")
-	})
 }
 
 // TestIntegrationConcurrentPodsAsUser has a user make many pods of their

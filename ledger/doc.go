@@ -47,7 +47,8 @@
 // room, else by an eviction after which it queues again at that size
 // (gated.go). A running pod beyond the count an admitted workload was
 // admitted with (two creates the pod gate judged at once) is deleted
-// after a short grace (gated.go). A single-pod workload (kinds.Pod) is admitted by taking its
+// after a short grace, a pod once counted for it and since released by
+// its controller included (gated.go). A single-pod workload (kinds.Pod) is admitted by taking its
 // scheduling gate off and evicted by deleting it. inspect.Status folds
 // each Job through machine.React too, from the entry its state label and
 // flavors annotation describe (machine.FromLabels).

@@ -138,7 +138,10 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		if !l.podOfLocked(claimOf(p), w.Namespace, k) {
+		// A running pod counts for uid if the ledger counts it so: a
+		// pod once counted stays counted when its controller releases
+		// it (see onPod), and so may be one too many.
+		if l.podOwner[p.UID] != uid && !l.podOfLocked(claimOf(p), w.Namespace, k) {
 			continue
 		}
 		if kinds.Gated(p) {
