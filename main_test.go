@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"tally.dev/tally/kinds/kindstest"
@@ -110,6 +111,9 @@ func runIntegration(m *testing.M, assets string) int {
 		metricsAddr: "0", probeAddr: fmt.Sprintf("127.0.0.1:%d", probe), recount: time.Minute,
 	}
 	log := zap.New(zap.WriteTo(&syncWriter{b: tallyLog}), zap.UseDevMode(true))
+	// As tally serve does: controller-runtime's own logs (the tests'
+	// caches and webhook servers too) go to the same log.
+	ctrllog.SetLogger(log)
 	done := make(chan error, 1)
 	go func() { done <- serveWith(ctx, f, log, &atomic.Bool{}) }()
 	if err := waitReady(probe, done); err != nil {
