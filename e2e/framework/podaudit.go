@@ -61,8 +61,7 @@ type podCharge struct {
 // AuditPods starts a PodAudit of resource over the namespaces of limits.
 // It returns once it has listed the pods; call Stop for the result.
 func AuditPods(ctx context.Context, c client.WithWatch, resource corev1.ResourceName, limits map[string]int64) (*PodAudit, error) {
-	a := &PodAudit{resource: resource, limits: limits, live: map[types.UID]podCharge{}, max: map[string]int64{}, owned: map[string]map[types.UID]bool{}, succeeded: map[string]map[types.UID]bool{},
-		tolerate: map[string]time.Duration{}, over: map[string]excess{}, now: time.Now}
+	a := newPodAudit(resource, limits)
 	a.f = follower{c: c, newList: func() client.ObjectList { return &corev1.PodList{} },
 		onList: func(items []runtime.Object) {
 			a.mu.Lock()
@@ -77,6 +76,14 @@ func AuditPods(ctx context.Context, c client.WithWatch, resource corev1.Resource
 		return nil, err
 	}
 	return a, nil
+}
+
+// newPodAudit is a PodAudit of resource over the namespaces of limits,
+// not yet fed any pod.
+func newPodAudit(resource corev1.ResourceName, limits map[string]int64) *PodAudit {
+	return &PodAudit{resource: resource, limits: limits, live: map[types.UID]podCharge{}, max: map[string]int64{},
+		owned: map[string]map[types.UID]bool{}, succeeded: map[string]map[types.UID]bool{},
+		tolerate: map[string]time.Duration{}, over: map[string]excess{}, now: time.Now}
 }
 
 func (a *PodAudit) change(o runtime.Object, deleted bool) {
@@ -139,6 +146,7 @@ func (a *PodAudit) change(o runtime.Object, deleted bool) {
 	}
 }
 
+// violate records violation v, up to maxViolations of them.
 func (a *PodAudit) violate(v string) {
 	if len(a.violations) < maxViolations {
 		a.violations = append(a.violations, v)

@@ -19,20 +19,13 @@ func auditPod(ns, name string, gpus int64) *corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 }
 
-// newAudit is a PodAudit of GPUs over limits, fed by hand, whose clock
-// reads *now.
-func newAudit(limits map[string]int64, now *time.Time) *PodAudit {
-	return &PodAudit{resource: ResourceGPU, limits: limits, live: map[types.UID]podCharge{}, max: map[string]int64{},
-		owned: map[string]map[types.UID]bool{}, succeeded: map[string]map[types.UID]bool{},
-		tolerate: map[string]time.Duration{}, over: map[string]excess{}, now: func() time.Time { return *now }}
-}
-
 // An excess in a namespace without tolerance is a violation at once; in
 // one with, it is Brief when it ends within the tolerance, and a
 // violation when it lasts longer, whether it has ended or not.
 func TestPodAuditTolerate(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a := newAudit(map[string]int64{"strict": 2, "brief": 2, "long": 2, "ongoing": 2}, &now)
+	a := newPodAudit(ResourceGPU, map[string]int64{"strict": 2, "brief": 2, "long": 2, "ongoing": 2})
+	a.now = func() time.Time { return now }
 	for _, ns := range []string{"brief", "long", "ongoing"} {
 		a.Tolerate(ns, 5*time.Second)
 	}
