@@ -245,22 +245,15 @@ func waitJobsDone(ctx context.Context, t *testing.T, r *attackRun, timeout time.
 // waitPodsRunning waits until n pods of r's namespace run.
 func waitPodsRunning(ctx context.Context, t *testing.T, r *attackRun, n int) {
 	t.Helper()
-	err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
-		pods := &corev1.PodList{}
-		if err := r.s.client.List(ctx, pods, client.InNamespace(r.ns)); err != nil {
-			return false, err.Error(), nil
-		}
+	waitNsPods(ctx, t, r, fmt.Sprintf("%d pods running", n), func(pods []corev1.Pod) bool {
 		running := 0
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 				running++
 			}
 		}
-		return running >= n, fmt.Sprintf("%d of %d pods running", running, n), nil
+		return running >= n
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // filler is a Job of the user's that takes the whole quota for d.
