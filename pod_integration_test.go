@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"testing"
@@ -70,10 +71,45 @@ func getPod(t *testing.T, ns, name string) *corev1.Pod {
 	return p
 }
 
+// watchPods watches the pods of ns from now on. The function it returns
+// yields each pod the watch shows, in the API server's order, for up to
+// timeout.
+func watchPods(t *testing.T, ns string) func(timeout time.Duration) iter.Seq[*corev1.Pod] {
+	t.Helper()
+	wc, err := client.NewWithWatch(envCfg, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatalf("watching the pods of %s: %v", ns, err)
+	}
+	t.Cleanup(w.Stop)
+	return func(timeout time.Duration) iter.Seq[*corev1.Pod] {
+		return func(yield func(*corev1.Pod) bool) {
+			deadline := time.After(timeout)
+			for {
+				select {
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						t.Fatalf("the watch of the pods of %s closed", ns)
+					}
+					if p, ok := ev.Object.(*corev1.Pod); ok && !yield(p) {
+						return
+					}
+				case <-deadline:
+					return
+				}
+			}
+		}
+	}
+}
+
 // TestIntegrationPodGate runs the pod gate on the real API server: pods of
-// an admitted Job pass, one more than it was admitted with, or a bare
-// pod, is queued on its own behind the scheduling gate and admitted by
-// removing it, a larger one sends its Job back to its queue at its size,
+// an admitted Job pass; one more than it was admitted with waits behind
+// the scheduling gate as the Job's and runs when one of the Job's pods
+// ends; a bare pod is queued on its own behind the gate and admitted by
+// removing it; a larger one sends its Job back to its queue at its size;
 // and a user may not take the gate off.
 func TestIntegrationPodGate(t *testing.T) {
 	needCluster(t)
@@ -94,23 +130,41 @@ func TestIntegrationPodGate(t *testing.T) {
 		}
 	}
 	// A third pod that names the Job as its controller: one more than it
-	// was admitted with, so queued on its own. The queue has 1 CPU left:
-	// it is admitted, by taking the gate off.
+	// was admitted with, so it waits as the Job's, though the queue has
+	// 1 CPU left: the quota it would run on is the Job's. Once one of the
+	// Job's pods succeeds, it takes its place: the namespace's pod watch
+	// shows it lose the gate after, never before.
+	order := watchPods(t, ns)
 	extra := newPod(ns, "two-c", "500m", job, "Job")
 	if err := k8s.Create(ctx, extra); err != nil {
 		t.Fatal(err)
 	}
-	if !gated(extra) || extra.Labels[queues.LabelWorkload] != queues.PodWorkload || extra.Labels[queues.LabelQueue] != "pods" {
-		t.Fatalf("a third pod of Job two: gates %v, labels %v; want it queued on its own in pods", extra.Spec.SchedulingGates, extra.Labels)
+	if !gated(extra) || extra.Labels[queues.LabelWorkload] != string(job.UID) {
+		t.Fatalf("a third pod of Job two: gates %v, labels %v; want it gated as Job two's", extra.Spec.SchedulingGates, extra.Labels)
 	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		p := getPod(t, ns, "two-c")
-		return !gated(p) && p.Labels[queues.LabelWorkload] == string(p.UID) && p.Spec.NodeSelector["tier"] == "on-demand",
-			fmt.Sprintf("pod two-c: gates %v, labels %v, nodeSelector %v", p.Spec.SchedulingGates, p.Labels, p.Spec.NodeSelector)
-	})
-	// A bare pod that asks for more than is left (1.5 CPUs): it waits,
-	// with a Pending Event.
-	bare := newPod(ns, "bare", "1", nil, "")
+	done := getPod(t, ns, "two-a")
+	done.Status.Phase = corev1.PodSucceeded
+	if err := k8s.Status().Update(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	succeeded, ran := false, false
+	for p := range order(10 * time.Second) {
+		if p.Name == "two-a" && p.Status.Phase == corev1.PodSucceeded {
+			succeeded = true
+		}
+		if ran = p.Name == "two-c" && !gated(p); ran {
+			if !succeeded || p.Labels[queues.LabelWorkload] != string(job.UID) {
+				t.Fatalf("pod two-c lost the gate while Job two ran its 2 pods (two-a had succeeded: %v), labels %v", succeeded, p.Labels)
+			}
+			break
+		}
+	}
+	if !ran {
+		t.Fatalf("pod two-c still gated 10s after two-a succeeded: %v", getPod(t, ns, "two-c").Spec.SchedulingGates)
+	}
+	// A bare pod that asks for more than is left (1.5 CPUs of 1): it
+	// waits, with a Pending Event.
+	bare := newPod(ns, "bare", "1500m", nil, "")
 	if err := k8s.Create(ctx, bare); err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +248,8 @@ func TestIntegrationPodGate(t *testing.T) {
 
 // TestIntegrationPodGateBurst makes a Job's pods one right after
 // another, faster than the gate's cache sees them: the pods beyond the
-// Job's count are queued on their own, never let through as the Job's.
-// The invariant is read from the pods.
+// Job's count wait as the Job's behind the scheduling gate, never let
+// through. The invariant is read from the pods.
 func TestIntegrationPodGateBurst(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
@@ -218,19 +272,19 @@ func TestIntegrationPodGateBurst(t *testing.T) {
 	if err := k8s.List(ctx, pods, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	var asJob, other int
+	var asJob, held int
 	for _, p := range pods.Items {
 		switch {
-		case p.Labels[queues.LabelWorkload] == string(job.UID) && !gated(&p):
-			asJob++
-		case p.Labels[queues.LabelWorkload] == string(job.UID):
-			t.Errorf("pod %s is held as Job three's", p.Name)
+		case p.Labels[queues.LabelWorkload] != string(job.UID):
+			t.Errorf("pod %s is not Job three's: labels %v", p.Name, p.Labels)
+		case gated(&p):
+			held++
 		default:
-			other++
+			asJob++
 		}
 	}
-	if len(pods.Items) != made || asJob != 3 || other != made-3 {
-		t.Errorf("of %d pods, %d run as Job three's and %d as their own; want %d, 3 and %d", len(pods.Items), asJob, other, made, made-3)
+	if len(pods.Items) != made || asJob != 3 || held != made-3 {
+		t.Errorf("of %d pods, %d run as Job three's and %d wait; want %d, 3 and %d", len(pods.Items), asJob, held, made, made-3)
 	}
 }
 
@@ -382,8 +436,8 @@ func podRequest(tb testing.TB, p *corev1.Pod) admission.Request {
 // TestIntegrationPodGateStaleCache judges a Job's pods with a gate whose
 // cache never sees a pod, as a cache that lags the API server does not
 // yet: once the gate has let one through, it counts the Job's pods on
-// the API server, and the pod one beyond the Job's count is queued on
-// its own.
+// the API server, and the pod one beyond the Job's count waits behind
+// the scheduling gate.
 func TestIntegrationPodGateStaleCache(t *testing.T) {
 	needCluster(t)
 	ctx, cancel := context.WithCancel(context.Background())

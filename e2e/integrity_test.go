@@ -922,8 +922,9 @@ func attackResize(ctx context.Context, t *testing.T, r *attackRun) {
 // then releases it (takes its owner reference off). Once the
 // ServiceAccount is there, the Job controller makes the Job's own pod.
 // tally still counts the released pod for the Job while it runs, so the
-// GPUs in the namespace's pods stay within the quota throughout; the
-// Job's own pod is held meanwhile.
+// GPUs in the namespace's pods stay within the quota throughout: the
+// Job's own pod waits behind the gate as the Job's, and runs once the
+// released pod ends, so the Job finishes.
 func attackReleasedPod(ctx context.Context, t *testing.T, r *attackRun) {
 	j := podlessJob(ctx, t, r, "held")
 	p := ownedPod(r.ns, "released", j)
@@ -944,6 +945,7 @@ func attackReleasedPod(ctx context.Context, t *testing.T, r *attackRun) {
 		ended := slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == "released" && p.Status.Phase == corev1.PodSucceeded })
 		return own && ended
 	})
+	waitJobsDone(ctx, t, r, 2*time.Minute, j.Name)
 	if err := r.s.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting Job held: %v", err)
 	}
@@ -956,7 +958,7 @@ const burstTolerance = 10 * time.Second
 
 // Six pods of the user's admitted Job, each asking for the whole quota,
 // created at once while the Job has no pod yet (podlessJob): the gate
-// lets one run as the Job's pod and queues the others on their own. The
+// lets one run as the Job's pod and holds the others as the Job's. The
 // gate judges each pod before it exists, so creates judged at the same
 // moment can both pass; the ledger then deletes the newer ones, once they
 // have stayed beyond the Job's count for 5 s. So the namespace's pods may

@@ -42,10 +42,11 @@
 // ghost that holds its quota until they are gone. Workloads are built with
 // their namespace's LimitRange defaults and their RuntimeClass's overhead,
 // as their pods get them (defaults.go). A gated pod that claims an
-// admitted workload is larger than the workload's pods: the workload is
-// charged the difference as its pod overhead, in place when its queue has
-// room, else by an eviction after which it queues again at that size
-// (gated.go). A running pod beyond the count an admitted workload was
+// admitted workload is one more than its count, and loses the gate when
+// one of the workload's pods ends, or larger than the workload's pods:
+// the workload is then charged the difference as its pod overhead, in
+// place when its queue has room, else by an eviction after which it
+// queues again at that size (gated.go). A running pod beyond the count an admitted workload was
 // admitted with (two creates the pod gate judged at once) is deleted
 // after a short grace, a pod once counted for it and since released by
 // its controller included (gated.go). A single-pod workload (kinds.Pod) is admitted by taking its

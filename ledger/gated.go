@@ -21,8 +21,10 @@ import (
 // The pod gate (webhook.PodGate) holds some pods of a workload behind
 // tally's scheduling gate, labelled with the workload's UID: pods larger
 // than the workload's pod sets (an init container its operator adds, a
-// sidecar that another admission webhook adds), and pods made while the
-// workload was not admitted (its controller had yet to see it suspended).
+// sidecar that another admission webhook adds), pods made while the
+// workload was not admitted (its controller had yet to see it suspended),
+// and pods more than its count (made while a pod the workload's
+// controller released still runs, say).
 // The ledger judges them whenever their workload is admitted, one of them
 // appears, or one of its pods ends (releaseGated): a pod that fits what
 // the workload was admitted with, beside its live pods, loses the gate

@@ -22,9 +22,11 @@
 //     other webhooks change the pod): the pod gate (PodGate). A pod that
 //     asks for a covered resource must belong to an admitted workload and
 //     fit its pod sets (queues.FitPods); a larger one is held by the
-//     scheduling gate for the ledger to requeue its workload at its size;
-//     any other is queued on its own as a single-pod workload (kinds.Pod),
-//     through the Job handler's own queueing.
+//     scheduling gate for the ledger to requeue its workload at its size,
+//     and one more than its count is held for the ledger to let it run
+//     when one of the workload's pods ends; any other is queued on its own
+//     as a single-pod workload (kinds.Pod), through the Job handler's own
+//     queueing.
 //   - Pods (validating, UPDATE and pods/resize, only for the updates that
 //     matter, by matchConditions): only tally may touch their tally.dev/
 //     labels and annotations or take the scheduling gate off; a resize

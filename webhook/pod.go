@@ -55,11 +55,12 @@ func IndexPodWorkload(obj client.Object) []string {
 // through, labelled with the workload's UID so that the ledger counts it.
 // A pod larger than the workload's pods is held by the scheduling gate,
 // and the ledger requeues the workload at the pod's size
-// (queues.AnnotationPodOverhead). Any other pod (a bare Pod, a
-// Deployment's, one more than its workload's count) is queued on its
-// own, as a single-pod workload (kinds.Pod). A workload's pods are
-// counted in the cache, or on the API server for passWindow after the
-// gate let one of them through.
+// (queues.AnnotationPodOverhead). A pod more than the workload's count
+// is held by the gate too, as the workload's, and the ledger lets it run
+// when one of the workload's pods ends. Any other pod (a bare Pod, a
+// Deployment's) is queued on its own, as a single-pod workload
+// (kinds.Pod). A workload's pods are counted in the cache, or on the API
+// server for passWindow after the gate let one of them through.
 //
 // On an UPDATE (PodGuardPath) it denies, to anyone but tally, changes to
 // tally's labels and annotations and the removal of tally's scheduling
@@ -201,8 +202,12 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 				reqs, root.Describe(), root.Meta.Name)}
 			return resp
 		}
-		// One pod more than the workload was admitted with: queued on
-		// its own.
+		// One pod more than the workload was admitted with: it waits
+		// as the workload's, and runs when one of its pods ends.
+		resp := podPatch(pod, root, true, "")
+		resp.Warnings = []string{fmt.Sprintf("tally: %s already runs as many pods as it was admitted with; this pod waits behind the scheduling gate %s until one of them ends",
+			root.Describe(), queues.SchedulingGate)}
+		return resp
 	}
 	labels := maps.Clone(pod.Labels)
 	if pod.Labels == nil {
