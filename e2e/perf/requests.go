@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"tally.dev/tally/queues"
 )
 
 // tallyUser is the user tally runs as, kueueUser the one minimalkueue
@@ -50,6 +52,13 @@ type Requests struct {
 	// RefusedByManager counts those of the WritesByManager that the API
 	// server refused (a status of 400 or more, a conflict for example).
 	RefusedByManager map[string]int `json:"refusedByManager,omitempty"`
+	// Admissions counts the admission writes the API server took that
+	// admitted a workload: its first, or its first after a preemption
+	// write. Readmissions counts the others it took, each an admission of
+	// a workload already admitted, with no eviction between. Both are read
+	// from the audit log, in the order the API server completed them.
+	Admissions   int `json:"admissions,omitempty"`
+	Readmissions int `json:"readmissions,omitempty"`
 }
 
 type auditEvent struct {
@@ -60,12 +69,22 @@ type auditEvent struct {
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestReceived time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp  time.Time `json:"stageTimestamp"`
 	RequestURI      string    `json:"requestURI"`
+}
+
+// stateWrite is a write the API server took that admitted a workload
+// (admit) or evicted it, and when it completed.
+type stateWrite struct {
+	at    time.Time
+	admit bool
 }
 
 // countRequests reads an audit log and counts user's requests received
@@ -81,6 +100,9 @@ func countRequests(path, user string, from, to time.Time) (Requests, error) {
 
 func countRequestsFrom(r io.Reader, user string, from, to time.Time) (Requests, error) {
 	out := Requests{ByKind: map[string]int{}, WritesByManager: map[string]int{}, RefusedByManager: map[string]int{}}
+	// The admission and preemption writes each workload took, by
+	// "resource namespace/name".
+	states := map[string][]stateWrite{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -106,15 +128,34 @@ func countRequestsFrom(r io.Reader, user string, from, to time.Time) (Requests, 
 			if resource == "events" {
 				out.EventWrites++
 			} else {
+				m := fieldManager(e.RequestURI)
 				out.Writes++
-				out.WritesByManager[fieldManager(e.RequestURI)]++
+				out.WritesByManager[m]++
 				if refused(e) {
-					out.RefusedByManager[fieldManager(e.RequestURI)]++
+					out.RefusedByManager[m]++
+				} else if (m == queues.FieldManagerAdmission || m == queues.FieldManagerPreemption) && e.ObjectRef != nil && e.ObjectRef.Subresource == "" {
+					key := resource + " " + e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
+					states[key] = append(states[key], stateWrite{at: e.StageTimestamp, admit: m == queues.FieldManagerAdmission})
 				}
 			}
 		}
 		if refused(e) {
 			out.Failed++
+		}
+	}
+	for _, ws := range states {
+		sort.SliceStable(ws, func(i, j int) bool { return ws[i].at.Before(ws[j].at) })
+		admitted := false
+		for _, w := range ws {
+			switch {
+			case !w.admit:
+				admitted = false
+			case admitted:
+				out.Readmissions++
+			default:
+				out.Admissions++
+				admitted = true
+			}
 		}
 	}
 	return out, sc.Err()

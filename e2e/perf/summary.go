@@ -76,7 +76,9 @@ type Summary struct {
 	IdealPreemptions       int `json:"idealPreemptions"`
 	IdealActualPreemptions int `json:"idealActualPreemptions"`
 
-	// WritesPerAdmission is tally's admission writes per admission,
+	// WritesPerAdmission is tally's admission writes (those refused
+	// included) per admission, as the audit log counts them
+	// (Requests.Admissions) when it has any, else as the runner saw them;
 	// WritesPerPreemption its preemption writes per Job it preempted
 	// (Events and the state label written when a Job finishes are counted
 	// apart, in Requests); APIRequestsPerJob all its requests per Job.
@@ -234,8 +236,8 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		Classes:                          map[string]ClassSummary{},
 		Cohorts:                          map[string]CohortSummary{},
 	}
-	if r.Admissions > 0 {
-		s.WritesPerAdmission = float64(r.Requests.WritesByManager[queues.FieldManagerAdmission]) / float64(r.Admissions)
+	if n := s.admissions(); n > 0 {
+		s.WritesPerAdmission = float64(r.Requests.WritesByManager[queues.FieldManagerAdmission]) / float64(n)
 	}
 	if len(p.Jobs) > 0 {
 		s.APIRequestsPerJob = float64(r.Requests.Total) / float64(len(p.Jobs))
@@ -325,6 +327,16 @@ func simulate(p *scenario.Plan, arrivals []time.Duration) (scenario.Stats, error
 	return scenario.Compute(p, out), nil
 }
 
+// admissions is the count of admissions that WritesPerAdmission is per:
+// the audit log's, when it has any, else the runner's. The runner's watch
+// misses an admission whose eviction falls in the same relist of its.
+func (s *Summary) admissions() int {
+	if s.Requests.Admissions > 0 {
+		return s.Requests.Admissions
+	}
+	return s.Admissions
+}
+
 // replayName is what the table calls the replay reference beside s.
 func (s *Summary) replayName() string {
 	if s.ReplayHeld {
@@ -412,8 +424,8 @@ func (s *Summary) Table(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row("writes per admission", fmt.Sprintf("%.2f (%d admission writes%s, %d admissions)", s.WritesPerAdmission, s.Requests.WritesByManager[queues.FieldManagerAdmission],
-		refusedOf(s.Requests, queues.FieldManagerAdmission), s.Admissions))
+	row("writes per admission", fmt.Sprintf("%.3f (%d admission writes%s, %s)", s.WritesPerAdmission, s.Requests.WritesByManager[queues.FieldManagerAdmission],
+		refusedOf(s.Requests, queues.FieldManagerAdmission), s.admissionsText()))
 	row("writes per preemption", fmt.Sprintf("%.2f (%d preemption writes, %d Jobs preempted)", s.WritesPerPreemption, s.Requests.WritesByManager[queues.FieldManagerPreemption], s.TallyPreemptions))
 	row("other writes", fmt.Sprintf("%d state-label writes, %d Event writes, %d others", s.Requests.WritesByManager[queues.FieldManagerState], s.Requests.EventWrites,
 		s.Requests.Writes-s.Requests.WritesByManager[queues.FieldManagerAdmission]-s.Requests.WritesByManager[queues.FieldManagerPreemption]-s.Requests.WritesByManager[queues.FieldManagerState]))
@@ -507,6 +519,16 @@ func WriteJobs(path string, p *scenario.Plan, r *Result) error {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// admissionsText says what the admissions of the writes-per-admission
+// row were counted from.
+func (s *Summary) admissionsText() string {
+	if s.Requests.Admissions == 0 {
+		return fmt.Sprintf("%d admissions", s.Admissions)
+	}
+	return fmt.Sprintf("%d admissions in the audit log and %d writes that admitted an admitted Job again; the runner's watch saw %d admissions",
+		s.Requests.Admissions, s.Requests.Readmissions, s.Admissions)
+}
 
 // refusedOf says how many of manager's writes the API server refused,
 // when any were.

@@ -1,6 +1,7 @@
 package perf
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -84,7 +85,7 @@ func TestSummarize(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"wall / makespan (s)", "short avg time to admission (s)", "long p99 time to admission (s)", "×1.00",
-		"1.50 (12 admission writes, 3 of them refused, 8 admissions)", "2.00 (2 preemption writes, 1 Jobs preempted)", "2 state-label writes, 20 Event writes, 0 others", "create events=20, patch jobs=16, watch jobs=4", "MISSED writes per admission"} {
+		"1.500 (12 admission writes, 3 of them refused, 8 admissions)", "2.00 (2 preemption writes, 1 Jobs preempted)", "2 state-label writes, 20 Event writes, 0 others", "create events=20, patch jobs=16, watch jobs=4", "MISSED writes per admission"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -123,9 +124,57 @@ func TestCountRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Requests{Total: 5, Writes: 3, EventWrites: 1, Failed: 1, ByKind: map[string]int{"patch jobs": 2, "create events": 1, "watch jobs": 1, "update jobs/status": 1},
-		WritesByManager: map[string]int{"tally-admission": 2, "": 1}, RefusedByManager: map[string]int{"tally-admission": 1}}
+		WritesByManager: map[string]int{"tally-admission": 2, "": 1}, RefusedByManager: map[string]int{"tally-admission": 1}, Admissions: 1}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+}
+
+// Admissions are counted from the audit log in the order the API server
+// completed the writes, whatever order the log lists them in: a Job's
+// first admission write it took, and its first after each preemption
+// write; a second one with no eviction between is a readmission, and a
+// refused one is neither.
+func TestCountAdmissions(t *testing.T) {
+	line := func(name, manager string, code int, at string) string {
+		return fmt.Sprintf(`{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs","namespace":"a","name":%q},"responseStatus":{"code":%d},`+
+			`"requestReceivedTimestamp":"2026-01-01T00:00:01Z","stageTimestamp":"2026-01-01T00:00:%s","requestURI":"/apis/batch/v1/namespaces/a/jobs/%s?fieldManager=%s"}`+"\n",
+			name, code, at, name, manager)
+	}
+	log := line("x", queues.FieldManagerAdmission, 200, "01.0Z") +
+		line("x", queues.FieldManagerAdmission, 200, "03.0Z") + // after its preemption, listed below
+		line("x", queues.FieldManagerPreemption, 200, "02.0Z") +
+		line("y", queues.FieldManagerAdmission, 200, "01.5Z") +
+		line("y", queues.FieldManagerAdmission, 200, "02.5Z") + // again, with no eviction between
+		line("z", queues.FieldManagerAdmission, 409, "01.2Z") +
+		line("z", queues.FieldManagerAdmission, 200, "01.3Z") +
+		line("z", queues.FieldManagerState, 200, "04.0Z")
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	got, err := countRequestsFrom(strings.NewReader(log), tallyUser, from, from.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Admissions != 4 || got.Readmissions != 1 || got.WritesByManager[queues.FieldManagerAdmission] != 6 {
+		t.Errorf("admissions %d, readmissions %d, admission writes %d; want 4, 1 and 6", got.Admissions, got.Readmissions, got.WritesByManager[queues.FieldManagerAdmission])
+	}
+
+	// The summary counts writes per admission against the audit log's
+	// admissions, not the runner's.
+	p, outcomes := tinyIdeal(t)
+	s, err := Summarize(p, &Result{Outcomes: outcomes, Admissions: 3, Requests: got})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.WritesPerAdmission != 1.5 {
+		t.Errorf("writes per admission %.3f; want 6/4", s.WritesPerAdmission)
+	}
+	var table strings.Builder
+	if err := s.Table(&table); err != nil {
+		t.Fatal(err)
+	}
+	want := "1.500 (6 admission writes, 1 of them refused, 4 admissions in the audit log and 1 writes that admitted an admitted Job again; the runner's watch saw 3 admissions)"
+	if !strings.Contains(table.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, table.String())
 	}
 }
 
