@@ -465,8 +465,13 @@ func TestIntegrationPodGateStaleCache(t *testing.T) {
 	if err := k8s.Create(ctx, newPod(ns, "one-a", "100m", job, "Job")); err != nil {
 		t.Fatal(err)
 	}
-	if ok, resp := ran("one-b"); ok {
+	ok, resp := ran("one-b")
+	if ok {
 		t.Errorf("a second pod of Job one (admitted with 1) runs as the Job's while the cache has not seen the first: %v", resp.Patches)
+	}
+	want := "tally: Job podstale/one already runs as many pods as it was admitted with; this pod waits behind the scheduling gate tally.dev/admission until one of them ends"
+	if !slices.Contains(resp.Warnings, want) {
+		t.Errorf("warnings for a second pod of Job one: %q; want %q", resp.Warnings, want)
 	}
 }
 
