@@ -192,21 +192,21 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
 				"tally: cannot count the pods of %s (%v); this is temporary, retry the request", root.Describe(), err))
 		}
+		var warning string
 		switch fit {
 		case queues.PodFits:
 			g.notePass(root.Meta.UID, now)
 			return podPatch(pod, root, false, fmt.Sprintf("part of %s, which tally admitted", root.Describe()))
 		case queues.PodTooLarge:
-			resp := podPatch(pod, root, true, "")
-			resp.Warnings = []string{fmt.Sprintf("tally: this pod asks for %s, more than the pods %s was admitted with; it waits while tally requeues %s at this size",
-				reqs, root.Describe(), root.Meta.Name)}
-			return resp
+			warning = fmt.Sprintf("tally: this pod asks for %s, more than the pods %s was admitted with; it waits while tally requeues %s at this size",
+				reqs, root.Describe(), root.Meta.Name)
+		default: // one more than the workload was admitted with
+			warning = fmt.Sprintf("tally: %s already runs as many pods as it was admitted with; this pod waits behind the scheduling gate %s until one of them ends",
+				root.Describe(), queues.SchedulingGate)
 		}
-		// One pod more than the workload was admitted with: it waits
-		// as the workload's, and runs when one of its pods ends.
+		// It waits as the workload's.
 		resp := podPatch(pod, root, true, "")
-		resp.Warnings = []string{fmt.Sprintf("tally: %s already runs as many pods as it was admitted with; this pod waits behind the scheduling gate %s until one of them ends",
-			root.Describe(), queues.SchedulingGate)}
+		resp.Warnings = []string{warning}
 		return resp
 	}
 	labels := maps.Clone(pod.Labels)
