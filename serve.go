@@ -214,9 +214,9 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	if err != nil {
 		return fmt.Errorf("watch client: %w", err)
 	}
-	var jobWatch ledger.WatchFunc
+	var jobWatch *ledger.JobWatch
 	if f.apiContentType != "json" {
-		if jobWatch, err = ledger.JobWatch(watchCfg, watchHTTP); err != nil {
+		if jobWatch, err = ledger.NewJobWatch(watchCfg, watchHTTP); err != nil {
 			return err
 		}
 	}

@@ -87,8 +87,10 @@
 //   - A watch the API server closes at once, having sent nothing, is
 //     opened again from the same resource version (resume.go): client-go
 //     would list every object again. The Jobs' watch reads its protobuf
-//     frames itself, with no copy of an event before it is decoded, and
-//     leaves out the managedFields the informer would drop (jobwatch.go).
+//     frames itself, with no copy of an event before it is decoded,
+//     leaves out the managedFields the informer would drop, and takes a
+//     Job's spec from the informer's store when the event is of the
+//     stored Job's UID and generation (jobwatch.go).
 //   - Only the holder of the leader Lease writes. A leader that was paused
 //     past its lease wakes up believing it still leads; with Options.Held
 //     (Lease.Held) it decides no pass and sends no write once its last

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	batchv1 "k8s.io/api/batch/v1"
@@ -24,22 +25,40 @@ import (
 // WatchFunc opens a watch: a ListWatch's WatchFuncWithContext.
 type WatchFunc = toolscache.WatchFuncWithContext
 
-// JobWatch is a watch of every namespace's batch/v1 Jobs, over httpClient
-// and cfg's server and credentials, that reads the protobuf stream itself.
-// client-go's watch copies each event's object twice before it decodes it
-// (the watch event's RawExtension, then the envelope's runtime.Unknown),
-// and decodes its managedFields, which the informer then drops. Here each
-// frame is read into one buffer kept between events, the Job's
-// managedFields are cut out of its bytes, and the rest is decoded once.
-// What the informer gets is what client-go's watch would give it, less
-// the managedFields and the object's (empty, as client-go leaves it)
-// TypeMeta; an ERROR event carries its metav1.Status.
+// JobWatch opens watches of every namespace's batch/v1 Jobs, over
+// httpClient and cfg's server and credentials, that read the protobuf
+// stream themselves. client-go's watch copies each event's object twice
+// before it decodes it (the watch event's RawExtension, then the
+// envelope's runtime.Unknown), and decodes its managedFields, which the
+// informer then drops. Here each frame is read into one buffer kept
+// between events, the Job's managedFields are cut out of its bytes, and
+// the rest is decoded once. What the informer gets is what client-go's
+// watch would give it, less the managedFields and the object's (empty, as
+// client-go leaves it) TypeMeta; an ERROR event carries its
+// metav1.Status.
 //
-// The watch opens with the informer's options as they are: the Jobs'
+// Once told the informer's store (KnownFrom), a Job's event whose Job the
+// store holds at the same UID and generation takes the stored Job's spec
+// and leaves its own spec's bytes undecoded: the API server raises a
+// Job's generation with every change of its spec, and no client sets it,
+// so the two specs are the same. Most of a Job's events change its status
+// or labels only, and its spec is most of what decoding it costs. The
+// store holds specs through the informer's transform (kinds.StripJob),
+// which makes of a spec what it made of it before, and writes to none it
+// shares: what the informer stores is what decoding the spec would give.
+//
+// The watches open with the informer's options as they are: the Jobs'
 // informer has no selector and no namespace (CacheOptions), so none is
-// added. Like client-go's watches, its opening is not throttled by the
+// added. Like client-go's watches, their opening is not throttled by the
 // client's rate limiter.
-func JobWatch(cfg *rest.Config, httpClient *http.Client) (WatchFunc, error) {
+type JobWatch struct {
+	open  WatchFunc
+	store atomic.Pointer[toolscache.KeyGetter]
+}
+
+// NewJobWatch returns a JobWatch over cfg's server and credentials and
+// httpClient.
+func NewJobWatch(cfg *rest.Config, httpClient *http.Client) (*JobWatch, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &batchv1.SchemeGroupVersion
 	c.APIPath = "/apis"
@@ -51,16 +70,41 @@ func JobWatch(cfg *rest.Config, httpClient *http.Client) (WatchFunc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the Jobs' watch client: %w", err)
 	}
-	return func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	jw := &JobWatch{}
+	jw.open = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		opts.Watch = true
 		body, err := rc.Get().Resource("jobs").VersionedParams(&opts, metav1.ParameterCodec).
 			SetHeader("Accept", jobWatchMediaType).Stream(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return watch.NewStreamWatcher(&jobFrames{r: body},
+		return watch.NewStreamWatcher(&jobFrames{r: body, known: jw.known},
 			apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding")), nil
-	}, nil
+	}
+	return jw, nil
+}
+
+// Open opens one watch: the Jobs' ListWatch's WatchFuncWithContext.
+func (jw *JobWatch) Open(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return jw.open(ctx, opts)
+}
+
+// KnownFrom has the watches take the specs of unchanged generations from
+// store, the informer's, whose keys are namespace/name.
+func (jw *JobWatch) KnownFrom(store toolscache.KeyGetter) { jw.store.Store(&store) }
+
+// known is the Job namespace/name in the store, or nil.
+func (jw *JobWatch) known(namespace, name string) *batchv1.Job {
+	store := jw.store.Load()
+	if store == nil {
+		return nil
+	}
+	obj, ok, err := (*store).GetByKey(namespace + "/" + name)
+	if !ok || err != nil {
+		return nil
+	}
+	job, _ := obj.(*batchv1.Job)
+	return job
 }
 
 // jobWatchMediaType is the only answer JobWatch accepts: a stream of
@@ -77,6 +121,8 @@ type jobFrames struct {
 	r    io.ReadCloser
 	buf  []byte // the frame being decoded; kept for the next
 	meta []byte // the Job's bytes without its managedFields; kept for the next
+	// known finds a stored Job (JobWatch.known); nil if none are.
+	known func(namespace, name string) *batchv1.Job
 }
 
 func (d *jobFrames) Close() { d.r.Close() }
@@ -116,13 +162,51 @@ func (d *jobFrames) Decode() (watch.EventType, runtime.Object, error) {
 		}
 		return typ, status, nil
 	}
-	job := &batchv1.Job{}
 	d.meta, body = withoutManagedFields(d.meta[:0], body)
-	if err := job.Unmarshal(body); err != nil {
-		return "", nil, fmt.Errorf("decoding a watched Job: %w", err)
+	job := &batchv1.Job{}
+	if !d.decodeParts(job, body) {
+		*job = batchv1.Job{}
+		if err := job.Unmarshal(body); err != nil {
+			return "", nil, fmt.Errorf("decoding a watched Job: %w", err)
+		}
 	}
 	return typ, job, nil
 }
+
+// decodeParts decodes b, a Job's bytes, into job as job.Unmarshal does,
+// part by part, with the spec of the known Job of its UID and generation
+// if there is one (see JobWatch), and says whether it did. It does not
+// when b is not the metadata, spec and status, in that order, once each,
+// as the API server writes a Job, or when a part does not decode.
+func (d *jobFrames) decodeParts(job *batchv1.Job, b []byte) bool {
+	if d.known == nil {
+		return false
+	}
+	var parts [3][]byte
+	n := 0
+	if eachField(b, func(num protowire.Number, v, _ []byte) error {
+		if n == len(parts) || int(num) != n+1 || v == nil {
+			return errNotParts
+		}
+		parts[n] = v
+		n++
+		return nil
+	}) != nil || n != len(parts) {
+		return false
+	}
+	if job.ObjectMeta.Unmarshal(parts[0]) != nil || job.Status.Unmarshal(parts[2]) != nil {
+		return false
+	}
+	if known := d.known(job.Namespace, job.Name); known != nil && job.Generation != 0 &&
+		known.UID == job.UID && known.Generation == job.Generation {
+		job.Spec = known.Spec
+		return true
+	}
+	return job.Spec.Unmarshal(parts[1]) == nil
+}
+
+// errNotParts stops decodeParts at a field it does not take apart.
+var errNotParts = errors.New("not a Job's three parts")
 
 // splitWatchEvent reads a metav1.WatchEvent's type (field 1) and its
 // object's bytes (field 2, a RawExtension whose field 1 holds them), and

@@ -23,7 +23,10 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	restclientwatch "k8s.io/client-go/rest/watch"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/kinds"
 )
 
 // watchedJob is a Job as the API server sends it: with managedFields,
@@ -205,7 +208,9 @@ func TestJobFramesRefuse(t *testing.T) {
 
 // TestJobWatchAPIServer watches a real API server's Jobs (envtest): the
 // events name the Jobs written, at the versions written, without
-// managedFields the API server keeps; its errors keep their kind.
+// managedFields the API server keeps; its errors keep their kind. With
+// the events stored as the informer stores them, a label's change takes
+// the stored spec, and a change of the spec does not.
 func TestJobWatchAPIServer(t *testing.T) {
 	cfg := startAPIServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -218,15 +223,17 @@ func TestJobWatchAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open, err := JobWatch(cfg, httpClient)
+	jw, err := NewJobWatch(cfg, httpClient)
 	if err != nil {
 		t.Fatal(err)
 	}
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	jw.KnownFrom(store)
 	var list batchv1.JobList
 	if err := cl.List(ctx, &list); err != nil {
 		t.Fatal(err)
 	}
-	w, err := open(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
+	w, err := jw.Open(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,16 +251,21 @@ func TestJobWatchAPIServer(t *testing.T) {
 		t.Fatal("the API server kept no managedFields; the test needs some")
 	}
 	versions := []string{job.ResourceVersion}
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"tally.dev/state":"finished"}}}`))
-	if err := cl.Patch(ctx, job, patch); err != nil {
-		t.Fatal(err)
+	for _, patch := range []string{`{"metadata":{"labels":{"tally.dev/state":"finished"}}}`, `{"spec":{"parallelism":2}}`} {
+		if err := cl.Patch(ctx, job, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, job.ResourceVersion)
 	}
-	versions = append(versions, job.ResourceVersion)
 	if err := cl.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
-	wantTypes := []watch.EventType{watch.Added, watch.Modified, watch.Deleted}
-	for i := 0; i < len(wantTypes); {
+	want := []struct {
+		typ         watch.EventType
+		parallelism int32
+		knownSpec   bool // the spec is the stored one: its container has no image
+	}{{watch.Added, 4, false}, {watch.Modified, 4, true}, {watch.Modified, 2, false}, {watch.Deleted, 2, true}}
+	for i := 0; i < len(want); {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
@@ -263,8 +275,8 @@ func TestJobWatchAPIServer(t *testing.T) {
 				continue
 			}
 			got, isJob := ev.Object.(*batchv1.Job)
-			if ev.Type != wantTypes[i] || !isJob || got.Name != "a" || got.Namespace != "team-a" {
-				t.Fatalf("event %d: %s %T %v, want %s of Job team-a/a", i, ev.Type, ev.Object, ev.Object, wantTypes[i])
+			if ev.Type != want[i].typ || !isJob || got.Name != "a" || got.Namespace != "team-a" {
+				t.Fatalf("event %d: %s %T %v, want %s of Job team-a/a", i, ev.Type, ev.Object, ev.Object, want[i].typ)
 			}
 			if got.ManagedFields != nil {
 				t.Errorf("event %d: the Job kept its managedFields", i)
@@ -272,36 +284,122 @@ func TestJobWatchAPIServer(t *testing.T) {
 			if i < len(versions) && got.ResourceVersion != versions[i] {
 				t.Errorf("event %d: resourceVersion %s, want %s", i, got.ResourceVersion, versions[i])
 			}
-			if got.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().MilliValue() != 500 {
-				t.Errorf("event %d: the pod template's request was not decoded: %v", i, got.Spec.Template.Spec.Containers[0].Resources)
+			c := got.Spec.Template.Spec.Containers[0]
+			if c.Resources.Requests.Cpu().MilliValue() != 500 || *got.Spec.Parallelism != want[i].parallelism {
+				t.Errorf("event %d: parallelism %d and requests %v, want %d and 500m CPU", i, *got.Spec.Parallelism, c.Resources.Requests, want[i].parallelism)
+			}
+			if known := c.Image == ""; known != want[i].knownSpec {
+				t.Errorf("event %d (generation %d): the stored spec taken: %t, want %t", i, got.Generation, known, want[i].knownSpec)
+			}
+			stripped, _ := kinds.StripJob(got)
+			if err := store.Update(stripped); err != nil {
+				t.Fatal(err)
 			}
 			i++
 		case <-ctx.Done():
-			t.Fatalf("waited for event %d (%s)", i, wantTypes[i])
+			t.Fatalf("waited for event %d (%s)", i, want[i].typ)
 		}
 	}
-	if _, err := open(ctx, metav1.ListOptions{FieldSelector: "spec.no.such.field=1"}); !apierrors.IsBadRequest(err) {
+	if _, err := jw.Open(ctx, metav1.ListOptions{FieldSelector: "spec.no.such.field=1"}); !apierrors.IsBadRequest(err) {
 		t.Errorf("a watch the API server refuses: got %v, want a BadRequest error", err)
 	}
 }
 
+// TestJobFramesKnownSpecs decodes events of Jobs the store holds: the
+// spec is the stored one exactly when the UID and generation are the
+// stored ones, and the informer stores what it would store from
+// client-go's watch either way.
+func TestJobFramesKnownSpecs(t *testing.T) {
+	job := func(uid string, generation int64, rv string, mutate func(*batchv1.Job)) *batchv1.Job {
+		j := watchedJob("a", rv)
+		j.UID, j.Generation = types.UID(uid), generation
+		if mutate != nil {
+			mutate(j)
+		}
+		return j
+	}
+	finished := func(j *batchv1.Job) {
+		j.Labels["tally.dev/state"] = "finished"
+		j.Status = batchv1.JobStatus{Succeeded: 4, Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Message: "done"}}}
+	}
+	two := func(j *batchv1.Job) { j.Spec.Parallelism = new(int32(2)) }
+	events := []struct {
+		job   *batchv1.Job
+		known bool
+	}{
+		{job("u1", 1, "10", nil), false},                                          // not stored yet
+		{job("u1", 1, "11", finished), true},                                      // its status and labels changed
+		{job("u1", 2, "12", func(j *batchv1.Job) { finished(j); two(j) }), false}, // its spec changed
+		{job("u1", 2, "13", func(j *batchv1.Job) { two(j); j.Status.Active = 1 }), true},
+		{job("u2", 2, "14", two), false}, // another Job of that name
+		{job("u2", 0, "15", two), false}, // no generation to go by
+	}
+	var stream []watch.Event
+	for _, ev := range events {
+		stream = append(stream, watch.Event{Type: watch.Modified, Object: ev.job})
+	}
+	b := encodeWatch(t, stream)
+	want := drain(clientGoWatch(b))
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	jw := &JobWatch{}
+	jw.KnownFrom(store)
+	d := &jobFrames{r: io.NopCloser(bytes.NewReader(b)), known: jw.known}
+	for i, ev := range events {
+		_, obj, err := d.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := obj.(*batchv1.Job)
+		var stored *batchv1.Job
+		if item, ok, _ := store.Get(got); ok {
+			stored = item.(*batchv1.Job)
+		}
+		if known := stored != nil && got.Spec.Parallelism == stored.Spec.Parallelism; known != ev.known {
+			t.Errorf("event %d (%s, generation %d): took the stored spec: %t, want %t", i, got.UID, got.Generation, known, ev.known)
+		}
+		gotStripped, _ := kinds.StripJob(got)
+		wantStripped, _ := kinds.StripJob(want[i].Object.(*batchv1.Job))
+		if diff := cmp.Diff(wantStripped, gotStripped); diff != "" {
+			t.Errorf("event %d: the informer stores another Job than from client-go's watch (-client-go +JobWatch):\n%s", i, diff)
+		}
+		if err := store.Update(gotStripped); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkJobWatchDecode decodes a stream of Job events as client-go's
-// watch does and as JobWatch's does; each op is one event.
+// watch does and as JobWatch's does, with the Job not stored and stored
+// at the events' generation; each op is one event.
 func BenchmarkJobWatchDecode(b *testing.B) {
 	events := make([]watch.Event, 1000)
 	for i := range events {
 		events[i] = watch.Event{Type: watch.Modified, Object: watchedJob("a", "10")}
 	}
 	stream := encodeWatch(b, events)
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	stored, _ := kinds.StripJob(watchedJob("a", "9"))
+	if err := store.Add(stored); err != nil {
+		b.Fatal(err)
+	}
+	jw := &JobWatch{}
+	jw.KnownFrom(store)
+	withStore := func(stream []byte) watch.Interface {
+		return watch.NewStreamWatcher(&jobFrames{r: io.NopCloser(bytes.NewReader(stream)), known: jw.known},
+			apierrors.NewClientErrorReporter(500, "GET", "ClientWatchDecoding"))
+	}
 	for _, bc := range []struct {
 		name string
 		open func([]byte) watch.Interface
-	}{{"client-go", clientGoWatch}, {"JobWatch", jobFramesWatch}} {
+	}{{"client-go", clientGoWatch}, {"JobWatch", jobFramesWatch}, {"JobWatch/spec-stored", withStore}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for n := 0; n < b.N; {
 				w := bc.open(stream)
-				for range w.ResultChan() {
+				for ev := range w.ResultChan() {
+					if bc.name == "JobWatch/spec-stored" && ev.Object.(*batchv1.Job).Spec.Template.Spec.Containers[0].Image != "" {
+						b.Fatal("the stored spec was not taken")
+					}
 					if n++; n == b.N {
 						w.Stop()
 						break

@@ -29,13 +29,15 @@ import (
 // would get.
 //
 // jobs, when not nil, opens the watches of the batch/v1 Jobs' informer in
-// place of the cache's own (JobWatch).
-func ResumingInformers(log logr.Logger, jobs WatchFunc) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+// place of the cache's own, and is told that informer's store.
+func ResumingInformers(log logr.Logger, jobs *JobWatch) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+		_, isJob := obj.(*batchv1.Job)
+		viaJobs := false
 		if l, ok := lw.(*toolscache.ListWatch); ok && l.WatchFuncWithContext != nil {
 			open := l.WatchFuncWithContext
-			if _, isJob := obj.(*batchv1.Job); isJob && jobs != nil {
-				open = jobs
+			if viaJobs = isJob && jobs != nil; viaJobs {
+				open = jobs.Open
 			}
 			resumed := *l
 			resumed.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -43,7 +45,11 @@ func ResumingInformers(log logr.Logger, jobs WatchFunc) func(toolscache.ListerWa
 			}
 			lw = &resumed
 		}
-		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+		inf := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+		if viaJobs {
+			jobs.KnownFrom(inf.GetStore())
+		}
+		return inf
 	}
 }
 

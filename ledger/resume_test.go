@@ -161,7 +161,8 @@ func TestResumeWatchStopsWhileWaiting(t *testing.T) {
 }
 
 // TestResumingInformersOpenJobWatches: the Jobs' informer watches through
-// the jobs WatchFunc, and every other informer through its own.
+// the JobWatch, which is told its store, and every other informer through
+// its own.
 func TestResumingInformersOpenJobWatches(t *testing.T) {
 	for _, tc := range []struct {
 		obj     runtime.Object
@@ -184,7 +185,11 @@ func TestResumingInformersOpenJobWatches(t *testing.T) {
 			},
 			WatchFuncWithContext: watchVia("own"),
 		}
-		inf := ResumingInformers(logr.Discard(), watchVia("jobs"))(lw, tc.obj, 0, toolscache.Indexers{})
+		jobs := &JobWatch{open: watchVia("jobs")}
+		inf := ResumingInformers(logr.Discard(), jobs)(lw, tc.obj, 0, toolscache.Indexers{})
+		if told := jobs.store.Load() != nil && *jobs.store.Load() == toolscache.KeyGetter(inf.GetStore()); told != tc.viaJobs {
+			t.Errorf("%T: the JobWatch was told the informer's store: %t, want %t", tc.obj, told, tc.viaJobs)
+		}
 		stop := make(chan struct{})
 		go inf.Run(stop)
 		want := map[bool]string{true: "jobs", false: "own"}[tc.viaJobs]
