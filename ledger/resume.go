@@ -32,12 +32,11 @@ import (
 // place of the cache's own, and is told that informer's store.
 func ResumingInformers(log logr.Logger, jobs *JobWatch) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-		_, isJob := obj.(*batchv1.Job)
 		viaJobs := false
 		if l, ok := lw.(*toolscache.ListWatch); ok && l.WatchFuncWithContext != nil {
 			open := l.WatchFuncWithContext
-			if viaJobs = isJob && jobs != nil; viaJobs {
-				open = jobs.Open
+			if _, isJob := obj.(*batchv1.Job); isJob && jobs != nil {
+				open, viaJobs = jobs.Open, true
 			}
 			resumed := *l
 			resumed.WatchFuncWithContext = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
