@@ -244,60 +244,66 @@ func TestJobWatchAPIServer(t *testing.T) {
 	}
 	job := watchedJob("a", "")
 	job.ManagedFields, job.Status, job.UID, job.CreationTimestamp, job.Generation = nil, batchv1.JobStatus{}, "", metav1.Time{}, 0
-	if err := cl.Create(ctx, job); err != nil {
-		t.Fatal(err)
+	patch := func(p string) func() error {
+		return func() error { return cl.Patch(ctx, job, client.RawPatch(types.MergePatchType, []byte(p))) }
 	}
-	if len(job.ManagedFields) == 0 {
-		t.Fatal("the API server kept no managedFields; the test needs some")
-	}
-	versions := []string{job.ResourceVersion}
-	for _, patch := range []string{`{"metadata":{"labels":{"tally.dev/state":"finished"}}}`, `{"spec":{"parallelism":2}}`} {
-		if err := cl.Patch(ctx, job, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			t.Fatal(err)
-		}
-		versions = append(versions, job.ResourceVersion)
-	}
-	if err := cl.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-		t.Fatal(err)
-	}
-	want := []struct {
+	// Each write waits for the event of the one before it to be stored,
+	// as the informer would have stored it: the watch decodes an event as
+	// soon as it arrives.
+	steps := []struct {
+		write       func() error
 		typ         watch.EventType
 		parallelism int32
 		knownSpec   bool // the spec is the stored one: its container has no image
-	}{{watch.Added, 4, false}, {watch.Modified, 4, true}, {watch.Modified, 2, false}, {watch.Deleted, 2, true}}
-	for i := 0; i < len(want); {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				t.Fatal("the watch closed")
+	}{
+		{func() error { return cl.Create(ctx, job) }, watch.Added, 4, false},
+		{patch(`{"metadata":{"labels":{"tally.dev/state":"finished"}}}`), watch.Modified, 4, true},
+		{patch(`{"spec":{"parallelism":2}}`), watch.Modified, 2, false},
+		{func() error { return cl.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)) }, watch.Deleted, 2, true},
+	}
+	for i, step := range steps {
+		if err := step.write(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 && len(job.ManagedFields) == 0 {
+			t.Fatal("the API server kept no managedFields; the test needs some")
+		}
+		version := job.ResourceVersion // the delete leaves the last one
+		var got *batchv1.Job
+		for got == nil {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatal("the watch closed")
+				}
+				if ev.Type == watch.Bookmark {
+					continue
+				}
+				j, isJob := ev.Object.(*batchv1.Job)
+				if ev.Type != step.typ || !isJob || j.Name != "a" || j.Namespace != "team-a" {
+					t.Fatalf("event %d: %s %T %v, want %s of Job team-a/a", i, ev.Type, ev.Object, ev.Object, step.typ)
+				}
+				got = j
+			case <-ctx.Done():
+				t.Fatalf("waited for event %d (%s)", i, step.typ)
 			}
-			if ev.Type == watch.Bookmark {
-				continue
-			}
-			got, isJob := ev.Object.(*batchv1.Job)
-			if ev.Type != want[i].typ || !isJob || got.Name != "a" || got.Namespace != "team-a" {
-				t.Fatalf("event %d: %s %T %v, want %s of Job team-a/a", i, ev.Type, ev.Object, ev.Object, want[i].typ)
-			}
-			if got.ManagedFields != nil {
-				t.Errorf("event %d: the Job kept its managedFields", i)
-			}
-			if i < len(versions) && got.ResourceVersion != versions[i] {
-				t.Errorf("event %d: resourceVersion %s, want %s", i, got.ResourceVersion, versions[i])
-			}
-			c := got.Spec.Template.Spec.Containers[0]
-			if c.Resources.Requests.Cpu().MilliValue() != 500 || *got.Spec.Parallelism != want[i].parallelism {
-				t.Errorf("event %d: parallelism %d and requests %v, want %d and 500m CPU", i, *got.Spec.Parallelism, c.Resources.Requests, want[i].parallelism)
-			}
-			if known := c.Image == ""; known != want[i].knownSpec {
-				t.Errorf("event %d (generation %d): the stored spec taken: %t, want %t", i, got.Generation, known, want[i].knownSpec)
-			}
-			stripped, _ := kinds.StripJob(got)
-			if err := store.Update(stripped); err != nil {
-				t.Fatal(err)
-			}
-			i++
-		case <-ctx.Done():
-			t.Fatalf("waited for event %d (%s)", i, want[i].typ)
+		}
+		if got.ManagedFields != nil {
+			t.Errorf("event %d: the Job kept its managedFields", i)
+		}
+		if step.typ != watch.Deleted && got.ResourceVersion != version {
+			t.Errorf("event %d: resourceVersion %s, want %s", i, got.ResourceVersion, version)
+		}
+		c := got.Spec.Template.Spec.Containers[0]
+		if c.Resources.Requests.Cpu().MilliValue() != 500 || *got.Spec.Parallelism != step.parallelism {
+			t.Errorf("event %d: parallelism %d and requests %v, want %d and 500m CPU", i, *got.Spec.Parallelism, c.Resources.Requests, step.parallelism)
+		}
+		if known := c.Image == ""; known != step.knownSpec {
+			t.Errorf("event %d (generation %d): the stored spec taken: %t, want %t", i, got.Generation, known, step.knownSpec)
+		}
+		stripped, _ := kinds.StripJob(got)
+		if err := store.Update(stripped); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if _, err := jw.Open(ctx, metav1.ListOptions{FieldSelector: "spec.no.such.field=1"}); !apierrors.IsBadRequest(err) {
