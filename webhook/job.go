@@ -185,10 +185,11 @@ func kindOf(ks *kinds.Registry, req admission.Request) (kinds.Kind, *admission.R
 }
 
 // namespace reads a Namespace from the cache, and from the API server when
-// the cache does not hold it.
+// the cache does not hold it. The cache's copy is not copied again: its
+// labels and annotations are the cache's, which the caller only reads.
 func (m *JobMutator) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
-	err := m.Namespaces.Get(ctx, client.ObjectKey{Name: name}, ns)
+	err := m.Namespaces.Get(ctx, client.ObjectKey{Name: name}, ns, client.UnsafeDisableDeepCopy)
 	if err == nil || m.APIReader == nil {
 		return ns, err
 	}
