@@ -138,6 +138,9 @@ type cursor struct {
 	list    []*Workload
 	i       int
 	blocker *Workload // StrictFIFO: the head everything else waits behind
+	// blockedV is the verdict of everything behind blocker, made once:
+	// the walk gives it to each of them.
+	blockedV *Verdict
 	// failed remembers the smallest plain request that had to wait this
 	// pass: usage only grows within a pass, so any plain request at
 	// least as large must wait too, for the same reason.
@@ -264,13 +267,23 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	if c.blocker != nil {
-		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), c.cq.Name), true
+		return c.behindBlocker(), true
 	}
 	plain := w.plain()
 	if plain && c.failed != nil && covers(w, c.failed) {
 		return c.failedV, true
 	}
 	return Verdict{}, false
+}
+
+// behindBlocker is the verdict of a Workload waiting behind c's
+// StrictFIFO blocker, which is set once a pass and never changes.
+func (c *cursor) behindBlocker() Verdict {
+	if c.blockedV == nil {
+		v := waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), c.cq.Name)
+		c.blockedV = &v
+	}
+	return *c.blockedV
 }
 
 // cursors makes the heap of the group's queues with pending Workloads.
@@ -420,7 +433,7 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 		return st.Held(), Assignment{}, nil
 	}
 	if c.blocker != nil {
-		return waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), cq.Name), Assignment{}, nil
+		return c.behindBlocker(), Assignment{}, nil
 	}
 	if p := s.Yield[w]; p != nil {
 		if cq.Strategy == StrictFIFO {

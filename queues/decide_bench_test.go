@@ -11,34 +11,47 @@ import (
 
 // BenchmarkDecideFull is one admission pass over 100,000 pending Workloads
 // spread across 1,000 ClusterQueues in 10 cohorts, with every queue full,
-// so every Workload is examined and none admitted: the worst case.
+// so every Workload is examined and none admitted: the worst case. In
+// StrictFIFO queues everything waits behind each queue's head.
 func BenchmarkDecideFull(b *testing.B) {
 	const queues, perQueue = 1000, 100
-	var cqs []*ClusterQueue
-	for i := range queues {
-		cqs = append(cqs, makeCQ(fmt.Sprintf("cq-%04d", i)).Cohort(fmt.Sprintf("cohort-%d", i%10)).Group(cpu, mem).
-			Flavor("on-demand", "cpu=10", "memory=10Gi").Obj())
-	}
-	cfg := makeConfig([]*flavors.Flavor{flavor("on-demand", "tier", "on-demand")}, cqs...)
-	var ws []*Workload
-	usage := map[string]Usage{}
-	for i, cq := range cqs {
-		usage[cq.Name] = Usage{{"on-demand", cpu}: 10000, {"on-demand", mem}: 10 << 30}
-		for j := range perQueue {
-			ws = append(ws, makeWL(fmt.Sprintf("w-%d-%d", i, j), cq.Name, j).Req(cpu, "1").Req(mem, "1Gi").Obj())
+	for _, strict := range []bool{false, true} {
+		name := "BestEffortFIFO"
+		if strict {
+			name = "StrictFIFO"
 		}
-	}
-	pending := seqs(ws...)
-	ns := map[string]labels.Set{"ns": {}}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		u := CloneUsages(usage)
-		waits := 0
-		Decide(NewSnapshot(cfg, u, ns), pending, func(*Workload, Verdict, int) { waits++ })
-		if waits != queues*perQueue {
-			b.Fatalf("examined %d", waits)
-		}
+		b.Run(name, func(b *testing.B) {
+			var cqs []*ClusterQueue
+			for i := range queues {
+				cq := makeCQ(fmt.Sprintf("cq-%04d", i)).Cohort(fmt.Sprintf("cohort-%d", i%10)).Group(cpu, mem).
+					Flavor("on-demand", "cpu=10", "memory=10Gi")
+				if strict {
+					cq.Strict()
+				}
+				cqs = append(cqs, cq.Obj())
+			}
+			cfg := makeConfig([]*flavors.Flavor{flavor("on-demand", "tier", "on-demand")}, cqs...)
+			var ws []*Workload
+			usage := map[string]Usage{}
+			for i, cq := range cqs {
+				usage[cq.Name] = Usage{{"on-demand", cpu}: 10000, {"on-demand", mem}: 10 << 30}
+				for j := range perQueue {
+					ws = append(ws, makeWL(fmt.Sprintf("w-%d-%d", i, j), cq.Name, j).Req(cpu, "1").Req(mem, "1Gi").Obj())
+				}
+			}
+			pending := seqs(ws...)
+			ns := map[string]labels.Set{"ns": {}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				u := CloneUsages(usage)
+				waits := 0
+				Decide(NewSnapshot(cfg, u, ns), pending, func(*Workload, Verdict, int) { waits++ })
+				if waits != queues*perQueue {
+					b.Fatalf("examined %d", waits)
+				}
+			}
+		})
 	}
 }
 

@@ -646,3 +646,39 @@ func TestDecideBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestStrictFIFOMessage checks the message of the Workloads behind a
+// StrictFIFO queue's head, on both ways a pass reaches them: the walk
+// behind the head, and a try after a Workload the pass took already
+// (here one whose quota was reserved) breaks the walk.
+func TestStrictFIFOMessage(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("on-demand", "tier", "on-demand")}
+	strict := makeCQ("a").Strict().Group(cpu).Flavor("on-demand", "cpu=10").Obj()
+	big := makeWL("big", "a", 1).Req(cpu, "8").Obj()
+	next := makeWL("next", "a", 2).Req(cpu, "2").Obj()
+	reserved := makeWL("reserved", "a", 3).Req(cpu, "2").Obj()
+	last := makeWL("last", "a", 4).Req(cpu, "2").Obj()
+	snap := NewSnapshot(makeConfig(fls, strict), usageOf("a:on-demand:cpu=4"), map[string]labels.Set{"ns": {}})
+	snap.Reserved = []*Workload{reserved}
+	got := map[string]string{}
+	d := Decide(snap, seqs(big, next, reserved, last), func(w *Workload, v Verdict, _ int) {
+		switch {
+		case v.Code == "strict-fifo":
+			got[w.Name] = v.Code + ": " + v.Message()
+		case v.Kind == Wait:
+			got[w.Name] = v.Code
+		}
+	})
+	if diff := cmp.Diff([]string{"reserved@on-demand"}, admittedNames(d.Admissions)); diff != "" {
+		t.Errorf("admitted (-want +got):\n%s", diff)
+	}
+	behind := "strict-fifo: Waiting behind " + big.Key() + ", the head of StrictFIFO ClusterQueue a"
+	want := map[string]string{
+		"big":  "quota/on-demand/cpu",
+		"next": behind,
+		"last": behind,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("waits (-want +got):\n%s", diff)
+	}
+}
