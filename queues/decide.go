@@ -135,12 +135,11 @@ func (s *Snapshot) groups(pending map[string][]*Workload) [][]string {
 
 // cursor walks one queue's pending list during a pass.
 type cursor struct {
-	list    []*Workload
-	i       int
-	blocker *Workload // StrictFIFO: the head everything else waits behind
-	// blockedV is the verdict of everything behind blocker, made once:
-	// the walk gives it to each of them.
-	blockedV *Verdict
+	list []*Workload
+	i    int
+	// blocked is, in a StrictFIFO queue whose head waits, the verdict of
+	// everything behind that head: made once, given to each of them.
+	blocked *Verdict
 	// failed remembers the smallest plain request that had to wait this
 	// pass: usage only grows within a pass, so any plain request at
 	// least as large must wait too, for the same reason.
@@ -266,8 +265,8 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 	if c.cq == nil || w.Queue != c.cq.Name || c.lastNSKnown && c.lastNS != w.Namespace {
 		return Verdict{}, false
 	}
-	if c.blocker != nil {
-		return c.behindBlocker(), true
+	if c.blocked != nil {
+		return *c.blocked, true
 	}
 	plain := w.plain()
 	if plain && c.failed != nil && covers(w, c.failed) {
@@ -276,14 +275,11 @@ func (c *cursor) waitsToo(w *Workload) (Verdict, bool) {
 	return Verdict{}, false
 }
 
-// behindBlocker is the verdict of a Workload waiting behind c's
-// StrictFIFO blocker, which is set once a pass and never changes.
-func (c *cursor) behindBlocker() Verdict {
-	if c.blockedV == nil {
-		v := waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", c.blocker.Key(), c.cq.Name)
-		c.blockedV = &v
-	}
-	return *c.blockedV
+// blockBehind makes head, which waits, block the rest of c's StrictFIFO
+// queue for the pass: try returns before it can be called again.
+func (c *cursor) blockBehind(head *Workload) {
+	v := waitf("strict-fifo", "Waiting behind %s, the head of StrictFIFO ClusterQueue %s", head.Key(), c.cq.Name)
+	c.blocked = &v
 }
 
 // cursors makes the heap of the group's queues with pending Workloads.
@@ -432,12 +428,12 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 	if st := s.Config.StopOf(w); st.Stopped() {
 		return st.Held(), Assignment{}, nil
 	}
-	if c.blocker != nil {
-		return c.behindBlocker(), Assignment{}, nil
+	if c.blocked != nil {
+		return *c.blocked, Assignment{}, nil
 	}
 	if p := s.Yield[w]; p != nil {
 		if cq.Strategy == StrictFIFO {
-			c.blocker = w
+			c.blockBehind(w)
 		}
 		return waitf("yield", "Waiting for %s, which preempted this %s, to be admitted first", p.Key(), w.KindName()), Assignment{}, nil
 	}
@@ -458,7 +454,7 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 	}
 	if v.Kind == Wait {
 		if cq.Strategy == StrictFIFO {
-			c.blocker = w
+			c.blockBehind(w)
 		}
 		if plain && (c.failed == nil || covers(c.failed, w)) {
 			c.failed, c.failedV = w, v
