@@ -157,6 +157,8 @@ func (l *Ledger) decide() []write {
 			}
 		}
 	}
+	runs := l.runsLocked(lists)
+	snap.Tails, snap.Settled = l.scratch.tails, l.settledLocked(runs, lists)
 	snap.Admitted = l.admittedLocked(scope)
 	for e := range l.reserved {
 		if e.InTree {
@@ -172,6 +174,9 @@ func (l *Ledger) decide() []write {
 	var never []*entry
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict, pos int) {
 		e := w.Tag.(*entry)
+		if t := runs[w.Queue]; t != nil {
+			t.observe(pos, v.Kind == queues.Wait, v.Code)
+		}
 		if v.Kind == queues.Fits && !e.queued && l.opts.Events == EventsMinimal {
 			// Admitted in the pass that first sees it: Admitted says it all.
 			return
@@ -200,6 +205,7 @@ func (l *Ledger) decide() []write {
 		}
 		l.event(w, corev1.EventTypeNormal, ReasonPending, "%s", v.Message())
 	})
+	l.settleLocked(runs, lists)
 	for _, e := range never {
 		l.step(e, machine.Reject)
 	}

@@ -75,7 +75,8 @@
 //     A pass decides, and reads, only the cohorts (and lone queues) with
 //     a changed queue, on pending lists rebuilt only where a tree changed
 //     (dirty.go); a config, priority, namespace-label change or a recount
-//     has it decide every queue.
+//     has it decide every queue. Nor does it walk the end of a list that
+//     waited in the pass before, for the same reason (settled.go).
 //   - A pass decides no more writes than it can send at once: the free
 //     write slots (Options.Workers) and the free tokens of the one client
 //     budget all the ledger's writes share (budget.go). What it did not

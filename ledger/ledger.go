@@ -172,6 +172,10 @@ type Ledger struct {
 	// tree changed since (dirty.go).
 	lists map[string][]*queues.Workload
 	stale map[string]struct{}
+	// tails describe the lists' ends (queues.NewTail), made with them;
+	// settled holds the ends whose waiting a pass has seen (settled.go).
+	tails   map[string]*queues.Tail
+	settled map[string]settledTail
 	// scratch is what a pass builds, kept for the next pass to build in.
 	scratch passScratch
 	// dirty holds the queues whose pass inputs changed since the last
@@ -288,6 +292,8 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		echoes:          map[types.UID]awaitedVersion{},
 		lists:           map[string][]*queues.Workload{},
 		stale:           map[string]struct{}{},
+		tails:           map[string]*queues.Tail{},
+		settled:         map[string]settledTail{},
 		dirty:           map[string]struct{}{},
 		allDirty:        true,
 		ctx:             context.Background(),

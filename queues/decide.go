@@ -45,7 +45,8 @@ func (d *Decision) full(s *Snapshot) bool {
 // queues too. A Workload that fits is admitted and its quota charged to s
 // before the next one is tried. observe is called once for every Workload
 // examined, with its Verdict (Fits for those admitted) and its 1-based
-// position in its queue's list. A
+// position in its queue's list, except the settled ends of lists that
+// s.Settled lets a pass pass over (see Snapshot.Tails). A
 // StrictFIFO queue stops at its first Workload that must wait; a
 // BestEffortFIFO queue goes on to the ones behind it.
 //
@@ -183,11 +184,15 @@ func (h *heads) Pop() any {
 
 func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, reserved map[string][]*Workload, observe Observer, d *Decision) {
 	taken := map[*Workload]bool{}
+	// lastTaken is, by queue, the position of its last Workload taken
+	// before the second walk: a settled end is passed over only behind it.
+	lastTaken := map[string]int{}
 	admit := func(cq *ClusterQueue, w *Workload, a Assignment, pos int) {
 		s.Charge(cq.Name, a.Usage, +1)
 		d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
 		d.spend(s, 1)
 		taken[w] = true
+		lastTaken[cq.Name] = max(lastTaken[cq.Name], pos)
 		observe(w, Verdict{Kind: Fits}, pos)
 	}
 	for _, name := range group {
@@ -196,6 +201,9 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 			if d.full(s) {
 				return
 			}
+			// Its place in the list is not known: nothing of this
+			// queue is passed over.
+			lastTaken[name] = len(pending[name])
 			// Even a Workload of higher priority that arrived in its own
 			// queue meanwhile comes after it: the room is the one this
 			// Workload preempted for, and were it taken, this Workload
@@ -220,6 +228,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 	}
 	if cq := s.Config.ClusterQueues[group[0]]; cq != nil && cq.Cohort != "" {
 		s.admitWithinNominal(group, pending, taken, func() bool { return d.full(s) }, admit, func(cq *ClusterQueue, w *Workload, a Assignment, victims []Victim, pos int) {
+			lastTaken[cq.Name] = max(lastTaken[cq.Name], pos)
 			observe(w, preempt(cq, w, a, victims), pos)
 		})
 	}
@@ -244,7 +253,13 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 		// What waits behind a Workload that had to wait, for a reason
 		// that holds for it too, is decided here without the merge:
 		// usage only grows within a pass, so the order among waiting
-		// Workloads changes nothing.
+		// Workloads changes nothing. Where all of it does, and an earlier
+		// pass saw it wait for that reason, it is passed over.
+		if s.Settled != nil && c.cq != nil && lastTaken[c.cq.Name] <= c.i+1 {
+			if rv, ok := c.restWaits(s.Tails[c.cq.Name], c.i+1); ok && s.Settled(c.cq.Name, c.i+1, rv.Code) {
+				c.i = len(c.list) - 1
+			}
+		}
 		for c.i+1 < len(c.list) {
 			next := c.list[c.i+1]
 			wv, ok := c.waitsToo(next)
@@ -365,6 +380,11 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 		}
 		plain := w.plain()
 		if plain && c.failed != nil && covers(w, c.failed) {
+			if _, all := c.restWaits(s.Tails[cq.Name], c.i); all {
+				// So is everything behind it: the walk would only pass.
+				heap.Pop(h)
+				continue
+			}
 			h.advance()
 			continue
 		}
