@@ -158,7 +158,7 @@ func (l *Ledger) decide() []write {
 		}
 	}
 	runs := l.runsLocked(lists)
-	snap.Tails, snap.Settled = l.scratch.tails, l.settledLocked(runs, lists)
+	snap.Tails, snap.Settled = l.tails, l.settledLocked(runs, lists)
 	snap.Admitted = l.admittedLocked(scope)
 	for e := range l.reserved {
 		if e.InTree {

@@ -117,9 +117,11 @@ func (l *Ledger) namespaceLabelsLocked() map[string]labels.Set {
 }
 
 // listsLocked returns the pending lists of the queues the pass decides
-// (scope, see passScopeLocked), in admission order, and leaves their
-// Tails in the scratch's tails. A list, and its Tail, is rebuilt from its
-// tree only when the tree changed since: the others are last pass's.
+// (scope, see passScopeLocked), in admission order. A list is rebuilt from
+// its tree only when the tree changed since: the others are last pass's.
+// A list's Tail is made once a pass has settled its end (settled.go), and
+// kept until the list is rebuilt: a list that changes every pass would
+// pay for one and never use it.
 func (l *Ledger) listsLocked(scope map[string]struct{}) map[string][]*queues.Workload {
 	lists := l.scratch.lists
 	if lists == nil {
@@ -127,12 +129,6 @@ func (l *Ledger) listsLocked(scope map[string]struct{}) map[string][]*queues.Wor
 		l.scratch.lists = lists
 	}
 	clear(lists)
-	tails := l.scratch.tails
-	if tails == nil {
-		tails = map[string]*queues.Tail{}
-		l.scratch.tails = tails
-	}
-	clear(tails)
 	inScope(l.pending, scope, func(q string, t *btree.BTreeG[*entry]) {
 		list, built := l.lists[q]
 		if _, stale := l.stale[q]; stale || !built {
@@ -140,12 +136,14 @@ func (l *Ledger) listsLocked(scope map[string]struct{}) map[string][]*queues.Wor
 			list = list[:0]
 			t.Ascend(func(e *entry) bool { list = append(list, e.W); return true })
 			l.lists[q] = list
-			l.tails[q] = queues.NewTail(list)
+			delete(l.tails, q)
 			delete(l.settled, q)
 			delete(l.stale, q)
 		}
 		lists[q] = list
-		tails[q] = l.tails[q]
+		if _, ok := l.settled[q]; ok && l.tails[q] == nil {
+			l.tails[q] = queues.NewTail(list)
+		}
 	})
 	return lists
 }
@@ -157,7 +155,6 @@ func (l *Ledger) listsLocked(scope map[string]struct{}) map[string][]*queues.Wor
 type passScratch struct {
 	usage      map[string]queues.Usage
 	lists      map[string][]*queues.Workload
-	tails      map[string]*queues.Tail
 	runs       map[string]*tailRun
 	admitted   map[string][]*queues.Admitted
 	candidates map[string][]*queues.Admitted

@@ -172,8 +172,8 @@ type Ledger struct {
 	// tree changed since (dirty.go).
 	lists map[string][]*queues.Workload
 	stale map[string]struct{}
-	// tails describe the lists' ends (queues.NewTail), made with them;
-	// settled holds the ends whose waiting a pass has seen (settled.go).
+	// settled holds the lists' ends whose waiting a pass has seen, and
+	// tails describe those lists' ends (queues.NewTail; settled.go).
 	tails   map[string]*queues.Tail
 	settled map[string]settledTail
 	// scratch is what a pass builds, kept for the next pass to build in.

@@ -104,15 +104,15 @@ type Snapshot struct {
 	// that what arrives meanwhile, of higher priority, is not decided
 	// behind a backlog of writes. Rotate picks the group it starts at.
 	Budget, Rotate int
-	// Tails describes, by queue, the end of each pending list Decide is
+	// Tails describes, by queue, the end of pending lists Decide is
 	// given (NewTail of that very list), so that a pass need not walk
 	// what waits behind a waiting Workload: a cohort's first walk drops
 	// a queue whose rest could not fit either, and with Settled the
 	// second walk passes over such a rest without observing it.
 	// Settled reports whether every Workload of queue's list from index
 	// from on was observed by an earlier pass with a verdict of code, so
-	// that observing them again would change nothing. With neither,
-	// every Workload is examined.
+	// that observing them again would change nothing. A queue without a
+	// Tail, or a nil Settled, has every Workload examined.
 	Tails   map[string]*Tail
 	Settled func(queue string, from int, code string) bool
 
