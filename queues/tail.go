@@ -8,7 +8,8 @@ import "tally.dev/tally/flavors"
 // whose Workloads share a queue and a namespace, the longest whose
 // Workloads are also plain and ask for the same resources, and for each
 // position of the latter the least of each resource asked for from
-// there to the end. NewTail makes it in one walk, when the list is made.
+// there to the end. NewTail makes it in one walk of the list; a caller
+// keeps it for as long as the list does not change.
 type Tail struct {
 	n           int
 	first, last *Workload
