@@ -486,11 +486,11 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 // covers reports whether a requests at least what b requests of every
 // resource, and no other resources.
 func covers(a, b *Workload) bool {
-	if len(a.vec) != len(b.vec) {
+	if !sameResources(a, b) {
 		return false
 	}
 	for i := range a.vec {
-		if a.vec[i].name != b.vec[i].name || a.vec[i].amount < b.vec[i].amount {
+		if a.vec[i].amount < b.vec[i].amount {
 			return false
 		}
 	}
