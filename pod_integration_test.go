@@ -451,15 +451,10 @@ func TestIntegrationPodGateStaleCache(t *testing.T) {
 		if !resp.Allowed {
 			t.Fatalf("pod %s: denied: %v", name, resp.Result)
 		}
-		for _, op := range resp.Patches {
-			if op.Path == "/spec/schedulingGates" {
-				return false, resp
-			}
-		}
-		return true, resp
+		return !patches(t, resp, "/spec/schedulingGates"), resp
 	}
 	if ok, resp := ran("one-a"); !ok {
-		t.Fatalf("the first pod of admitted Job one is held: %v", resp.Patches)
+		t.Fatalf("the first pod of admitted Job one is held: %s", resp.Patch)
 	}
 	// The pod the gate let through is made (through tally's own gate).
 	if err := k8s.Create(ctx, newPod(ns, "one-a", "100m", job, "Job")); err != nil {
@@ -467,7 +462,7 @@ func TestIntegrationPodGateStaleCache(t *testing.T) {
 	}
 	ok, resp := ran("one-b")
 	if ok {
-		t.Errorf("a second pod of Job one (admitted with 1) runs as the Job's while the cache has not seen the first: %v", resp.Patches)
+		t.Errorf("a second pod of Job one (admitted with 1) runs as the Job's while the cache has not seen the first: %s", resp.Patch)
 	}
 	want := "tally: Job podstale/one already runs as many pods as it was admitted with; this pod waits behind the scheduling gate tally.dev/admission until one of them ends"
 	if !slices.Contains(resp.Warnings, want) {
@@ -581,12 +576,8 @@ func BenchmarkPodGate(b *testing.B) {
 				if !resp.Allowed {
 					b.Fatal(resp.Result.Message)
 				}
-				patched := false
-				for _, op := range resp.Patches {
-					patched = patched || op.Path == "/spec/schedulingGates"
-				}
-				if patched != tc.gated {
-					b.Fatalf("gated %v, want %v: %v", patched, tc.gated, resp.Patches)
+				if patched := patches(b, resp, "/spec/schedulingGates"); patched != tc.gated {
+					b.Fatalf("gated %v, want %v: %s", patched, tc.gated, resp.Patch)
 				}
 			}
 			slices.Sort(lat)
@@ -618,4 +609,17 @@ func TestIntegrationNeverFitsWithDefaults(t *testing.T) {
 		}
 		return j.Labels[queues.LabelState] == string(queues.StateInadmissible), "a Job that gets 5 CPUs by default is labelled " + j.Labels[queues.LabelState]
 	})
+}
+
+// patches says whether resp's JSON patch has an op at path.
+func patches(t testing.TB, resp admission.Response, path string) bool {
+	t.Helper()
+	if len(resp.Patch) == 0 {
+		return false
+	}
+	var ops []struct{ Path string }
+	if err := json.Unmarshal(resp.Patch, &ops); err != nil {
+		t.Fatalf("the response's patch %q: %v", resp.Patch, err)
+	}
+	return slices.ContainsFunc(ops, func(op struct{ Path string }) bool { return op.Path == path })
 }

@@ -2,11 +2,10 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
-
-	"gomodules.xyz/jsonpatch/v2"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -163,8 +162,8 @@ func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before kinds.
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	resp := admission.Allowed("")
-	if resp.Patches = jsonPatch(o.CreationPatch(before)); len(resp.Patches) > 0 {
-		resp.PatchType = ptr.To(admissionv1.PatchTypeJSONPatch)
+	if err := withPatch(&resp, o.CreationPatch(before)); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	resp.Warnings = warnings
 	return resp
@@ -349,13 +348,38 @@ func MutateIn(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[st
 	return nil, nil
 }
 
-// jsonPatch is ops as the admission response's patch.
-func jsonPatch(ops []kinds.JSONPatchOp) []jsonpatch.Operation {
-	out := make([]jsonpatch.Operation, len(ops))
-	for i, op := range ops {
-		out[i] = jsonpatch.NewOperation(op.Op, op.Path, op.Value)
+// withPatch sets ops, unless there are none, as resp's JSON patch,
+// encoded here rather than left in resp.Patches for Response.Complete:
+// that goes through each operation's MarshalJSON and compacts what it
+// returns, which cost the Job webhook about a sixth of its time. As
+// there, an add or replace always carries its value, null included.
+func withPatch(resp *admission.Response, ops []kinds.JSONPatchOp) error {
+	if len(ops) == 0 {
+		return nil
 	}
-	return out
+	type valued struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	type bare struct {
+		Op   string `json:"op"`
+		Path string `json:"path"`
+	}
+	out := make([]any, len(ops))
+	for i, op := range ops {
+		if op.Value != nil || op.Op == "add" || op.Op == "replace" {
+			out[i] = valued(op)
+		} else {
+			out[i] = bare{op.Op, op.Path}
+		}
+	}
+	patch, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("tally: encoding the patch: %w", err)
+	}
+	resp.Patch, resp.PatchType = patch, ptr.To(admissionv1.PatchTypeJSONPatch)
+	return nil
 }
 
 // setRequired replaces the pod spec's required node affinity.

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/queues"
 	"tally.dev/tally/queues/queuestest"
@@ -164,10 +165,9 @@ func apply(t testing.TB, m *JobMutator, job *batchv1.Job) (*batchv1.Job, admissi
 		return nil, resp
 	}
 	raw, _ := json.Marshal(job)
-	if len(resp.Patches) > 0 {
-		patch, _ := json.Marshal(resp.Patches)
+	if len(resp.Patch) > 0 {
 		var err error
-		raw, err = applyJSONPatch(raw, patch)
+		raw, err = applyJSONPatch(raw, resp.Patch)
 		if err != nil {
 			t.Fatalf("applying patch: %v", err)
 		}
@@ -229,16 +229,15 @@ func TestJobPatchTouchesOnlyItsFields(t *testing.T) {
 		t.Fatalf("response %+v, want an allowed JSON patch", resp.AdmissionResponse)
 	}
 	var paths []string
-	for _, op := range resp.Patches {
-		paths = append(paths, op.Operation+" "+op.Path)
+	for _, op := range patchOps(t, resp) {
+		paths = append(paths, op.Op+" "+op.Path)
 	}
 	want := []string{"add /metadata/labels", "add /metadata/annotations", "add /spec/suspend",
 		"add /spec/template/spec/affinity", "add /spec/template/spec/tolerations"}
 	if diff := cmp.Diff(want, paths); diff != "" {
 		t.Errorf("patch operations (-want +got):\n%s", diff)
 	}
-	patch, _ := json.Marshal(resp.Patches)
-	raw, err := applyJSONPatch(req.Object.Raw, patch)
+	raw, err := applyJSONPatch(req.Object.Raw, resp.Patch)
 	if err != nil {
 		t.Fatalf("applying patch: %v", err)
 	}
@@ -377,8 +376,8 @@ func TestJobMutationCases(t *testing.T) {
 				}
 				return
 			}
-			if tc.mutated != (len(resp.Patches) > 0) {
-				t.Fatalf("mutated = %v, want %v", len(resp.Patches) > 0, tc.mutated)
+			if tc.mutated != (len(resp.Patch) > 0) {
+				t.Fatalf("mutated = %v, want %v", len(resp.Patch) > 0, tc.mutated)
 			}
 			w := strings.Join(resp.Warnings, "\n")
 			if (tc.warning == "") != (w == "") || !strings.Contains(w, tc.warning) {
@@ -490,6 +489,41 @@ func TestDefaultWorkloadPriorityClass(t *testing.T) {
 		}
 		if got.Labels[queues.LabelKueuePriorityClass] != tc.kueue || got.Labels[queues.LabelPriorityClass] != tc.my {
 			t.Errorf("%s: labels %v, want %s=%q and %s=%q", tc.name, got.Labels, queues.LabelKueuePriorityClass, tc.kueue, queues.LabelPriorityClass, tc.my)
+		}
+	}
+}
+
+// patchOps is resp's JSON patch, decoded.
+func patchOps(t testing.TB, resp admission.Response) []kinds.JSONPatchOp {
+	t.Helper()
+	var ops []kinds.JSONPatchOp
+	if err := json.Unmarshal(resp.Patch, &ops); err != nil {
+		t.Fatalf("the response's patch %q: %v", resp.Patch, err)
+	}
+	return ops
+}
+
+// TestWithPatch: the response's patch is the ops as RFC 6902 has them: an
+// add or replace carries its value, null included, a remove none; no ops
+// leave the response without a patch.
+func TestWithPatch(t *testing.T) {
+	for _, tc := range []struct {
+		ops  []kinds.JSONPatchOp
+		want string
+	}{
+		{nil, ""},
+		{[]kinds.JSONPatchOp{{Op: "add", Path: "/spec/suspend", Value: true}}, `[{"op":"add","path":"/spec/suspend","value":true}]`},
+		{[]kinds.JSONPatchOp{{Op: "add", Path: "/a"}, {Op: "replace", Path: "/b"}}, `[{"op":"add","path":"/a","value":null},{"op":"replace","path":"/b","value":null}]`},
+		{[]kinds.JSONPatchOp{{Op: "remove", Path: "/metadata/labels/a~1b"}}, `[{"op":"remove","path":"/metadata/labels/a~1b"}]`},
+		{[]kinds.JSONPatchOp{{Op: "add", Path: "/metadata/labels", Value: map[string]string{"q": "<&>"}}},
+			`[{"op":"add","path":"/metadata/labels","value":{"q":"\u003c\u0026\u003e"}}]`},
+	} {
+		resp := admission.Allowed("")
+		if err := withPatch(&resp, tc.ops); err != nil {
+			t.Fatal(err)
+		}
+		if string(resp.Patch) != tc.want || (tc.want == "") != (resp.PatchType == nil) {
+			t.Errorf("ops %+v: patch %s (type %v), want %s", tc.ops, resp.Patch, resp.PatchType, tc.want)
 		}
 	}
 }

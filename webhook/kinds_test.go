@@ -31,17 +31,16 @@ func mutateRaw(t *testing.T, k kinds.Kind, raw string) (*kinds.Object, admission
 	if !resp.Allowed {
 		return nil, resp
 	}
-	patch, _ := json.Marshal(resp.Patches)
-	out, err := applyJSONPatch([]byte(raw), patch)
+	out, err := applyJSONPatch([]byte(raw), resp.Patch)
 	if err != nil {
-		t.Fatalf("applying the patch %s: %v", patch, err)
+		t.Fatalf("applying the patch %s: %v", resp.Patch, err)
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(out); err != nil {
 		t.Fatal(err)
 	}
 	if _, set, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "affinity"); set {
-		t.Errorf("the patch wrote spec.affinity on the %s itself: %s", gvk.Kind, patch)
+		t.Errorf("the patch wrote spec.affinity on the %s itself: %s", gvk.Kind, resp.Patch)
 	}
 	o, err := k.Read(u)
 	if err != nil {
@@ -118,8 +117,8 @@ func benchWebhook(b *testing.B, ks *kinds.Registry, req admission.Request) {
 		start := time.Now()
 		resp := m.Handle(context.Background(), req)
 		lat = append(lat, time.Since(start))
-		if !resp.Allowed || len(resp.Patches) == 0 {
-			b.Fatalf("allowed %v, %d patches: %v", resp.Allowed, len(resp.Patches), resp.Result)
+		if !resp.Allowed || len(resp.Patch) == 0 {
+			b.Fatalf("allowed %v, patch %s: %v", resp.Allowed, resp.Patch, resp.Result)
 		}
 	}
 	slices.Sort(lat)

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -227,10 +226,9 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 // that the ledger counts it) and held by tally's scheduling gate when
 // gate says, without it otherwise.
 func podPatch(pod *corev1.Pod, root *kinds.Object, gate bool, reason string) admission.Response {
-	ops := jsonPatch(kinds.PartPatch(pod, root.Meta.UID, gate))
 	resp := admission.Allowed(reason)
-	if len(ops) > 0 {
-		resp.Patches, resp.PatchType = ops, ptr.To(admissionv1.PatchTypeJSONPatch)
+	if err := withPatch(&resp, kinds.PartPatch(pod, root.Meta.UID, gate)); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return resp
 }

@@ -98,8 +98,8 @@ func TestPyTorchJobMutation(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := newMutator(t, testConfig(t))
-			if resp := m.Handle(context.Background(), pyTorchJobRequest(admissionv1.Create, string(again), "")); len(resp.Patches) != 0 {
-				t.Errorf("second mutation patched %v", resp.Patches)
+			if resp := m.Handle(context.Background(), pyTorchJobRequest(admissionv1.Create, string(again), "")); len(resp.Patch) != 0 {
+				t.Errorf("second mutation patched %s", resp.Patch)
 			}
 		})
 	}
