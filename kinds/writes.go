@@ -1,7 +1,6 @@
 package kinds
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -108,7 +107,7 @@ func (templateWrites) evict(t *Target, annotations map[string]any) (Eviction, er
 	}
 	p := MergePatch{"metadata": meta}
 	p.Set(t.Suspend, true)
-	b, err := json.Marshal(p)
+	b, err := p.Marshal()
 	return Eviction{Patch: b}, err
 }
 
@@ -320,7 +319,7 @@ func (t Target) narrowed(combos [][]*flavors.Flavor, suspend bool, annotations m
 	if err := w.templates(p, &t, combos, suspend, annotations); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(p)
+	b, err := p.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("affinity patch: %w", err)
 	}

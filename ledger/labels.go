@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"slices"
 	"time"
@@ -332,7 +331,7 @@ func (l *Ledger) restorePatchLocked(e *entry) []byte {
 }
 
 func (l *Ledger) patchLabels(ctx context.Context, obj client.Object, lbls map[string]any) error {
-	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": lbls}})
+	b, err := kinds.MergePatch{"metadata": map[string]any{"labels": lbls}}.Marshal()
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"strings"
 	"time"
@@ -221,7 +220,7 @@ func capturePatch(w write, now time.Time) ([]byte, error) {
 	} else {
 		patch.Set(w.suspend, true)
 	}
-	return json.Marshal(patch)
+	return patch.Marshal()
 }
 
 // captured records the outcome of a capture write: the Job is captured
