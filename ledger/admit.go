@@ -379,25 +379,55 @@ func (l *Ledger) writeAll(ctx context.Context, writes []write) {
 			return
 		}
 		l.inflight.Add(1)
-		go func() {
-			defer func() {
-				<-l.writeSlots
-				if l.bounded.Load() && cap(l.writeSlots)-len(l.writeSlots) >= l.writeChunk() {
-					l.wakePass()
-				}
-				l.inflight.Done()
-			}()
-			switch {
-			case w.late:
-				l.capture(ctx, w)
-			case w.stop.Stopped():
-				l.drain(ctx, w)
-			case w.preemptor != nil:
-				l.evict(ctx, w)
-			default:
-				l.admit(ctx, w)
-			}
-		}()
+		select {
+		case l.writers <- queuedWrite{ctx, w}:
+		default:
+			go l.writer(ctx, queuedWrite{ctx, w})
+		}
+	}
+}
+
+// queuedWrite is a write and the context it is made in.
+type queuedWrite struct {
+	ctx context.Context
+	w   write
+}
+
+// writer makes w, then each write that writeAll hands it while it waits,
+// until ctx ends. A write handed to a writer that has made others before
+// runs on the stack they grew: one goroutine per write grew a new stack
+// each time, to encode its patch and send it. No more writers run than
+// writes ever ran at once (writeSlots' capacity): writeAll starts one
+// only when none waits.
+func (l *Ledger) writer(ctx context.Context, w queuedWrite) {
+	for {
+		l.write(w.ctx, w.w)
+		select {
+		case w = <-l.writers:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// write makes one write and frees its slot.
+func (l *Ledger) write(ctx context.Context, w write) {
+	defer func() {
+		<-l.writeSlots
+		if l.bounded.Load() && cap(l.writeSlots)-len(l.writeSlots) >= l.writeChunk() {
+			l.wakePass()
+		}
+		l.inflight.Done()
+	}()
+	switch {
+	case w.late:
+		l.capture(ctx, w)
+	case w.stop.Stopped():
+		l.drain(ctx, w)
+	case w.preemptor != nil:
+		l.evict(ctx, w)
+	default:
+		l.admit(ctx, w)
 	}
 }
 

@@ -190,6 +190,8 @@ type Ledger struct {
 	// writeSlots bounds the writes in flight; inflight counts them.
 	writeSlots chan struct{}
 	inflight   sync.WaitGroup
+	// writers hands a write to a writer that waits for one.
+	writers chan queuedWrite
 	// bounded: the last pass stopped at its budget (see decide), and
 	// the next is asked for once a pass's worth is free (writeChunk):
 	// by the write that frees the slots, or, short of the client's
@@ -260,6 +262,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	l := &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
 		writeSlots:      make(chan struct{}, opts.Workers),
+		writers:         make(chan queuedWrite),
 		jobs:            map[types.UID]*entry{},
 		pending:         map[string]*btree.BTreeG[*entry]{},
 		usage:           map[string]queues.Usage{},
