@@ -80,6 +80,9 @@ func runIntegration(m *testing.M, assets string) int {
 	restCfg, err := env.Start()
 	envCfg = restCfg
 	if err != nil {
+		// Start may fail after starting etcd and the API server (a
+		// CRD it cannot install): they would run on.
+		_ = env.Stop()
 		fmt.Fprintln(os.Stderr, "envtest:", err)
 		return 1
 	}

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // a failed Start may have started the control plane
 		fmt.Fprintf(os.Stderr, "starting envtest: %v\n", err)
 		os.Exit(1)
 	}

@@ -197,11 +197,11 @@ func startAPIServer(t *testing.T) *rest.Config {
 		t.Skip("KUBEBUILDER_ASSETS not set; run make test")
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	t.Cleanup(func() { _ = env.Stop() }) // a failed Start may have started the control plane
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
 	return cfg
 }
 

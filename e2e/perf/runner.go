@@ -527,6 +527,7 @@ func startControlPlane(o Options, crds string) (*envtest.Environment, error) {
 		env.ControlPlane.GetAPIServer().Out, env.ControlPlane.GetAPIServer().Err = f, f
 	}
 	if _, err := env.Start(); err != nil {
+		_ = env.Stop() // a failed Start may have started the control plane
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
 	return env, nil
