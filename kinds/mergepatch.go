@@ -68,9 +68,9 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 	return append(b, enc...), nil
 }
 
-// appendString appends s quoted; one that json.Marshal would escape any
-// byte of (a quote, a backslash, a control character, <, > or &, or
-// anything not ASCII) is left to it.
+// appendString appends s quoted. A string with a byte that json.Marshal
+// may escape (a quote, a backslash, a control character, <, > or &, or
+// any byte outside printable ASCII) is left to json.Marshal.
 func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
