@@ -207,7 +207,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	}
 
 	if f.certDir == "" {
-		f.certDir = ctrlwebhook.Options{}.CertDir
+		f.certDir = webhook.DefaultCertDir
 	}
 	watchCfg := watchConfig(restCfg)
 	watchHTTP, err := rest.HTTPClientFor(watchCfg)
@@ -244,7 +244,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 		RenewDeadline:                       &f.renewDeadline,
 		RetryPeriod:                         &f.retryPeriod,
 		GracefulShutdownTimeout:             &grace,
-		WebhookServer:                       ctrlwebhook.NewServer(ctrlwebhook.Options{Host: f.webhookHost, Port: f.webhookPort, CertDir: f.certDir}),
+		WebhookServer:                       webhook.NewServer(ctrlwebhook.Options{Host: f.webhookHost, Port: f.webhookPort, CertDir: f.certDir}, log.WithName("webhook-server")),
 		Logger:                              log,
 	})
 	if err != nil {

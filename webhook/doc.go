@@ -59,7 +59,9 @@
 // of them.
 //
 // Setup wires it all into a controller-runtime manager: the handlers, the
-// serving certificate (certs) and the webhook configurations.
+// serving certificate (certs) and the webhook configurations. NewServer is
+// the manager's webhook server: controller-runtime's, with room for
+// MaxConcurrentStreams calls on one HTTP/2 connection.
 //
 // It may import tally's kinds, queues, flavors and certs packages, the
 // Kubernetes API machinery and controller-runtime; never ledger or main.
