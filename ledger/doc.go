@@ -11,6 +11,9 @@
 // LocalQueue). modes.go holds the switches that
 // trade writes away (the finished label, the Queued and Pending Events,
 // the admission write's encoding); the defaults make every write below.
+// Its Events, and the config's and the flavors', go through an EventQueue,
+// which sends them as client-go's recorders do but drops an Event that
+// finds its queue full before making it.
 //
 // # The state machine
 //

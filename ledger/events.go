@@ -35,12 +35,28 @@ const (
 )
 
 // event records an Event on the workload a Workload describes. The recorder
-// sends asynchronously, so this is safe under the ledger's lock.
+// sends asynchronously, so this is safe under the ledger's lock. When the
+// recorder is an EventQueue that is full, the Event is dropped before it
+// is made (and before its message is, unless the dashboard keeps it).
 func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	l.recorder.Event(kinds.Ref(w), eventType, reason, msg)
+	recent := false
 	switch reason {
 	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonEvicted, ReasonPodOverhead, ReasonExcessPod, ReasonQuotaReleased, ReasonInadmissible:
+		recent = true
+	}
+	q, queued := l.recorder.(*EventQueue)
+	full := queued && q.Full()
+	if full && !recent {
+		q.Drop()
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	if full {
+		q.Drop()
+	} else {
+		l.recorder.Event(kinds.Ref(w), eventType, reason, msg)
+	}
+	if recent {
 		l.recent.add(inspect.Decision{At: l.opts.Clock.Now(), Reason: reason, Workload: kinds.GVKOf(w).Kind + " " + w.Key(),
 			Queue: w.Queue, Message: msg})
 	}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -41,7 +42,14 @@ func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.
 // ConfigMap (fromConfigMap), the ConfigLoader that keeps store up to date
 // (every replica loads it; only the leader reports on it).
 func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log logr.Logger, opts Options) error {
-	recorder := mgr.GetEventRecorderFor("tally")
+	events, err := corev1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("the Events' client: %w", err)
+	}
+	recorder := NewEventQueue(&corev1client.EventSinkImpl{Interface: events.Events("")}, mgr.GetScheme(), "tally", nil, log.WithName("events"))
+	if err := mgr.Add(recorder); err != nil {
+		return err
+	}
 	if opts.Kinds == nil {
 		opts.Kinds = kinds.NewRegistry()
 	}
