@@ -159,7 +159,7 @@ func (l *Ledger) decide() []write {
 	}
 	runs := l.runsLocked(lists)
 	snap.Tails, snap.Settled = l.tails, l.settledLocked(runs, lists)
-	snap.Admitted = l.admittedLocked(scope)
+	snap.AdmittedIn = l.admittedLocked(scope)
 	for e := range l.reserved {
 		if e.InTree {
 			snap.Reserved = append(snap.Reserved, e.W)
@@ -280,22 +280,30 @@ func (l *Ledger) wakeAfter(d time.Duration) {
 	})
 }
 
-// admittedLocked lists the preemption candidates in the queues the pass
-// decides (scope): Jobs that hold quota, are not on their way out and
-// whose admission is not in flight. Each is described by its entry's own
-// candidate record.
-func (l *Ledger) admittedLocked(scope map[string]struct{}) map[string][]*queues.Admitted {
+// admittedLocked returns the pass's queues.Snapshot.AdmittedIn: it lists
+// the preemption candidates of a queue the pass decides (scope), when a
+// preemption first looks at it: Jobs that hold quota, are not on their way
+// out and whose admission is not in flight. Each is described by its
+// entry's own candidate record. A queue's list is built once a pass; the
+// function is called only during the pass, under the ledger's lock.
+func (l *Ledger) admittedLocked(scope map[string]struct{}) func(string) []*queues.Admitted {
 	sc := &l.scratch
-	if sc.admitted == nil {
-		sc.admitted, sc.candidates = map[string][]*queues.Admitted{}, map[string][]*queues.Admitted{}
+	if sc.candidates == nil {
+		sc.candidates, sc.built = map[string][]*queues.Admitted{}, map[string]bool{}
 	}
-	out := sc.admitted
-	clear(out)
-	inScope(l.holding, scope, func(q string, set map[*entry]struct{}) {
+	clear(sc.built)
+	return func(q string) []*queues.Admitted {
+		if _, in := scope[q]; scope != nil && !in {
+			return nil
+		}
 		list := sc.candidates[q]
+		if sc.built[q] {
+			return list
+		}
+		sc.built[q] = true
 		clear(list)
 		list = list[:0]
-		for e := range set {
+		for e := range l.holding[q] {
 			if e.Phase() != machine.Admitted {
 				continue
 			}
@@ -303,11 +311,8 @@ func (l *Ledger) admittedLocked(scope map[string]struct{}) map[string][]*queues.
 			list = append(list, &e.candidate)
 		}
 		sc.candidates[q] = list
-		if len(list) > 0 {
-			out[q] = list
-		}
-	})
-	return out
+		return list
+	}
 }
 
 // yieldLocked lists the victims back in their queues whose preemptors

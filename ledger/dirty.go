@@ -156,8 +156,9 @@ type passScratch struct {
 	usage      map[string]queues.Usage
 	lists      map[string][]*queues.Workload
 	runs       map[string]*tailRun
-	admitted   map[string][]*queues.Admitted
 	candidates map[string][]*queues.Admitted
+	// built holds the queues whose candidates this pass listed.
+	built map[string]bool
 }
 
 // dropListLocked forgets queue q's pending list, once its tree is gone.

@@ -160,6 +160,7 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.
 				for q, list := range s.Admitted {
 					sim.Admitted[q] = list
 				}
+				sim.AdmittedIn = s.AdmittedIn
 			}
 			for _, vic := range vs {
 				sim.Charge(vic.W.Queue, vic.Usage, -1)

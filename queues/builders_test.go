@@ -173,7 +173,9 @@ func admittedNames(adms []Admission) []string {
 }
 
 // snapshotOf is a Snapshot of cfg in which admitted hold their quota and
-// may be preempted; namespace ns is bound, with no labels.
+// may be preempted; namespace ns is bound, with no labels. The candidates
+// come through AdmittedIn, as the ledger gives them (the tests that set
+// Admitted itself cover the other way).
 func snapshotOf(cfg *Config, admitted []*Admitted) *Snapshot {
 	usage := map[string]Usage{}
 	byQueue := map[string][]*Admitted{}
@@ -185,6 +187,6 @@ func snapshotOf(cfg *Config, admitted []*Admitted) *Snapshot {
 		byQueue[a.W.Queue] = append(byQueue[a.W.Queue], a)
 	}
 	snap := NewSnapshot(cfg, usage, map[string]labels.Set{"ns": {}})
-	snap.Admitted = byQueue
+	snap.AdmittedIn = func(q string) []*Admitted { return byQueue[q] }
 	return snap
 }

@@ -51,8 +51,9 @@ func (d *Decision) full(s *Snapshot) bool {
 // BestEffortFIFO queue goes on to the ones behind it.
 //
 // A Workload that must wait may preempt, if its ClusterQueue's policy and
-// s.Admitted allow. The preemptor's quota is charged at once, as a claim,
-// so that no other Workload is decided on the room its victims will leave;
+// s.Admitted (or s.AdmittedIn) allow. The preemptor's quota is charged at
+// once, as a claim, so that no other Workload is decided on the room its
+// victims will leave;
 // the victims' quota is moved to that claim where it covers it (see
 // claim), and the rest of it stays charged, since their pods run until the
 // preemption takes effect. Victims are no longer candidates for other
@@ -393,7 +394,7 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 			continue
 		}
 		a, v := s.assignIn(cq, w, w.Total())
-		if v.Kind == Wait && s.Admitted != nil && preemptsAtAll(cq) {
+		if v.Kind == Wait && s.mayPreempt() && preemptsAtAll(cq) {
 			// Reclaiming or preempting to fit within its own nominal
 			// quota also goes before what borrows.
 			if pa, pv, vs := s.assignOrPreempt(cq, w, w.Total(), true); pv.Kind == Fits && len(vs) > 0 && !pa.Borrowing {
@@ -464,7 +465,7 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 	if plain && c.failed != nil && covers(w, c.failed) {
 		return c.failedV, Assignment{}, nil
 	}
-	mayPreempt := s.Admitted != nil && preemptsAtAll(cq)
+	mayPreempt := s.mayPreempt() && preemptsAtAll(cq)
 	preemptFirst := mayPreempt && cq.FlavorFungibility.WhenCanPreempt == "Preempt"
 	a, v, victims := s.assignOrPreempt(cq, w, w.Total(), preemptFirst)
 	if v.Kind == Wait && mayPreempt && !preemptFirst {

@@ -211,7 +211,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 				continue
 			}
 		}
-		for _, a := range s.Admitted[q] {
+		for _, a := range s.admittedIn(q) {
 			if a.W.UID == w.UID || !uses(a) {
 				continue
 			}
@@ -452,11 +452,28 @@ func (s *Snapshot) cloneFor(cq *ClusterQueue) *Snapshot {
 	return sim
 }
 
+// mayPreempt says whether s has preemption candidates at all.
+func (s *Snapshot) mayPreempt() bool { return s.Admitted != nil || s.AdmittedIn != nil }
+
+// admittedIn is s.Admitted[q], asked of s.AdmittedIn the first time.
+func (s *Snapshot) admittedIn(q string) []*Admitted {
+	list, ok := s.Admitted[q]
+	if ok || s.AdmittedIn == nil {
+		return list
+	}
+	list = s.AdmittedIn(q)
+	if s.Admitted == nil {
+		s.Admitted = map[string][]*Admitted{}
+	}
+	s.Admitted[q] = list
+	return list
+}
+
 // removeAdmitted forgets victims as preemption candidates for the rest of
 // a pass. Their quota stays charged.
 func (s *Snapshot) removeAdmitted(victims []Victim) {
 	for _, v := range victims {
-		list := s.Admitted[v.W.Queue]
+		list := s.admittedIn(v.W.Queue)
 		for i, a := range list {
 			if a == v.Admitted {
 				s.Admitted[v.W.Queue] = append(list[:i:i], list[i+1:]...)

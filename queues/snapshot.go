@@ -89,8 +89,14 @@ type Snapshot struct {
 	// Namespaces maps a namespace to its labels, for namespaceSelectors.
 	Namespaces map[string]labels.Set
 	// Admitted lists, per ClusterQueue, the Workloads holding quota that
-	// preemption may choose from. Nil disables preemption.
+	// preemption may choose from. Nil disables preemption, unless
+	// AdmittedIn is set.
 	Admitted map[string][]*Admitted
+	// AdmittedIn, when set, lists a ClusterQueue's Admitted that Admitted
+	// does not hold, when a preemption first looks at that queue; Admitted
+	// keeps the list for the rest of the pass. A pass that preempts in a
+	// few queues of many builds the lists of those only.
+	AdmittedIn func(cq string) []*Admitted
 	// Reserved lists preemptors whose victims are gone: they are tried
 	// first, since the quota just freed was freed for them.
 	Reserved []*Workload
