@@ -10,10 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 )
 
 // TestEventQueue records Events through an EventQueue on a real API
@@ -31,7 +33,10 @@ func TestEventQueue(t *testing.T) {
 	}
 	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	reg := prometheus.NewRegistry()
-	q := NewEventQueue(&corev1client.EventSinkImpl{Interface: cs.CoreV1().Events("")}, clientgoscheme.Scheme, "tally", reg, logr.Discard())
+	// In protobuf, as Setup's client speaks.
+	pcfg := rest.CopyConfig(cfg)
+	pcfg.ContentType = runtime.ContentTypeProtobuf
+	q := NewEventQueue(&corev1client.EventSinkImpl{Interface: kubernetes.NewForConfigOrDie(pcfg).CoreV1().Events("")}, clientgoscheme.Scheme, "tally", reg, logr.Discard())
 
 	// Not started: the queue fills, and then drops.
 	for i := range EventQueueLength {

@@ -7,7 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -42,7 +44,13 @@ func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.
 // ConfigMap (fromConfigMap), the ConfigLoader that keeps store up to date
 // (every replica loads it; only the leader reports on it).
 func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log logr.Logger, opts Options) error {
-	events, err := corev1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	// The Events' client speaks protobuf unless tally's requests are JSON
+	// (--api-content-type=json), as controller-runtime's clients do.
+	eventsCfg := rest.CopyConfig(mgr.GetConfig())
+	if eventsCfg.ContentType == "" {
+		eventsCfg.ContentType = runtime.ContentTypeProtobuf
+	}
+	events, err := corev1client.NewForConfigAndClient(eventsCfg, mgr.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("the Events' client: %w", err)
 	}
