@@ -53,13 +53,12 @@ func (d *Decision) full(s *Snapshot) bool {
 // A Workload that must wait may preempt, if its ClusterQueue's policy and
 // s.Admitted (or s.AdmittedIn) allow. The preemptor's quota is charged at
 // once, as a claim, so that no other Workload is decided on the room its
-// victims will leave;
-// the victims' quota is moved to that claim where it covers it (see
-// claim), and the rest of it stays charged, since their pods run until the
-// preemption takes effect. Victims are no longer candidates for other
-// preemptors. The preemptor is admitted by a later pass, once the victims'
-// quota is really free, and the caller keeps the claim until then. observe
-// sees it with a Preempting verdict.
+// victims will leave; the victims' quota is moved to that claim where it
+// covers it (see claim), and the rest of it stays charged, since their
+// pods run until the preemption takes effect. Victims are no longer
+// candidates for other preemptors. The preemptor is admitted by a later
+// pass, once the victims' quota is really free, and the caller keeps the
+// claim until then. observe sees it with a Preempting verdict.
 //
 // Within a cohort, quota goes first to Workloads that fit in their own
 // queue's nominal quota, as in Kueue: a first walk admits only those, and

@@ -65,9 +65,14 @@ func NewServer(o ctrlwebhook.Options, log logr.Logger) *Server {
 }
 
 // Start serves the registered webhooks until ctx ends, then shuts down,
-// waiting at most a minute for the calls in flight.
+// waiting at most a minute for the calls in flight. A negative port
+// disables the server, as it does controller-runtime's.
 func (s *Server) Start(ctx context.Context) error {
 	o := s.Options
+	if o.Port < 0 {
+		s.log.Info("webhook server disabled")
+		return nil
+	}
 	if o.ClientCAName != "" {
 		return errors.New("webhook server: ClientCAName is not supported")
 	}
@@ -122,6 +127,9 @@ func (s *Server) Start(ctx context.Context) error {
 // connections.
 func (s *Server) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
+		if s.Options.Port < 0 {
+			return nil
+		}
 		if !s.started.Load() {
 			return errors.New("webhook server has not been started yet")
 		}
