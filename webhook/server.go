@@ -24,9 +24,9 @@ import (
 // a webhook it calls by a loopback URL (over a Service it speaks
 // HTTP/1.1, a connection per call in flight). Its client opens a new TLS
 // connection for each call that finds every connection at the server's
-// limit, and keeps one: Go's default limit of 250 made a burst of Job
-// creates open and close a thousand connections in a few seconds, a TLS
-// handshake each.
+// limit: Go's default limit of 250 made a burst of Job creates open a
+// thousand connections in a few seconds, a TLS handshake each, and close
+// most of them after.
 const MaxConcurrentStreams = 4096
 
 // DefaultCertDir is where the serving certificate is when no directory is
