@@ -32,10 +32,12 @@ const EventQueueLength = 1000
 // dropped. What it does not do is build an Event only to drop it: a
 // recorder's queue fills whenever Events come faster than the API server
 // takes them one by one (tens of thousands of Jobs arriving at once), and
-// client-go builds each Event, hands it to two goroutines and logs it in
-// full before it drops it. Here an Event that finds the queue full costs
-// a counter (tally_events_dropped_total) and, at most once a minute, a
-// line in the log.
+// client-go builds each Event before it drops it, logs in full those that
+// find its first queue full, and hands the others to a goroutine that
+// drops them for each of its two watchers (the sender and a logger) whose
+// own queue is full. Here an Event that finds the queue full costs a
+// counter (tally_events_dropped_total) and, at most once a minute, a line
+// in the log.
 type EventQueue struct {
 	// Sink writes the Events: the API server's, in the Event's namespace.
 	Sink record.EventSink
