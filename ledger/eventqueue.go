@@ -23,6 +23,10 @@ import (
 // client-go's recorders hold.
 const EventQueueLength = 1000
 
+// eventRetry is how long a write that could not reach the API server
+// waits before it is tried again (the first wait a random part of it).
+const eventRetry = 10 * time.Second
+
 // EventQueue is tally's Event recorder (record.EventRecorder). It does what
 // client-go's recorders do, one Event at a time from a queue of
 // EventQueueLength, through client-go's EventCorrelator (which counts
@@ -47,10 +51,6 @@ type EventQueue struct {
 	// Component is the Events' source.
 	Component string
 	Log       logr.Logger
-	// Retry is how long a write that could not reach the API server waits
-	// before it is tried again (the first wait a random part of it);
-	// 10 seconds if zero.
-	Retry time.Duration
 
 	queue      chan *corev1.Event
 	correlator *record.EventCorrelator
@@ -171,10 +171,6 @@ func (q *EventQueue) send(ctx context.Context, ev *corev1.Event) {
 	if res == nil || res.Skip {
 		return
 	}
-	retry := q.Retry
-	if retry == 0 {
-		retry = 10 * time.Second
-	}
 	for tries := 1; ; tries++ {
 		if q.write(res.Event, res.Patch) {
 			return
@@ -183,9 +179,9 @@ func (q *EventQueue) send(ctx context.Context, ev *corev1.Event) {
 			q.Log.Error(nil, "Event not written after 12 tries", "reason", ev.Reason, "object", ev.InvolvedObject.Name, "namespace", ev.Namespace)
 			return
 		}
-		wait := retry
+		wait := eventRetry
 		if tries == 1 {
-			wait = time.Duration(rand.Float64() * float64(retry))
+			wait = time.Duration(rand.Float64() * float64(eventRetry))
 		}
 		select {
 		case <-ctx.Done():
