@@ -246,6 +246,9 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 	if err := applyConfig(ctx, cs, tallyNS, o.Plan.Config()); err != nil {
 		return nil, err
 	}
+	if err := warmWatchCache(ctx, cs); err != nil {
+		return nil, err
+	}
 	args := o.TallyArgs
 	if o.Replay {
 		if err := holdLease(ctx, cs, tallyNS); err != nil {

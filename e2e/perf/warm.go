@@ -1,0 +1,90 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"tally.dev/tally/e2e/perf/scenario"
+)
+
+// Warming the API server's watch cache of Jobs.
+//
+// The API server serves each watch from its cache of recent events and
+// gives the watch a buffer of about one second of that history: the
+// cache's capacity over 75 seconds, at least 10 events and at most 100.
+// A watch whose buffer is full when an event arrives is cut off. The
+// cache starts with room for 100 events and doubles while its events are
+// all recent, so on an API server that has just started, the watches that
+// tally and the runner open before a run get buffers of 10, and the
+// creation storm cuts them off in its first seconds. A watch that falls
+// behind replays its backlog when it opens again, while new events fill
+// its buffer, and can be cut off again and again: in the large scenario
+// the runner's view of the Jobs fell a minute behind in about half the
+// runs, so that it completed Jobs late and tally preempted hundreds that
+// should have finished. A cluster that has been running Jobs holds a
+// longer history. warmWatchCache gives the API server one before tally
+// starts.
+const (
+	warmNamespace = "bench-warm"
+	// warmJobs are created and deleted: two events each, enough to grow
+	// the cache from 100 events, doubling, past 6,400 to 12,800.
+	warmJobs = 3500
+	// warmCapacity is the least capacity at which a watch gets a buffer
+	// of 100 events.
+	warmCapacity = 100 * 75
+)
+
+// warmWatchCache creates warmJobs suspended Jobs in a namespace that no
+// ClusterQueue serves, deletes them, and checks that the API server's
+// watch cache of Jobs grew to warmCapacity.
+func warmWatchCache(ctx context.Context, cs kubernetes.Interface) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: warmNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	next := make(chan int)
+	errs := make([]error, 64)
+	var wg sync.WaitGroup
+	for w := range errs {
+		wg.Go(func() {
+			for i := range next {
+				if errs[w] != nil {
+					continue
+				}
+				job := newJob(&scenario.Job{Namespace: warmNamespace, Name: fmt.Sprintf("warm-%d", i), CPUMilli: 1}, scenario.Class{Name: "warm"})
+				job.Spec.Suspend = ptr.To(true)
+				_, errs[w] = cs.BatchV1().Jobs(warmNamespace).Create(ctx, job, metav1.CreateOptions{})
+			}
+		})
+	}
+	for i := range warmJobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("warming the watch cache: %w", err)
+	}
+	// Background: with the orphaning that Jobs default to, each would
+	// wait for a garbage collector that this control plane does not run.
+	if err := cs.BatchV1().Jobs(warmNamespace).DeleteCollection(ctx,
+		metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, metav1.ListOptions{}); err != nil {
+		return fmt.Errorf("warming the watch cache: %w", err)
+	}
+	m, err := apiServerMetrics(ctx, cs, "")
+	if err != nil {
+		return err
+	}
+	if got := m.sum("watch_cache_capacity", map[string]string{"group": "batch", "resource": "jobs"}); got < warmCapacity {
+		return fmt.Errorf("warming the watch cache: the API server's cache of Jobs holds %v events, want at least %d", got, warmCapacity)
+	}
+	return nil
+}
