@@ -560,6 +560,23 @@ func (t *tracker) sightings() []sighting {
 	return out
 }
 
+// viewDelays are how long after first (the API server's answer to each
+// Job's first admission write, by namespace/name) the watch saw each of
+// those Jobs admitted.
+func (t *tracker) viewDelays(first map[string]time.Time) []time.Duration {
+	var out []time.Duration
+	for _, tj := range t.list {
+		at, ok := first[tj.spec.Namespace+"/"+tj.spec.Name]
+		tj.mu.Lock()
+		seen := tj.first
+		tj.mu.Unlock()
+		if ok && !seen.IsZero() {
+			out = append(out, seen.Sub(at))
+		}
+	}
+	return out
+}
+
 // stop cancels the completion timers of Jobs still running.
 func (t *tracker) stop() {
 	for _, tj := range t.list {

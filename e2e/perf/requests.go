@@ -59,6 +59,9 @@ type Requests struct {
 	// from the audit log, in the order the API server completed them.
 	Admissions   int `json:"admissions,omitempty"`
 	Readmissions int `json:"readmissions,omitempty"`
+	// FirstAdmitted is when the API server answered the first admission
+	// write it took for each Job, by namespace/name.
+	FirstAdmitted map[string]time.Time `json:"-"`
 }
 
 type auditEvent struct {
@@ -99,7 +102,7 @@ func countRequests(path, user string, from, to time.Time) (Requests, error) {
 }
 
 func countRequestsFrom(r io.Reader, user string, from, to time.Time) (Requests, error) {
-	out := Requests{ByKind: map[string]int{}, WritesByManager: map[string]int{}, RefusedByManager: map[string]int{}}
+	out := Requests{ByKind: map[string]int{}, WritesByManager: map[string]int{}, RefusedByManager: map[string]int{}, FirstAdmitted: map[string]time.Time{}}
 	// The admission and preemption writes each workload took, by
 	// "resource namespace/name".
 	states := map[string][]stateWrite{}
@@ -134,8 +137,11 @@ func countRequestsFrom(r io.Reader, user string, from, to time.Time) (Requests, 
 				if refused(e) {
 					out.RefusedByManager[m]++
 				} else if (m == queues.FieldManagerAdmission || m == queues.FieldManagerPreemption) && e.ObjectRef != nil && e.ObjectRef.Subresource == "" {
-					key := resource + " " + e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
-					states[key] = append(states[key], stateWrite{at: e.StageTimestamp, admit: m == queues.FieldManagerAdmission})
+					name := e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
+					states[resource+" "+name] = append(states[resource+" "+name], stateWrite{at: e.StageTimestamp, admit: m == queues.FieldManagerAdmission})
+					if at, ok := out.FirstAdmitted[name]; resource == "jobs" && m == queues.FieldManagerAdmission && (!ok || e.StageTimestamp.Before(at)) {
+						out.FirstAdmitted[name] = e.StageTimestamp
+					}
 				}
 			}
 		}

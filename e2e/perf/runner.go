@@ -123,6 +123,10 @@ type Result struct {
 	// Sightings are what the runner's watch saw of each Job (see
 	// admissionTimes).
 	Sightings []sighting
+	// ViewDelays are, for each Job whose first admission both the audit
+	// log and the runner's watch saw, how long after the API server
+	// answered that write the watch saw it.
+	ViewDelays []time.Duration
 	// TallyFlags is tally's command line after `serve`.
 	TallyFlags []string
 	// Requests counts tally's API requests in the window.
@@ -434,6 +438,7 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 	res.TallyFlags = s.tally.cmd.Args[2:]
 	reqs, err := countRequests(filepath.Join(o.Dir, "audit.log"), tallyUser, res.Start, res.End)
 	res.Requests = reqs
+	res.ViewDelays = tr.viewDelays(reqs.FirstAdmitted)
 	return errors.Join(stopErr, err)
 }
 

@@ -88,6 +88,13 @@ func smoke(t *testing.T, replay, held, pods bool) {
 	check(sum.Admitted == sum.Jobs && sum.Finished == sum.Jobs, "admitted %d and finished %d of %d Jobs", sum.Admitted, sum.Finished, sum.Jobs)
 	check(sum.Admissions >= sum.Jobs, "%d admissions for %d Jobs", sum.Admissions, sum.Jobs)
 	check(sum.Preemptions == sum.Admissions-sum.Jobs, "%d preemptions but %d re-admissions", sum.Preemptions, sum.Admissions-sum.Jobs)
+	// Every Job's first admission write is in the audit log, and the
+	// runner's watch saw it after the API server answered it, or at most a
+	// moment before the log's time for the answer: within seconds on a
+	// run this small.
+	low, high := scenario.Percentile(res.ViewDelays, 0), scenario.Percentile(res.ViewDelays, 100)
+	check(len(res.ViewDelays) == sum.Jobs && low > -time.Second && high < 5*time.Second,
+		"the runner's watch delay measured for %d of %d Jobs, from %v to %v", len(res.ViewDelays), sum.Jobs, low, high)
 	check(sum.WallSeconds > 0 && sum.IdealMakespanSeconds >= sum.WorkSeconds && sum.IdealActualMakespanSeconds > 0,
 		"wall %.2fs, ideal makespan %.2fs (work %.2fs), ideal with actual creations %.2fs", sum.WallSeconds, sum.IdealMakespanSeconds, sum.WorkSeconds, sum.IdealActualMakespanSeconds)
 	// The runner holds a Job's quota from seeing it admitted to completing

@@ -110,6 +110,13 @@ type Summary struct {
 	// of the Jobs was.
 	WatchDelayP50Seconds float64 `json:"watchDelayP50Seconds"`
 	WatchDelayP99Seconds float64 `json:"watchDelayP99Seconds"`
+	// RunnerWatchDelay*Seconds: how long after the API server answered a
+	// Job's first admission write (the audit log's time) the runner's
+	// watch saw the Job admitted; the runner completes it its runtime
+	// later. A view that falls behind holds quota past the Jobs' runtimes.
+	RunnerWatchDelayP50Seconds float64 `json:"runnerWatchDelayP50Seconds"`
+	RunnerWatchDelayP99Seconds float64 `json:"runnerWatchDelayP99Seconds"`
+	RunnerWatchDelayMaxSeconds float64 `json:"runnerWatchDelayMaxSeconds"`
 	// WebhookAvgSeconds is the API server's average call time per tally
 	// webhook, WebhookCalls its calls.
 	WebhookAvgSeconds map[string]float64 `json:"webhookAvgSeconds,omitempty"`
@@ -228,6 +235,9 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		TallyFlags:                       r.TallyFlags,
 		APIServerFlags:                   APIServerFlagsString(),
 		JobWatchersCut:                   r.WatchersCut,
+		RunnerWatchDelayP50Seconds:       scenario.Percentile(r.ViewDelays, 50).Seconds(),
+		RunnerWatchDelayP99Seconds:       scenario.Percentile(r.ViewDelays, 99).Seconds(),
+		RunnerWatchDelayMaxSeconds:       scenario.Percentile(r.ViewDelays, 100).Seconds(),
 		TallyLabelledFinished:            r.LabelledFinished,
 		CreateLatenessP99Seconds:         scenario.Percentile(r.CreateLateness, 99).Seconds(),
 		CreateLatenessMaxSeconds:         scenario.Percentile(r.CreateLateness, 100).Seconds(),
@@ -452,6 +462,10 @@ func (s *Summary) Table(w io.Writer) error {
 	}
 	if s.WatchDelayP99Seconds > 0 {
 		row("tally's watch delay (ms)", fmt.Sprintf("p50 %.0f, p99 %.0f (admission write answered until its version came back)", 1000*s.WatchDelayP50Seconds, 1000*s.WatchDelayP99Seconds))
+	}
+	if s.RunnerWatchDelayMaxSeconds != 0 {
+		row("runner's watch delay (ms)", fmt.Sprintf("p50 %.0f, p99 %.0f, max %.0f (first admission write answered until the runner saw it)",
+			1000*s.RunnerWatchDelayP50Seconds, 1000*s.RunnerWatchDelayP99Seconds, 1000*s.RunnerWatchDelayMaxSeconds))
 	}
 	if s.Pods > 0 {
 		row("pods", fmt.Sprintf("%d made by the runner, through tally's pod gate (pods.tally.dev)", s.Pods))

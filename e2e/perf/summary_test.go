@@ -2,6 +2,7 @@ package perf
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"strings"
@@ -110,7 +111,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestCountRequests(t *testing.T) {
-	log := `{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:01.000000Z","requestURI":"/apis/batch/v1/namespaces/a/jobs/j?fieldManager=tally-admission"}
+	log := `{"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs","namespace":"a","name":"j"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:01.000000Z","stageTimestamp":"2026-01-01T00:00:01.250000Z","requestURI":"/apis/batch/v1/namespaces/a/jobs/j?fieldManager=tally-admission"}
 {"verb":"patch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":409},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z","requestURI":"/apis/batch/v1/namespaces/a/jobs/j?fieldManager=tally-admission"}
 {"verb":"create","user":{"username":"tally"},"objectRef":{"resource":"events"},"responseStatus":{"code":201},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
 {"verb":"watch","user":{"username":"tally"},"objectRef":{"resource":"jobs"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
@@ -124,7 +125,8 @@ func TestCountRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Requests{Total: 5, Writes: 3, EventWrites: 1, Failed: 1, ByKind: map[string]int{"patch jobs": 2, "create events": 1, "watch jobs": 1, "update jobs/status": 1},
-		WritesByManager: map[string]int{"tally-admission": 2, "": 1}, RefusedByManager: map[string]int{"tally-admission": 1}, Admissions: 1}
+		WritesByManager: map[string]int{"tally-admission": 2, "": 1}, RefusedByManager: map[string]int{"tally-admission": 1}, Admissions: 1,
+		FirstAdmitted: map[string]time.Time{"a/j": from.Add(250 * time.Millisecond)}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)
 	}
@@ -156,6 +158,11 @@ func TestCountAdmissions(t *testing.T) {
 	}
 	if got.Admissions != 4 || got.Readmissions != 1 || got.WritesByManager[queues.FieldManagerAdmission] != 6 {
 		t.Errorf("admissions %d, readmissions %d, admission writes %d; want 4, 1 and 6", got.Admissions, got.Readmissions, got.WritesByManager[queues.FieldManagerAdmission])
+	}
+	// The first admission write taken, not a refused one before it.
+	at := func(s string) time.Time { ts, _ := time.Parse(time.RFC3339Nano, "2026-01-01T00:00:"+s); return ts }
+	if want := map[string]time.Time{"a/x": at("01.0Z"), "a/y": at("01.5Z"), "a/z": at("01.3Z")}; !maps.Equal(got.FirstAdmitted, want) {
+		t.Errorf("first admissions %v; want %v", got.FirstAdmitted, want)
 	}
 
 	// The summary counts writes per admission against the audit log's
