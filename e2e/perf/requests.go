@@ -138,7 +138,8 @@ func countRequestsFrom(r io.Reader, user string, from, to time.Time) (Requests, 
 					out.RefusedByManager[m]++
 				} else if (m == queues.FieldManagerAdmission || m == queues.FieldManagerPreemption) && e.ObjectRef != nil && e.ObjectRef.Subresource == "" {
 					name := e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
-					states[resource+" "+name] = append(states[resource+" "+name], stateWrite{at: e.StageTimestamp, admit: m == queues.FieldManagerAdmission})
+					key := resource + " " + name
+					states[key] = append(states[key], stateWrite{at: e.StageTimestamp, admit: m == queues.FieldManagerAdmission})
 					if at, ok := out.FirstAdmitted[name]; resource == "jobs" && m == queues.FieldManagerAdmission && (!ok || e.StageTimestamp.Before(at)) {
 						out.FirstAdmitted[name] = e.StageTimestamp
 					}

@@ -2,10 +2,9 @@ package perf
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,27 +50,17 @@ func warmWatchCache(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	next := make(chan int)
-	errs := make([]error, 64)
-	var wg sync.WaitGroup
-	for w := range errs {
-		wg.Go(func() {
-			for i := range next {
-				if errs[w] != nil {
-					continue
-				}
-				job := newJob(&scenario.Job{Namespace: warmNamespace, Name: fmt.Sprintf("warm-%d", i), CPUMilli: 1}, scenario.Class{Name: "warm"})
-				job.Spec.Suspend = ptr.To(true)
-				_, errs[w] = cs.BatchV1().Jobs(warmNamespace).Create(ctx, job, metav1.CreateOptions{})
-			}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(64)
+	for i := range warmJobs {
+		g.Go(func() error {
+			job := newJob(&scenario.Job{Namespace: warmNamespace, Name: fmt.Sprintf("warm-%d", i), CPUMilli: 1}, scenario.Class{Name: "warm"})
+			job.Spec.Suspend = ptr.To(true)
+			_, err := cs.BatchV1().Jobs(warmNamespace).Create(gctx, job, metav1.CreateOptions{})
+			return err
 		})
 	}
-	for i := range warmJobs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("warming the watch cache: %w", err)
 	}
 	// Background: with the orphaning that Jobs default to, each would
