@@ -27,7 +27,13 @@ func TestEventQueue(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cm, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{})
+	// A namespace of the test's own: the API server records Events of its
+	// own in default (ClusterIPNotAllocated, for one).
+	const ns = "eventqueue"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +69,11 @@ func TestEventQueue(t *testing.T) {
 	q.Event(cm, corev1.EventTypeNormal, "Admitted", "once")
 	q.Event(cm, corev1.EventTypeWarning, "Preempted", "twice")
 	q.Event(cm, corev1.EventTypeWarning, "Preempted", "twice")
-	q.Event(&corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Namespace: "default", Name: "j", UID: "u1"}, corev1.EventTypeNormal, "Queued", "by reference")
+	q.Event(&corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Namespace: ns, Name: "j", UID: "u1"}, corev1.EventTypeNormal, "Queued", "by reference")
 
 	var events []corev1.Event
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
