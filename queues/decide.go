@@ -393,7 +393,7 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 			continue
 		}
 		a, v := s.assignIn(cq, w, w.Total())
-		if v.Kind == Wait && s.mayPreempt() && preemptsAtAll(cq) {
+		if v.Kind == Wait && s.mayPreempt() && preemptsAtAll(cq) && s.mayFindVictims(cq, w) {
 			// Reclaiming or preempting to fit within its own nominal
 			// quota also goes before what borrows.
 			if pa, pv, vs := s.assignOrPreempt(cq, w, w.Total(), true); pv.Kind == Fits && len(vs) > 0 && !pa.Borrowing {
@@ -467,7 +467,7 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 	mayPreempt := s.mayPreempt() && preemptsAtAll(cq)
 	preemptFirst := mayPreempt && cq.FlavorFungibility.WhenCanPreempt == "Preempt"
 	a, v, victims := s.assignOrPreempt(cq, w, w.Total(), preemptFirst)
-	if v.Kind == Wait && mayPreempt && !preemptFirst {
+	if v.Kind == Wait && mayPreempt && !preemptFirst && s.mayFindVictims(cq, w) {
 		if pa, pv, vs := s.assignOrPreempt(cq, w, w.Total(), true); pv.Kind == Fits && len(vs) > 0 {
 			return pv, pa, vs
 		}

@@ -160,6 +160,44 @@ func preemptsAtAll(cq *ClusterQueue) bool {
 		cq.Cohort != "" && (p.ReclaimWithinCohort == PreemptAny || p.ReclaimWithinCohort == PreemptLowerPriority)
 }
 
+// mayFindVictims reports whether findVictims could find a candidate for
+// w in cq in some flavor: an admitted Workload of cq that w may preempt,
+// or, where cq may reclaim, another queue of its cohort that borrows in a
+// cell of cq's flavors. It is false only when every call would have no
+// candidate, so that a Workload that must wait is not assigned a second
+// time, for preemption, in vain: in a full cohort where no queue borrows,
+// that is most of them. In a tree of cohorts or with fair sharing, which
+// find candidates otherwise, it is always true.
+func (s *Snapshot) mayFindVictims(cq *ClusterQueue, w *Workload) bool {
+	for _, a := range s.admittedIn(cq.Name) {
+		if ok, _ := canPreempt(cq, w, a.W, true); ok {
+			return true
+		}
+	}
+	if cq.Cohort == "" {
+		return false
+	}
+	if s.Config.FairSharing(cq.Cohort) || s.Config.inTree(cq.Cohort) {
+		return true
+	}
+	if r := cq.Preemption.ReclaimWithinCohort; r != PreemptAny && r != PreemptLowerPriority {
+		return false // it reclaims from no other queue
+	}
+	root, members := s.Config.CohortRoot(cq.Cohort), s.Config.Members(cq)
+	for _, g := range cq.ResourceGroups {
+		for _, f := range g.Flavors {
+			for _, r := range g.Covered {
+				for i, b := range s.borrowerFlagsOf(root, members, FlavorResource{f.Name, r}) {
+					if b && members[i] != cq.Name {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
 // findVictims chooses the fewest admitted Workloads whose removal lets w's
 // resources res fit in flavor f of cq. Candidates are taken in order:
 // Workloads of other (borrowing) queues first, then lowest priority, then

@@ -523,3 +523,36 @@ func TestVictimsFollowCharges(t *testing.T) {
 		t.Errorf("b no longer borrows: victims = %v, want none", got)
 	}
 }
+
+// TestMayFindVictims: where mayFindVictims says no candidate can exist,
+// assigning with preemption finds no victim, so a pass that skips it
+// decides the same; and the random cases reach both answers.
+func TestMayFindVictims(t *testing.T) {
+	skipped, found := 0, 0
+	for seed := range int64(2000) {
+		c := randomTailCase(seed)
+		if !c.snap.mayPreempt() {
+			continue
+		}
+		for q, list := range c.pending {
+			cq := c.snap.Config.ClusterQueues[q]
+			for _, w := range list {
+				_, _, victims := c.snap.assignOrPreempt(cq, w, w.Total(), true)
+				if c.snap.mayFindVictims(cq, w) {
+					if len(victims) > 0 {
+						found++
+					}
+					continue
+				}
+				skipped++
+				if len(victims) > 0 {
+					t.Fatalf("seed %d: %s in %s: mayFindVictims says none, but preemption finds %d victims", seed, w.Name, q, len(victims))
+				}
+			}
+		}
+	}
+	t.Logf("skipped %d found %d", skipped, found)
+	if skipped < 1000 || found < 1000 {
+		t.Fatalf("the cases skipped %d assignments and found victims in %d: too few to show anything", skipped, found)
+	}
+}
