@@ -3,7 +3,7 @@ package flavors
 import (
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -159,7 +159,7 @@ func (r Resources) Names() []corev1.ResourceName {
 	for n := range r {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	slices.Sort(names)
 	return names
 }
 

@@ -2,7 +2,6 @@ package queues
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,7 +130,7 @@ func (s *Snapshot) assignIn(cq *ClusterQueue, w *Workload, total flavors.Resourc
 // resource groups, each group's victims are chosen with those of the
 // groups before it already gone, so together they make every group fit.
 func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.Resources, preempt bool) (Assignment, Verdict, []Victim) {
-	byGroup := map[int][]corev1.ResourceName{}
+	byGroup := make([][]corev1.ResourceName, len(cq.ResourceGroups))
 	for _, r := range total.Names() {
 		gi := cq.GroupFor(r)
 		if gi < 0 {
@@ -139,21 +138,25 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.
 		}
 		byGroup[gi] = append(byGroup[gi], r)
 	}
-	groups := make([]int, 0, len(byGroup))
-	for gi := range byGroup {
-		groups = append(groups, gi)
+	groups := 0
+	for _, res := range byGroup {
+		if len(res) > 0 {
+			groups++
+		}
 	}
-	sort.Ints(groups)
-	a := Assignment{Usage: Usage{}}
+	var a Assignment
 	var victims []Victim
 	// sim is s with the victims chosen so far gone.
 	sim := s
-	for _, gi := range groups {
-		f, borrowing, v, vs := sim.pickFlavor(cq, w, &cq.ResourceGroups[gi], byGroup[gi], total, preempt)
+	for gi, res := range byGroup {
+		if len(res) == 0 {
+			continue
+		}
+		f, borrowing, v, vs := sim.pickFlavor(cq, w, &cq.ResourceGroups[gi], res, total, preempt)
 		if v.Kind != Fits {
 			return Assignment{}, v, nil
 		}
-		if len(vs) > 0 && len(groups) > 1 {
+		if len(vs) > 0 && groups > 1 {
 			if sim == s {
 				sim = s.cloneFor(cq)
 				sim.Admitted = make(map[string][]*Admitted, len(s.Admitted))
@@ -170,9 +173,15 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.
 		victims = append(victims, vs...)
 		a.Flavors = append(a.Flavors, f)
 		a.Borrowing = a.Borrowing || borrowing
-		for _, r := range byGroup[gi] {
+		if a.Usage == nil {
+			a.Usage = make(Usage, len(total))
+		}
+		for _, r := range res {
 			a.Usage[FlavorResource{f, r}] = total[r]
 		}
+	}
+	if a.Usage == nil {
+		a.Usage = Usage{}
 	}
 	return a, Verdict{Kind: Fits}, victims
 }
@@ -227,10 +236,10 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 		for _, r := range res {
 			fr := FlavorResource{fq.Name, r}
 			need := total[r]
-			if need > s.Available(cq, fr) {
+			if avail := s.Available(cq, fr); need > avail {
 				fits = false
 				if wait == nil {
-					v := s.waitVerdict(cq, fr, need)
+					v := s.waitVerdict(cq, fr, need, avail)
 					wait = &v
 				}
 				break
@@ -273,11 +282,21 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 	return "", false, neverf("no-flavor", "ClusterQueue %s lists no defined flavor for %v", cq.Name, res), nil
 }
 
-func (s *Snapshot) waitVerdict(cq *ClusterQueue, fr FlavorResource, need flavors.Amount) Verdict {
+// waitVerdict is the verdict of a Workload that needs need of fr in cq,
+// where avail (s.Available) is left.
+func (s *Snapshot) waitVerdict(cq *ClusterQueue, fr FlavorResource, need, avail flavors.Amount) Verdict {
 	q, _ := s.Config.QuotaOf(cq.Name, fr)
 	w := &quotaWait{fr: fr, queue: cq.Name, cohort: s.Config.CohortLabel(cq.Cohort), need: need, used: s.Usage[cq.Name][fr], nominal: q.Nominal}
 	if cq.Cohort != "" {
-		w.lends = flavors.Max(0, s.Available(cq, fr).Sub(flavors.Max(0, q.Nominal.Sub(w.used))))
+		w.lends = flavors.Max(0, avail.Sub(flavors.Max(0, q.Nominal.Sub(w.used))))
 	}
-	return Verdict{Kind: Wait, Code: intern("quota/" + fr.Flavor + "/" + string(fr.Resource)), quota: w}
+	code, ok := s.waitCodes[fr]
+	if !ok {
+		code = intern("quota/" + fr.Flavor + "/" + string(fr.Resource))
+		if s.waitCodes == nil {
+			s.waitCodes = map[FlavorResource]string{}
+		}
+		s.waitCodes[fr] = code
+	}
+	return Verdict{Kind: Wait, Code: code, quota: w}
 }

@@ -265,7 +265,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 	sim := s.cloneFor(cq)
 	if !fair {
 		// Without room even with every candidate gone, no choice helps:
-		// say so before sorting them.
+		// say so before sorting them, then put them back.
 		for _, c := range cands {
 			sim.Charge(c.queue, c.Usage, -1)
 		}
@@ -274,7 +274,9 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 				return nil
 			}
 		}
-		sim = s.cloneFor(cq)
+		for _, c := range cands {
+			sim.Charge(c.queue, c.Usage, +1)
+		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]

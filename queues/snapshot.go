@@ -138,6 +138,8 @@ type Snapshot struct {
 	// nominal quota of a cell, for findVictims, which asks that of every
 	// member for every Workload that does not fit.
 	borrowers map[cohortCell]*borrowerFlags
+	// waitCodes holds the Verdict code of a wait for quota of a cell.
+	waitCodes map[FlavorResource]string
 }
 
 type cohortCell struct {
