@@ -102,6 +102,8 @@ type localMetrics struct {
 	cells     map[queues.FlavorResource][2]prometheus.Gauge
 	classes   map[string]bool
 	evictions map[[2]string]bool
+	// admissions holds its admission series of each class.
+	admissions map[string]admissionSeries
 	// Its gauges of pending (by status), reserving, admitted and
 	// finished workloads, looked up once: a workload's every change sets
 	// some of them, and a lookup hashes the labels.
@@ -129,7 +131,7 @@ func (m *metrics) local(cfg *queues.Config, k localKey) *localMetrics {
 		return lm
 	}
 	lm := &localMetrics{localKey: k, usage: queues.Usage{}, cells: map[queues.FlavorResource][2]prometheus.Gauge{},
-		classes: map[string]bool{}, evictions: map[[2]string]bool{},
+		classes: map[string]bool{}, evictions: map[[2]string]bool{}, admissions: map[string]admissionSeries{},
 		reservingG: m.lq.reserving.WithLabelValues(k.name, k.namespace),
 		admittedG:  m.lq.admittedNow.WithLabelValues(k.name, k.namespace),
 		finishedG:  m.lq.finished.WithLabelValues(k.name, k.namespace)}

@@ -97,6 +97,23 @@ type metrics struct {
 	// ledger's lock.
 	queues map[string]*queueMetrics
 	locals map[localKey]*localMetrics
+	// admissions holds the series of each ClusterQueue and priority
+	// class that admissions were counted in: they are never removed.
+	admissions map[[2]string]admissionSeries
+}
+
+// admissionSeries are the series one admission adds to, looked up once:
+// a lookup hashes the labels, and every admission adds to eight.
+type admissionSeries struct {
+	admitted, reserved prometheus.Counter
+	wait, reservedWait prometheus.Observer
+}
+
+func (s admissionSeries) observe(wait time.Duration) {
+	s.admitted.Inc()
+	s.wait.Observe(wait.Seconds())
+	s.reserved.Inc()
+	s.reservedWait.Observe(wait.Seconds())
 }
 
 // queueMetrics is what the metrics keep of one ClusterQueue.
@@ -124,7 +141,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	m := &metrics{queues: map[string]*queueMetrics{}, locals: map[localKey]*localMetrics{}}
+	m := &metrics{queues: map[string]*queueMetrics{}, locals: map[localKey]*localMetrics{}, admissions: map[[2]string]admissionSeries{}}
 	resourceLabels := []string{"cluster_queue", "cohort", "flavor", "resource"}
 	gauges := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		m.names = append(m.names, name)
@@ -443,16 +460,24 @@ func (m *metrics) forgetIfDone(q *queueMetrics) {
 // after it started waiting: in tally, quota is reserved and the workload
 // admitted at once. class is its priority class.
 func (m *metrics) observeAdmission(cfg *queues.Config, e *entry, queue, class string, wait time.Duration) {
-	m.admitted.WithLabelValues(queue, class).Inc()
-	m.waitTime.WithLabelValues(queue, class).Observe(wait.Seconds())
-	m.reserved.WithLabelValues(queue, class).Inc()
-	m.reservedWait.WithLabelValues(queue, class).Observe(wait.Seconds())
+	s, ok := m.admissions[[2]string{queue, class}]
+	if !ok {
+		s = admissionSeries{admitted: m.admitted.WithLabelValues(queue, class), reserved: m.reserved.WithLabelValues(queue, class),
+			wait: m.waitTime.WithLabelValues(queue, class), reservedWait: m.reservedWait.WithLabelValues(queue, class)}
+		m.admissions[[2]string{queue, class}] = s
+	}
+	s.observe(wait)
 	if lm := m.localOf(cfg, e); lm != nil {
-		lm.classes[class] = true
-		m.lq.admitted.WithLabelValues(lm.name, lm.namespace, class).Inc()
-		m.lq.waitTime.WithLabelValues(lm.name, lm.namespace, class).Observe(wait.Seconds())
-		m.lq.reserved.WithLabelValues(lm.name, lm.namespace, class).Inc()
-		m.lq.reservedWait.WithLabelValues(lm.name, lm.namespace, class).Observe(wait.Seconds())
+		ls, ok := lm.admissions[class]
+		if !ok {
+			lm.classes[class] = true
+			ls = admissionSeries{admitted: m.lq.admitted.WithLabelValues(lm.name, lm.namespace, class),
+				reserved:     m.lq.reserved.WithLabelValues(lm.name, lm.namespace, class),
+				wait:         m.lq.waitTime.WithLabelValues(lm.name, lm.namespace, class),
+				reservedWait: m.lq.reservedWait.WithLabelValues(lm.name, lm.namespace, class)}
+			lm.admissions[class] = ls
+		}
+		ls.observe(wait)
 		m.forgetLocalIfDone(lm)
 	}
 }
