@@ -300,10 +300,12 @@ func (c *cursor) blockBehind(head *Workload) {
 // cursors makes the heap of the group's queues with pending Workloads.
 func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *heads {
 	h := make(heads, 0, len(group))
+	cs := make([]cursor, 0, len(group)) // one allocation for them all
 	var tour *tournament
 	for _, name := range group {
 		if len(pending[name]) > 0 {
-			c := &cursor{list: pending[name], cq: s.Config.ClusterQueues[name]}
+			cs = append(cs, cursor{list: pending[name], cq: s.Config.ClusterQueues[name]})
+			c := &cs[len(cs)-1]
 			switch {
 			case c.cq == nil || !s.Config.FairSharing(c.cq.Cohort):
 			case s.Config.inTree(c.cq.Cohort):

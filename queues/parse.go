@@ -288,11 +288,11 @@ func (p *parser) build() *Config {
 	for _, d := range p.docs {
 		switch d.kind {
 		case kindResourceFlavor:
-			cfg.Flavors[d.key] = toFlavor(d.flavor)
+			cfg.Flavors[intern(d.key)] = toFlavor(d.flavor)
 		case kindClusterQueue:
-			cfg.ClusterQueues[d.key] = toClusterQueue(d.cq)
+			cfg.ClusterQueues[intern(d.key)] = toClusterQueue(d.cq)
 		case kindCohort:
-			cfg.CohortSpecs[d.key] = toCohort(d.co)
+			cfg.CohortSpecs[intern(d.key)] = toCohort(d.co)
 		case kindLocalQueue:
 			cfg.LocalQueues[d.key] = d.lq.Spec.ClusterQueue
 			if stop := d.lq.Spec.StopPolicy; stop != "" && stop != defaultStopPolicy {
@@ -320,7 +320,7 @@ func (p *parser) build() *Config {
 
 func toFlavor(raw *rawResourceFlavor) *flavors.Flavor {
 	f := &flavors.Flavor{
-		Name:        raw.Metadata.Name,
+		Name:        intern(raw.Metadata.Name),
 		NodeLabels:  map[string]string{},
 		NodeTaints:  raw.Spec.NodeTaints,
 		Tolerations: raw.Spec.Tolerations,
@@ -337,8 +337,8 @@ func toFlavor(raw *rawResourceFlavor) *flavors.Flavor {
 func toClusterQueue(raw *rawClusterQueue) *ClusterQueue {
 	s := &raw.Spec
 	cq := &ClusterQueue{
-		Name:              raw.Metadata.Name,
-		Cohort:            cohortOf(s),
+		Name:              intern(raw.Metadata.Name),
+		Cohort:            intern(cohortOf(s)),
 		NamespaceSelector: toSelector(s.NamespaceSelector),
 		Strategy:          QueueingStrategy(orDefault(s.QueueingStrategy, string(BestEffortFIFO))),
 		Preemption:        toPreemption(s.Preemption),
@@ -358,7 +358,7 @@ func toClusterQueue(raw *rawClusterQueue) *ClusterQueue {
 }
 
 func toCohort(raw *rawCohort) *Cohort {
-	co := &Cohort{Name: raw.Metadata.Name, Parent: raw.Spec.ParentName, FairWeight: defaultFairWeight}
+	co := &Cohort{Name: intern(raw.Metadata.Name), Parent: intern(raw.Spec.ParentName), FairWeight: defaultFairWeight}
 	co.FairSharing = raw.Spec.FairSharing != nil
 	if co.FairSharing && !isUnset(raw.Spec.FairSharing.Weight) {
 		w, _ := parseQuantity(raw.Spec.FairSharing.Weight)
@@ -385,11 +385,14 @@ func toSelector(ls *metav1.LabelSelector) labels.Selector {
 }
 
 func toResourceGroup(g *rawResourceGroup) ResourceGroup {
-	rg := ResourceGroup{Covered: coveredResources(g)}
+	rg := ResourceGroup{}
+	for _, r := range coveredResources(g) {
+		rg.Covered = append(rg.Covered, intern(r))
+	}
 	for _, f := range g.Flavors {
-		fq := FlavorQuotas{Name: f.Name, Quotas: map[corev1.ResourceName]Quota{}}
+		fq := FlavorQuotas{Name: intern(f.Name), Quotas: map[corev1.ResourceName]Quota{}}
 		for _, r := range f.Resources {
-			fq.Quotas[r.Name] = toQuota(&r)
+			fq.Quotas[intern(r.Name)] = toQuota(&r)
 		}
 		rg.Flavors = append(rg.Flavors, fq)
 	}

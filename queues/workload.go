@@ -113,7 +113,8 @@ func (w *Workload) Seal() *Workload {
 }
 
 // intern returns the one shared copy of s. A pass compares the queue,
-// namespace and resource names of thousands of Workloads; equal strings
+// namespace and resource names of thousands of Workloads, and looks them
+// up in the config's maps, whose names are interned too: equal strings
 // that share their bytes compare without reading them.
 func intern[S ~string](s S) S { return unique.Make(s).Value() }
 
