@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -55,7 +56,14 @@ func (rv review) serve(w http.ResponseWriter, r *http.Request) {
 		rv.wh.ServeHTTP(w, r)
 		return
 	}
-	body, err := readBody(r)
+	buf := bodies.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledBody {
+			bodies.Put(buf)
+		}
+	}()
+	body, err := readBody(r, (*buf)[:0])
+	*buf = body[:0]
 	if err != nil || len(body) >= MaxRequestBytes {
 		// The webhook answers a body it cannot read whole, or one at its
 		// own cap, with its own errors: it reads the same bytes again.
@@ -84,16 +92,24 @@ func (rv review) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// readBody reads a request's body as io.ReadAll does, but into one
-// allocation of the length the request declares, as the API server's do.
-// On an error it returns what it read before it.
-func readBody(r *http.Request) ([]byte, error) {
+// bodies holds the buffers requests' bodies are read into, none larger
+// than maxPooledBody: nothing decoded from a body keeps its bytes.
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBody = 64 << 10
+
+// readBody reads a request's body as io.ReadAll does, but into b, grown
+// at most once to the length the request declares, as the API server's
+// do. On an error it returns what it read before it.
+func readBody(r *http.Request, b []byte) ([]byte, error) {
 	defer func() { _ = r.Body.Close() }()
 	size := 512
 	if n := r.ContentLength; n > 0 && n < MaxRequestBytes {
 		size = int(n) + 1 // room to see the end of the body
 	}
-	b := make([]byte, 0, size)
+	if cap(b) < size {
+		b = make([]byte, 0, size)
+	}
 	for {
 		n, err := r.Body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
