@@ -33,25 +33,14 @@ import (
 // sends in one pass (see above) and giving every other request to
 // wh.ServeHTTP. Either way the handler's answer goes through wh.Handle,
 // which recovers its panics and completes the response.
-func Review(wh *admission.Webhook) http.Handler { return review{wh, newWorkers(maxIdleWorkers)} }
+func Review(wh *admission.Webhook) http.Handler { return review{wh} }
 
-// maxIdleWorkers is how many goroutines each path keeps for its next
-// requests (see workers).
-const maxIdleWorkers = 16
-
-type review struct {
-	wh  *admission.Webhook
-	run *workers
-}
+type review struct{ wh *admission.Webhook }
 
 // v1Review is a v1 AdmissionReview as the API server sends it.
 var v1Review = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
 
 func (rv review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rv.run.do(func() { rv.serve(w, r) })
-}
-
-func (rv review) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Content-Type") != "application/json" {
 		rv.wh.ServeHTTP(w, r)
 		return

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"runtime/debug"
 	"sync/atomic"
@@ -8,8 +9,8 @@ import (
 
 // workers runs requests on goroutines kept between them.
 //
-// Each request is served on a goroutine of its own (the HTTP/2 server's,
-// then http.TimeoutHandler's), which starts with a small stack. Decoding
+// Each request is served on a goroutine of its own (the HTTP/2 server
+// starts one for each), which starts with a small stack. Decoding
 // an AdmissionReview recurses deep enough that such a stack grows, and is
 // copied, several times for every request, a tenth of what the webhook
 // costs in a storm of creates. A goroutine that has served a request
@@ -26,10 +27,10 @@ func newWorkers(maxIdle int32) *workers {
 	return &workers{work: make(chan func()), maxIdle: maxIdle}
 }
 
-// do runs f on a worker and returns once it has. A panic in f panics the
-// caller, with f's stack in its value, as http.TimeoutHandler passes on its
-// handler's.
-func (p *workers) do(f func()) {
+// within runs f on a worker and returns once it has, or with ctx's error
+// once ctx ends, f running on. A panic in f panics the caller, with f's
+// stack in its value, as http.TimeoutHandler passes on its handler's.
+func (p *workers) within(ctx context.Context, f func()) error {
 	done := make(chan any, 1)
 	job := func() {
 		defer func() {
@@ -46,8 +47,14 @@ func (p *workers) do(f func()) {
 	default:
 		go p.loop(job)
 	}
-	if v := <-done; v != nil {
-		panic(v)
+	select {
+	case v := <-done:
+		if v != nil {
+			panic(v)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

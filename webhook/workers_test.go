@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ func TestWorkers(t *testing.T) {
 	for range n {
 		go func() {
 			defer done.Done()
-			p.do(func() {
+			_ = p.within(context.Background(), func() {
 				started.Done()
 				<-release
 			})
@@ -39,7 +40,7 @@ func TestWorkers(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	var during int32
-	p.do(func() { during = p.idle.Load() })
+	_ = p.within(context.Background(), func() { during = p.idle.Load() })
 	if during != 2 {
 		t.Errorf("a request ran with %d goroutines waiting, want 2: it did not run on a waiting one", during)
 	}
@@ -47,12 +48,12 @@ func TestWorkers(t *testing.T) {
 	var got any
 	func() {
 		defer func() { got = recover() }()
-		p.do(func() { panic("boom") })
+		_ = p.within(context.Background(), func() { panic("boom") })
 	}()
 	if s := fmt.Sprint(got); !strings.HasPrefix(s, "boom\n\n") || !strings.Contains(s, "workers_test.go") {
 		t.Errorf("the panic reached the caller as %q, want boom with its stack", s)
 	}
-	p.do(func() {}) // the worker that panicked still serves
+	_ = p.within(context.Background(), func() {}) // the worker that panicked still serves
 }
 
 func waitOrFail(t *testing.T, wg *sync.WaitGroup, msg string) {
