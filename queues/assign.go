@@ -117,11 +117,11 @@ func (s *Snapshot) Assign(w *Workload) (Assignment, Verdict) {
 	if cq == nil {
 		return Assignment{}, v
 	}
-	return s.assignIn(cq, w, w.Total())
+	return s.assignIn(cq, w)
 }
 
-func (s *Snapshot) assignIn(cq *ClusterQueue, w *Workload, total flavors.Resources) (Assignment, Verdict) {
-	a, v, _ := s.assignOrPreempt(cq, w, total, false)
+func (s *Snapshot) assignIn(cq *ClusterQueue, w *Workload) (Assignment, Verdict) {
+	a, v, _ := s.assignOrPreempt(cq, w, false)
 	return a, v
 }
 
@@ -129,9 +129,10 @@ func (s *Snapshot) assignIn(cq *ClusterQueue, w *Workload, total flavors.Resourc
 // would wait may instead get victims whose removal makes it fit. Across
 // resource groups, each group's victims are chosen with those of the
 // groups before it already gone, so together they make every group fit.
-func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, total flavors.Resources, preempt bool) (Assignment, Verdict, []Victim) {
+func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, preempt bool) (Assignment, Verdict, []Victim) {
+	total := w.Total()
 	byGroup := make([][]corev1.ResourceName, len(cq.ResourceGroups))
-	for _, r := range total.Names() {
+	for _, r := range w.resourceNames() {
 		gi := cq.GroupFor(r)
 		if gi < 0 {
 			return Assignment{}, neverf("not-covered", "requests %s=%s, which ClusterQueue %s does not cover", r, total[r].Format(r), cq.Name), nil

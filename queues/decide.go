@@ -212,7 +212,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 			if cq == nil || w.Queue != name || !cq.NamespaceSelector.Matches(s.Namespaces[w.Namespace]) {
 				continue
 			}
-			if a, v := s.assignIn(cq, w, w.Total()); v.Kind == Fits {
+			if a, v := s.assignIn(cq, w); v.Kind == Fits {
 				admit(cq, w, a, 1)
 			}
 		}
@@ -394,11 +394,11 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 			h.advance()
 			continue
 		}
-		a, v := s.assignIn(cq, w, w.Total())
+		a, v := s.assignIn(cq, w)
 		if v.Kind == Wait && s.mayPreempt() && preemptsAtAll(cq) && s.mayFindVictims(cq, w) {
 			// Reclaiming or preempting to fit within its own nominal
 			// quota also goes before what borrows.
-			if pa, pv, vs := s.assignOrPreempt(cq, w, w.Total(), true); pv.Kind == Fits && len(vs) > 0 && !pa.Borrowing {
+			if pa, pv, vs := s.assignOrPreempt(cq, w, true); pv.Kind == Fits && len(vs) > 0 && !pa.Borrowing {
 				preempt(cq, w, pa, vs, c.i+1)
 				h.advance()
 				continue
@@ -468,9 +468,9 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 	}
 	mayPreempt := s.mayPreempt() && preemptsAtAll(cq)
 	preemptFirst := mayPreempt && cq.FlavorFungibility.WhenCanPreempt == "Preempt"
-	a, v, victims := s.assignOrPreempt(cq, w, w.Total(), preemptFirst)
+	a, v, victims := s.assignOrPreempt(cq, w, preemptFirst)
 	if v.Kind == Wait && mayPreempt && !preemptFirst && s.mayFindVictims(cq, w) {
-		if pa, pv, vs := s.assignOrPreempt(cq, w, w.Total(), true); pv.Kind == Fits && len(vs) > 0 {
+		if pa, pv, vs := s.assignOrPreempt(cq, w, true); pv.Kind == Fits && len(vs) > 0 {
 			return pv, pa, vs
 		}
 	}

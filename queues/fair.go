@@ -358,7 +358,7 @@ func (tr *tournament) pick(h heads) int {
 		if m.w != w || m.at != at || m.shares == nil {
 			var extra Usage
 			if w.Queue == c.cq.Name {
-				if a, v := s.assignIn(c.cq, w, w.Total()); v.Kind == Fits {
+				if a, v := s.assignIn(c.cq, w); v.Kind == Fits {
 					extra = a.Usage
 				}
 			}

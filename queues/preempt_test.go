@@ -537,7 +537,7 @@ func TestMayFindVictims(t *testing.T) {
 		for q, list := range c.pending {
 			cq := c.snap.Config.ClusterQueues[q]
 			for _, w := range list {
-				_, _, victims := c.snap.assignOrPreempt(cq, w, w.Total(), true)
+				_, _, victims := c.snap.assignOrPreempt(cq, w, true)
 				if c.snap.mayFindVictims(cq, w) {
 					if len(victims) > 0 {
 						found++

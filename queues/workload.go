@@ -57,9 +57,10 @@ type Workload struct {
 	// reads it.
 	Tag any
 
-	total   flavors.Resources // set by Seal
-	vec     []cell            // total as a slice sorted by name, set by Seal
-	created int64             // Created in Unix nanoseconds, set by Seal
+	total   flavors.Resources     // set by Seal
+	vec     []cell                // total as a slice sorted by name, set by Seal
+	names   []corev1.ResourceName // total's names, sorted, set by Seal
+	created int64                 // Created in Unix nanoseconds, set by Seal
 	// place is what NodeSelector and NodeAffinity allow, shared by the
 	// Workloads that ask the same; set by Seal, nil when they ask nothing.
 	place *placement
@@ -101,8 +102,10 @@ func (w *Workload) Key() string { return w.Namespace + "/" + w.Name }
 func (w *Workload) Seal() *Workload {
 	w.total = w.sum()
 	w.vec = make([]cell, 0, len(w.total))
-	for _, n := range w.total.Names() {
-		w.vec = append(w.vec, cell{intern(n), w.total[n]})
+	w.names = w.total.Names()
+	for i, n := range w.names {
+		w.names[i] = intern(n)
+		w.vec = append(w.vec, cell{w.names[i], w.total[n]})
 	}
 	w.created = w.Created.UnixNano()
 	w.Queue, w.Namespace = intern(w.Queue), intern(w.Namespace)
@@ -117,6 +120,15 @@ func (w *Workload) Seal() *Workload {
 // up in the config's maps, whose names are interned too: equal strings
 // that share their bytes compare without reading them.
 func intern[S ~string](s S) S { return unique.Make(s).Value() }
+
+// resourceNames returns the names of what the Workload requests, sorted.
+// The result must not be modified.
+func (w *Workload) resourceNames() []corev1.ResourceName {
+	if w.total != nil {
+		return w.names
+	}
+	return w.sum().Names()
+}
 
 // Total returns the Workload's requests summed over its pod sets. The
 // result must not be modified.
