@@ -300,7 +300,13 @@ func (c *cursor) blockBehind(head *Workload) {
 // cursors makes the heap of the group's queues with pending Workloads.
 func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *heads {
 	h := make(heads, 0, len(group))
-	cs := make([]cursor, 0, len(group)) // one allocation for them all
+	// One allocation for the pass's cursors: a walk's are done with
+	// before the next walk makes its own.
+	if cap(s.cursorBuf) < len(group) {
+		s.cursorBuf = make([]cursor, 0, len(group))
+	}
+	cs := s.cursorBuf[:0]
+	clear(cs[:cap(cs)])
 	var tour *tournament
 	for _, name := range group {
 		if len(pending[name]) > 0 {

@@ -140,6 +140,8 @@ type Snapshot struct {
 	borrowers map[cohortCell]*borrowerFlags
 	// waitCodes holds the Verdict code of a wait for quota of a cell.
 	waitCodes map[FlavorResource]string
+	// cursorBuf holds the cursors of the walk under way (see cursors).
+	cursorBuf []cursor
 }
 
 type cohortCell struct {

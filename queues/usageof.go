@@ -9,7 +9,8 @@ import "strings"
 // to its queue's first candidate flavors. cfg may be nil.
 func UsageOf(cfg *Config, w *Workload, ann string) Usage {
 	var names []string
-	if _, v, ok := strings.Cut(strings.Split(ann, ",")[0], "="); ok {
+	first, _, _ := strings.Cut(ann, ",")
+	if _, v, ok := strings.Cut(first, "="); ok {
 		names = strings.Split(v, "+")
 	}
 	var cq *ClusterQueue
