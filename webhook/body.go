@@ -40,7 +40,7 @@ const (
 // request not answered in time gets a 503.
 func Limit(h http.Handler) http.Handler { return limit(h, MaxRequestBytes, RequestTimeout) }
 
-// It does what http.TimeoutHandler does, on goroutines kept between
+// limit does what http.TimeoutHandler does, on goroutines kept between
 // requests (see workers): the handler runs on one, with a context that
 // ends at the timeout, and writes into an answer held until it returns;
 // one that has not returned by then is answered 503 and runs on, into an
