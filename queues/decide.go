@@ -301,12 +301,11 @@ func (c *cursor) blockBehind(head *Workload) {
 func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *heads {
 	h := make(heads, 0, len(group))
 	// One allocation for the pass's cursors: a walk's are done with
-	// before the next walk makes its own.
+	// before the next walk makes its own, each written whole.
 	if cap(s.cursorBuf) < len(group) {
 		s.cursorBuf = make([]cursor, 0, len(group))
 	}
 	cs := s.cursorBuf[:0]
-	clear(cs[:cap(cs)])
 	var tour *tournament
 	for _, name := range group {
 		if len(pending[name]) > 0 {
