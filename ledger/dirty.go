@@ -57,7 +57,7 @@ func changesPass(e, next *entry) bool {
 // passScopeLocked returns the queues the pass about to run decides: those
 // whose inputs changed, and every other member of their cohort trees; nil
 // when it decides every queue. It forgets the changes: the pass decides
-// on them.
+// on them. The map is the pass's scratch, filled again by the next pass.
 func (l *Ledger) passScopeLocked() map[string]struct{} {
 	if l.allDirty || len(l.late) > 0 {
 		// A late capture charges the snapshot, in any queue.
@@ -65,8 +65,13 @@ func (l *Ledger) passScopeLocked() map[string]struct{} {
 		clear(l.dirty)
 		return nil
 	}
-	scope := make(map[string]struct{}, len(l.dirty))
-	roots := map[string]bool{}
+	sc := &l.scratch
+	if sc.scope == nil {
+		sc.scope, sc.roots = map[string]struct{}{}, map[string]bool{}
+	}
+	scope, roots := sc.scope, sc.roots
+	clear(scope)
+	clear(roots)
 	for q := range l.dirty {
 		scope[q] = struct{}{}
 		cq := l.cfg.ClusterQueues[q]
@@ -153,6 +158,9 @@ func (l *Ledger) listsLocked(scope map[string]struct{}) map[string][]*queues.Wor
 // again: a pass allocates them once, not every time. Nothing outlives
 // the pass that fills them.
 type passScratch struct {
+	// scope and roots are passScopeLocked's.
+	scope      map[string]struct{}
+	roots      map[string]bool
 	usage      map[string]queues.Usage
 	lists      map[string][]*queues.Workload
 	runs       map[string]*tailRun
