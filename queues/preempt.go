@@ -479,10 +479,9 @@ func (s *Snapshot) borrows(q string, fr FlavorResource) bool {
 func (s *Snapshot) cloneFor(cq *ClusterQueue) *Snapshot {
 	members := s.Config.Members(cq)
 	sim := &Snapshot{Config: s.Config, Usage: make(map[string]Usage, len(members)), Namespaces: s.Namespaces,
-		borrowed: map[string]Usage{}, shared: make(map[string]bool, len(members))}
+		borrowed: map[string]Usage{}, sharing: true}
 	for _, q := range members {
 		sim.Usage[q] = s.Usage[q]
-		sim.shared[q] = true
 	}
 	if cq.Cohort != "" {
 		for _, c := range s.Config.index().tree.cohorts[s.Config.CohortRoot(cq.Cohort)] {

@@ -127,9 +127,11 @@ type Snapshot struct {
 	// cohort's lendingLimit keeps): what they hold of the cohort's
 	// subtree quota. It bubbles up the tree above what each cohort keeps.
 	borrowed map[string]Usage
-	// shared marks the queues whose usage a simulation (see cloneFor)
-	// still shares with the Snapshot it was made from.
-	shared map[string]bool
+	// sharing says the Snapshot shares its Usages with whoever made it
+	// (NewSnapshotSharing, cloneFor) but those in owned, which it copied
+	// the first time it charged them.
+	sharing bool
+	owned   map[string]bool
 	// charges counts, per cohort tree (by its root), the Charges to its
 	// members since borrowers was made: an entry holds while it stays the
 	// same.
@@ -186,10 +188,7 @@ func (s *Snapshot) borrowerFlagsOf(cohort string, members []string, fr FlavorRes
 // the Snapshot charges it, so that a pass copies only what it charges.
 func NewSnapshotSharing(cfg *Config, usage map[string]Usage, namespaces map[string]labels.Set) *Snapshot {
 	s := NewSnapshot(cfg, usage, namespaces)
-	s.shared = make(map[string]bool, len(s.Usage))
-	for q := range s.Usage {
-		s.shared[q] = true
-	}
+	s.sharing = true
 	return s
 }
 
@@ -241,10 +240,15 @@ func (s *Snapshot) addBorrowed(cq *ClusterQueue, fr FlavorResource, before, afte
 func (s *Snapshot) Charge(cqName string, u Usage, sign int) {
 	cq := s.Config.ClusterQueues[cqName]
 	cur := s.Usage[cqName]
-	if s.shared[cqName] {
-		cur = cur.Clone()
-		s.Usage[cqName] = cur
-		delete(s.shared, cqName)
+	if s.sharing && !s.owned[cqName] {
+		if s.owned == nil {
+			s.owned = map[string]bool{}
+		}
+		s.owned[cqName] = true
+		if cur != nil {
+			cur = cur.Clone()
+			s.Usage[cqName] = cur
+		}
 	}
 	if cur == nil {
 		cur = Usage{}
