@@ -68,6 +68,10 @@ type configIndex struct {
 	covered map[corev1.ResourceName]bool
 	// drains: some queue's stopPolicy is HoldAndDrain (Drains).
 	drains bool
+	// groups lists the independent groups of ClusterQueues, each sorted:
+	// the members of a cohort tree, or a queue without a cohort alone;
+	// in the order of their first names.
+	groups [][]string
 }
 
 func (c *Config) index() *configIndex {
@@ -113,6 +117,22 @@ func (c *Config) index() *configIndex {
 		}
 	}
 	ix.drains = c.drains()
+	seen := map[string]bool{}
+	for _, name := range SortedKeys(c.ClusterQueues) {
+		cq := c.ClusterQueues[name]
+		if cq.Cohort == "" {
+			ix.groups = append(ix.groups, []string{name})
+			continue
+		}
+		root := cq.Cohort
+		if r, ok := ix.tree.root[root]; ok {
+			root = r
+		}
+		if !seen[root] {
+			seen[root] = true
+			ix.groups = append(ix.groups, ix.tree.members[root])
+		}
+	}
 	c.idx.Store(ix)
 	return ix
 }

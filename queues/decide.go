@@ -3,7 +3,8 @@ package queues
 import (
 	"container/heap"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // Admission is a decision to admit a Workload with an Assignment.
@@ -114,23 +115,37 @@ func Decide(s *Snapshot, pending map[string][]*Workload, observe Observer) Decis
 type Observer func(w *Workload, v Verdict, position int)
 
 // groups splits the queues with pending work into independent groups: the
-// members of a cohort tree together, a queue without a cohort alone.
+// members of a cohort tree together, a queue without a cohort alone; in
+// the order of their first names.
 func (s *Snapshot) groups(pending map[string][]*Workload) [][]string {
-	byCohort := map[string][]string{}
+	all := s.Config.index().groups
+	names := make([]string, 0, len(pending))
 	var groups [][]string
-	for _, name := range SortedKeys(pending) {
-		cq := s.Config.ClusterQueues[name]
-		if cq == nil || cq.Cohort == "" {
-			groups = append(groups, []string{name})
-			continue
+	for _, g := range all {
+		from := len(names)
+		for _, q := range g {
+			if _, ok := pending[q]; ok {
+				names = append(names, q)
+			}
 		}
-		root := s.Config.CohortRoot(cq.Cohort)
-		byCohort[root] = append(byCohort[root], name)
+		if len(names) > from {
+			groups = append(groups, names[from:len(names):len(names)])
+		}
 	}
-	for _, c := range SortedKeys(byCohort) {
-		groups = append(groups, byCohort[c])
+	if len(names) < len(pending) {
+		// Queues the config does not hold: each alone.
+		for q := range pending {
+			if s.Config.ClusterQueues[q] == nil {
+				groups = append(groups, []string{q})
+			}
+		}
 	}
-	sort.SliceStable(groups, func(i, j int) bool { return groups[i][0] < groups[j][0] })
+	// In the order of their first pending names, which is theirs unless a
+	// group's first member waits for nothing.
+	first := func(a, b []string) int { return strings.Compare(a[0], b[0]) }
+	if !slices.IsSortedFunc(groups, first) {
+		slices.SortFunc(groups, first)
+	}
 	return groups
 }
 

@@ -682,3 +682,33 @@ func TestStrictFIFOMessage(t *testing.T) {
 		t.Errorf("waits (-want +got):\n%s", diff)
 	}
 }
+
+// TestGroups: the queues with pending work split into cohort trees and
+// lone queues, each group in name order and the groups in the order of
+// their first pending names; a queue the config does not hold is alone.
+func TestGroups(t *testing.T) {
+	fls := []*flavors.Flavor{flavor("f", "tier", "f")}
+	cq := func(name, cohort string) *ClusterQueue {
+		return makeCQ(name).Cohort(cohort).Group(cpu).Flavor("f", "cpu=4").Obj()
+	}
+	cfg := makeConfig(fls, cq("a1", "x"), cq("z1", "x"), cq("m", ""), cq("c", "y"), cq("b", "y"), cq("q", ""))
+	for _, tc := range []struct {
+		pending []string
+		want    [][]string
+	}{
+		{pending: nil, want: nil},
+		{pending: []string{"a1", "z1", "m", "b", "c", "q"}, want: [][]string{{"a1", "z1"}, {"b", "c"}, {"m"}, {"q"}}},
+		// x's first member waits for nothing: x comes after m.
+		{pending: []string{"z1", "m", "c"}, want: [][]string{{"c"}, {"m"}, {"z1"}}},
+		{pending: []string{"q", "gone", "a1"}, want: [][]string{{"a1"}, {"gone"}, {"q"}}},
+	} {
+		pending := map[string][]*Workload{}
+		for _, q := range tc.pending {
+			pending[q] = nil
+		}
+		got := NewSnapshot(cfg, nil, nil).groups(pending)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("groups of %v (-want +got):\n%s", tc.pending, diff)
+		}
+	}
+}
