@@ -44,14 +44,28 @@ func StripJob(obj any) (any, error) {
 }
 
 // StripContainers keeps of each container its name, resources and restart
-// policy: what the books read of it.
+// policy: what the books read of it. Containers stripped already (no
+// image, which the API server requires of every container it stores) are
+// returned as they are: a watched Job's spec may be the stored one.
 func StripContainers(cs []corev1.Container) []corev1.Container {
 	if len(cs) == 0 {
 		return nil
+	}
+	if !hasImage(cs) {
+		return cs
 	}
 	out := make([]corev1.Container, len(cs))
 	for i := range cs {
 		out[i] = corev1.Container{Name: cs[i].Name, Resources: cs[i].Resources, RestartPolicy: cs[i].RestartPolicy}
 	}
 	return out
+}
+
+func hasImage(cs []corev1.Container) bool {
+	for i := range cs {
+		if cs[i].Image != "" {
+			return true
+		}
+	}
+	return false
 }
