@@ -11,7 +11,7 @@ import (
 // itself rather than by reflection: a patch is mostly those, and every
 // admission writes one. Any other value goes through json.Marshal.
 func (p MergePatch) Marshal() ([]byte, error) {
-	return appendJSON(make([]byte, 0, 512), map[string]any(p))
+	return appendJSON(make([]byte, 0, 1024), map[string]any(p))
 }
 
 func appendJSON(b []byte, v any) ([]byte, error) {
