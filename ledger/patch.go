@@ -49,6 +49,9 @@ type versionPatches struct {
 	limiter flowcontrol.RateLimiter
 	mapper  meta.RESTMapper
 	warn    rest.WarningHandlerWithContext
+	// agent is the config's User-Agent, sent as its transport would send
+	// it: a request that has one already is not copied to add it.
+	agent string
 }
 
 // maxPatchRetries is client-go's default number of retries of a request
@@ -91,7 +94,7 @@ func newVersionPatches(cl client.Client, cfg *rest.Config, h *http.Client, mappe
 		warn = warningHandler{cfg.WarningHandler}
 	}
 	return versionPatches{Client: cl, http: h, base: strings.TrimSuffix(base.String(), "/"), host: base.Host,
-		limiter: limiter, mapper: mapper, warn: warn}, nil
+		limiter: limiter, mapper: mapper, warn: warn, agent: cfg.UserAgent}, nil
 }
 
 // warningHandler is a rest.WarningHandler as a WarningHandlerWithContext.
@@ -153,6 +156,9 @@ func (p versionPatches) send(ctx context.Context, target string, pt types.PatchT
 	}
 	req.Header.Set("Content-Type", string(pt))
 	req.Header.Set("Accept", metadataAccept)
+	if p.agent != "" {
+		req.Header.Set("User-Agent", p.agent)
+	}
 	resp, err := p.http.Do(req)
 	if err != nil {
 		clientmetrics.RequestResult.Increment(ctx, "<error>", http.MethodPatch, p.host)

@@ -249,10 +249,10 @@ func TestPatchRetryAfter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var attempts int
-			var query, contentType string
+			var query, contentType, agent string
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				attempts++
-				query, contentType = r.URL.RawQuery, r.Header.Get("Content-Type")
+				query, contentType, agent = r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("User-Agent")
 				if r.Method != http.MethodPatch || r.URL.Path != "/apis/batch/v1/namespaces/ns/jobs/j" {
 					http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusBadRequest)
 					return
@@ -268,7 +268,7 @@ func TestPatchRetryAfter(t *testing.T) {
 				_, _ = w.Write(ok.Bytes())
 			}))
 			defer srv.Close()
-			cfg := &rest.Config{Host: srv.URL}
+			cfg := &rest.Config{Host: srv.URL, UserAgent: "tally/test"}
 			limiter := &countingLimiter{RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
 			cfg.RateLimiter = limiter
 			mapper := meta.NewDefaultRESTMapper(nil)
@@ -289,8 +289,8 @@ func TestPatchRetryAfter(t *testing.T) {
 			if err == nil && m.ResourceVersion != "77" {
 				t.Errorf("resourceVersion %q, want 77", m.ResourceVersion)
 			}
-			if query != "fieldManager=tally-state" || contentType != string(types.MergePatchType) {
-				t.Errorf("sent query %q and content type %q", query, contentType)
+			if query != "fieldManager=tally-state" || contentType != string(types.MergePatchType) || agent != "tally/test" {
+				t.Errorf("sent query %q, content type %q and User-Agent %q", query, contentType, agent)
 			}
 		})
 	}
