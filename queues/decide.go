@@ -314,12 +314,13 @@ func (c *cursor) blockBehind(head *Workload) {
 
 // cursors makes the heap of the group's queues with pending Workloads.
 func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *heads {
-	h := make(heads, 0, len(group))
-	// One allocation for the pass's cursors: a walk's are done with
-	// before the next walk makes its own, each written whole.
+	// One allocation for the pass's cursors and their heap: a walk's are
+	// done with before the next walk makes its own, each written whole.
 	if cap(s.cursorBuf) < len(group) {
 		s.cursorBuf = make([]cursor, 0, len(group))
+		s.walk = make(heads, 0, len(group))
 	}
+	h := s.walk[:0]
 	cs := s.cursorBuf[:0]
 	var tour *tournament
 	for _, name := range group {
@@ -339,8 +340,9 @@ func (s *Snapshot) cursors(group []string, pending map[string][]*Workload) *head
 			h = append(h, c)
 		}
 	}
-	heap.Init(&h)
-	return &h
+	s.walk = h
+	heap.Init(&s.walk)
+	return &s.walk
 }
 
 // top is the cursor whose head goes next: the heap's first, or in a tree

@@ -142,8 +142,10 @@ type Snapshot struct {
 	borrowers map[cohortCell]*borrowerFlags
 	// waitCodes holds the Verdict code of a wait for quota of a cell.
 	waitCodes map[FlavorResource]string
-	// cursorBuf holds the cursors of the walk under way (see cursors).
+	// cursorBuf holds the cursors of the walk under way, and walk their
+	// heap (see cursors).
 	cursorBuf []cursor
+	walk      heads
 }
 
 type cohortCell struct {
