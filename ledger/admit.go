@@ -145,7 +145,10 @@ func (l *Ledger) decide() []write {
 	}
 	clear(usage)
 	inScope(l.usage, usageScope, func(q string, u queues.Usage) { usage[q] = u })
-	snap := queues.NewSnapshotSharing(l.cfg, usage, l.namespaceLabelsLocked())
+	if !l.pools.For(l.cfg) {
+		l.pools = queues.NewPools(l.cfg, l.usage)
+	}
+	snap := queues.NewSnapshotPooled(l.cfg, usage, l.namespaceLabelsLocked(), l.pools)
 	late := l.decideLateLocked(snap)
 	lists := l.listsLocked(scope)
 	if blocked := l.blockedLocked(); len(blocked) > 0 {

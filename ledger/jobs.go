@@ -334,6 +334,7 @@ func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
 		cur = queues.Usage{}
 		l.usage[queue] = cur
 	}
+	l.movePoolsLocked(queue, cur, u, +1)
 	cur.Add(u)
 	l.touchLocked(queue)
 	l.metrics.setUsage(l.cfg, queue, cur, u)
@@ -341,12 +342,29 @@ func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
 
 func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
 	if cur := l.usage[queue]; cur != nil {
+		l.movePoolsLocked(queue, cur, u, -1)
 		cur.Sub(u)
 		if len(cur) == 0 {
 			delete(l.usage, queue)
 		}
 		l.touchLocked(queue)
 		l.metrics.setUsage(l.cfg, queue, cur, u)
+	}
+}
+
+// movePoolsLocked moves the pools as queue's usage cur is about to have u
+// added (sign +1) or taken away (-1).
+func (l *Ledger) movePoolsLocked(queue string, cur, u queues.Usage, sign int) {
+	if !l.pools.For(l.cfg) {
+		return
+	}
+	for fr, a := range u {
+		before := cur[fr]
+		after := before.Add(a)
+		if sign < 0 {
+			after = before.Sub(a)
+		}
+		l.pools.Move(queue, fr, before, after)
 	}
 }
 

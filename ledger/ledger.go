@@ -89,10 +89,13 @@ type Ledger struct {
 	// recent holds the last decisions, for the dashboard.
 	recent recentDecisions
 
-	mu         sync.Mutex
-	jobs       map[types.UID]*entry
-	pending    map[string]*btree.BTreeG[*entry]
-	usage      map[string]queues.Usage
+	mu      sync.Mutex
+	jobs    map[types.UID]*entry
+	pending map[string]*btree.BTreeG[*entry]
+	usage   map[string]queues.Usage
+	// pools are the cohorts' pools as usage has them, moved with it; nil,
+	// or for another config, they are counted again by the next pass.
+	pools      *queues.Pools
 	namespaces map[string]*nsInfo
 	// priorityClasses holds the cluster's PriorityClasses (their name,
 	// value and globalDefault), and priorities what they make of a pod

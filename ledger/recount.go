@@ -239,6 +239,7 @@ func (l *Ledger) recountUsage() {
 	}
 	l.metrics.observeUsage(l.cfg, l.usage, fresh)
 	l.usage = fresh
+	l.pools = nil
 	l.touchAllLocked()
 	if l.cfg != nil {
 		if shares := l.metrics.observeShares(queues.NewSnapshot(l.cfg, queues.CloneUsages(fresh), nil)); len(shares) > 0 {

@@ -183,6 +183,53 @@ func TestCohortTreeChargeIsIncremental(t *testing.T) {
 	}
 }
 
+// TestPoolsMoveIsIncremental checks that Pools, moved by each change of a
+// queue's usage, hold what a count afresh holds, and that a Snapshot made
+// from them sees what one made from the usage sees.
+func TestPoolsMoveIsIncremental(t *testing.T) {
+	cfg := withCohorts(makeConfig([]*flavors.Flavor{flavor("f1")},
+		makeCQ("a").Cohort("ml").Group(cpu).Flavor("f1", "cpu=2/-/1").Obj(),
+		makeCQ("b").Cohort("ml").Group(cpu).Flavor("f1", "cpu=3").Obj(),
+		makeCQ("c").Cohort("infra").Group(cpu).Flavor("f1", "cpu=6/4").Obj(),
+		makeCQ("d").Cohort("org").Group(cpu).Flavor("f1", "cpu=1").Obj(),
+		makeCQ("e").Group(cpu).Flavor("f1", "cpu=1").Obj(),
+		makeCQ("x").Cohort("flat").Group(cpu).Flavor("f1", "cpu=2").Obj(),
+		makeCQ("y").Cohort("flat").Group(cpu).Flavor("f1", "cpu=1/-/0").Obj()),
+		makeCohort("org", "", cpuQuota("cpu=3")), makeCohort("ml", "org", cpuQuota("cpu=2/3/1")), makeCohort("infra", "org", cpuQuota("cpu=1/-/4")))
+	rng := rand.New(rand.NewSource(2))
+	usage := map[string]Usage{"a": {}, "b": {}, "c": {}, "d": {}, "e": {}, "x": {}, "y": {}, "gone": {}}
+	pools := NewPools(cfg, usage)
+	if !pools.For(cfg) || pools.For(withCohorts(makeConfig(nil))) {
+		t.Fatalf("Pools hold for their own config only")
+	}
+	queues := []string{"a", "b", "c", "d", "e", "x", "y", "gone"}
+	f1cpu := FlavorResource{"f1", cpu}
+	for i := range 300 {
+		q := queues[rng.Intn(len(queues))]
+		before := usage[q][f1cpu]
+		after := flavors.Max(0, before.Add(flavors.Amount(rng.Intn(8000)-4000)))
+		usage[q][f1cpu] = after
+		pools.Move(q, f1cpu, before, after)
+		fresh := NewSnapshot(cfg, CloneUsages(usage), nil)
+		pooled := NewSnapshotPooled(cfg, CloneUsages(usage), nil, pools)
+		for _, c := range []string{"org", "ml", "infra", "flat"} {
+			if got, want := pools.s.borrowed[c][f1cpu], fresh.borrowed[c][f1cpu]; got != want {
+				t.Fatalf("step %d: cohort %s holds %d in the pools, %d afresh", i, c, got, want)
+			}
+		}
+		for _, q := range queues[:7] {
+			if got, want := pooled.Available(cfg.ClusterQueues[q], f1cpu), fresh.Available(cfg.ClusterQueues[q], f1cpu); got != want {
+				t.Fatalf("step %d: %s has %d available from the pools, %d afresh", i, q, got, want)
+			}
+		}
+		// A pass charges its Snapshot, never the pools.
+		pooled.Charge("a", Usage{f1cpu: 5000}, +1)
+		if got, want := pools.s.borrowed["ml"][f1cpu], fresh.borrowed["ml"][f1cpu]; got != want {
+			t.Fatalf("step %d: charging a pooled Snapshot moved the pools: ml holds %d, want %d", i, got, want)
+		}
+	}
+}
+
 // admCPUMem is an admitted workload of queue q holding cpu and memory in
 // flavor f1, admitted at second t.
 func admCPUMem(name, q, cpuQ, memQ string, t int) *Admitted {

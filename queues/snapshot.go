@@ -128,7 +128,7 @@ type Snapshot struct {
 	// subtree quota. It bubbles up the tree above what each cohort keeps.
 	borrowed map[string]Usage
 	// sharing says the Snapshot shares its Usages with whoever made it
-	// (NewSnapshotSharing, cloneFor) but those in owned, which it copied
+	// (NewSnapshotPooled, cloneFor) but those in owned, which it copied
 	// the first time it charged them.
 	sharing bool
 	owned   map[string]bool
@@ -185,12 +185,47 @@ func (s *Snapshot) borrowerFlagsOf(cohort string, members []string, fr FlavorRes
 	return b.by
 }
 
-// NewSnapshotSharing builds a Snapshot that takes ownership of the map
+// Pools keeps what the members of each cohort borrow of its pool (see
+// Snapshot), as usage changes (Move), so that a pass's Snapshot takes it
+// as it is (NewSnapshotPooled) instead of adding up every queue's usage.
+// It holds for one Config.
+type Pools struct {
+	// s holds the Config and the pools (borrowed) only.
+	s Snapshot
+}
+
+// NewPools adds up the pools of cfg's cohorts from usage, which it reads
+// only.
+func NewPools(cfg *Config, usage map[string]Usage) *Pools {
+	p := &Pools{s: Snapshot{Config: cfg, borrowed: map[string]Usage{}}}
+	p.s.addAll(usage)
+	return p
+}
+
+// For says whether p holds for cfg.
+func (p *Pools) For(cfg *Config) bool { return p != nil && p.s.Config == cfg }
+
+// Move records that queue's usage of fr went from before to after.
+func (p *Pools) Move(queue string, fr FlavorResource, before, after flavors.Amount) {
+	if cq := p.s.Config.ClusterQueues[queue]; cq != nil && cq.Cohort != "" && before != after {
+		p.s.addBorrowed(cq, fr, before, after)
+	}
+}
+
+// NewSnapshotPooled builds a Snapshot that takes ownership of the map
 // usage but not of its Usages: a queue's Usage is copied the first time
 // the Snapshot charges it, so that a pass copies only what it charges.
-func NewSnapshotSharing(cfg *Config, usage map[string]Usage, namespaces map[string]labels.Set) *Snapshot {
-	s := NewSnapshot(cfg, usage, namespaces)
-	s.sharing = true
+// The cohorts' pools are copied from pools, which must hold for cfg and
+// count the usage of which usage holds the queues the Snapshot decides,
+// with their cohort trees whole.
+func NewSnapshotPooled(cfg *Config, usage map[string]Usage, namespaces map[string]labels.Set, pools *Pools) *Snapshot {
+	s := &Snapshot{Config: cfg, Usage: usage, Namespaces: namespaces, borrowed: make(map[string]Usage, len(pools.s.borrowed)), sharing: true}
+	if s.Usage == nil {
+		s.Usage = map[string]Usage{}
+	}
+	for c, u := range pools.s.borrowed {
+		s.borrowed[c] = u.Clone()
+	}
 	return s
 }
 
@@ -200,8 +235,14 @@ func NewSnapshot(cfg *Config, usage map[string]Usage, namespaces map[string]labe
 	if s.Usage == nil {
 		s.Usage = map[string]Usage{}
 	}
-	for name, u := range s.Usage {
-		cq := cfg.ClusterQueues[name]
+	s.addAll(s.Usage)
+	return s
+}
+
+// addAll adds the usage of every queue of usage to its cohorts' pools.
+func (s *Snapshot) addAll(usage map[string]Usage) {
+	for name, u := range usage {
+		cq := s.Config.ClusterQueues[name]
 		if cq == nil || cq.Cohort == "" {
 			continue
 		}
@@ -209,7 +250,6 @@ func NewSnapshot(cfg *Config, usage map[string]Usage, namespaces map[string]labe
 			s.addBorrowed(cq, fr, 0, a)
 		}
 	}
-	return s
 }
 
 // addBorrowed moves the cohort's pooled usage of fr as cq's usage goes from
