@@ -175,10 +175,16 @@ func (l *Ledger) decide() []write {
 	snap.Rotate = l.passes
 	l.passes++
 	var never []*entry
+	// A pass observes a queue's Workloads one after another, mostly.
+	var runQ string
+	var run *tailRun
 	decided := queues.Decide(snap, lists, func(w *queues.Workload, v queues.Verdict, pos int) {
 		e := w.Tag.(*entry)
-		if t := runs[w.Queue]; t != nil {
-			t.observe(pos, v.Kind == queues.Wait, v.Code)
+		if run == nil || w.Queue != runQ {
+			runQ, run = w.Queue, runs[w.Queue]
+		}
+		if run != nil {
+			run.observe(pos, v.Kind == queues.Wait, v.Code)
 		}
 		if v.Kind == queues.Fits && !e.queued && l.opts.Events == EventsMinimal {
 			// Admitted in the pass that first sees it: Admitted says it all.
