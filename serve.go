@@ -17,7 +17,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -191,48 +190,12 @@ func watchConfig(cfg *rest.Config) *rest.Config {
 	return c
 }
 
-// unindexedHeaders has the HTTP/2 connections of cfg's transport send
-// request headers without adding them to HPACK's dynamic table. Every
-// admission and label write goes to a path of its own, so with the table
-// each request's path evicts an older entry, which costs the client (and
-// the API server's decoder) more than sending the few headers that
-// repeat as literals costs the connection.
-func unindexedHeaders(cfg *rest.Config) {
-	wrap := cfg.WrapTransport
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		// client-go's transport cache wraps the *http.Transport it makes.
-		inner := rt
-		for {
-			w, ok := inner.(utilnet.RoundTripperWrapper)
-			if !ok {
-				break
-			}
-			inner = w.WrappedRoundTripper()
-		}
-		// Set once, before the transport's first connection: the
-		// clients made later share it.
-		if t, ok := inner.(*http.Transport); ok && (t.HTTP2 == nil || t.HTTP2.MaxEncoderHeaderTableSize != 1) {
-			h2 := &http.HTTP2Config{}
-			if t.HTTP2 != nil {
-				*h2 = *t.HTTP2
-			}
-			h2.MaxEncoderHeaderTableSize = 1 // the least: no header fits
-			t.HTTP2 = h2
-		}
-		if wrap != nil {
-			return wrap(rt)
-		}
-		return rt
-	}
-}
-
 func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *atomic.Bool) error {
 	restCfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	restCfg.QPS, restCfg.Burst = float32(f.qps), f.burst
-	unindexedHeaders(restCfg)
 	if f.apiContentType == "json" {
 		// With no content type set, controller-runtime's clients and
 		// informers use protobuf for client-go's kinds, JSON for others.
