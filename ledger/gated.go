@@ -302,6 +302,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 	if err != nil {
 		l.mu.Lock()
 		if e.Charged != nil && e.ChargedQueue == queue {
+			e.Charged = e.Charged.Clone()
 			e.Charged.Sub(delta)
 			l.subUsageLocked(queue, delta)
 			l.noteLocalLocked(e)

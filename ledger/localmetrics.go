@@ -116,7 +116,7 @@ type localCount struct {
 	in                            *localMetrics
 	pending                       uint8 // as pendingStatus
 	reserving, admitted, finished bool
-	usage                         queues.Usage // a copy of what it is charged
+	usage                         queues.Usage // what it is charged (entry.Charged, never changed in place)
 }
 
 // localQueueOf is the LocalQueue of a workload whose labels are labels.
@@ -251,9 +251,6 @@ func (m *metrics) noteLocal(cfg *queues.Config, e *entry, gone bool, class strin
 	}
 	if counts {
 		next.in = m.local(cfg, localKey{e.W.Namespace, e.localQueue})
-		if next.usage != nil {
-			next.usage = next.usage.Clone()
-		}
 		if next.finished && !cur.finished && cur.admitted {
 			// Kueue counts a workload that finishes after its admission.
 			next.in.classes[class] = true

@@ -21,7 +21,9 @@ type Entry struct {
 	Claim *Claim
 	// Captured: tally recorded it late, as it ran unrecorded.
 	Captured bool
-	// Charged is the usage it holds in ChargedQueue.
+	// Charged is the usage it holds in ChargedQueue. It is replaced, never
+	// changed in place: others keep it (the LocalQueue metrics, the
+	// preemption candidates).
 	Charged      queues.Usage
 	ChargedQueue string
 	// LabelState is the tally.dev/state label on the object.
