@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,7 +61,9 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		return *resp
 	}
 	obj := k.New()
-	if err := decodeObject(m.Decoder, req.Object, obj, k.GVK()); err != nil {
+	if o, ok := req.Object.Object.(client.Object); ok && req.Object.Raw == nil && reflect.TypeOf(o) == reflect.TypeOf(obj) {
+		obj = o // decoded with the request (Review)
+	} else if err := decodeObject(m.Decoder, req.Object, obj, k.GVK()); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", k.GVK().Kind, err))
 	}
 	o, err := k.Read(obj)
@@ -99,6 +103,23 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 		// on its own.
 	}
 	return m.enqueue(ctx, o, o.Fields())
+}
+
+// newObject makes the object of a workload of kind gvk for Review to
+// decode it into (objectMaker); nil for an unstructured one.
+func (m *JobMutator) newObject(gvk schema.GroupVersionKind) runtime.Object {
+	if gvk.Empty() {
+		return nil
+	}
+	k := m.Kinds.For(gvk)
+	if k == nil {
+		return nil
+	}
+	obj := k.New()
+	if _, unstructured := obj.(runtime.Unstructured); unstructured {
+		return nil
+	}
+	return obj
 }
 
 // enqueue queues o, a new workload of a managed namespace, on its own:

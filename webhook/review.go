@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -28,14 +29,35 @@ import (
 // kind, a body that does not decode, or an unstructured object) goes to
 // the decoder as before, so every answer to a malformed request stays
 // what it was.
+//
+// A handler that names the Go type of its requests' objects (objectMaker)
+// gets the object decoded with the request, in the same pass, rather
+// than its bytes to decode again: when the request names its kind before
+// its object, as the API server writes it, and no text of the body is a
+// hostile quantity (see checkQuantities), which the decoder must not be
+// handed. Any other request goes the way above.
 
 // Review serves wh's handler, reading the requests that the API server
 // sends in one pass (see above) and giving every other request to
 // wh.ServeHTTP. Either way the handler's answer goes through wh.Handle,
 // which recovers its panics and completes the response.
-func Review(wh *admission.Webhook) http.Handler { return review{wh} }
+func Review(wh *admission.Webhook) http.Handler {
+	maker, _ := wh.Handler.(objectMaker)
+	return review{wh, maker}
+}
 
-type review struct{ wh *admission.Webhook }
+type review struct {
+	wh    *admission.Webhook
+	maker objectMaker
+}
+
+// objectMaker is a handler that takes the object of its requests decoded
+// with them: it makes the new typed object that decodes one of kind gvk,
+// or returns nil for a kind whose object it decodes itself. Such a
+// request's Object has the decoded object and no bytes.
+type objectMaker interface {
+	newObject(gvk schema.GroupVersionKind) runtime.Object
+}
 
 // v1Review is a v1 AdmissionReview as the API server sends it.
 var v1Review = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
@@ -60,6 +82,12 @@ func (rv review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rv.wh.ServeHTTP(w, r)
 		return
 	}
+	if rv.maker != nil && !scan(body) {
+		if req, ok := rv.typed(body); ok {
+			rv.answer(w, r, req)
+			return
+		}
+	}
 	req := admission.Request{}
 	in := struct {
 		APIVersion string                        `json:"apiVersion"`
@@ -72,6 +100,11 @@ func (rv review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rv.wh.ServeHTTP(w, r)
 		return
 	}
+	rv.answer(w, r, req)
+}
+
+// answer writes wh's answer to req.
+func (rv review) answer(w http.ResponseWriter, r *http.Request, req admission.Request) {
 	resp := rv.wh.Handle(r.Context(), req)
 	out := admissionv1.AdmissionReview{Response: &resp.AdmissionResponse}
 	out.SetGroupVersionKind(v1Review)
@@ -79,6 +112,69 @@ func (rv review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// An answer that cannot be written has lost its connection; there is
 	// no one left to tell.
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// typedRequest is an AdmissionRequest whose object is decoded, as it is
+// read, into the object rv.maker makes for the kind read before it.
+type typedRequest struct {
+	admissionv1.AdmissionRequest
+	Kind   kindFirst `json:"kind"`
+	Object any       `json:"object"`
+}
+
+// kindFirst reads a request's kind and, the first time, sets its
+// request's Object to the object to decode its object into.
+type kindFirst struct {
+	gvk   metav1.GroupVersionKind
+	req   *typedRequest
+	maker objectMaker
+	obj   runtime.Object
+	seen  int
+}
+
+func (k *kindFirst) UnmarshalJSON(b []byte) error {
+	k.seen++
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, &k.gvk); err != nil {
+		return err
+	}
+	if k.seen == 1 && k.req.Object == nil {
+		if k.obj = k.maker.newObject(schema.GroupVersionKind(k.gvk)); k.obj != nil {
+			k.req.Object = k.obj
+		}
+	}
+	return nil
+}
+
+// typed reads body, a v1 AdmissionReview, with its object decoded into
+// the object rv.maker makes for its kind. It says false when the body is
+// anything else, or not so read: its kind once, before its object, and
+// an object that names that kind or none.
+func (rv review) typed(body []byte) (admission.Request, bool) {
+	tr := &typedRequest{}
+	tr.Kind = kindFirst{req: tr, maker: rv.maker}
+	in := struct {
+		APIVersion string        `json:"apiVersion"`
+		Kind       string        `json:"kind"`
+		Request    *typedRequest `json:"request"`
+	}{Request: tr}
+	if sigsjson.UnmarshalCaseSensitivePreserveInts(body, &in) != nil ||
+		in.APIVersion != v1Review.GroupVersion().String() || in.Kind != v1Review.Kind || in.Request != tr {
+		return admission.Request{}, false
+	}
+	k := &tr.Kind
+	gvk := schema.GroupVersionKind(k.gvk)
+	// A zero object was not in the body (or was {}): the decoder says
+	// which, as before.
+	if k.seen != 1 || k.obj == nil || tr.Object != any(k.obj) || reflect.ValueOf(k.obj).Elem().IsZero() {
+		return admission.Request{}, false
+	}
+	if got := k.obj.GetObjectKind().GroupVersionKind(); got != gvk && !got.Empty() {
+		return admission.Request{}, false
+	}
+	req := admission.Request{AdmissionRequest: tr.AdmissionRequest}
+	req.Kind = k.gvk
+	req.Object = runtime.RawExtension{Object: k.obj}
+	return req, true
 }
 
 // bodies holds the buffers requests' bodies are read into, none larger

@@ -125,3 +125,62 @@ func BenchmarkJobReview(b *testing.B) {
 		})
 	}
 }
+
+// typedSeen records whether JobMutator's requests came with their object
+// decoded (Review's typed reading) or as bytes.
+type typedSeen struct {
+	*JobMutator
+	typed, raw int
+}
+
+func (m *typedSeen) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Object.Raw == nil && req.Object.Object != nil {
+		m.typed++
+	} else {
+		m.raw++
+	}
+	return m.JobMutator.Handle(ctx, req)
+}
+
+// TestTypedReview: Review hands the Job mutator a create's object decoded
+// with the request when the request names its kind before its object and
+// the body holds no hostile quantity; otherwise the bytes, as before. The
+// answer is the same either way as controller-runtime's webhook's alone.
+func TestTypedReview(t *testing.T) {
+	job := rawJob(`,"labels":{"a":"b"}`, `,"parallelism":2`, "", `{"cpu":"500m"}`)
+	jobKind := `"kind":{"group":"batch","version":"v1","kind":"Job"}`
+	body := func(fields ...string) string {
+		return `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1",` + strings.Join(fields, ",") +
+			`,"resource":{"group":"batch","version":"v1","resource":"jobs"},"namespace":"team","operation":"CREATE","userInfo":{"username":"alice"}}}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		typed      bool
+	}{
+		{"a Job create", body(jobKind, `"object":`+job), true},
+		{"a Job without apiVersion and kind", body(jobKind, `"object":`+strings.Replace(job, `"apiVersion":"batch/v1","kind":"Job",`, "", 1)), true},
+		{"the object before the kind", body(`"object":`+job, jobKind), false},
+		{"the kind twice", body(jobKind, `"object":`+job, jobKind), false},
+		{"no object", body(jobKind), false},
+		{"a null object", body(jobKind, `"object":null`), false},
+		{"an empty object", body(jobKind, `"object":{}`), false},
+		{"a Pod for a Job", body(jobKind, `"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`), false},
+		{"a Job of another version", body(jobKind, `"object":`+strings.Replace(job, `batch/v1`, `batch/v2`, 1)), false},
+		{"a kind tally does not queue", body(`"kind":{"group":"apps","version":"v1","kind":"Deployment"}`, `"object":`+job), false},
+		{"a spec that is a string", body(jobKind, `"object":{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":"x"}`), false},
+		{"a hostile quantity outside the object", body(jobKind, `"object":`+job, `"dryRun":false,"options":{"q":"1e-30000000"}`), false},
+		{"a hostile quantity in the object", body(jobKind, `"object":`+rawJob("", "", "", `{"cpu":"1e-30000000"}`)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &typedSeen{JobMutator: newMutator(t, testConfig(t))}
+			w := serveHostile(t, testWebhook(m), tc.body, "")
+			if got := m.typed == 1; got != tc.typed || m.typed+m.raw > 1 {
+				t.Errorf("typed %d, raw %d; want typed: %v", m.typed, m.raw, tc.typed)
+			}
+			bare := serveHostile(t, bareWebhook(newMutator(t, testConfig(t))), tc.body, "")
+			if !sameAnswer(t, w.Body.Bytes(), bare.Body.Bytes()) {
+				t.Errorf("Review answered\n%s\ncontroller-runtime's webhook alone\n%s", w.Body.Bytes(), bare.Body.Bytes())
+			}
+		})
+	}
+}
