@@ -24,8 +24,9 @@
 // reads what an admitted workload holds from its flavors annotation.
 // cohort.go derives the tree that Cohort documents make (validatecohort.go
 // checks them): each cohort's subtree quota, what it keeps and what it may
-// reach; the Snapshot bubbles usage up the tree as it charges, and reclaim
-// walks it (see ancestryOf). fair.go computes fair-sharing shares, of
+// reach; the Snapshot bubbles usage up the tree as it charges, Pools keep
+// what it bubbled up between passes as usage changes, and reclaim walks
+// it (see ancestryOf). fair.go computes fair-sharing shares, of
 // ClusterQueues and of cohorts in a tree, and walks the tree by them.
 //
 // It may import tally's flavors package, the standard library, the
