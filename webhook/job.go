@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -60,11 +59,14 @@ func (m *JobMutator) Handle(ctx context.Context, req admission.Request) admissio
 	if resp := checkQuantities(req, k); resp != nil {
 		return *resp
 	}
-	obj := k.New()
-	if o, ok := req.Object.Object.(client.Object); ok && req.Object.Raw == nil && reflect.TypeOf(o) == reflect.TypeOf(obj) {
-		obj = o // decoded with the request (Review)
-	} else if err := decodeObject(m.Decoder, req.Object, obj, k.GVK()); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", k.GVK().Kind, err))
+	// Review decodes the object with the request, into the object that
+	// newObject makes for the same kind; k.Read checks its shape.
+	obj, typed := req.Object.Object.(client.Object)
+	if !typed || req.Object.Raw != nil {
+		obj = k.New()
+		if err := decodeObject(m.Decoder, req.Object, obj, k.GVK()); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("tally: decoding %s: %w", k.GVK().Kind, err))
+		}
 	}
 	o, err := k.Read(obj)
 	if err != nil {
