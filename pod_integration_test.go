@@ -623,3 +623,34 @@ func patches(t testing.TB, resp admission.Response, path string) bool {
 	}
 	return slices.ContainsFunc(ops, func(op struct{ Path string }) bool { return op.Path == path })
 }
+
+// TestIntegrationPodUncoveredResource: a pod of an admitted Job that
+// asks for GPUs, which the Job's queue (cpu only) does not cover and
+// another queue does, waits; the Job goes back to its queue at that
+// size, where it can never fit, and says so.
+func TestIntegrationPodUncoveredResource(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "poduncovered"
+	bindManaged(t, ns, "poduncovered") // 2 CPUs; queue accel covers GPUs
+	job := admittedJob(t, ns, "one", "500m", 1)
+	greedy := newPod(ns, "one-gpus", "500m", job, "Job")
+	greedy.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	if err := k8s.Create(ctx, greedy); err != nil {
+		t.Fatal(err)
+	}
+	if !gated(greedy) {
+		t.Fatalf("pod one-gpus, which asks for 8 GPUs that Job one was not admitted with, runs")
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j := getJob(t, ns, "one")
+		return ptr.Deref(j.Spec.Suspend, false) && j.Annotations[queues.AnnotationPodOverhead] == "nvidia.com/gpu=8",
+			fmt.Sprintf("Job one: suspend %v, annotations %v", ptr.Deref(j.Spec.Suspend, false), j.Annotations)
+	})
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "one", "Inadmissible", "does not cover")
+	})
+	if p := getPod(t, ns, "one-gpus"); !gated(p) {
+		t.Errorf("pod one-gpus runs: gates %v", p.Spec.SchedulingGates)
+	}
+}

@@ -72,6 +72,9 @@ type attack struct {
 	// tolerate is how long the row's pods may exceed its quota at a
 	// time (PodAudit.Tolerate); none if 0.
 	tolerate time.Duration
+	// noGPUs: its queue covers cpu and memory only, and its namespace's
+	// pods may hold no GPU.
+	noGPUs bool
 }
 
 // attackRun is what a row works with: the admin's client, the user's,
@@ -118,11 +121,16 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-forged", run: attackForgedState},
 		{name: "e2e-int-release", run: attackReleasedPod},
 		{name: "e2e-int-burst", run: attackPodBurst, tolerate: burstTolerance},
+		{name: "e2e-int-uncovered", run: attackUncovered, noGPUs: true},
 	}
 	var names []string
 	var docs []string
 	for _, r := range rows {
 		names = append(names, r.name)
+		if r.noGPUs {
+			docs = append(docs, cpuOnlyQueue(r.name))
+			continue
+		}
 		docs = append(docs, integrityQueue(r.name, r.cpu))
 	}
 	// RayJob's CRD before the config that brings the queues: tally watches
@@ -142,6 +150,9 @@ func TestIntegrityAttacks(t *testing.T) {
 		}
 		grantEdit(ctx, t, s, r.name, integrityUser)
 		limits[r.name] = integrityGPUs
+		if r.noGPUs {
+			limits[r.name] = 0
+		}
 	}
 	runAttacks(ctx, t, s, user, framework.ResourceGPU, limits, rows)
 }
@@ -1041,6 +1052,77 @@ func ownedPod(ns, name string, j *batchv1.Job) *corev1.Pod {
 	p := barePod(ns, name, integrityGPUs, 20*time.Second)
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}
 	return p
+}
+
+// cpuOnlyQueue is a ClusterQueue that covers cpu and memory, not GPUs
+// (which other queues cover), on the GPU nodes' flavor.
+func cpuOnlyQueue(name string) string {
+	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: %s
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: nvidia-gpu-flavor
+      resources:
+      - {name: cpu, nominalQuota: 16}
+      - {name: memory, nominalQuota: 64Gi}
+`, name)
+}
+
+// In a queue that covers cpu and memory only, a pod that names the
+// user's admitted Job (of CPU alone) as its controller, keeps to its
+// flavor's nodes, and asks for a whole node's 8 GPUs, which another
+// queue's quota counts: held behind the scheduling gate, as a bare pod
+// asking for them would be; the Job goes back to its queue at that size,
+// where it can never fit, and says so. The namespace's pods never hold a
+// GPU.
+func attackUncovered(ctx context.Context, t *testing.T, r *attackRun) {
+	j := framework.NewJob(r.ns, "cpu-only").Runtime(20 * time.Second).Obj()
+	j.Spec.Template.Spec.ServiceAccountName = "cpu-only-later"
+	if err := userCreate(ctx, t, r, j); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(j), j); err != nil {
+			return false, err.Error(), nil
+		}
+		return j.Labels[framework.LabelState] == framework.StateAdmitted, fmt.Sprintf("Job %s is %q", j.Name, j.Labels[framework.LabelState]), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ownedPod(r.ns, "all-gpus", j)
+	p.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		Limits:   corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")},
+	}
+	if err := userCreate(ctx, t, r, p); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(j), j); err != nil {
+			return false, err.Error(), nil
+		}
+		return framework.Suspended(j) && j.Labels[framework.LabelState] == framework.StateInadmissible,
+			fmt.Sprintf("Job %s: suspended %v, state %q", j.Name, framework.Suspended(j), j.Labels[framework.LabelState]), nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	held := &corev1.Pod{}
+	if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(p), held); err != nil {
+		t.Fatal(err)
+	}
+	if !podGated(held) || held.Spec.NodeName != "" {
+		t.Errorf("pod %s, asking for 8 GPUs its Job was not admitted with, runs (node %q, gates %v)", p.Name, held.Spec.NodeName, held.Spec.SchedulingGates)
+	}
+	if err := r.s.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting Job %s: %v", j.Name, err)
+	}
 }
 
 // waitNsPods waits until cond holds of the pods of r's namespace.

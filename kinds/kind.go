@@ -159,8 +159,10 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 	sets := make([]queues.PodTemplate, len(o.PodSets))
 	extra := queues.ParsePodOverhead(o.Meta.Annotations[queues.AnnotationPodOverhead])
 	for i, ps := range o.PodSets {
-		spec := d.Inject(queue, d.Apply(&ps.Template.Spec), ps.Injected)
-		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: queues.WithPodOverhead(spec, extra)}
+		applied := d.Apply(&ps.Template.Spec)
+		spec := d.Inject(queue, applied, ps.Injected)
+		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: queues.WithPodOverhead(spec, extra),
+			Uncharged: d.Uncharged(queue, applied, ps.Injected)}
 	}
 	apiVersion, kind := "", ""
 	if _, typed := o.Obj.(*batchv1.Job); !typed {

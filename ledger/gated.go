@@ -157,7 +157,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	live := l.deleteExcess(ctx, uid, w, cfg, running)
 	for _, p := range held {
 		reqs := queues.PodRequests(&p.Spec)
-		switch queues.FitPods(w.PodSets, live, reqs, cfg.CoversIn(w.Queue)) {
+		switch queues.FitPods(w.PodSets, live, reqs, cfg.Covers) {
 		case queues.PodFits:
 			if err := l.ungate(ctx, p); err != nil {
 				l.log.Info("taking the scheduling gate off a pod failed; it waits", "pod", p.Namespace+"/"+p.Name, "err", err.Error())
@@ -173,7 +173,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 				return
 			}
 			w = grown
-			if queues.FitPods(w.PodSets, live, reqs, cfg.CoversIn(w.Queue)) != queues.PodFits {
+			if queues.FitPods(w.PodSets, live, reqs, cfg.Covers) != queues.PodFits {
 				continue
 			}
 			if err := l.ungate(ctx, p); err != nil {
@@ -206,7 +206,7 @@ func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Work
 	for _, p := range running {
 		reqs := queues.PodRequests(&p.Spec)
 		live = append(live, reqs)
-		switch queues.FitPods(w.PodSets, fitted, reqs, cfg.CoversIn(w.Queue)) {
+		switch queues.FitPods(w.PodSets, fitted, reqs, cfg.Covers) {
 		case queues.PodFits:
 			fitted = append(fitted, reqs)
 		case queues.PodTooMany:
@@ -273,7 +273,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 		l.mu.Unlock()
 		return nil, false
 	}
-	excess := queues.PodExcess(w.PodSets, reqs, l.cfg.CoversIn(w.Queue))
+	excess := queues.PodExcess(w.PodSets, reqs, l.cfg.Covers)
 	grown := w.WithPodOverhead(excess)
 	delta := queues.Usage{}
 	for r, a := range excess {
@@ -361,7 +361,7 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 		// its eviction would delete it.
 		return
 	}
-	excess := queues.PodExcess(e.W.PodSets, reqs, l.cfg.CoversIn(e.W.Queue))
+	excess := queues.PodExcess(e.W.PodSets, reqs, l.cfg.Covers)
 	if len(excess) == 0 {
 		return
 	}

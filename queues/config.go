@@ -150,14 +150,6 @@ func (c *Config) HasFairSharing() bool { return len(c.index().fair) > 0 }
 // asks for it runs on quota'd resources.
 func (c *Config) Covers(r corev1.ResourceName) bool { return c.index().covered[r] }
 
-// CoversIn says which resources ClusterQueue queue covers: those a
-// workload of that queue is charged for, so the only ones by which its
-// pods can be larger than it.
-func (c *Config) CoversIn(queue string) func(corev1.ResourceName) bool {
-	cq := c.ClusterQueues[queue]
-	return func(r corev1.ResourceName) bool { return cq != nil && cq.GroupFor(r) >= 0 }
-}
-
 // QuotaOf returns the quota of fr in the named ClusterQueue.
 func (c *Config) QuotaOf(cq string, fr FlavorResource) (Quota, bool) {
 	q, ok := c.index().quotas[cq][fr]

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"tally.dev/tally/flavors"
 )
 
 // PodDefaults is what the API server adds to the pods of a namespace
@@ -34,6 +36,33 @@ type PodDefaults struct {
 // itself when there is nothing to add or no config to say what is
 // covered; d may be nil.
 func (d *PodDefaults) Inject(queue string, spec *corev1.PodSpec, cs []corev1.Container) *corev1.PodSpec {
+	return d.inject(queue, spec, cs, true)
+}
+
+// Uncharged is what the init containers an operator adds to its pods
+// (cs) make each pod of spec ask for beyond Inject's spec, in the
+// resources ClusterQueue queue does not cover and another does: what
+// the pods really ask for and the workload is not charged. nil when that
+// is nothing.
+func (d *PodDefaults) Uncharged(queue string, spec *corev1.PodSpec, cs []corev1.Container) flavors.Resources {
+	if d == nil || d.Config == nil || len(cs) == 0 {
+		return nil
+	}
+	charged := PodRequests(d.inject(queue, spec, cs, true))
+	var out flavors.Resources
+	for r, a := range PodRequests(d.inject(queue, spec, cs, false)) {
+		if more := a - charged[r]; more > 0 && d.Config.Covers(r) {
+			if out == nil {
+				out = flavors.Resources{}
+			}
+			out[r] = more
+		}
+	}
+	return out
+}
+
+// inject is Inject; with trim false, the containers keep every request.
+func (d *PodDefaults) inject(queue string, spec *corev1.PodSpec, cs []corev1.Container, trim bool) *corev1.PodSpec {
 	if d == nil || d.Config == nil || len(cs) == 0 {
 		return spec
 	}
@@ -56,8 +85,10 @@ func (d *PodDefaults) Inject(queue string, spec *corev1.PodSpec, cs []corev1.Con
 			continue
 		}
 		c = *c.DeepCopy()
-		maps.DeleteFunc(c.Resources.Requests, func(r corev1.ResourceName, _ resource.Quantity) bool { return !covered(r) })
-		maps.DeleteFunc(c.Resources.Limits, func(r corev1.ResourceName, _ resource.Quantity) bool { return !covered(r) })
+		if trim {
+			maps.DeleteFunc(c.Resources.Requests, func(r corev1.ResourceName, _ resource.Quantity) bool { return !covered(r) })
+			maps.DeleteFunc(c.Resources.Limits, func(r corev1.ResourceName, _ resource.Quantity) bool { return !covered(r) })
+		}
 		out.InitContainers = append(out.InitContainers, c)
 	}
 	return &out

@@ -9,8 +9,10 @@ import (
 // The pod gate's question: may a new pod of an admitted workload run on
 // what the workload was admitted with? It may when the workload's live
 // pods and the new one can each be given a pod set whose per-pod requests
-// cover their own, in every resource some ClusterQueue covers, with no
-// pod set given more pods than its count.
+// cover their own, in every resource some ClusterQueue covers (not only
+// those of the workload's own queue: a pod may ask for nothing its
+// workload was not admitted with that quota anywhere counts), with no
+// pod set given more pods than its count. Its callers pass Config.Covers.
 
 // PodFit is the answer for one new pod.
 type PodFit int
@@ -36,7 +38,7 @@ func FitPods(sets []PodSet, live []flavors.Resources, pod flavors.Resources, cov
 	maskOf := func(p flavors.Resources) uint64 {
 		var m uint64
 		for i := range sets {
-			if i < 64 && within(p, sets[i].Requests, covered) {
+			if i < 64 && sets[i].within(p, covered) {
 				m |= 1 << i
 			}
 		}
@@ -113,11 +115,11 @@ func hall(sets []PodSet, masks []uint64) bool {
 	return true
 }
 
-// within says whether p asks for no more than limit of any covered
-// resource.
-func within(p, limit flavors.Resources, covered func(corev1.ResourceName) bool) bool {
+// within says whether p asks for no more than a pod of s may of any
+// covered resource.
+func (s *PodSet) within(p flavors.Resources, covered func(corev1.ResourceName) bool) bool {
 	for r, a := range p {
-		if a > limit[r] && covered(r) {
+		if a > s.Requests[r]+s.Uncharged[r] && covered(r) {
 			return false
 		}
 	}
@@ -136,7 +138,7 @@ func PodExcess(sets []PodSet, pod flavors.Resources, covered func(corev1.Resourc
 		ex := flavors.Resources{}
 		var sum flavors.Amount
 		for r, a := range pod {
-			if d := a - s.Requests[r]; d > 0 && covered(r) {
+			if d := a - s.Requests[r] - s.Uncharged[r]; d > 0 && covered(r) {
 				ex[r] = d
 				sum += d
 			}
@@ -161,7 +163,7 @@ func (w *Workload) WithPodOverhead(extra flavors.Resources) *Workload {
 		for r, a := range extra {
 			reqs[r] = reqs[r].Add(a)
 		}
-		out.PodSets[i] = PodSet{Name: ps.Name, Count: ps.Count, Requests: reqs}
+		out.PodSets[i] = PodSet{Name: ps.Name, Count: ps.Count, Requests: reqs, Uncharged: ps.Uncharged}
 	}
 	out.total, out.vec = nil, nil
 	return out.Seal()

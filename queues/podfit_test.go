@@ -53,6 +53,8 @@ func TestFitPods(t *testing.T) {
 		{"a master-sized pod beyond the master", []PodSet{master, worker}, nil, res(1000, 9), PodTooLarge},
 		{"no pod sets", nil, nil, res(1, 0), PodTooLarge},
 		{"asks nothing covered", []PodSet{main}, []flavors.Resources{res(500, 0), res(500, 0)}, flavors.Resources{}, PodTooMany},
+		{"within what its controller adds uncharged", []PodSet{{Name: "main", Count: 1, Requests: res(500, 0), Uncharged: res(50, 0)}}, nil, res(550, 0), PodFits},
+		{"beyond what its controller adds uncharged", []PodSet{{Name: "main", Count: 1, Requests: res(500, 0), Uncharged: res(50, 0)}}, nil, res(551, 0), PodTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := FitPods(tc.sets, tc.live, tc.pod, coveredCPUGPU); got != tc.want {
@@ -84,7 +86,7 @@ func TestHallMatchesBruteForce(t *testing.T) {
 		masks := make([]uint64, len(pods))
 		for p, r := range pods {
 			for s := range sets {
-				if within(r, sets[s].Requests, coveredCPUGPU) {
+				if sets[s].within(r, coveredCPUGPU) {
 					masks[p] |= 1 << s
 				}
 			}
@@ -185,32 +187,38 @@ func TestInjectCountsCoveredResourcesOnly(t *testing.T) {
 	if (*PodDefaults)(nil).Inject("cpu-only", spec, []corev1.Container{init}) != spec {
 		t.Error("Inject without defaults copied the spec")
 	}
+	// What the pods ask for beyond the charge, in resources another
+	// queue covers: the pod gate lets them ask that much.
+	for _, tc := range []struct{ queue, want string }{
+		{"cpu-only", "memory=10Mi"},
+		{"cpu-memory", ""},
+	} {
+		if got := d.Uncharged(tc.queue, spec, []corev1.Container{init}).String(); got != tc.want {
+			t.Errorf("queue %s: uncharged %q, want %q", tc.queue, got, tc.want)
+		}
+	}
+	only, _, errs := Parse(queuestest.New().Flavor("default").
+		ClusterQueue("cpu-only").Group("cpu").Quotas("default", "cpu=4").Bytes())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if got := (&PodDefaults{Config: only}).Uncharged("cpu-only", spec, []corev1.Container{init}); got != nil {
+		t.Errorf("memory, which no queue covers, is uncharged %v: want nothing, as the pod gate does not compare it", got)
+	}
 }
 
-// TestCoversIn: a pod is larger than its workload only by what its own
-// ClusterQueue covers, not by what another queue covers.
-func TestCoversIn(t *testing.T) {
+// TestCovers: a pod is compared with its workload in every resource some
+// ClusterQueue covers, not only its own queue's.
+func TestCovers(t *testing.T) {
 	cfg, _, errs := Parse([]byte(queuestest.New().Flavor("f").
 		ClusterQueue("cpu-only").Group("cpu").Quotas("f", "cpu=4").
 		ClusterQueue("cpu-mem").Group("cpu", "memory").Quotas("f", "cpu=4", "memory=1Gi").String()))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	for _, tc := range []struct {
-		queue string
-		r     corev1.ResourceName
-		want  bool
-	}{
-		{"cpu-only", corev1.ResourceCPU, true},
-		{"cpu-only", corev1.ResourceMemory, false},
-		{"cpu-mem", corev1.ResourceMemory, true},
-		{"unknown", corev1.ResourceCPU, false},
-	} {
-		if got := cfg.CoversIn(tc.queue)(tc.r); got != tc.want {
-			t.Errorf("%s covers %s: %v, want %v", tc.queue, tc.r, got, tc.want)
+	for r, want := range map[corev1.ResourceName]bool{corev1.ResourceCPU: true, corev1.ResourceMemory: true, "nvidia.com/gpu": false} {
+		if got := cfg.Covers(r); got != want {
+			t.Errorf("Covers(%s) = %v, want %v", r, got, want)
 		}
-	}
-	if !cfg.Covers(corev1.ResourceMemory) {
-		t.Error("some queue covers memory")
 	}
 }

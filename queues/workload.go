@@ -76,6 +76,11 @@ type PodSet struct {
 	Name     string
 	Count    int64
 	Requests flavors.Resources // per pod
+	// Uncharged is, per pod, what the pods' controller adds beyond
+	// Requests in resources the workload's queue does not cover (see
+	// PodDefaults.Uncharged): its pods may ask that much more, and it is
+	// not charged. Usually nil.
+	Uncharged flavors.Resources
 }
 
 // plain reports whether w may run on every flavor its taints allow: no
@@ -155,6 +160,8 @@ type PodTemplate struct {
 	Name  string
 	Count int64
 	Spec  *corev1.PodSpec
+	// Uncharged becomes the pod set's PodSet.Uncharged.
+	Uncharged flavors.Resources
 }
 
 // JobCount is how many pods of a Job run at once: parallelism (default
@@ -181,7 +188,7 @@ func PodSetsFromJob(job *batchv1.Job) []PodSet {
 func podSets(sets []PodTemplate) []PodSet {
 	out := make([]PodSet, 0, len(sets))
 	for _, t := range sets {
-		out = append(out, PodSet{Name: t.Name, Count: max(t.Count, 0), Requests: PodRequests(t.Spec)})
+		out = append(out, PodSet{Name: t.Name, Count: max(t.Count, 0), Requests: PodRequests(t.Spec), Uncharged: t.Uncharged})
 	}
 	return out
 }

@@ -344,7 +344,7 @@ func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Objec
 		}
 		live = append(live, queues.PodRequests(&p.Spec))
 	}
-	return queues.FitPods(w.PodSets, live, reqs, cfg.CoversIn(w.Queue)), nil
+	return queues.FitPods(w.PodSets, live, reqs, cfg.Covers), nil
 }
 
 // podDefaults are the pod defaults of o's namespace, as the API server
