@@ -55,6 +55,7 @@ var testConfig = queuestest.New().
 	ClusterQueue("stat").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("late").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("pods").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("podreplace").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("poduncovered").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("tiny").Group("cpu").Quotas("on-demand", "cpu=1").
 	ClusterQueue("selective", "namespaceSelector: {matchLabels: {team: ml}}").Group("cpu").Quotas("on-demand", "cpu=2").

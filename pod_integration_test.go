@@ -624,6 +624,44 @@ func patches(t testing.TB, resp admission.Response, path string) bool {
 	return slices.ContainsFunc(ops, func(op struct{ Path string }) bool { return op.Path == path })
 }
 
+// TestIntegrationPodReplacementWaits: a replacement made while the pod
+// it replaces is being deleted (a finalizer stands in for a long grace
+// period) waits behind the gate until that pod is gone, then runs.
+func TestIntegrationPodReplacementWaits(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "podreplace"
+	bindManaged(t, ns, "podreplace") // 2 CPUs
+	job := admittedJob(t, ns, "one", "500m", 1)
+	const hold = "tally.dev/test-hold"
+	first := newPod(ns, "one-a", "500m", job, "Job")
+	first.Finalizers = []string{hold}
+	if err := k8s.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if gated(first) {
+		t.Fatalf("pod one-a, the Job's first, is gated: %v", first.Spec.SchedulingGates)
+	}
+	if err := k8s.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	replacement := newPod(ns, "one-b", "500m", job, "Job")
+	if err := k8s.Create(ctx, replacement); err != nil {
+		t.Fatal(err)
+	}
+	if !gated(replacement) {
+		t.Fatalf("pod one-b runs beside one-a, which is being deleted but holds its CPU: the Job was admitted with one pod")
+	}
+	p := getPod(t, ns, "one-a")
+	p.Finalizers = nil
+	if err := k8s.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !gated(getPod(t, ns, "one-b")), "pod one-b still gated after one-a is gone"
+	})
+}
+
 // TestIntegrationPodUncoveredResource: a pod of an admitted Job that
 // asks for GPUs, which the Job's queue (cpu only) does not cover and
 // another queue does, waits; the Job goes back to its queue at that

@@ -121,6 +121,7 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-forged", run: attackForgedState},
 		{name: "e2e-int-release", run: attackReleasedPod},
 		{name: "e2e-int-burst", run: attackPodBurst, tolerate: burstTolerance},
+		{name: "e2e-int-replace", run: attackTerminatingPod},
 		{name: "e2e-int-uncovered", run: attackUncovered, noGPUs: true},
 	}
 	var names []string
@@ -1071,6 +1072,61 @@ spec:
       - {name: cpu, nominalQuota: 16}
       - {name: memory, nominalQuota: 64Gi}
 `, name)
+}
+
+// A running Job's pod that the user holds with a finalizer (kwok
+// deletes pods at once: the finalizer stands in for a long grace period
+// or a process that ignores SIGTERM) and then deletes. The Job
+// controller replaces a pod as soon as it is being deleted (the default
+// podReplacementPolicy, TerminatingOrFailed), but the pod being deleted
+// still holds its GPUs: the replacement waits behind the scheduling gate
+// until it is gone, then runs, and the Job finishes.
+func attackTerminatingPod(ctx context.Context, t *testing.T, r *attackRun) {
+	const hold = "e2e.tally.dev/hold"
+	j := framework.NewJob(r.ns, "replaced").GPUs(integrityGPUs).Runtime(20 * time.Second).Obj()
+	if err := userCreate(ctx, t, r, j); err != nil {
+		t.Fatal(err)
+	}
+	var first corev1.Pod
+	waitNsPods(ctx, t, r, "the Job's pod runs", func(pods []corev1.Pod) bool {
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				first = p
+				return true
+			}
+		}
+		return false
+	})
+	patch := []byte(fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, hold))
+	if err := r.user.Patch(ctx, &first, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		t.Fatalf("adding a finalizer to pod %s as the user: %v", first.Name, err)
+	}
+	release := func() {
+		p := &corev1.Pod{}
+		if err := r.s.client.Get(context.Background(), client.ObjectKeyFromObject(&first), p); err != nil {
+			return
+		}
+		p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == hold })
+		_ = r.s.client.Update(context.Background(), p)
+	}
+	t.Cleanup(release)
+	if err := r.user.Delete(ctx, &first); err != nil {
+		t.Fatalf("deleting pod %s as the user: %v", first.Name, err)
+	}
+	waitNsPods(ctx, t, r, "a replacement beside the pod being deleted", func(pods []corev1.Pod) bool {
+		return slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name != first.Name && p.DeletionTimestamp == nil })
+	})
+	pods := &corev1.PodList{}
+	if err := r.s.client.List(ctx, pods, client.InNamespace(r.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Name != first.Name && !podGated(&p) {
+			t.Errorf("replacement %s is not held while pod %s, being deleted, holds the quota (node %q)", p.Name, first.Name, p.Spec.NodeName)
+		}
+	}
+	release()
+	waitJobsDone(ctx, t, r, 2*time.Minute, j.Name)
 }
 
 // In a queue that covers cpu and memory only, a pod that names the

@@ -24,7 +24,8 @@ import (
 // sidecar that another admission webhook adds), pods made while the
 // workload was not admitted (its controller had yet to see it suspended),
 // and pods more than its count (made while a pod the workload's
-// controller released still runs, say).
+// controller released still runs, or to replace a pod that is being
+// deleted, say: a pod being deleted holds its resources until it is gone).
 // The ledger judges them whenever their workload is admitted, one of them
 // appears, or one of its pods ends (releaseGated): a pod that fits what
 // the workload was admitted with, beside its live pods, loses the gate
@@ -137,7 +138,10 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	l.mu.Lock()
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		// A pod being deleted holds its resources until it is gone (its
+		// controller may have replaced it already): it counts, unless
+		// the gate holds it.
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil && kinds.Gated(p) {
 			continue
 		}
 		// A running pod counts for uid if the ledger counts it so: a
@@ -194,13 +198,23 @@ func byAge(a, b *corev1.Pod) int {
 }
 
 // deleteExcess fits the running pods of admitted workload uid (whose
-// Workload is w), oldest first, to what it was admitted with, and
-// returns the requests of those it does not delete. A pod beyond that
-// (one too many) is deleted once it has been beyond it for excessGrace;
-// until then it counts, and the workload is judged again when its grace
-// ends. A pod larger than every pod set's is left to run, as before.
+// Workload is w), those being deleted first (they hold their resources
+// until they are gone, and nothing tally does ends them sooner), then
+// oldest first, to what it was admitted with, and returns the requests
+// of those it does not delete. A pod beyond that (one too many) is
+// deleted once it has been beyond it for excessGrace; until then it
+// counts, and the workload is judged again when its grace ends. A pod
+// larger than every pod set's is left to run, as before.
 func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Workload, cfg *queues.Config, running []*corev1.Pod) []flavors.Resources {
-	slices.SortFunc(running, byAge)
+	slices.SortFunc(running, func(a, b *corev1.Pod) int {
+		if da, db := a.DeletionTimestamp != nil, b.DeletionTimestamp != nil; da != db {
+			if da {
+				return -1
+			}
+			return 1
+		}
+		return byAge(a, b)
+	})
 	var live, fitted []flavors.Resources
 	var beyond, due []*corev1.Pod
 	for _, p := range running {
@@ -210,7 +224,9 @@ func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Work
 		case queues.PodFits:
 			fitted = append(fitted, reqs)
 		case queues.PodTooMany:
-			beyond = append(beyond, p)
+			if p.DeletionTimestamp == nil {
+				beyond = append(beyond, p)
+			}
 		}
 	}
 	now := l.opts.Clock.Now()

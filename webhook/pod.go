@@ -339,7 +339,10 @@ func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Objec
 	var live []flavors.Resources
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || kinds.Gated(p) {
+		// A pod being deleted holds its resources until it is gone: a
+		// Job's controller replaces it at once, and the replacement
+		// waits for it.
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || kinds.Gated(p) {
 			continue
 		}
 		live = append(live, queues.PodRequests(&p.Spec))
