@@ -55,8 +55,10 @@ var testConfig = queuestest.New().
 	ClusterQueue("stat").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("late").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("pods").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("podplace").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("podreplace").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("poduncovered").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("podmisplaced").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("tiny").Group("cpu").Quotas("on-demand", "cpu=1").
 	ClusterQueue("selective", "namespaceSelector: {matchLabels: {team: ml}}").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("pytorch", "preemption: {withinClusterQueue: LowerPriority}").Group("cpu", "nvidia.com/gpu").

@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,13 +32,19 @@ import (
 )
 
 // newPod is a pod that requests cpu, owned by controller (if set) as its
-// controller would make it.
+// controller would make it: a Job's keeps to the nodes its pod template
+// does.
 func newPod(ns, name, cpu string, controller metav1.Object, kind string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
 	if controller != nil {
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: kind, Name: controller.GetName(), UID: controller.GetUID(), Controller: ptr.To(true)}}
+	}
+	if j, ok := controller.(*batchv1.Job); ok {
+		p.Spec.NodeSelector = j.Spec.Template.Spec.NodeSelector
+		p.Spec.Affinity = j.Spec.Template.Spec.Affinity.DeepCopy()
+		p.Spec.Tolerations = j.Spec.Template.Spec.Tolerations
 	}
 	return p
 }
@@ -624,6 +631,39 @@ func patches(t testing.TB, resp admission.Response, path string) bool {
 	return slices.ContainsFunc(ops, func(op struct{ Path string }) bool { return op.Path == path })
 }
 
+// TestIntegrationPodPlacement: a pod that names an admitted Job as its
+// controller runs only on the nodes of the flavor the Job was admitted
+// in. One that names a node, or keeps to other nodes, is denied; one
+// that keeps to them, as the Job's pod template does, passes.
+func TestIntegrationPodPlacement(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "podplace"
+	bindManaged(t, ns, "podplace") // 2 CPUs on flavor on-demand (tier: on-demand)
+	job := admittedJob(t, ns, "one", "500m", 1)
+
+	named := newPod(ns, "named", "500m", job, "Job")
+	named.Spec.NodeName = "node-elsewhere"
+	if err := k8s.Create(ctx, named); err == nil || !strings.Contains(err.Error(), "spec.nodeName") {
+		t.Errorf("a pod of Job one that names its node: %v; want a denial on spec.nodeName", err)
+	}
+	for name, sel := range map[string]map[string]string{"spot": {"tier": "spot"}, "anywhere": nil} {
+		p := newPod(ns, name, "500m", job, "Job")
+		p.Spec.Affinity, p.Spec.NodeSelector = nil, sel
+		if err := k8s.Create(ctx, p); err == nil || !strings.Contains(err.Error(), "must run on the nodes of flavor on-demand") {
+			t.Errorf("a pod of Job one with nodeSelector %v: %v; want a denial naming flavor on-demand", sel, err)
+		}
+	}
+	kept := newPod(ns, "kept", "500m", job, "Job")
+	kept.Spec.Affinity, kept.Spec.NodeSelector = nil, map[string]string{"tier": "on-demand"}
+	if err := k8s.Create(ctx, kept); err != nil {
+		t.Fatalf("a pod of Job one on its flavor's nodes by nodeSelector: %v", err)
+	}
+	if gated(kept) {
+		t.Errorf("pod kept, the Job's only pod, on its flavor's nodes, is gated: %v", kept.Spec.SchedulingGates)
+	}
+}
+
 // TestIntegrationPodReplacementWaits: a replacement made while the pod
 // it replaces is being deleted (a finalizer stands in for a long grace
 // period) waits behind the gate until that pod is gone, then runs.
@@ -691,4 +731,44 @@ func TestIntegrationPodUncoveredResource(t *testing.T) {
 	if p := getPod(t, ns, "one-gpus"); !gated(p) {
 		t.Errorf("pod one-gpus runs: gates %v", p.Spec.SchedulingGates)
 	}
+}
+
+// TestIntegrationMisplacedHeldPodDeleted: pods made while a Job waits
+// are held as its own; once it is admitted, one that could run off the
+// flavor it was admitted in is deleted, with a MisplacedPod Event, and
+// the one beside it that keeps to the flavor runs.
+func TestIntegrationMisplacedHeldPodDeleted(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "podmisplaced"
+	bindManaged(t, ns, "podmisplaced") // 2 CPUs
+	fill := admittedJob(t, ns, "fill", "2", 1)
+	later := newJob(ns, "later", "500m")
+	if err := k8s.Create(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	early := newPod(ns, "early", "500m", later, "Job")
+	early.Spec.Affinity, early.Spec.NodeSelector = nil, nil
+	kept := newPod(ns, "kept", "500m", later, "Job")
+	kept.Spec.Affinity, kept.Spec.NodeSelector = nil, map[string]string{"tier": "on-demand"}
+	for _, p := range []*corev1.Pod{early, kept} {
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if !gated(p) {
+			t.Fatalf("pod %s of Job later, which waits, is not gated", p.Name)
+		}
+	}
+	if err := k8s.Delete(ctx, fill, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		gone := &corev1.Pod{}
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "early"}, gone)
+		return apierrors.IsNotFound(err) && !gated(getPod(t, ns, "kept")),
+			fmt.Sprintf("pod early: %v (gates %v); pod kept: gates %v", err, gone.Spec.SchedulingGates, getPod(t, ns, "kept").Spec.SchedulingGates)
+	})
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "later", "MisplacedPod", "Deleted pod early")
+	})
 }

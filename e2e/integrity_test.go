@@ -122,6 +122,7 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-release", run: attackReleasedPod},
 		{name: "e2e-int-burst", run: attackPodBurst, tolerate: burstTolerance},
 		{name: "e2e-int-replace", run: attackTerminatingPod},
+		{name: "e2e-int-place", run: attackPlacement, check: checkPlacement},
 		{name: "e2e-int-uncovered", run: attackUncovered, noGPUs: true},
 	}
 	var names []string
@@ -1048,12 +1049,18 @@ func podlessJob(ctx context.Context, t *testing.T, r *attackRun, name string) *b
 }
 
 // ownedPod is a pod of ns that names Job j as its controller, without
-// j's selector labels, and asks for the whole quota for 20 s.
+// j's selector labels, and asks for the whole quota for 20 s, on the
+// nodes of the flavor j was admitted in, as j's own pods are.
 func ownedPod(ns, name string, j *batchv1.Job) *corev1.Pod {
 	p := barePod(ns, name, integrityGPUs, 20*time.Second)
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}
+	p.Spec.NodeSelector = map[string]string{gpuFlavorLabel: "true"}
 	return p
 }
+
+// gpuFlavorLabel is the node label of the seed's flavor
+// nvidia-gpu-flavor, which the GPU nodes carry.
+const gpuFlavorLabel = "kueue.x-k8s.io/default-flavor"
 
 // cpuOnlyQueue is a ClusterQueue that covers cpu and memory, not GPUs
 // (which other queues cover), on the GPU nodes' flavor.
@@ -1127,6 +1134,55 @@ func attackTerminatingPod(ctx context.Context, t *testing.T, r *attackRun) {
 	}
 	release()
 	waitJobsDone(ctx, t, r, 2*time.Minute, j.Name)
+}
+
+// Pods that name the user's admitted Job as their controller and fit its
+// pod set, but keep to other nodes than its flavor's: the CPU nodes of
+// flavor cpu-flavor, where the Job's queue has no quota, by nodeSelector,
+// and a GPU node by spec.nodeName, which skips the scheduler. Both are
+// denied; checkPlacement reads from the pods that none ran off the
+// flavor.
+func attackPlacement(ctx context.Context, t *testing.T, r *attackRun) {
+	j := podlessJob(ctx, t, r, "placed")
+	offFlavor := barePod(r.ns, "off-flavor", 0, 30*time.Second)
+	offFlavor.Spec.NodeSelector = map[string]string{"node-type": "cpu"}
+	named := barePod(r.ns, "named", 0, 30*time.Second)
+	named.Spec.NodeName = "cpu-node-1"
+	for _, p := range []*corev1.Pod{offFlavor, named} {
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: j.Name, UID: j.UID, Controller: ptr.To(true)}}
+		err := userCreate(ctx, t, r, p)
+		if err == nil || !strings.Contains(err.Error(), "nvidia-gpu-flavor") {
+			t.Errorf("creating pod %s (nodeSelector %v, nodeName %q) of admitted Job %s: %v; want a denial naming flavor nvidia-gpu-flavor",
+				p.Name, p.Spec.NodeSelector, p.Spec.NodeName, j.Name, err)
+		}
+	}
+	if err := r.s.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("deleting Job %s: %v", j.Name, err)
+	}
+}
+
+// checkPlacement: every pod of the namespace that was bound is on a node
+// of the flavor nvidia-gpu-flavor, the only one its queue has quota in.
+func checkPlacement(t *testing.T, r *attackRun) {
+	ctx := context.Background()
+	pods := &corev1.PodList{}
+	if err := r.s.client.List(ctx, pods, client.InNamespace(r.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		n := &corev1.Node{}
+		if err := r.s.client.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, n); err != nil {
+			t.Errorf("reading node %s of pod %s: %v", p.Spec.NodeName, p.Name, err)
+			continue
+		}
+		if n.Labels[gpuFlavorLabel] != "true" {
+			t.Errorf("pod %s runs on node %s, outside flavor nvidia-gpu-flavor (labels %v)", p.Name, n.Name, n.Labels)
+		}
+	}
 }
 
 // In a queue that covers cpu and memory only, a pod that names the

@@ -26,7 +26,11 @@ const (
 	ReasonPodOverhead = "PodOverhead"
 	// ReasonExcessPod is on a running workload one of whose pods ran
 	// beyond what it was admitted with, and was deleted (gated.go).
-	ReasonExcessPod     = "ExcessPod"
+	ReasonExcessPod = "ExcessPod"
+	// ReasonMisplacedPod is on a running workload one of whose pods, held
+	// by the gate, could have run outside the flavors it holds, and was
+	// deleted (gated.go).
+	ReasonMisplacedPod  = "MisplacedPod"
 	ReasonConfigInvalid = "InvalidConfig"
 	ReasonConfigLoaded  = "ConfigLoaded"
 	// ReasonNamespaceUnbound is on waiting Jobs whose namespace lost its

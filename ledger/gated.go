@@ -29,7 +29,11 @@ import (
 // The ledger judges them whenever their workload is admitted, one of them
 // appears, or one of its pods ends (releaseGated): a pod that fits what
 // the workload was admitted with, beside its live pods, loses the gate
-// (one write); one too many waits for a pod to end. A larger one has the
+// (one write); one too many waits for a pod to end. A pod that could run
+// off the flavors the workload was admitted in (made from the pod
+// template of an earlier admission while it waited) is deleted instead,
+// with a Warning Event (ReasonMisplacedPod): its controller makes another
+// from the template as it is now. A larger one has the
 // workload charged the difference on every pod, as pod overhead
 // (queues.AnnotationPodOverhead): in place, with one write of the
 // annotation, when that fits its ClusterQueue's nominal quota (grow);
@@ -128,6 +132,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 		return
 	}
 	w, cfg, k := e.W, l.cfg, l.opts.Kinds.For(kinds.GVKOf(e.W))
+	names := flavorNamesOf(e.Charged)
 	l.mu.Unlock()
 	pods := &corev1.PodList{}
 	if err := l.cache.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{queues.LabelWorkload: string(uid)}); err != nil {
@@ -159,7 +164,16 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	l.mu.Unlock()
 	slices.SortFunc(held, byAge)
 	live := l.deleteExcess(ctx, uid, w, cfg, running)
+	nodeLabels, _, known := cfg.NodeLabelsOf(names)
 	for _, p := range held {
+		if !known || !queues.PodConfined(&p.Spec, nodeLabels) {
+			// Made while the workload waited, from a pod template of an
+			// earlier admission (or by someone else): released, it could
+			// run outside the flavors the workload holds. Its
+			// controller makes another from the template as it is now.
+			l.deleteMisplaced(ctx, w, p, strings.Join(names, "+"))
+			continue
+		}
 		reqs := queues.PodRequests(&p.Spec)
 		switch queues.FitPods(w.PodSets, live, reqs, cfg.Covers) {
 		case queues.PodFits:
@@ -336,13 +350,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 // one among the flavors it is charged in whose quota in its ClusterQueue
 // covers r, else the first of them.
 func (l *Ledger) flavorForLocked(e *entry, r corev1.ResourceName) queues.FlavorResource {
-	var names []string
-	for fr := range e.Charged {
-		if !slices.Contains(names, fr.Flavor) {
-			names = append(names, fr.Flavor)
-		}
-	}
-	slices.Sort(names)
+	names := flavorNamesOf(e.Charged)
 	for _, f := range names {
 		if _, ok := l.cfg.QuotaOf(e.ChargedQueue, queues.FlavorResource{Flavor: f, Resource: r}); ok {
 			return queues.FlavorResource{Flavor: f, Resource: r}
@@ -352,6 +360,34 @@ func (l *Ledger) flavorForLocked(e *entry, r corev1.ResourceName) queues.FlavorR
 		return queues.FlavorResource{Resource: r}
 	}
 	return queues.FlavorResource{Flavor: names[0], Resource: r}
+}
+
+// deleteMisplaced deletes pod p, held by tally's gate as a pod of
+// admitted workload w, that could run outside flavors, those w holds.
+func (l *Ledger) deleteMisplaced(ctx context.Context, w *queues.Workload, p *corev1.Pod, flavors string) {
+	err := fmt.Errorf("this replica may have lost the lease")
+	if l.opts.Held == nil || l.opts.Held() == nil {
+		err = client.IgnoreNotFound(l.client.Delete(ctx, p, client.Preconditions{UID: &p.UID}))
+	}
+	if err != nil {
+		l.log.Info("deleting a held pod that could run outside its workload's flavors failed; it waits", "pod", p.Namespace+"/"+p.Name, "err", err.Error())
+		return
+	}
+	l.event(w, corev1.EventTypeWarning, ReasonMisplacedPod,
+		"Deleted pod %s, held for %s: it could run on nodes outside flavor %s, which %s holds (it was made from an earlier pod template, or by hand)",
+		p.Name, w.Key(), flavors, w.Key())
+}
+
+// flavorNamesOf names the flavors of usage u, sorted.
+func flavorNamesOf(u queues.Usage) []string {
+	var names []string
+	for fr := range u {
+		if !slices.Contains(names, fr.Flavor) {
+			names = append(names, fr.Flavor)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // ungate takes tally's scheduling gate off pod p, keeping the others.

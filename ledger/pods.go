@@ -74,9 +74,11 @@ func claimOf(p *corev1.Pod) podClaim {
 // StripPod is a cache transform that keeps only what the ledger and the
 // pod gate read of a pod: its identity, its LabelWorkload label, its
 // controller owner, the queue and flavors its admission noted on it, its
-// requests, scheduling gates, deletion and phase. A single-pod workload
-// (kinds.IsPodWorkload) keeps all but its managed fields and what its
-// containers run.
+// requests, scheduling gates, deletion and phase, and, while tally's gate
+// holds it, where it may run (its node, nodeSelector and required node
+// affinity: the ledger releases it only onto its workload's flavors). A
+// single-pod workload (kinds.IsPodWorkload) keeps all but its managed
+// fields and what its containers run.
 func StripPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -100,6 +102,13 @@ func StripPod(obj any) (any, error) {
 			Overhead: p.Spec.Overhead, Resources: p.Spec.Resources, SchedulingGates: p.Spec.SchedulingGates,
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}
+	if kinds.Gated(p) {
+		out.Spec.NodeName, out.Spec.NodeSelector = p.Spec.NodeName, p.Spec.NodeSelector
+		if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			out.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
+		}
 	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -1,6 +1,9 @@
 package queues
 
 import (
+	"slices"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"tally.dev/tally/flavors"
@@ -176,4 +179,85 @@ func (w *Workload) PodCount() int64 {
 		n += ps.Count
 	}
 	return n
+}
+
+// AdmittedFlavors names the flavors of an AnnotationFlavors value: those
+// its pod sets were admitted in (they share one combination). None when
+// ann is empty (admitted before tally recorded its flavors).
+func AdmittedFlavors(ann string) []string {
+	first, _, _ := strings.Cut(ann, ",")
+	_, v, found := strings.Cut(first, "=")
+	if !found || v == "" {
+		return nil
+	}
+	return strings.Split(v, "+")
+}
+
+// NodeLabelsOf are the node labels that the pods of a workload admitted
+// in the named flavors must run on: those of every one of them ("" names
+// none). ok is false when a flavor is not in c (missing names it); labels
+// is empty when the flavors label no nodes.
+func (c *Config) NodeLabelsOf(names []string) (labels map[string]string, missing string, ok bool) {
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		f := c.Flavors[name]
+		if f == nil {
+			return nil, name, false
+		}
+		for k, val := range f.NodeLabels {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k] = val
+		}
+	}
+	return labels, "", true
+}
+
+// PodConfined says whether a pod with spec can run only on nodes that
+// carry every one of labels: it names no node (a pod with spec.nodeName
+// skips the scheduler, which is what would hold it to them), and each
+// label is in its nodeSelector or required, with that value alone, by
+// every term of its required node affinity (the terms are ORed).
+func PodConfined(spec *corev1.PodSpec, labels map[string]string) bool {
+	if len(labels) == 0 {
+		return true
+	}
+	if spec.NodeName != "" {
+		return false
+	}
+	var terms []corev1.NodeSelectorTerm
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	}
+	for k, v := range labels {
+		if sel, ok := spec.NodeSelector[k]; ok {
+			if sel != v {
+				return false
+			}
+			continue
+		}
+		if len(terms) == 0 {
+			return false
+		}
+		for _, t := range terms {
+			if !termPins(t, k, v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// termPins says whether every node that term t matches has label k with
+// value v.
+func termPins(t corev1.NodeSelectorTerm, k, v string) bool {
+	for _, e := range t.MatchExpressions {
+		if e.Key == k && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) > 0 && !slices.ContainsFunc(e.Values, func(x string) bool { return x != v }) {
+			return true
+		}
+	}
+	return false
 }

@@ -222,3 +222,67 @@ func TestCovers(t *testing.T) {
 		}
 	}
 }
+
+func TestPodConfined(t *testing.T) {
+	gpu := map[string]string{"pool": "gpu", "zone": "a"}
+	terms := func(ts ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: ts}}}
+	}
+	in := func(k string, vs ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: vs}
+	}
+	term := func(rs ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: rs}
+	}
+	for _, tc := range []struct {
+		name   string
+		spec   corev1.PodSpec
+		labels map[string]string
+		want   bool
+	}{
+		{"a flavor that labels no nodes", corev1.PodSpec{NodeName: "any"}, nil, true},
+		{"nothing asked", corev1.PodSpec{}, gpu, false},
+		{"by nodeSelector", corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu", "zone": "a", "extra": "x"}}, gpu, true},
+		{"nodeSelector with another value", corev1.PodSpec{NodeSelector: map[string]string{"pool": "cpu", "zone": "a"}}, gpu, false},
+		{"nodeSelector missing one label", corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}}, gpu, false},
+		{"a named node skips the scheduler", corev1.PodSpec{NodeName: "gpu-1", NodeSelector: map[string]string{"pool": "gpu", "zone": "a"}}, gpu, false},
+		{"by affinity, as admission narrows", corev1.PodSpec{Affinity: terms(term(in("pool", "gpu"), in("zone", "a")))}, gpu, true},
+		{"split between nodeSelector and affinity", corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}, Affinity: terms(term(in("zone", "a")))}, gpu, true},
+		{"one ORed term leaves the flavor", corev1.PodSpec{Affinity: terms(term(in("pool", "gpu"), in("zone", "a")), term(in("pool", "other")))}, gpu, false},
+		{"In with a second value", corev1.PodSpec{Affinity: terms(term(in("pool", "gpu", "cpu"), in("zone", "a")))}, gpu, false},
+		{"NotIn pins nothing", corev1.PodSpec{Affinity: terms(term(corev1.NodeSelectorRequirement{Key: "pool", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"cpu"}}, in("zone", "a")))}, gpu, false},
+		{"every term pins it", corev1.PodSpec{Affinity: terms(term(in("pool", "gpu"), in("zone", "a"), in("rack", "1")), term(in("zone", "a"), in("pool", "gpu")))}, gpu, true},
+		{"empty affinity", corev1.PodSpec{Affinity: terms()}, gpu, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PodConfined(&tc.spec, tc.labels); got != tc.want {
+				t.Errorf("PodConfined = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodeLabelsOf(t *testing.T) {
+	cfg := &Config{Flavors: map[string]*flavors.Flavor{
+		"gpu":   {Name: "gpu", NodeLabels: map[string]string{"pool": "gpu"}},
+		"zone":  {Name: "zone", NodeLabels: map[string]string{"zone": "a"}},
+		"plain": {Name: "plain"},
+	}}
+	for _, tc := range []struct {
+		ann     string
+		want    map[string]string
+		missing string
+	}{
+		{"", nil, ""},
+		{"main=plain", nil, ""},
+		{"main=gpu", map[string]string{"pool": "gpu"}, ""},
+		{"master=gpu+zone,worker=gpu+zone", map[string]string{"pool": "gpu", "zone": "a"}, ""},
+		{"main=gone", nil, "gone"},
+		{"main=", nil, ""},
+	} {
+		got, missing, ok := cfg.NodeLabelsOf(AdmittedFlavors(tc.ann))
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) || missing != tc.missing || ok != (tc.missing == "") {
+			t.Errorf("NodeLabelsOf(AdmittedFlavors(%q)) = %v, %q, %v; want %v, %q", tc.ann, got, missing, ok, tc.want, tc.missing)
+		}
+	}
+}

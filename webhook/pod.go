@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,9 +50,12 @@ func IndexPodWorkload(obj client.Object) []string {
 // (after the other mutating webhooks: it is called again when one of
 // them changes the pod). A pod that asks for no resource a ClusterQueue
 // covers is left alone. Otherwise it must belong to a workload tally
-// admitted, through its controller-owner chain in its namespace, and fit
-// what that workload was admitted with (queues.FitPods); it is then let
-// through, labelled with the workload's UID so that the ledger counts it.
+// admitted, through its controller-owner chain in its namespace, keep to
+// the nodes of the flavors that workload was admitted in (it is denied
+// otherwise, see confine), and fit what it was admitted with beside its
+// live pods, those being deleted included (queues.FitPods); it is then
+// let through, labelled with the workload's UID so that the ledger
+// counts it.
 // A pod larger than the workload's pods is held by the scheduling gate,
 // and the ledger requeues the workload at the pod's size
 // (queues.AnnotationPodOverhead). A pod more than the workload's count
@@ -176,6 +180,9 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 		return podPatch(pod, root, true, fmt.Sprintf("part of %s, which waits for its admission", root.Describe()))
 	}
 	if root != nil {
+		if denial := confine(cfg, root, pod); denial != "" {
+			return admission.Denied(denial)
+		}
 		now := time.Now()
 		r := g.Reader
 		if g.passedRecently(root.Meta.UID, now) {
@@ -348,6 +355,29 @@ func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Objec
 		live = append(live, queues.PodRequests(&p.Spec))
 	}
 	return queues.FitPods(w.PodSets, live, reqs, cfg.Covers), nil
+}
+
+// confine says why pod, a new pod of admitted workload root, is denied
+// for where it may run ("" if it is not): it must run only on the nodes
+// of the flavors root was admitted in (queues.PodConfined), as the pods
+// its controller makes from the pod templates tally narrowed do. A pod
+// that names a node, or keeps to other nodes, would take capacity that
+// root's queue was not charged for.
+func confine(cfg *queues.Config, root *kinds.Object, pod *corev1.Pod) string {
+	names := queues.AdmittedFlavors(root.Meta.Annotations[queues.AnnotationFlavors])
+	nodeLabels, missing, ok := cfg.NodeLabelsOf(names)
+	if !ok {
+		return fmt.Sprintf("tally: %s was admitted in flavor %s, which the config no longer holds: tally cannot tell which nodes its pods may run on, and lets none be made", root.Describe(), missing)
+	}
+	if queues.PodConfined(&pod.Spec, nodeLabels) {
+		return ""
+	}
+	flavorNames := strings.Join(names, "+")
+	if pod.Spec.NodeName != "" {
+		return fmt.Sprintf("tally: spec.nodeName: a pod of %s may not name its node: it runs on the nodes of flavor %s, which the scheduler places it on", root.Describe(), flavorNames)
+	}
+	return fmt.Sprintf("tally: spec.nodeSelector: a pod of %s must run on the nodes of flavor %s, which %s was admitted in: it needs node labels %s in spec.nodeSelector, or in every term of spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, as its pod templates have them",
+		root.Describe(), flavorNames, root.Meta.Name, labels.SelectorFromSet(nodeLabels))
 }
 
 // podDefaults are the pod defaults of o's namespace, as the API server
