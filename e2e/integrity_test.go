@@ -1139,9 +1139,10 @@ func attackTerminatingPod(ctx context.Context, t *testing.T, r *attackRun) {
 // Pods that name the user's admitted Job as their controller and fit its
 // pod set, but keep to other nodes than its flavor's: the CPU nodes of
 // flavor cpu-flavor, where the Job's queue has no quota, by nodeSelector,
-// and a GPU node by spec.nodeName, which skips the scheduler. Both are
-// denied; checkPlacement reads from the pods that none ran off the
-// flavor.
+// and a CPU node by spec.nodeName, which skips the scheduler. Both are
+// denied. So is a bare pod that names a GPU node: the gate queues it
+// behind its scheduling gate, and the API server refuses a gated pod a
+// node. checkPlacement reads from the pods that none ran off the flavor.
 func attackPlacement(ctx context.Context, t *testing.T, r *attackRun) {
 	j := podlessJob(ctx, t, r, "placed")
 	offFlavor := barePod(r.ns, "off-flavor", 0, 30*time.Second)
@@ -1156,6 +1157,11 @@ func attackPlacement(ctx context.Context, t *testing.T, r *attackRun) {
 			t.Errorf("creating pod %s (nodeSelector %v, nodeName %q) of admitted Job %s: %v; want a denial naming flavor nvidia-gpu-flavor",
 				p.Name, p.Spec.NodeSelector, p.Spec.NodeName, j.Name, err)
 		}
+	}
+	bound := barePod(r.ns, "bound", integrityGPUs, 30*time.Second)
+	bound.Spec.NodeName = "gpu-node-1"
+	if err := userCreate(ctx, t, r, bound); err == nil {
+		t.Errorf("a bare pod that names node gpu-node-1 was created: it would skip the queue")
 	}
 	if err := r.s.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("deleting Job %s: %v", j.Name, err)
