@@ -122,6 +122,7 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-release", run: attackReleasedPod},
 		{name: "e2e-int-burst", run: attackPodBurst, tolerate: burstTolerance},
 		{name: "e2e-int-replace", run: attackTerminatingPod},
+		{name: "e2e-int-replace-pod", run: attackTerminatingDeploymentPod},
 		{name: "e2e-int-place", run: attackPlacement, check: checkPlacement},
 		{name: "e2e-int-uncovered", run: attackUncovered, noGPUs: true},
 	}
@@ -1089,13 +1090,60 @@ spec:
 // still holds its GPUs: the replacement waits behind the scheduling gate
 // until it is gone, then runs, and the Job finishes.
 func attackTerminatingPod(ctx context.Context, t *testing.T, r *attackRun) {
-	const hold = "e2e.tally.dev/hold"
 	j := framework.NewJob(r.ns, "replaced").GPUs(integrityGPUs).Runtime(20 * time.Second).Obj()
 	if err := userCreate(ctx, t, r, j); err != nil {
 		t.Fatal(err)
 	}
+	release, _ := holdAndReplace(ctx, t, r)
+	release()
+	waitJobsDone(ctx, t, r, 2*time.Minute, j.Name)
+}
+
+// The same with a Deployment of one replica: its replacement is a
+// single-pod workload of its own, which waits in the queue while the
+// pod being deleted holds the quota, and runs once it is gone.
+func attackTerminatingDeploymentPod(ctx context.Context, t *testing.T, r *attackRun) {
+	labels := map[string]string{"app": "held"}
+	tmpl := barePod(r.ns, "", integrityGPUs, 0)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "held"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec}}}
+	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	if err := userCreate(ctx, t, r, d); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.s.client.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+			t.Errorf("deleting Deployment held: %v", err)
+		}
+	}()
+	release, replacement := holdAndReplace(ctx, t, r)
+	// The ledger has judged it: it waits for quota.
+	err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		reasons, err := podEvents(ctx, r, replacement)
+		return err == nil && reasons["Pending"], fmt.Sprintf("pod %s: Events %v (%v)", replacement, reasons, err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := (&corev1.Pod{}); r.s.client.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: replacement}, p) != nil || !podGated(p) || p.Spec.NodeName != "" {
+		t.Errorf("replacement %s runs while the pod it replaces holds the quota (node %q, gates %v)", replacement, p.Spec.NodeName, p.Spec.SchedulingGates)
+	}
+	release()
+	waitPodsRunning(ctx, t, r, 1)
+}
+
+// holdAndReplace waits for the one pod of r's namespace to run, gives it
+// a finalizer and deletes it, as the user; then waits for its controller
+// to replace it and checks that the replacement is held behind the
+// scheduling gate, unbound, while the pod being deleted still runs. It
+// returns the function that takes the finalizer off (also called at the
+// test's end), and the replacement's name.
+func holdAndReplace(ctx context.Context, t *testing.T, r *attackRun) (func(), string) {
+	t.Helper()
+	const hold = "e2e.tally.dev/hold"
 	var first corev1.Pod
-	waitNsPods(ctx, t, r, "the Job's pod runs", func(pods []corev1.Pod) bool {
+	waitNsPods(ctx, t, r, "a pod runs", func(pods []corev1.Pod) bool {
 		for _, p := range pods {
 			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
 				first = p
@@ -1120,20 +1168,19 @@ func attackTerminatingPod(ctx context.Context, t *testing.T, r *attackRun) {
 	if err := r.user.Delete(ctx, &first); err != nil {
 		t.Fatalf("deleting pod %s as the user: %v", first.Name, err)
 	}
+	var replacement corev1.Pod
 	waitNsPods(ctx, t, r, "a replacement beside the pod being deleted", func(pods []corev1.Pod) bool {
-		return slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name != first.Name && p.DeletionTimestamp == nil })
-	})
-	pods := &corev1.PodList{}
-	if err := r.s.client.List(ctx, pods, client.InNamespace(r.ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.Name != first.Name && !podGated(&p) {
-			t.Errorf("replacement %s is not held while pod %s, being deleted, holds the quota (node %q)", p.Name, first.Name, p.Spec.NodeName)
+		i := slices.IndexFunc(pods, func(p corev1.Pod) bool { return p.Name != first.Name && p.DeletionTimestamp == nil })
+		if i >= 0 {
+			replacement = pods[i]
 		}
+		return i >= 0
+	})
+	if !podGated(&replacement) || replacement.Spec.NodeName != "" {
+		t.Errorf("replacement %s is not held while pod %s, being deleted, holds the quota (node %q, gates %v)",
+			replacement.Name, first.Name, replacement.Spec.NodeName, replacement.Spec.SchedulingGates)
 	}
-	release()
-	waitJobsDone(ctx, t, r, 2*time.Minute, j.Name)
+	return release, replacement.Name
 }
 
 // Pods that name the user's admitted Job as their controller and fit its
