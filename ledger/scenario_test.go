@@ -561,16 +561,28 @@ func (s *scenario) step(f []string) {
 		}
 		s.l.onPod(pod)
 	case "podsready":
-		// podsready TIMEOUT BACKOFF LIMIT [block]: waitForPodsReady on.
-		// Its deadlines are run by timeout, not by the timers.
+		// podsready TIMEOUT BACKOFF LIMIT [block] [timestamp=T]:
+		// waitForPodsReady on; T is requeuingStrategy.timestamp (left
+		// out: unset). Its deadlines are run by timeout, not by the
+		// timers.
 		timeout, err1 := time.ParseDuration(name)
 		base, err2 := time.ParseDuration(f[2])
 		limit, err3 := strconv.Atoi(f[3])
 		if err := errors.Join(err1, err2, err3); err != nil {
 			s.t.Fatalf("podsready: %v", err)
 		}
-		s.l.cfg.PodsReady = &queues.PodsReady{Timeout: timeout, BackoffBase: base, BackoffMax: time.Hour,
-			BackoffLimitCount: ptr.To(int32(limit)), BlockAdmission: len(f) > 4 && f[4] == "block"}
+		pr := &queues.PodsReady{Timeout: timeout, BackoffBase: base, BackoffMax: time.Hour, BackoffLimitCount: ptr.To(int32(limit))}
+		for _, opt := range f[4:] {
+			switch k, v, _ := strings.Cut(opt, "="); k {
+			case "block":
+				pr.BlockAdmission = true
+			case "timestamp":
+				pr.Timestamp = v
+			default:
+				s.t.Fatalf("podsready: unknown option %q", opt)
+			}
+		}
+		s.l.cfg.PodsReady = pr
 		s.l.ctx = nil
 	case "ready":
 		// ready NAME PODS READY: NAME's PODS pods run, READY of them Ready.
