@@ -154,7 +154,9 @@ func (o *Object) Workload(queue string, priority int32) *queues.Workload {
 
 // WorkloadIn builds the queues.Workload of o, queued in queue with the
 // given priority, its pods read with the defaults of its namespace (d may
-// be nil), each with the pod overhead its AnnotationPodOverhead records.
+// be nil), each with the pod overhead its AnnotationPodOverhead records,
+// ordered in its queue as the waitForPodsReady of d's config says
+// (queues.PodsReady.Order; Kueue's default without one).
 func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults) *queues.Workload {
 	sets := make([]queues.PodTemplate, len(o.PodSets))
 	extra := queues.ParsePodOverhead(o.Meta.Annotations[queues.AnnotationPodOverhead])
@@ -169,6 +171,9 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 		apiVersion, kind = o.Kind.GVK().GroupVersion().String(), o.Kind.GVK().Kind
 	}
 	w := queues.NewWorkload(o.Meta, apiVersion, kind, sets, queue, priority)
+	if d != nil && d.Config != nil {
+		w = d.Config.PodsReady.Order(w)
+	}
 	w.Unresolved = o.Unresolved
 	return w
 }

@@ -137,6 +137,9 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) mach
 	if !e.builtFrom(o, queue, priority) || stale && (e.Phase() == machine.Pending || e.Phase() == machine.Inadmissible) {
 		w = o.WorkloadIn(queue, priority, l.defaultsLocked(o.Meta.Namespace))
 		w.Tag = e
+	} else {
+		// Ordered as the config in force says.
+		w = l.podsReadyConfigLocked().Order(w)
 	}
 	v := inspect.Observe(l.cfg, o, w, l.livePods[o.Meta.UID])
 	if o.Suspended && !o.Finished {
@@ -153,7 +156,7 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) mach
 func (e *entry) builtFrom(o *kinds.Object, queue string, priority int32) bool {
 	return e.W != nil && o.Meta.Generation > 0 && o.Meta.Generation == e.generation &&
 		e.W.Queue == queue && e.W.Priority == priority && e.userAffinity == o.Meta.Annotations[queues.AnnotationUserAffinity] &&
-		e.overhead == o.Meta.Annotations[queues.AnnotationPodOverhead]
+		e.overhead == o.Meta.Annotations[queues.AnnotationPodOverhead] && e.W.Evicted.Equal(queues.PodsReadyEvictedAt(o.Meta))
 }
 
 // note copies into e what the ledger keeps of o besides its Workload.
@@ -406,7 +409,7 @@ func (l *Ledger) rebuildPendingLocked() {
 		if e.Claim != nil || (e.Phase() != machine.Pending && e.Phase() != machine.Inadmissible) {
 			continue
 		}
-		l.step(e, machine.Rebuild(l.priorityOf(e.prio)))
+		l.step(e, machine.Rebuild(l.priorityOf(e.prio), l.podsReadyConfigLocked()))
 	}
 	l.wakePass()
 }

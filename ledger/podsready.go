@@ -19,8 +19,10 @@ import (
 // document of the config): an admitted workload whose pods are not all
 // ready within the timeout of its admission, or that has had fewer ready
 // than it needs for the recovery timeout since, is evicted (one write:
-// suspended, pending, its count of such evictions and the end of its
-// backoff in annotations) and queues again once the backoff is over;
+// suspended, pending, its count of such evictions, the end of its
+// backoff and the time of the eviction in annotations) and queues again
+// once the backoff is over, ordered by that time or by its creation
+// (requeuingStrategy.timestamp, queues.PodsReady.Order);
 // past backoffLimitCount it is set aside as inadmissible instead
 // (machine.React reads both annotations). With blockAdmission, a cohort
 // (or a queue outside any) admits nothing while one of its admitted
@@ -185,6 +187,7 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 	return write{e: e, w: e.W, suspend: e.suspend, message: msg}, map[string]any{
 		queues.AnnotationRequeues:  strconv.Itoa(int(n)),
 		queues.AnnotationRequeueAt: at.UTC().Format(time.RFC3339),
+		queues.AnnotationEvictedAt: now.UTC().Format(time.RFC3339),
 	}, true
 }
 

@@ -603,7 +603,7 @@ func (s *scenario) step(f []string) {
 		// timeout NAME: NAME's pods-ready deadline is due now; its
 		// eviction lands.
 		_, ann := s.timeOut(name)
-		fmt.Fprintf(&s.out, "write: evict %s requeues=%v requeue-at=%v\n", name, ann[queues.AnnotationRequeues], ann[queues.AnnotationRequeueAt])
+		fmt.Fprintf(&s.out, "write: evict %s requeues=%v requeue-at=%v evicted-at=%v\n", name, ann[queues.AnnotationRequeues], ann[queues.AnnotationRequeueAt], ann[queues.AnnotationEvictedAt])
 	case "restart":
 		cfg, classes := s.l.cfg, s.l.priorities
 		s.newLedger(cfg)

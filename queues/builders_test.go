@@ -116,8 +116,13 @@ func (b *wlB) Req(r corev1.ResourceName, q string) *wlB {
 	b.w.PodSets[0].Requests[r] = amt(r, q)
 	return b
 }
-func (b *wlB) Count(n int64) *wlB        { b.w.PodSets[0].Count = n; return b }
-func (b *wlB) Prio(p int32) *wlB         { b.w.Priority = p; return b }
+func (b *wlB) Count(n int64) *wlB { b.w.PodSets[0].Count = n; return b }
+func (b *wlB) Prio(p int32) *wlB  { b.w.Priority = p; return b }
+
+// Evicted says it was evicted at second t because its pods were not
+// ready in time; ByCreation orders it by its creation all the same.
+func (b *wlB) Evicted(t int) *wlB        { b.w.Evicted = epoch.Add(time.Duration(t) * time.Second); return b }
+func (b *wlB) ByCreation() *wlB          { b.w.ByCreation = true; return b }
 func (b *wlB) NS(ns string) *wlB         { b.w.Namespace = ns; return b }
 func (b *wlB) Selector(k, v string) *wlB { b.w.NodeSelector = map[string]string{k: v}; return b }
 func (b *wlB) Tolerate(t corev1.Toleration) *wlB {

@@ -44,9 +44,13 @@ const (
 	// AnnotationRequeues counts a workload's evictions for pods that were
 	// not ready in time (waitForPodsReady), and AnnotationRequeueAt is
 	// the RFC 3339 time before which it is not admitted again (its
-	// backoff). Both are written with the eviction.
+	// backoff). AnnotationEvictedAt is the RFC 3339 time of that
+	// eviction: the time the workload is ordered by in its queue, under
+	// requeuingStrategy.timestamp Eviction, until it is admitted again
+	// (see PodsReadyEvictedAt). All three are written with the eviction.
 	AnnotationRequeues  = "tally.dev/requeues"
 	AnnotationRequeueAt = "tally.dev/requeue-at"
+	AnnotationEvictedAt = "tally.dev/evicted-at"
 	// AnnotationUserAffinity keeps the Job's own required node affinity
 	// terms (JSON), so admission and preemption can rebuild the flavor
 	// affinity around them. Absent when the Job had none.

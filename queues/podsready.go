@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -95,6 +96,52 @@ func (p *PodsReady) Backoff(n int32) time.Duration {
 		d *= 2
 	}
 	return d
+}
+
+// Order returns w ordered in its queue as the requeuingStrategy.timestamp
+// of p says: by Evicted (Eviction, the default; also when p is nil, as
+// Kueue orders by it whether or not waitForPodsReady is on), or by
+// Created (Creation). It returns w itself when that is already so, else
+// a copy; w's pod sets and constraints are shared. A workload that has
+// no such eviction (Evicted zero) is ordered by Created either way.
+func (p *PodsReady) Order(w *Workload) *Workload {
+	byCreation := p != nil && p.Timestamp == CreationTimestamp
+	if w.ByCreation == byCreation || w.Evicted.IsZero() {
+		return w
+	}
+	out := *w
+	out.ByCreation = byCreation
+	if out.total != nil {
+		out.queued = out.QueueTime().UnixNano()
+	}
+	return &out
+}
+
+// PodsReadyEvictedAt reads, from a workload's metadata, when it was last
+// evicted because its pods were not ready in time, if that eviction is
+// its latest: its AnnotationEvictedAt, unless its AnnotationAdmittedAt is
+// later (it was admitted again since; an eviction of another cause after
+// that leaves it ordered by its creation, as in Kueue, whose Evicted
+// condition then gives another reason). The zero time otherwise, and for
+// a time before its creation, which no eviction has: ordered by it, a
+// workload created with the annotation would pass those created before
+// it. Both annotations have whole seconds; the eviction never comes
+// before the admission it ends, and a readmission comes at least a second
+// later, at the end of the backoff (see PodsReady.Backoff), unless the
+// backoff is 0.
+func PodsReadyEvictedAt(meta *metav1.ObjectMeta) time.Time {
+	s := meta.Annotations[AnnotationEvictedAt]
+	if s == "" {
+		return time.Time{}
+	}
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil || at.Before(meta.CreationTimestamp.Time) {
+		return time.Time{}
+	}
+	if admitted, err := time.Parse(time.RFC3339, meta.Annotations[AnnotationAdmittedAt]); err == nil && admitted.After(at) {
+		return time.Time{}
+	}
+	return at
 }
 
 // rawConfiguration is a Configuration document: only what tally reads.

@@ -3,10 +3,15 @@ package queues_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"tally.dev/tally/queues"
 	"tally.dev/tally/queues/queuestest"
@@ -433,5 +438,102 @@ func TestPodsReadyBackoff(t *testing.T) {
 				t.Errorf("Backoff(%d) = %v, want %v", tc.n, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPodsReadyQueueOrder: a workload evicted because its pods were not
+// ready in time is ordered in its queue by that eviction under
+// requeuingStrategy.timestamp Eviction (the default, also with
+// waitForPodsReady off), by its creation under Creation, and by its
+// creation again once admitted since.
+func TestPodsReadyQueueOrder(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
+	job := func(name string, created time.Duration, ann map[string]string) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name),
+			CreationTimestamp: metav1.NewTime(t0.Add(created)), Annotations: ann}}
+	}
+	// a, created first, was admitted at 1m and evicted at 2m; b was
+	// created in between, c after the eviction.
+	requeued := map[string]string{queues.AnnotationAdmittedAt: at(time.Minute), queues.AnnotationEvictedAt: at(2 * time.Minute)}
+	b, c := job("b", 90*time.Second, nil), job("c", 3*time.Minute, nil)
+	eviction := podsReady(func(p *queues.PodsReady) { p.Timestamp = queues.EvictionTimestamp })
+	creation := podsReady(func(p *queues.PodsReady) { p.Timestamp = queues.CreationTimestamp })
+	unset := podsReady(func(p *queues.PodsReady) { p.Timestamp = "" })
+	for name, tc := range map[string]struct {
+		p       *queues.PodsReady
+		ann     map[string]string
+		evicted time.Time
+		want    string
+	}{
+		"Eviction: behind b, ahead of c":       {p: eviction, ann: requeued, evicted: t0.Add(2 * time.Minute), want: "b a c"},
+		"unset: Eviction":                      {p: unset, ann: requeued, evicted: t0.Add(2 * time.Minute), want: "b a c"},
+		"waitForPodsReady off: Eviction":       {p: nil, ann: requeued, evicted: t0.Add(2 * time.Minute), want: "b a c"},
+		"Creation: it keeps its place":         {p: creation, ann: requeued, evicted: t0.Add(2 * time.Minute), want: "a b c"},
+		"never evicted for it: by creation":    {p: eviction, ann: map[string]string{queues.AnnotationAdmittedAt: at(time.Minute)}, want: "a b c"},
+		"admitted again since: by creation":    {p: eviction, ann: map[string]string{queues.AnnotationAdmittedAt: at(150 * time.Second), queues.AnnotationEvictedAt: at(2 * time.Minute)}, want: "a b c"},
+		"evicted in the second of admission":   {p: eviction, ann: map[string]string{queues.AnnotationAdmittedAt: at(2 * time.Minute), queues.AnnotationEvictedAt: at(2 * time.Minute)}, evicted: t0.Add(2 * time.Minute), want: "b a c"},
+		"an eviction time that does not parse": {p: eviction, ann: map[string]string{queues.AnnotationEvictedAt: "yesterday"}, want: "a b c"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := queues.WorkloadFromJob(job("a", 0, tc.ann), "q", 0)
+			if !a.Evicted.Equal(tc.evicted) {
+				t.Fatalf("Evicted = %v, want %v", a.Evicted, tc.evicted)
+			}
+			ws := []*queues.Workload{tc.p.Order(a), queues.WorkloadFromJob(c, "q", 0), queues.WorkloadFromJob(b, "q", 0)}
+			// Unsealed copies must sort alike.
+			for _, w := range slices.Clone(ws) {
+				u := queues.Workload{Name: w.Name + "'", UID: w.UID + "'", Created: w.Created, Evicted: w.Evicted, ByCreation: w.ByCreation}
+				ws = append(ws, &u)
+			}
+			slices.SortFunc(ws, func(x, y *queues.Workload) int {
+				if queues.Before(x, y) {
+					return -1
+				}
+				return 1
+			})
+			var got []string
+			for _, w := range ws {
+				if !strings.HasSuffix(w.Name, "'") {
+					got = append(got, w.Name)
+				}
+			}
+			if g := strings.Join(got, " "); g != tc.want {
+				t.Errorf("order %q, want %q", g, tc.want)
+			}
+			for i := 0; i+1 < len(ws); i += 2 {
+				if ws[i].Name+"'" != ws[i+1].Name {
+					t.Errorf("sealed %s and unsealed %s do not sort together", ws[i].Name, ws[i+1].Name)
+				}
+			}
+		})
+	}
+}
+
+// TestPodsReadyOrderCopies: Order leaves w as it is when nothing changes,
+// and copies it (w untouched) when it does.
+func TestPodsReadyOrderCopies(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	early := queues.WorkloadFromJob(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "e", CreationTimestamp: metav1.NewTime(t0.Add(time.Hour)),
+		Annotations: map[string]string{queues.AnnotationEvictedAt: t0.Format(time.RFC3339)}}}, "q", 0)
+	if !early.Evicted.IsZero() || !early.QueueTime().Equal(t0.Add(time.Hour)) {
+		t.Errorf("an eviction time before the creation: Evicted %v, QueueTime %v; want neither to pass it", early.Evicted, early.QueueTime())
+	}
+	plain := queues.WorkloadFromJob(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(t0)}}, "q", 0)
+	creation := podsReady(func(p *queues.PodsReady) { p.Timestamp = queues.CreationTimestamp })
+	if creation.Order(plain) != plain {
+		t.Error("a workload never evicted for pods not ready was copied")
+	}
+	w := queues.WorkloadFromJob(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "r", CreationTimestamp: metav1.NewTime(t0),
+		Annotations: map[string]string{queues.AnnotationEvictedAt: t0.Add(time.Hour).Format(time.RFC3339)}}}, "q", 0)
+	if (*queues.PodsReady)(nil).Order(w) != w || !w.QueueTime().Equal(t0.Add(time.Hour)) {
+		t.Fatalf("by default: QueueTime %v, want the eviction", w.QueueTime())
+	}
+	byCreation := creation.Order(w)
+	if byCreation == w || !byCreation.ByCreation || !byCreation.QueueTime().Equal(t0) || w.ByCreation {
+		t.Errorf("Creation: copy %v ByCreation %v QueueTime %v; original ByCreation %v", byCreation != w, byCreation.ByCreation, byCreation.QueueTime(), w.ByCreation)
+	}
+	if back := kueueDefaults().Order(byCreation); back == byCreation || !back.QueueTime().Equal(t0.Add(time.Hour)) || !queues.Before(byCreation, back) {
+		t.Errorf("Eviction again: QueueTime %v", back.QueueTime())
 	}
 }

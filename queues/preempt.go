@@ -137,7 +137,7 @@ func canPreempt(cq *ClusterQueue, w, v *Workload, same bool) (ok, borrowOK bool)
 		case PreemptLowerPriority:
 			ok = v.Priority < w.Priority
 		case PreemptLowerOrNewerEqualPriority:
-			ok = v.Priority < w.Priority || v.Priority == w.Priority && w.Created.Before(v.Created)
+			ok = v.Priority < w.Priority || v.Priority == w.Priority && w.queueKey() < v.queueKey()
 		}
 		return ok, ok
 	}

@@ -85,6 +85,20 @@ func TestPreemption(t *testing.T) {
 			want:     map[string][]string{},
 		},
 		{
+			name:     "LowerOrNewerEqualPriority: a preemptor evicted for pods not ready since the Job's creation is the newer",
+			cqs:      []*ClusterQueue{lone("LowerOrNewerEqualPriority")},
+			admitted: []*Admitted{adm("mid", "a", "f1", "10", 5, 5)},
+			pending:  []*Workload{makeWL("requeued", "a", 3).Evicted(8).Req(cpu, "5").Prio(5).Obj()},
+			want:     map[string][]string{},
+		},
+		{
+			name:     "LowerOrNewerEqualPriority: ordered by its creation (timestamp Creation), it is the older",
+			cqs:      []*ClusterQueue{lone("LowerOrNewerEqualPriority")},
+			admitted: []*Admitted{adm("mid", "a", "f1", "10", 5, 5)},
+			pending:  []*Workload{makeWL("requeued", "a", 3).Evicted(8).ByCreation().Req(cpu, "5").Prio(5).Obj()},
+			want:     map[string][]string{"requeued": {"mid:within"}},
+		},
+		{
 			name:     "Never within the queue preempts nothing",
 			cqs:      []*ClusterQueue{lone("Never")},
 			admitted: []*Admitted{adm("low", "a", "f1", "10", 1, 1)},

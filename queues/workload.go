@@ -35,6 +35,13 @@ type Workload struct {
 	LocalQueue string
 	Priority   int32
 	Created    time.Time
+	// Evicted is when it was last evicted because its pods were not
+	// ready in time (waitForPodsReady), while that eviction is its
+	// latest: see PodsReadyEvictedAt. Zero otherwise.
+	Evicted time.Time
+	// ByCreation orders it by Created even when Evicted is set:
+	// requeuingStrategy.timestamp is Creation (see PodsReady.Order).
+	ByCreation bool
 	PodSets    []PodSet
 	// NodeSelector, NodeAffinity and Tolerations say where the pods may
 	// run: the pod template's nodeSelector and tolerations, and the terms
@@ -57,10 +64,10 @@ type Workload struct {
 	// reads it.
 	Tag any
 
-	total   flavors.Resources     // set by Seal
-	vec     []cell                // total as a slice sorted by name, set by Seal
-	names   []corev1.ResourceName // total's names, sorted, set by Seal
-	created int64                 // Created in Unix nanoseconds, set by Seal
+	total  flavors.Resources     // set by Seal
+	vec    []cell                // total as a slice sorted by name, set by Seal
+	names  []corev1.ResourceName // total's names, sorted, set by Seal
+	queued int64                 // QueueTime in Unix nanoseconds, set by Seal
 	// place is what NodeSelector and NodeAffinity allow, shared by the
 	// Workloads that ask the same; set by Seal, nil when they ask nothing.
 	place *placement
@@ -112,7 +119,7 @@ func (w *Workload) Seal() *Workload {
 		w.names[i] = intern(n)
 		w.vec = append(w.vec, cell{w.names[i], w.total[n]})
 	}
-	w.created = w.Created.UnixNano()
+	w.queued = w.QueueTime().UnixNano()
 	w.Queue, w.Namespace = intern(w.Queue), intern(w.Namespace)
 	if w.place == nil && (len(w.NodeSelector) > 0 || len(w.NodeAffinity) > 0) {
 		w.place, _ = placementOf(w.NodeSelector, EncodeUserTerms(w.NodeAffinity), w.NodeAffinity)
@@ -296,6 +303,7 @@ func NewWorkload(meta *metav1.ObjectMeta, apiVersion, kind string, sets []PodTem
 		LocalQueue: meta.Labels[LabelKueueQueueName],
 		Priority:   priority,
 		Created:    meta.CreationTimestamp.Time,
+		Evicted:    PodsReadyEvictedAt(meta),
 		PodSets:    podSets(sets),
 	}
 	ann, annotated := meta.Annotations[AnnotationUserAffinity]
@@ -334,15 +342,35 @@ func (w *Workload) sameConstraints(o *Workload) bool {
 		equality.Semantic.DeepEqual(w.Tolerations, o.Tolerations)
 }
 
-// Before is the admission order: higher priority first, then older, then
-// by UID so the order is total.
+// QueueTime is the time w is ordered by in its queue, after its priority
+// (Kueue's queue-order timestamp): the time of its eviction for pods not
+// ready in time when Evicted is set and ByCreation is not, else its
+// creation.
+func (w *Workload) QueueTime() time.Time {
+	if w.Evicted.IsZero() || w.ByCreation {
+		return w.Created
+	}
+	return w.Evicted
+}
+
+// queueKey is QueueTime in Unix nanoseconds: sealed, or computed.
+func (w *Workload) queueKey() int64 {
+	if w.total != nil {
+		return w.queued
+	}
+	return w.QueueTime().UnixNano()
+}
+
+// Before is the admission order: higher priority first, then earlier by
+// QueueTime (its creation, or its eviction for pods not ready in time),
+// then by UID so the order is total.
 func Before(a, b *Workload) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
-	ca, cb := a.created, b.created
+	ca, cb := a.queued, b.queued
 	if a.total == nil || b.total == nil {
-		ca, cb = a.Created.UnixNano(), b.Created.UnixNano()
+		ca, cb = a.queueKey(), b.queueKey()
 	}
 	if ca != cb {
 		return ca < cb

@@ -101,6 +101,9 @@ func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 // says whether it still holds that quota.
 func statusEntry(cfg *queues.Config, job *kinds.Object, name string) machine.Entry {
 	w := job.Workload(name, 0)
+	if cfg != nil {
+		w = cfg.PodsReady.Order(w)
+	}
 	before := machine.FromLabels(w, queues.State(job.Meta.Labels[queues.LabelState]), name,
 		queues.UsageOf(cfg, w, job.Meta.Annotations[queues.AnnotationFlavors]))
 	e, _ := machine.React(before, Observe(cfg, job, w, 0), time.Time{}, nil)

@@ -157,14 +157,15 @@ func Captured(ok, fits, rejoin bool) Step {
 }
 
 // Rebuild queues a waiting workload (pending, or inadmissible, which gets
-// another chance) again at priority, derived anew, in trees built from
+// another chance) again at priority, derived anew, and ordered as pr (the
+// config's waitForPodsReady, nil when off) says, in trees built from
 // scratch. One with a claim, or in another phase, is left as it is.
-func Rebuild(priority int32) Step {
+func Rebuild(priority int32, pr *queues.PodsReady) Step {
 	return func(e Entry, effects []Effect) (Entry, []Effect) {
 		if e.Claim != nil || (e.phase != Pending && e.phase != Inadmissible) {
 			return e, effects
 		}
-		w := *e.W
+		w := *pr.Order(e.W)
 		w.Priority = priority
 		e.W = &w
 		e.phase = Pending

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"tally.dev/tally/queues"
 )
 
 // TestSteps runs each of the ledger's own transitions from the phases it
@@ -49,9 +51,9 @@ func TestSteps(t *testing.T) {
 		{"captured, suspended", capturingUncharged, Captured(true, false, true), Pending, "-", "join-tree; pass"},
 		{"captured, suspended, forgotten since", capturingUncharged, Captured(true, false, false), Unrecorded, "-", ""},
 		{"capture write failed", capturing, Captured(false, true, true), Unrecorded, "-", "release q cpu=2 in flavor default"},
-		{"rebuild inadmissible", Entry{phase: Inadmissible, W: w}, Rebuild(7), Pending, "-", "join-tree"},
-		{"rebuild, a claim waits", Entry{phase: Pending, W: w, Claim: &Claim{}}, Rebuild(7), Pending, "-", ""},
-		{"rebuild admitted", admitted, Rebuild(7), Admitted, "cpu=2 in flavor default", ""},
+		{"rebuild inadmissible", Entry{phase: Inadmissible, W: w}, Rebuild(7, nil), Pending, "-", "join-tree"},
+		{"rebuild, a claim waits", Entry{phase: Pending, W: w, Claim: &Claim{}}, Rebuild(7, nil), Pending, "-", ""},
+		{"rebuild admitted", admitted, Rebuild(7, nil), Admitted, "cpu=2 in flavor default", ""},
 		{"preempt", queued, Preempt(u2, []types.UID{"v1", "v2"}), Pending, "-", "leave-tree; reserve q cpu=2 in flavor default"},
 		{"a victim of two gone", claimant, VictimGone("v1", true), Pending, "-", ""},
 		{"the last victim gone", lastVictim, VictimGone("v2", true), Pending, "-", "unreserve q cpu=2 in flavor default; join-tree; try-first; pass"},
@@ -83,8 +85,17 @@ func TestSteps(t *testing.T) {
 	if got, _ := Preempt(u2, []types.UID{"v1"})(queued, nil); got.Claim == nil || !got.Claim.Victims["v1"] || !got.Claim.Usage.Equal(u2) {
 		t.Errorf("preempt: claim %+v", got.Claim)
 	}
-	if got, _ := Rebuild(7)(Entry{phase: Inadmissible, W: w}, nil); got.W == w || got.W.Priority != 7 || w.Priority == 7 {
+	if got, _ := Rebuild(7, nil)(Entry{phase: Inadmissible, W: w}, nil); got.W == w || got.W.Priority != 7 || w.Priority == 7 {
 		t.Errorf("rebuild: workload %p priority %d (was %p), want a copy at 7", got.W, got.W.Priority, w)
+	}
+	requeued := *w
+	requeued.Evicted = w.Created.Add(time.Hour)
+	creation := &queues.PodsReady{Timestamp: queues.CreationTimestamp}
+	if got, _ := Rebuild(0, creation)(Entry{phase: Pending, W: requeued.Seal()}, nil); !got.W.QueueTime().Equal(w.Created) {
+		t.Errorf("rebuild under timestamp Creation: ordered by %v, want its creation %v", got.W.QueueTime(), w.Created)
+	}
+	if got, _ := Rebuild(0, nil)(Entry{phase: Pending, W: creation.Order(requeued.Seal())}, nil); !got.W.QueueTime().Equal(requeued.Evicted) {
+		t.Errorf("rebuild with waitForPodsReady off: ordered by %v, want its eviction %v", got.W.QueueTime(), requeued.Evicted)
 	}
 }
 
