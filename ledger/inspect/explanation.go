@@ -178,7 +178,7 @@ func Explain(in ExplainInput) Explanation {
 	if target.e.Phase() == machine.Evicting {
 		out.State = "evicting (preempted or suspended; its pods are going)"
 	}
-	out.Notes = append(out.Notes, podsReadyNotes(cfg, in.Target.Meta.Annotations, in.Now)...)
+	out.Notes = append(out.Notes, podsReadyNotes(cfg, target.w, in.Target.Meta.Annotations, in.Now)...)
 	out.Notes = append(out.Notes, unhostableNotes(cfg.ClusterQueues[q], in.Unhostable)...)
 	out.Needs = target.w.Total().String()
 	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.Phase() == machine.Admitted {
@@ -322,7 +322,8 @@ func read(cfg *queues.Config, o *kinds.Object, q string, p int32) *explained {
 // selected, and the caller may not be able to read namespace labels.
 func permissive(cfg *queues.Config) *queues.Config {
 	out := &queues.Config{Flavors: cfg.Flavors, ClusterQueues: map[string]*queues.ClusterQueue{}, QueueNames: cfg.QueueNames,
-		Cohorts: cfg.Cohorts, CohortSpecs: cfg.CohortSpecs, LocalQueues: cfg.LocalQueues, LocalQueueStops: cfg.LocalQueueStops, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds}
+		Cohorts: cfg.Cohorts, CohortSpecs: cfg.CohortSpecs, LocalQueues: cfg.LocalQueues, LocalQueueStops: cfg.LocalQueueStops, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds,
+		PodsReady: cfg.PodsReady}
 	for name, cq := range cfg.ClusterQueues {
 		c := *cq
 		c.NamespaceSelector = labels.Everything()
@@ -537,9 +538,10 @@ func refs(rs []WorkloadRef, ends bool) []string {
 }
 
 // podsReadyNotes says how often a workload was evicted because its pods
-// were not ready in time (waitForPodsReady), and when it may be admitted
-// again.
-func podsReadyNotes(cfg *queues.Config, ann map[string]string, now time.Time) []string {
+// were not ready in time (waitForPodsReady), when it may be admitted
+// again, and, w being its Workload (nil: not said), which time its queue
+// orders it by (requeuingStrategy.timestamp).
+func podsReadyNotes(cfg *queues.Config, w *queues.Workload, ann map[string]string, now time.Time) []string {
 	n := Requeues(ann)
 	if n == 0 {
 		return nil
@@ -550,6 +552,14 @@ func podsReadyNotes(cfg *queues.Config, ann map[string]string, now time.Time) []
 	}
 	if at, err := time.Parse(time.RFC3339, ann[queues.AnnotationRequeueAt]); err == nil && now.Before(at) {
 		note += fmt.Sprintf("; backing off: not admitted again before %s (in %s)", at.UTC().Format(time.RFC3339), at.Sub(now).Round(time.Second))
+	}
+	switch {
+	case w == nil || w.Evicted.IsZero():
+	case w.ByCreation:
+		note += fmt.Sprintf("; queued by its creation all the same (requeuingStrategy.timestamp %s)", queues.CreationTimestamp)
+	default:
+		note += fmt.Sprintf("; queued by the time of that eviction, %s, not by its creation (requeuingStrategy.timestamp %s)",
+			w.Evicted.UTC().Format(time.RFC3339), queues.EvictionTimestamp)
 	}
 	return []string{note}
 }

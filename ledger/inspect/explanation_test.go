@@ -275,8 +275,50 @@ func TestPodsReadyNotes(t *testing.T) {
 		{"set aside", map[string]string{queues.AnnotationRequeues: "3"},
 			"evicted 3 time(s) because its pods were not all ready in time (PodsReadyTimeout); that is more than backoffLimitCount 2 allows: it is set aside as inadmissible"},
 	} {
-		if got := strings.Join(podsReadyNotes(cfg, tc.ann, now), "\n"); got != tc.want {
+		if got := strings.Join(podsReadyNotes(cfg, nil, tc.ann, now), "\n"); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestExplainRequeuedOrder: a workload evicted because its pods were not
+// ready in time is placed by that eviction under
+// requeuingStrategy.timestamp Eviction (behind p1, created before the
+// eviction), by its creation under Creation (ahead of p1), and the notes
+// say which.
+func TestExplainRequeuedOrder(t *testing.T) {
+	for _, tc := range []struct {
+		timestamp string
+		position  Place
+		note      string
+	}{
+		{"", Place{2, 3}, "queued by the time of that eviction, 2030-01-01T11:55:00Z, not by its creation (requeuingStrategy.timestamp Eviction)"},
+		{queues.EvictionTimestamp, Place{2, 3}, "queued by the time of that eviction, 2030-01-01T11:55:00Z, not by its creation (requeuingStrategy.timestamp Eviction)"},
+		{queues.CreationTimestamp, Place{1, 3}, "queued by its creation all the same (requeuingStrategy.timestamp Creation)"},
+	} {
+		t.Run("timestamp "+tc.timestamp, func(t *testing.T) {
+			target := explainJob("a", "target", 3, 20*time.Minute, queues.StatePending, 0, 0, 0)
+			target.Meta.Annotations[queues.AnnotationRequeues] = "1"
+			target.Meta.Annotations[queues.AnnotationRequeueAt] = explainNow.Add(-4 * time.Minute).Format(time.RFC3339)
+			target.Meta.Annotations[queues.AnnotationAdmittedAt] = explainNow.Add(-15 * time.Minute).Format(time.RFC3339)
+			target.Meta.Annotations[queues.AnnotationEvictedAt] = explainNow.Add(-5 * time.Minute).Format(time.RFC3339)
+			in := explainInput(t, target, explainBooks()...)
+			strategy := ""
+			if tc.timestamp != "" {
+				strategy = ", requeuingStrategy: {timestamp: " + tc.timestamp + "}"
+			}
+			cfg, _, errs := queues.Parse([]byte(explainConfig + "---\napiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nwaitForPodsReady: {enable: true" + strategy + "}\n"))
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			in.Config = cfg
+			x := Explain(in)
+			if x.Position == nil || *x.Position != tc.position {
+				t.Errorf("position %+v, want %+v", x.Position, tc.position)
+			}
+			if !slices.ContainsFunc(x.Notes, func(n string) bool { return strings.Contains(n, tc.note) }) {
+				t.Errorf("notes %q lack %q", x.Notes, tc.note)
+			}
+		})
 	}
 }
