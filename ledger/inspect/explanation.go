@@ -164,7 +164,10 @@ func Explain(in ExplainInput) Explanation {
 	}
 	target = read(cfg, in.Target, q, out.Priority)
 	if in.New {
-		target.w.Created = in.Now
+		// Ordered as if created now (read made it a copy of its own,
+		// sealed again for the order Before reads).
+		target.w.Created, target.w.Evicted = in.Now, time.Time{}
+		target.w.Seal()
 		// Not submitted yet: it would wait, holding nothing.
 		target.e = machine.FromLabels(target.w, queues.StatePending, "", nil)
 	}

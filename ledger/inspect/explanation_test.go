@@ -227,6 +227,11 @@ func TestExplainNew(t *testing.T) {
 	if x.Estimate.In != "4m0s" {
 		t.Errorf("estimate in %s, want 4m0s: r1 ends at +4m, and p2 and the draft, 1 CPU each, start then", x.Estimate.In)
 	}
+	// A manifest has no creationTimestamp: it is placed last all the same.
+	o.Meta.CreationTimestamp = metav1.Time{}
+	if x := Explain(in); x.Position == nil || *x.Position != (Place{3, 3}) {
+		t.Errorf("without a creationTimestamp: position %+v, want 3 of 3", x.Position)
+	}
 }
 
 // TestExplainFinishedLabelOff: with --finished-label=off finished Jobs
