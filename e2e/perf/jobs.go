@@ -302,7 +302,7 @@ func (t *tracker) begin(tj *trackedJob, job *batchv1.Job, now time.Time) {
 	run := tj.run
 	if t.pods {
 		tj.pod, tj.podMade = fmt.Sprintf("%s-%d", tj.spec.Name, run), make(chan struct{})
-		go t.startPod(tj, tj.pod, tj.uid, tj.podMade)
+		go t.startPod(tj, tj.pod, tj.uid, &job.Spec.Template.Spec, tj.podMade)
 	}
 	tj.timer = time.AfterFunc(tj.spec.Runtime, func() { t.complete(tj, run) })
 }
@@ -448,10 +448,13 @@ func (t *tracker) complete(tj *trackedJob, run int) {
 
 // startPod creates the pod of a Job's run, as the job controller does
 // once the Job is no longer suspended: controlled by the Job, with its
-// template. Tally's pod gate judges it. A create that fails is tried a
+// template, placed where the admitted Job's template (admitted, as seen)
+// places it. Tally's pod gate judges it. A create that fails is tried a
 // few times, then left: the run goes on without its pod.
-func (t *tracker) startPod(tj *trackedJob, name string, uid types.UID, made chan struct{}) {
+func (t *tracker) startPod(tj *trackedJob, name string, uid types.UID, admitted *corev1.PodSpec, made chan struct{}) {
 	defer close(made)
+	spec := podSpec(tj.spec)
+	spec.NodeSelector, spec.Affinity, spec.Tolerations = admitted.NodeSelector, admitted.Affinity, admitted.Tolerations
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: tj.spec.Namespace, Name: name,
@@ -459,7 +462,7 @@ func (t *tracker) startPod(tj *trackedJob, name string, uid types.UID, made chan
 				APIVersion: "batch/v1", Kind: "Job", Name: tj.spec.Name, UID: uid, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
 		},
-		Spec: podSpec(tj.spec),
+		Spec: spec,
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		_, err := t.ctl.CoreV1().Pods(pod.Namespace).Create(t.ctx, pod, metav1.CreateOptions{})

@@ -639,8 +639,9 @@ func watchJobs(ctx context.Context, cs kubernetes.Interface, tr *tracker) error 
 
 // stripJob keeps what the tracker reads of a Job: its name, UID (its
 // pod's owner), version, generation (which tells a preemption from
-// another write when a completion conflicts), labels, suspension and
-// completion time.
+// another write when a completion conflicts), labels, suspension,
+// completion time, and where its pod template places its pods (tally's
+// pod gate lets a pod of an admitted Job run only on its flavor's nodes).
 func stripJob(obj any) (any, error) {
 	j, ok := obj.(*batchv1.Job)
 	if !ok {
@@ -648,8 +649,9 @@ func stripJob(obj any) (any, error) {
 	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, UID: j.UID, ResourceVersion: j.ResourceVersion, Generation: j.Generation, Labels: j.Labels},
-		Spec:       batchv1.JobSpec{Suspend: j.Spec.Suspend},
-		Status:     batchv1.JobStatus{CompletionTime: j.Status.CompletionTime},
+		Spec: batchv1.JobSpec{Suspend: j.Spec.Suspend, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			NodeSelector: j.Spec.Template.Spec.NodeSelector, Affinity: j.Spec.Template.Spec.Affinity, Tolerations: j.Spec.Template.Spec.Tolerations}}},
+		Status: batchv1.JobStatus{CompletionTime: j.Status.CompletionTime},
 	}, nil
 }
 

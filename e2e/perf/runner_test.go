@@ -6,6 +6,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"tally.dev/tally/e2e/perf/scenario"
@@ -44,7 +45,8 @@ func TestStripJobKeepsWhatTheTrackerReads(t *testing.T) {
 			Annotations: map[string]string{"dropped": "yes"},
 			UID:         "u",
 		},
-		Spec:   batchv1.JobSpec{Suspend: &suspend, Parallelism: new(int32)},
+		Spec: batchv1.JobSpec{Suspend: &suspend, Parallelism: new(int32), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"pool": "a"}, Containers: []corev1.Container{{Name: "dropped"}}}}},
 		Status: batchv1.JobStatus{CompletionTime: &completed, Succeeded: 1},
 	}
 	got, err := stripJob(job)
@@ -56,7 +58,7 @@ func TestStripJobKeepsWhatTheTrackerReads(t *testing.T) {
 			Namespace: "bench-0-0", Name: "small-1", ResourceVersion: "42", Generation: 2, UID: "u",
 			Labels: map[string]string{labelState: stateAdmitted},
 		},
-		Spec:   batchv1.JobSpec{Suspend: &suspend},
+		Spec:   batchv1.JobSpec{Suspend: &suspend, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "a"}}}},
 		Status: batchv1.JobStatus{CompletionTime: &completed},
 	}
 	if !reflect.DeepEqual(got, want) {
