@@ -110,9 +110,15 @@ func (o *Object) TemplatePaths() [][]string {
 
 // PodSet is one group of identical pods of a workload.
 type PodSet struct {
-	Name     string
-	Count    int64
-	Template *corev1.PodTemplateSpec
+	Name  string
+	Count int64
+	// Autoscaled is how many of the Count pods the kind's controller does
+	// not start, but an autoscaler may add at any time (a RayJob's
+	// workers above replicas, with in-tree autoscaling). The quota covers
+	// all Count; waitForPodsReady waits for the Count-Autoscaled it
+	// starts.
+	Autoscaled int64
+	Template   *corev1.PodTemplateSpec
 	// Path is the JSON path of the pod template, CountPath that of the
 	// field the count derives from. A segment that is a number indexes a
 	// list. Path is nil for a pod set the object does not hold (its
@@ -163,7 +169,7 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 	for i, ps := range o.PodSets {
 		applied := d.Apply(&ps.Template.Spec)
 		spec := d.Inject(queue, applied, ps.Injected)
-		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Spec: queues.WithPodOverhead(spec, extra),
+		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Autoscaled: ps.Autoscaled, Spec: queues.WithPodOverhead(spec, extra),
 			Uncharged: d.Uncharged(queue, applied, ps.Injected)}
 	}
 	apiVersion, kind := "", ""

@@ -15,9 +15,10 @@ import (
 )
 
 // RayJob is KubeRay's ray.io/v1 RayJob. Its pod sets are the head of
-// spec.rayClusterSpec (1 pod), each worker group (replicas × numOfHosts;
-// minReplicas × numOfHosts when the cluster autoscales, as Kueue counts
-// it: tally admits the minimum) and, in the default K8sJobMode, the
+// spec.rayClusterSpec (1 pod), each worker group (the workers KubeRay
+// starts × numOfHosts; maxReplicas × numOfHosts when the cluster
+// autoscales, of which those above the workers it starts are Autoscaled:
+// see workerCount) and, in the default K8sJobMode, the
 // submitter: spec.submitterPodTemplate, or KubeRay's default submitter
 // (500m CPU, 200Mi), which the RayJob does not hold and so is only
 // counted. It is suspended by spec.suspend and finished when its
@@ -102,7 +103,7 @@ func (k RayJob) Read(obj client.Object) (*Object, error) {
 			return nil, fmt.Errorf("%s.groupName: %q is empty or names another pod set (head, submitter, or another group)", FieldPath(at), name)
 		}
 		seen[name] = true
-		replicas, field, err := workerCount(m, autoscaling)
+		replicas, started, field, err := workerCount(m, autoscaling)
 		if err != nil {
 			return nil, fmt.Errorf("%s.%w", FieldPath(at), err)
 		}
@@ -117,7 +118,7 @@ func (k RayJob) Read(obj client.Object) (*Object, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s.template: %w", FieldPath(at), err)
 		}
-		o.PodSets = append(o.PodSets, PodSet{Name: name, Count: replicas * hosts, Template: tpl,
+		o.PodSets = append(o.PodSets, PodSet{Name: name, Count: replicas * hosts, Autoscaled: (replicas - started) * hosts, Template: tpl,
 			Path: Join(at, "template"), CountPath: Join(at, field), Injected: rayWorkerInjected})
 	}
 	mode, _, _ := unstructured.NestedString(u.Object, "spec", "submissionMode")
@@ -136,14 +137,16 @@ func (k RayJob) Read(obj client.Object) (*Object, error) {
 }
 
 // workerCount is how many workers a worker group m of a RayJob's cluster
-// may run, and the field that count derives from. KubeRay starts
-// replicas clamped to [minReplicas, maxReplicas] (minReplicas when
-// replicas is unset, maxReplicas when the bounds cross, none when the
-// group is suspended). With in-tree autoscaling, the autoscaler may run
-// up to maxReplicas at any time without a write tally could hold back,
-// so the quota must cover maxReplicas; a group that sets none gets
-// KubeRay's default, 2147483647, and its RayJob can never fit.
-func workerCount(m map[string]any, autoscaling bool) (int64, string, error) {
+// may run, how many of them KubeRay starts, and the field the first
+// derives from. KubeRay starts replicas clamped to [minReplicas,
+// maxReplicas] (minReplicas when replicas is unset, maxReplicas when the
+// bounds cross, none when the group is suspended), and without
+// autoscaling runs that many. With in-tree autoscaling, the autoscaler
+// may run up to maxReplicas at any time without a write tally could hold
+// back, so the quota must cover maxReplicas (a group that sets none gets
+// KubeRay's default, 2147483647, and its RayJob can never fit), while the
+// cluster starts with the workers KubeRay starts.
+func workerCount(m map[string]any, autoscaling bool) (count, started int64, field string, err error) {
 	num := func(field string, def int64) (int64, bool, error) {
 		v, ok := m[field]
 		if !ok || v == nil {
@@ -157,30 +160,32 @@ func workerCount(m map[string]any, autoscaling bool) (int64, string, error) {
 	}
 	lo, _, err := num("minReplicas", 0)
 	if err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
 	hi, _, err := num("maxReplicas", math.MaxInt32)
 	if err != nil {
-		return 0, "", err
-	}
-	if autoscaling {
-		return hi, "maxReplicas", nil
-	}
-	if suspended, _ := m["suspend"].(bool); suspended {
-		return 0, "suspend", nil
+		return 0, 0, "", err
 	}
 	n, set, err := num("replicas", 0)
+	suspended, _ := m["suspend"].(bool)
 	switch {
 	case err != nil:
-		return 0, "", err
+		return 0, 0, "", err
+	case suspended:
+		started, field = 0, "suspend"
 	case lo > hi:
-		return hi, "maxReplicas", nil
+		started, field = hi, "maxReplicas"
 	case !set || n < lo:
-		return lo, "minReplicas", nil
+		started, field = lo, "minReplicas"
 	case n > hi:
-		return hi, "maxReplicas", nil
+		started, field = hi, "maxReplicas"
+	default:
+		started, field = n, "replicas"
 	}
-	return n, "replicas", nil
+	if autoscaling {
+		return hi, started, "maxReplicas", nil
+	}
+	return started, started, field, nil
 }
 
 // template converts the pod template at path in m.

@@ -128,6 +128,57 @@ func TestRayJobVariants(t *testing.T) {
 	}
 }
 
+// TestRayJobStarted: with in-tree autoscaling a worker group is charged
+// its maxReplicas, but KubeRay starts the cluster with replicas clamped to
+// [minReplicas, maxReplicas]: the others are Autoscaled, and the
+// Workload's StartCount, which waitForPodsReady waits for, leaves them
+// out. Without autoscaling it starts all it is charged for.
+func TestRayJobStarted(t *testing.T) {
+	const group = `"replicas": 3, "minReplicas": 1, "maxReplicas": 5`
+	for _, tc := range []struct {
+		name, group    string
+		autoscaling    bool
+		count, started int64 // the cpu group's
+	}{
+		{"autoscaling starts replicas", `"replicas": 1, "minReplicas": 0, "maxReplicas": 4`, true, 4, 1},
+		{"autoscaling starts minReplicas above replicas", `"replicas": 0, "minReplicas": 2, "maxReplicas": 4`, true, 4, 2},
+		{"autoscaling starts minReplicas without replicas", `"minReplicas": 1, "maxReplicas": 4`, true, 4, 1},
+		{"autoscaling starts maxReplicas below replicas", `"replicas": 9, "maxReplicas": 4`, true, 4, 4},
+		{"autoscaling starts no workers of a suspended group", `"replicas": 1, "maxReplicas": 4, "suspend": true`, true, 4, 0},
+		{"autoscaling starts replicas × numOfHosts", `"replicas": 1, "maxReplicas": 4, "numOfHosts": 2`, true, 8, 2},
+		{"a fixed cluster starts what it is charged for", `"replicas": 1, "minReplicas": 0, "maxReplicas": 4`, false, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := strings.Replace(rayJob, group, tc.group, 1)
+			if tc.autoscaling {
+				s = strings.Replace(s, `"rayClusterSpec": {`, `"rayClusterSpec": {"enableInTreeAutoscaling": true, `, 1)
+			}
+			o, err := RayJob{}.Read(decode(t, s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu := o.PodSets[1]
+			if cpu.Name != "cpu" || cpu.Count != tc.count || cpu.Count-cpu.Autoscaled != tc.started {
+				t.Errorf("group %s: %d pods, %d autoscaled: starts %d; want %d pods, starting %d",
+					cpu.Name, cpu.Count, cpu.Autoscaled, cpu.Count-cpu.Autoscaled, tc.count, tc.started)
+			}
+			// The gpu group (replicas 1 × 2 hosts, no bounds) is charged
+			// KubeRay's default maxReplicas with autoscaling.
+			gpu := int64(2)
+			if tc.autoscaling {
+				gpu = 2 * math.MaxInt32
+			}
+			w := o.Workload("q", 0)
+			if got, want := w.PodCount(), 1+tc.count+gpu+1; got != want {
+				t.Errorf("workload of %d pods, want %d", got, want)
+			}
+			if got, want := w.StartCount(), 1+tc.started+2+1; got != want {
+				t.Errorf("workload starting %d pods, want %d (head, %d cpu workers, 2 gpu workers, submitter)", got, want, tc.started)
+			}
+		})
+	}
+}
+
 // TestMergePatchIntoList: a path that crosses a list copies the list
 // whole from the object, once, and changes the element in the copy.
 func TestMergePatchIntoList(t *testing.T) {

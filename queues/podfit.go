@@ -166,13 +166,13 @@ func (w *Workload) WithPodOverhead(extra flavors.Resources) *Workload {
 		for r, a := range extra {
 			reqs[r] = reqs[r].Add(a)
 		}
-		out.PodSets[i] = PodSet{Name: ps.Name, Count: ps.Count, Requests: reqs, Uncharged: ps.Uncharged}
+		out.PodSets[i] = PodSet{Name: ps.Name, Count: ps.Count, Autoscaled: ps.Autoscaled, Requests: reqs, Uncharged: ps.Uncharged}
 	}
 	out.total, out.vec = nil, nil
 	return out.Seal()
 }
 
-// PodCount is w's pods summed over its pod sets.
+// PodCount is w's pods summed over its pod sets: what its quota covers.
 func (w *Workload) PodCount() int64 {
 	n := int64(0)
 	for _, ps := range w.PodSets {
@@ -260,4 +260,14 @@ func termPins(t corev1.NodeSelectorTerm, k, v string) bool {
 		}
 	}
 	return false
+}
+
+// StartCount is how many of w's pods its controller starts: PodCount,
+// less those only an autoscaler adds. waitForPodsReady waits for these.
+func (w *Workload) StartCount() int64 {
+	n := int64(0)
+	for _, ps := range w.PodSets {
+		n += ps.Count - ps.Autoscaled
+	}
+	return n
 }

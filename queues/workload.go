@@ -80,9 +80,13 @@ type cell struct {
 
 // PodSet is a group of identical pods that are admitted together.
 type PodSet struct {
-	Name     string
-	Count    int64
-	Requests flavors.Resources // per pod
+	Name  string
+	Count int64
+	// Autoscaled is how many of the Count pods only an autoscaler starts
+	// (see PodTemplate): the quota covers Count, waitForPodsReady waits
+	// for the others.
+	Autoscaled int64
+	Requests   flavors.Resources // per pod
 	// Uncharged is, per pod, what the pods' controller adds beyond
 	// Requests in resources the workload's queue does not cover (see
 	// PodDefaults.Uncharged): its pods may ask that much more, and it is
@@ -162,11 +166,14 @@ func (w *Workload) sum() flavors.Resources {
 }
 
 // PodTemplate is one pod set of a workload as its kind describes it: a
-// name, a pod count and the pod spec.
+// name, a pod count and the pod spec. Autoscaled is how many of the Count
+// pods the workload's controller does not start but an autoscaler may
+// add (0: it starts them all).
 type PodTemplate struct {
-	Name  string
-	Count int64
-	Spec  *corev1.PodSpec
+	Name       string
+	Count      int64
+	Autoscaled int64
+	Spec       *corev1.PodSpec
 	// Uncharged becomes the pod set's PodSet.Uncharged.
 	Uncharged flavors.Resources
 }
@@ -195,7 +202,8 @@ func PodSetsFromJob(job *batchv1.Job) []PodSet {
 func podSets(sets []PodTemplate) []PodSet {
 	out := make([]PodSet, 0, len(sets))
 	for _, t := range sets {
-		out = append(out, PodSet{Name: t.Name, Count: max(t.Count, 0), Requests: PodRequests(t.Spec), Uncharged: t.Uncharged})
+		count := max(t.Count, 0)
+		out = append(out, PodSet{Name: t.Name, Count: count, Autoscaled: min(max(t.Autoscaled, 0), count), Requests: PodRequests(t.Spec), Uncharged: t.Uncharged})
 	}
 	return out
 }

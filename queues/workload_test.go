@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"tally.dev/tally/flavors"
 )
@@ -94,5 +95,30 @@ func TestPodRequests(t *testing.T) {
 				t.Errorf("PodRequests changed the spec: %v, was %v", c.spec, before)
 			}
 		})
+	}
+}
+
+// TestStartCount: a Workload's pods are charged whole; it starts those
+// its pod sets do not leave to an autoscaler, never more than a pod set
+// holds nor fewer than none, and a copy at a larger pod size starts the
+// same.
+func TestStartCount(t *testing.T) {
+	spec := &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}
+	w := NewWorkload(&metav1.ObjectMeta{Namespace: "ns", Name: "w"}, "ray.io/v1", "RayJob", []PodTemplate{
+		{Name: "head", Count: 1, Spec: spec},
+		{Name: "workers", Count: 4, Autoscaled: 3, Spec: spec},
+		{Name: "over", Count: 2, Autoscaled: 5, Spec: spec},
+		{Name: "under", Count: 2, Autoscaled: -1, Spec: spec},
+	}, "q", 0)
+	if w.PodCount() != 9 || w.StartCount() != 4 {
+		t.Errorf("%d pods, starting %d; want 9, starting 4 (1 + 1 + 0 + 2)", w.PodCount(), w.StartCount())
+	}
+	if got := w.Total()[corev1.ResourceCPU]; got != flavors.FromQuantity(corev1.ResourceCPU, resource.MustParse("9")) {
+		t.Errorf("charged %v cpu, want 9: the autoscaled pods count", got)
+	}
+	big := w.WithPodOverhead(flavors.Resources{corev1.ResourceCPU: flavors.FromQuantity(corev1.ResourceCPU, resource.MustParse("1"))})
+	if big.PodCount() != 9 || big.StartCount() != 4 {
+		t.Errorf("with overhead: %d pods, starting %d; want 9, starting 4", big.PodCount(), big.StartCount())
 	}
 }
