@@ -66,9 +66,11 @@ func (l *Ledger) setReadyLocked(pod, owner types.UID, ready bool) {
 	}
 }
 
-// podsReadyLocked says whether all of e's pods are ready.
+// podsReadyLocked says whether all of e's pods are ready: all that its
+// controller starts (queues.Workload.StartCount), not those an
+// autoscaler may add, which its quota covers too.
 func (l *Ledger) podsReadyLocked(e *entry) bool {
-	return e.W != nil && int64(l.readyPods[e.W.UID]) >= e.W.PodCount()
+	return e.W != nil && int64(l.readyPods[e.W.UID]) >= e.W.StartCount()
 }
 
 // readyChangedLocked notes a change in the count of workload uid's ready
@@ -178,10 +180,10 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 		at = at.Truncate(time.Second).Add(time.Second)
 	}
 	msg := fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; requeued, not admitted again before %s (backoff %s, eviction %d)",
-		min(int64(l.readyPods[uid]), e.W.PodCount()), e.W.PodCount(), now.Sub(e.AdmittedAt).Round(time.Second), at.UTC().Format(time.RFC3339), wait, n)
+		min(int64(l.readyPods[uid]), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), at.UTC().Format(time.RFC3339), wait, n)
 	if limit := pr.BackoffLimitCount; limit != nil && n > *limit {
 		msg = fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; evicted %d times, more than backoffLimitCount %d allows: set aside as inadmissible (its pods did not start in flavor %s)",
-			min(int64(l.readyPods[uid]), e.W.PodCount()), e.W.PodCount(), now.Sub(e.AdmittedAt).Round(time.Second), n, *limit, flavorsOf(e.Charged))
+			min(int64(l.readyPods[uid]), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), n, *limit, flavorsOf(e.Charged))
 	}
 	l.step(e, machine.Requeue(now))
 	return write{e: e, w: e.W, suspend: e.suspend, message: msg}, map[string]any{

@@ -20,12 +20,16 @@ import (
 )
 
 // readyPods delivers n running pods of workload name, ready of them Ready.
+// A RayJob's pods are its RayCluster's, as KubeRay makes them.
 func (s *scenario) readyPods(name string, n, ready int) {
+	owner := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: types.UID("uid-" + name), Controller: ptr.To(true)}
+	if o, ok := s.objects[name]; ok && o.GetObjectKind().GroupVersionKind().Kind == "RayJob" {
+		owner = metav1.OwnerReference{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: name, UID: types.UID("uid-" + name + "-cluster"), Controller: ptr.To(true)}
+	}
 	for i := range n {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("%s-%d", name, i),
 			UID: types.UID(fmt.Sprintf("pod-%s-%d", name, i)), Labels: map[string]string{queues.LabelWorkload: "uid-" + name},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name,
-				UID: types.UID("uid-" + name), Controller: ptr.To(true)}}},
+			OwnerReferences: []metav1.OwnerReference{owner}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 		status := corev1.ConditionFalse
 		if i < ready {
@@ -165,6 +169,74 @@ func TestPodsReadyInTime(t *testing.T) {
 	}
 	if e := s.entry("a"); e.Phase() != machine.Admitted {
 		t.Fatalf("%s, want admitted", e.Phase())
+	}
+}
+
+// TestPodsReadyAutoscaling: waitForPodsReady waits for the pods the
+// workload's controller starts, not for all it is charged for: an
+// autoscaling RayJob is charged its groups' maxReplicas, but KubeRay
+// starts replicas, and the autoscaler adds the others when it needs them.
+// Once those it starts are ready it is not evicted, and its cohort admits
+// again; one of them not ready is evicted, the message counting against
+// what was started.
+func TestPodsReadyAutoscaling(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		create        []string
+		pods, ready   int
+		evicted       string // the eviction's message starts so; "" for none
+		admitsAnother bool
+	}{
+		{name: "autoscaling, the started pods ready", create: []string{"ray", "cpu=500m", "workers=1", "max=4"},
+			pods: 3, ready: 3, admitsAnother: true},
+		{name: "autoscaling, scaled up, all ready", create: []string{"ray", "cpu=500m", "workers=1", "max=4"},
+			pods: 5, ready: 5, admitsAnother: true},
+		{name: "autoscaling, a started worker not ready", create: []string{"ray", "cpu=500m", "workers=1", "max=4"},
+			pods: 3, ready: 2, evicted: "PodsReadyTimeout: 2 of 3 pods ready 1m0s after its admission; requeued"},
+		{name: "autoscaling from no workers, head and submitter ready", create: []string{"ray", "cpu=500m", "workers=0", "max=4"},
+			pods: 2, ready: 2, admitsAnother: true},
+		{name: "a fixed cluster waits for all its workers", create: []string{"ray", "cpu=500m", "workers=2"},
+			pods: 4, ready: 3, evicted: "PodsReadyTimeout: 3 of 4 pods ready 1m0s after its admission; requeued"},
+		{name: "a fixed cluster, all ready", create: []string{"ray", "cpu=500m", "workers=2"},
+			pods: 4, ready: 4, admitsAnother: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t)
+			s.l.ctx = nil
+			s.l.cfg.PodsReady = &queues.PodsReady{Timeout: time.Minute, BlockAdmission: true, BackoffBase: time.Minute, BackoffMax: time.Hour}
+			s.step(append([]string{"create", "a"}, tc.create...))
+			s.step([]string{"pass"})
+			s.step([]string{"landed", "a"})
+			if e := s.entry("a"); e.Phase() != machine.Admitted {
+				t.Fatalf("a: %s, want admitted", e.Phase())
+			}
+			s.readyPods("a", tc.pods, tc.ready)
+			s.step([]string{"create", "b", "cpu=500m"})
+			decided := s.l.decide()
+			if admits := len(decided) == 1 && decided[0].w.Name == "b"; admits != tc.admitsAnother {
+				t.Errorf("blockAdmission with %d of a's %d pods ready: the pass decided %v, want b admitted: %v", tc.ready, tc.pods, decided, tc.admitsAnother)
+			}
+			for _, w := range decided {
+				s.l.rollback(w, context.Canceled)
+			}
+
+			s.clock.Step(time.Minute)
+			s.l.mu.Lock()
+			w, _, evicted := s.l.timeOutLocked("uid-a")
+			s.l.mu.Unlock()
+			switch {
+			case tc.evicted == "" && evicted:
+				t.Fatalf("evicted at its timeout with %d of %d pods ready: %s", tc.ready, tc.pods, w.message)
+			case tc.evicted != "" && !evicted:
+				t.Fatalf("not evicted at its timeout with %d of %d pods ready", tc.ready, tc.pods)
+			case evicted && !strings.HasPrefix(w.message, tc.evicted):
+				t.Fatalf("message %q, want it to start %q", w.message, tc.evicted)
+			case !evicted:
+				if e := s.entry("a"); e.Phase() != machine.Admitted {
+					t.Fatalf("%s, want admitted", e.Phase())
+				}
+			}
+		})
 	}
 }
 

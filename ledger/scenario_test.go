@@ -53,11 +53,14 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files of the ledge
 //
 // Commands (the workloads are in namespace ns, which queues to q or r):
 //
-//	create NAME [pytorch|jobset] [unrecorded] [cpu=N] [workers=N] [queue=Q] [lq=LQ] [prio=N] [owner=NAME [owner-uid=UID]]
+//	create NAME [pytorch|jobset|ray] [unrecorded] [cpu=N] [workers=N] [max=M] [queue=Q] [lq=LQ] [prio=N] [owner=NAME [owner-uid=UID]]
 //	                    (cpu=none: its containers request nothing)
 //	                    a new suspended pending workload (a Job, or a
 //	                    PyTorchJob of one master and N workers, or a JobSet
-//	                    of a leader Job and N worker Jobs); cpu per pod;
+//	                    of a leader Job and N worker Jobs, or a RayJob of a
+//	                    head, a group of N workers and a submitter; max:
+//	                    the cluster autoscales, the group between 0 and M
+//	                    workers); cpu per pod;
 //	                    unrecorded: one that runs without tally's record;
 //	                    lq: its kueue.x-k8s.io/queue-name label;
 //	                    owner: its controller owner is workload NAME (by
@@ -632,7 +635,7 @@ func (s *scenario) step(f []string) {
 // create makes a suspended pending workload as the webhook leaves it.
 func (s *scenario) create(name string, args []string) {
 	opts := map[string]string{"cpu": "1", "workers": "1", "queue": "q", "prio": "0"}
-	pytorch, jobset, unrecorded := false, false, false
+	pytorch, jobset, ray, unrecorded := false, false, false, false
 	for _, a := range args {
 		switch a {
 		case "pytorch":
@@ -640,6 +643,9 @@ func (s *scenario) create(name string, args []string) {
 			continue
 		case "jobset":
 			jobset = true
+			continue
+		case "ray":
+			ray = true
 			continue
 		case "unrecorded":
 			unrecorded = true
@@ -673,6 +679,18 @@ func (s *scenario) create(name string, args []string) {
 				"template": map[string]any{"spec": map[string]any{"template": runtime.DeepCopyJSONValue(tpl)}}}
 		}
 		m["spec"] = map[string]any{"suspend": true, "replicatedJobs": []any{rj("leader", 1), rj("workers", workers)}}
+	case ray:
+		workers, _ := strconv.ParseInt(opts["workers"], 10, 64)
+		m["apiVersion"], m["kind"] = "ray.io/v1", "RayJob"
+		group := map[string]any{"groupName": "workers", "replicas": workers, "template": runtime.DeepCopyJSONValue(tpl)}
+		cluster := map[string]any{"headGroupSpec": map[string]any{"template": tpl}, "workerGroupSpecs": []any{group}}
+		if hi := opts["max"]; hi != "" {
+			n, _ := strconv.ParseInt(hi, 10, 64)
+			group["minReplicas"], group["maxReplicas"] = int64(0), n
+			cluster["enableInTreeAutoscaling"] = true
+		}
+		m["spec"] = map[string]any{"suspend": true, "entrypoint": "python main.py", "rayClusterSpec": cluster,
+			"submitterPodTemplate": runtime.DeepCopyJSONValue(tpl)}
 	case pytorch:
 		workers, _ := strconv.ParseInt(opts["workers"], 10, 64)
 		m["apiVersion"], m["kind"] = "kubeflow.org/v1", "PyTorchJob"
