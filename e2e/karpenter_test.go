@@ -521,8 +521,8 @@ func roundAll(ds []time.Duration) []time.Duration {
 }
 
 // unmakeableDocs turn on waitForPodsReady with a short timeout and add a
-// flavor whose gpu-model label Karpenter's NodePool never gives, with a
-// ClusterQueue of its own.
+// flavor of spot capacity, which Karpenter's NodePool (on-demand only)
+// rules out, with a ClusterQueue of its own.
 const unmakeableDocs = `apiVersion: config.kueue.x-k8s.io/v1beta1
 kind: Configuration
 waitForPodsReady:
@@ -540,7 +540,7 @@ metadata:
 spec:
   nodeLabels:
     kueue.x-k8s.io/default-flavor: "true"
-    gpu-model: a100
+    karpenter.sh/capacity-type: spot
   tolerations:
   - key: kueue.x-k8s.io/gpu
     operator: Exists

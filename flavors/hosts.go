@@ -57,25 +57,63 @@ var wellKnownLabels = []string{
 	corev1.LabelArchStable, corev1.LabelOSStable, "karpenter.sh/capacity-type",
 }
 
+// Making says whether the nodes of a template can run a flavor's pods.
+// The values are ordered: the least of a flavor's labels is the
+// template's answer.
+type Making int
+
+const (
+	// CannotMake: the template gives a label of the flavor another value,
+	// its requirements rule the flavor's value out, or its taints keep
+	// the flavor's pods off.
+	CannotMake Making = iota
+	// MayMake: nothing rules it out, but a label of the flavor is one the
+	// template says nothing of. The autoscaler's provider or a node
+	// labeller may set it on the nodes it makes (Karpenter's AWS
+	// provider sets karpenter.k8s.aws/instance-gpu-name, NVIDIA's GPU
+	// feature discovery nvidia.com/gpu.product), or nothing may: tally
+	// cannot tell.
+	MayMake
+	// Makes: the template sets each label, its requirements allow it,
+	// or it is a well-known label they leave open.
+	Makes
+)
+
 // MadeBy says whether the nodes of template t can run pods of flavor f:
 // each of the flavor's labels is one t sets, one its requirements allow,
-// or a well-known label they leave open; and its taints admit the
-// flavor's pods as HostedBy says.
-func (f *Flavor) MadeBy(t NodeTemplate) bool {
-	for k, v := range f.NodeLabels {
-		if !labelAllowed(t, k, v) {
-			return false
-		}
+// or a well-known label they leave open (Makes); one that t says nothing
+// of leaves it open (MayMake); and its taints admit the flavor's pods as
+// HostedBy says.
+func (f *Flavor) MadeBy(t NodeTemplate) Making {
+	if !f.admitsTaints(t.Taints) {
+		return CannotMake
 	}
-	return f.admitsTaints(t.Taints)
+	out := Makes
+	for k, v := range f.NodeLabels {
+		out = min(out, labelMade(t, k, v))
+	}
+	return out
 }
 
-func labelAllowed(t NodeTemplate, k, v string) bool {
+// OpenLabels lists, sorted, the labels of f that template t says nothing
+// of (see MayMake).
+func (f *Flavor) OpenLabels(t NodeTemplate) []string {
+	var out []string
+	for k, v := range f.NodeLabels {
+		if labelMade(t, k, v) == MayMake {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func labelMade(t NodeTemplate, k, v string) Making {
 	if have, ok := t.Labels[k]; ok {
-		return have == v
+		return made(have == v)
 	}
 	if k == "karpenter.sh/nodepool" {
-		return v == t.Name
+		return made(v == t.Name)
 	}
 	constrained := false
 	for _, r := range t.Requirements {
@@ -84,10 +122,20 @@ func labelAllowed(t NodeTemplate, k, v string) bool {
 		}
 		constrained = true
 		if !requirementAllows(r, v) {
-			return false
+			return CannotMake
 		}
 	}
-	return constrained || slices.Contains(wellKnownLabels, k)
+	if constrained || slices.Contains(wellKnownLabels, k) {
+		return Makes
+	}
+	return MayMake
+}
+
+func made(ok bool) Making {
+	if ok {
+		return Makes
+	}
+	return CannotMake
 }
 
 func requirementAllows(r corev1.NodeSelectorRequirement, v string) bool {

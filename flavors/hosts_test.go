@@ -1,6 +1,7 @@
 package flavors
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,30 +40,48 @@ func TestMadeBy(t *testing.T) {
 	in := func(k string, v ...string) corev1.NodeSelectorRequirement {
 		return corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: v}
 	}
+	// Labels that Karpenter's AWS provider, or NVIDIA's GPU feature
+	// discovery, set on the nodes they make, and a NodePool need not name.
+	provider := &Flavor{NodeLabels: map[string]string{
+		"karpenter.k8s.aws/instance-gpu-name": "a100", "karpenter.k8s.aws/instance-family": "p4d", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}}
 	for _, tc := range []struct {
 		name string
 		f    *Flavor
 		t    NodeTemplate
-		want bool
+		want Making
+		open string
 	}{
-		{"template label", f, NodeTemplate{Labels: map[string]string{"gpu": "a100"}, Taints: []corev1.Taint{gpuTaint}}, true},
-		{"template label, another value", f, NodeTemplate{Labels: map[string]string{"gpu": "t4"}}, false},
-		{"requirement allows it", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in("gpu", "t4", "a100")}}, true},
-		{"requirement allows only T4", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in("gpu", "t4")}}, false},
-		{"NotIn", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a100"}}}}, false},
-		{"Exists", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpExists}}}, true},
-		{"a label it never sets", f, NodeTemplate{}, false},
+		{"template label", f, NodeTemplate{Labels: map[string]string{"gpu": "a100"}, Taints: []corev1.Taint{gpuTaint}}, Makes, ""},
+		{"template label, another value", f, NodeTemplate{Labels: map[string]string{"gpu": "t4"}}, CannotMake, ""},
+		{"requirement allows it", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in("gpu", "t4", "a100")}}, Makes, ""},
+		{"requirement allows only T4", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in("gpu", "t4")}}, CannotMake, ""},
+		{"NotIn", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a100"}}}}, CannotMake, ""},
+		{"Exists", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpExists}}}, Makes, ""},
+		{"DoesNotExist", f, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpu", Operator: corev1.NodeSelectorOpDoesNotExist}}}, CannotMake, ""},
+		{"a label the template says nothing of", f, NodeTemplate{}, MayMake, "gpu"},
+		{"provider labels a NodePool leaves open", provider, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in("karpenter.sh/capacity-type", "on-demand")}},
+			MayMake, "karpenter.k8s.aws/instance-family,karpenter.k8s.aws/instance-gpu-name,nvidia.com/gpu.product"},
+		{"provider labels, one constrained away", provider, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in("karpenter.k8s.aws/instance-family", "g5")}},
+			CannotMake, "karpenter.k8s.aws/instance-gpu-name,nvidia.com/gpu.product"},
+		{"provider labels, all constrained", provider, NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{
+			in("karpenter.k8s.aws/instance-family", "p4d", "p5"), in("karpenter.k8s.aws/instance-gpu-name", "a100", "h100")},
+			Labels: map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}}, Makes, ""},
 		{"a taint the flavor does not declare", f, NodeTemplate{Labels: map[string]string{"gpu": "a100"},
-			Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoExecute}}}, false},
-		{"a well-known label left open", &Flavor{NodeLabels: map[string]string{corev1.LabelInstanceTypeStable: "g5.xlarge"}}, NodeTemplate{}, true},
+			Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoExecute}}}, CannotMake, ""},
+		{"an open label does not excuse a taint", f, NodeTemplate{Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoExecute}}}, CannotMake, "gpu"},
+		{"a well-known label left open", &Flavor{NodeLabels: map[string]string{corev1.LabelInstanceTypeStable: "g5.xlarge"}}, NodeTemplate{}, Makes, ""},
 		{"a well-known label constrained away", &Flavor{NodeLabels: map[string]string{corev1.LabelInstanceTypeStable: "g5.xlarge"}},
-			NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in(corev1.LabelInstanceTypeStable, "m5.large")}}, false},
-		{"its own pool's name", &Flavor{NodeLabels: map[string]string{"karpenter.sh/nodepool": "gpu"}}, NodeTemplate{Name: "gpu"}, true},
+			NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in(corev1.LabelInstanceTypeStable, "m5.large")}}, CannotMake, ""},
+		{"its own pool's name", &Flavor{NodeLabels: map[string]string{"karpenter.sh/nodepool": "gpu"}}, NodeTemplate{Name: "gpu"}, Makes, ""},
+		{"another pool's name", &Flavor{NodeLabels: map[string]string{"karpenter.sh/nodepool": "gpu"}}, NodeTemplate{Name: "cpu"}, CannotMake, ""},
 		{"Gt", &Flavor{NodeLabels: map[string]string{"gpus": "8"}},
-			NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpus", Operator: corev1.NodeSelectorOpGt, Values: []string{"4"}}}}, true},
+			NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: "gpus", Operator: corev1.NodeSelectorOpGt, Values: []string{"4"}}}}, Makes, ""},
 	} {
 		if got := tc.f.MadeBy(tc.t); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		if got := strings.Join(tc.f.OpenLabels(tc.t), ","); got != tc.open {
+			t.Errorf("%s: open labels %q, want %q", tc.name, got, tc.open)
 		}
 	}
 }

@@ -22,12 +22,20 @@ import (
 // about a flavor that no Ready node can host and no NodePool can make.
 const ReasonFlavorUnhostable = inspect.ReasonFlavorUnhostable
 
+// ReasonFlavorHostingUnknown is the Normal Event about a flavor that no
+// Ready node can host and that a NodePool only may make: tally cannot
+// tell.
+const ReasonFlavorHostingUnknown = inspect.ReasonFlavorHostingUnknown
+
 // FlavorWatch warns about each flavor of the config in force that no
 // Ready node can host and no Karpenter NodePool (karpenter.sh/v1, read
 // when the API server serves it) can make (inspect.Unhostable): its
-// workloads would be admitted and their pods would stay Pending. It looks
-// when the config, a node or a NodePool changes, and warns once per
-// flavor until the flavor is hostable again. It runs on the leader.
+// workloads would be admitted and their pods would stay Pending. Of a
+// flavor that a NodePool only may make (its provider or a node labeller
+// may set a label of the flavor that its template says nothing of), it
+// says that it cannot tell, in a Normal Event. It looks when the config,
+// a node or a NodePool changes, and says so once per flavor and verdict
+// until the flavor is hostable again. It runs on the leader.
 type FlavorWatch struct {
 	Cache    cache.Cache
 	Store    *queues.Store
@@ -123,17 +131,22 @@ func (w *FlavorWatch) check(ctx context.Context, pools bool) {
 	bad := inspect.Unhostable(cfg, nodes.Items, templates)
 	now := map[string]bool{}
 	for _, u := range bad {
-		now[u.Flavor] = true
-		if w.warned[u.Flavor] {
+		key := u.Flavor + "/" + u.Severity()
+		now[key] = true
+		if w.warned[key] {
 			continue
 		}
-		w.warn(ctx, u.Message())
+		w.warn(ctx, u)
 	}
 	w.warned = now
 }
 
-func (w *FlavorWatch) warn(ctx context.Context, msg string) {
-	w.Log.Info("flavor no node can host", "reason", msg)
+func (w *FlavorWatch) warn(ctx context.Context, u inspect.UnhostableFlavor) {
+	kind, reason, what := corev1.EventTypeWarning, ReasonFlavorUnhostable, "flavor no node can host"
+	if u.Unsure {
+		kind, reason, what = corev1.EventTypeNormal, ReasonFlavorHostingUnknown, "flavor a NodePool may or may not make"
+	}
+	w.Log.Info(what, "reason", u.Message())
 	if w.FromFile {
 		return
 	}
@@ -141,7 +154,7 @@ func (w *FlavorWatch) warn(ctx context.Context, msg string) {
 	if err := w.Cache.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: queues.ConfigName}, cm); err != nil {
 		cm.ObjectMeta = metav1.ObjectMeta{Namespace: w.Namespace, Name: queues.ConfigName}
 	}
-	w.Recorder.Event(cm, corev1.EventTypeWarning, ReasonFlavorUnhostable, msg)
+	w.Recorder.Event(cm, kind, reason, u.Message())
 }
 
 // servesNodePools says whether the API server serves Karpenter's

@@ -569,7 +569,7 @@ func podsReadyNotes(cfg *queues.Config, w *queues.Workload, ann map[string]strin
 
 // unhostableNotes warns about the flavors of queue cq (those its
 // workloads wait on, and were admitted or evicted in) that nothing can
-// host.
+// host, and notes those tally cannot tell of.
 func unhostableNotes(cq *queues.ClusterQueue, bad []UnhostableFlavor) []string {
 	if cq == nil {
 		return nil
@@ -578,7 +578,7 @@ func unhostableNotes(cq *queues.ClusterQueue, bad []UnhostableFlavor) []string {
 	for _, u := range bad {
 		for gi := range cq.ResourceGroups {
 			if slices.ContainsFunc(cq.ResourceGroups[gi].Flavors, func(f queues.FlavorQuotas) bool { return f.Name == u.Flavor }) {
-				out = append(out, "warning: "+u.Message())
+				out = append(out, u.Severity()+": "+u.Message())
 				break
 			}
 		}

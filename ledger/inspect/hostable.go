@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,6 +18,11 @@ import (
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/queues"
 )
+
+// ReasonFlavorHostingUnknown is the Normal Event on the config ConfigMap
+// about a flavor that no Ready node can host and that a NodePool only
+// may make (UnhostableFlavor.Unsure).
+const ReasonFlavorHostingUnknown = "FlavorHostingUnknown"
 
 // ReasonFlavorUnhostable is the Warning Event on the config ConfigMap
 // about a flavor that no Ready node can host and no NodePool can make.
@@ -61,7 +67,10 @@ func NodeTemplates(list *unstructured.UnstructuredList) []flavors.NodeTemplate {
 }
 
 // UnhostableFlavor is a flavor of the config that no Ready node can host
-// and no NodePool can make.
+// and no NodePool can make, or, when Unsure, that no Ready node can host
+// and some NodePool may make, if its provider or a node labeller sets
+// labels of the flavor that its template says nothing of
+// (flavors.MayMake).
 type UnhostableFlavor struct {
 	Flavor string
 	// Labels and Taints are the flavor's, as the message shows them.
@@ -69,12 +78,30 @@ type UnhostableFlavor struct {
 	Taints string
 	// Nodes counts the Ready nodes, Pools the NodePools looked at.
 	Nodes, Pools int
+	// Unsure: tally cannot tell. MayPools names the NodePools that may
+	// make one, Open the flavor's labels they say nothing of.
+	Unsure   bool
+	MayPools []string
+	Open     []string
 }
 
 // Message says what is wrong and what to do.
 func (u UnhostableFlavor) Message() string {
+	if u.Unsure {
+		return fmt.Sprintf("ResourceFlavor %s (node labels %s, node taints %s): none of the %d Ready nodes has its labels and admits its pods; NodePool %s may make one, but its template says nothing of label %s, which its provider or a node labeller may or may not set on the nodes it makes: tally cannot tell whether workloads admitted in it will start (name the labels in the NodePool's template labels or requirements for tally to tell)",
+			u.Flavor, orNone(u.Labels), orNone(u.Taints), u.Nodes, strings.Join(u.MayPools, ", "), strings.Join(u.Open, ", "))
+	}
 	return fmt.Sprintf("ResourceFlavor %s (node labels %s, node taints %s): none of the %d Ready nodes has its labels and admits its pods, and none of the %d NodePools can make one; workloads admitted in it will not start (make a NodePool whose template or requirements give its labels, or fix the flavor)",
 		u.Flavor, orNone(u.Labels), orNone(u.Taints), u.Nodes, u.Pools)
+}
+
+// Severity is "warning" for a flavor nothing can host, "note" for one
+// tally cannot tell of, as tally status and tally explain prefix it.
+func (u UnhostableFlavor) Severity() string {
+	if u.Unsure {
+		return "note"
+	}
+	return "warning"
 }
 
 func orNone(s string) string {
@@ -85,7 +112,8 @@ func orNone(s string) string {
 }
 
 // Unhostable lists, by name, the flavors of cfg that no Ready,
-// schedulable node of nodes can host and no template can make.
+// schedulable node of nodes can host and no template can make, and those
+// that no such node can host and some template only may make (Unsure).
 func Unhostable(cfg *queues.Config, nodes []corev1.Node, templates []flavors.NodeTemplate) []UnhostableFlavor {
 	ready := make([]*corev1.Node, 0, len(nodes))
 	for i := range nodes {
@@ -103,12 +131,24 @@ func Unhostable(cfg *queues.Config, nodes []corev1.Node, templates []flavors.Nod
 				break
 			}
 		}
+		var mayPools, open []string
 		for i := 0; !hosted && i < len(templates); i++ {
-			hosted = f.MadeBy(templates[i])
+			switch f.MadeBy(templates[i]) {
+			case flavors.Makes:
+				hosted = true
+			case flavors.MayMake:
+				mayPools = append(mayPools, templates[i].Name)
+				for _, k := range f.OpenLabels(templates[i]) {
+					if !slices.Contains(open, k) {
+						open = append(open, k)
+					}
+				}
+			}
 		}
 		if hosted {
 			continue
 		}
+		sort.Strings(open)
 		labels := make([]string, 0, len(f.NodeLabels))
 		for k, v := range f.NodeLabels {
 			labels = append(labels, k+"="+v)
@@ -119,7 +159,7 @@ func Unhostable(cfg *queues.Config, nodes []corev1.Node, templates []flavors.Nod
 			taints = append(taints, t.ToString())
 		}
 		out = append(out, UnhostableFlavor{Flavor: name, Labels: strings.Join(labels, ","), Taints: strings.Join(taints, ","),
-			Nodes: len(ready), Pools: len(templates)})
+			Nodes: len(ready), Pools: len(templates), Unsure: len(mayPools) > 0, MayPools: mayPools, Open: open})
 	}
 	return out
 }

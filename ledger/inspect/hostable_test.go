@@ -76,3 +76,41 @@ func TestUnhostable(t *testing.T) {
 		t.Errorf("message %q", msg)
 	}
 }
+
+// TestUnhostableCannotTell: a flavor keyed on labels that Karpenter's
+// provider or a node labeller sets on the nodes it makes, which a
+// NodePool leaves open, is not reported as one no node can host: tally
+// cannot tell, and says so. A NodePool that rules a label out still
+// makes the verdict sure.
+func TestUnhostableCannotTell(t *testing.T) {
+	cfg, _, errs := queues.Parse([]byte(queuestest.New().
+		Flavor("a100", "nodeLabels:", "  karpenter.k8s.aws/instance-gpu-name: a100", "  nvidia.com/gpu.product: NVIDIA-A100-SXM4-40GB").
+		Flavor("p4d", "nodeLabels:", "  karpenter.k8s.aws/instance-family: p4d").String()))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	pool := func(name string, reqs ...any) unstructured.Unstructured {
+		return unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"template": map[string]any{"spec": map[string]any{"requirements": reqs}}},
+		}}
+	}
+	onDemand := map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}}
+	g5 := map[string]any{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": []any{"g5"}}
+	got := Unhostable(cfg, nil, NodeTemplates(&unstructured.UnstructuredList{Items: []unstructured.Unstructured{pool("gpu", onDemand, g5)}}))
+	if len(got) != 2 {
+		t.Fatalf("verdicts %+v, want one for each flavor", got)
+	}
+	a100, p4d := got[0], got[1]
+	if !a100.Unsure || a100.Severity() != "note" || strings.Join(a100.MayPools, ",") != "gpu" ||
+		strings.Join(a100.Open, ",") != "karpenter.k8s.aws/instance-gpu-name,nvidia.com/gpu.product" {
+		t.Errorf("flavor a100, keyed on labels NodePool gpu leaves open: %+v; want tally to say it cannot tell", a100)
+	}
+	if msg := a100.Message(); !strings.Contains(msg, "NodePool gpu may make one") || !strings.Contains(msg, "tally cannot tell") ||
+		strings.Contains(msg, "will not start") {
+		t.Errorf("message %q", msg)
+	}
+	if p4d.Unsure || p4d.Severity() != "warning" {
+		t.Errorf("flavor p4d, whose instance family NodePool gpu rules out: %+v; want a sure verdict", p4d)
+	}
+}

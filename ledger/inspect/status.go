@@ -27,8 +27,9 @@ func ShowStatus(ctx context.Context, c client.Reader, namespace, configFile stri
 	return writeUnhostable(ctx, c, cfg, out)
 }
 
-// writeUnhostable adds a line for each flavor nothing can host; a user
-// who may not list nodes gets a line that says so.
+// writeUnhostable adds a line for each flavor nothing can host (and a
+// note for each that tally cannot tell of); a user who may not list nodes
+// gets a line that says so.
 func writeUnhostable(ctx context.Context, c client.Reader, cfg *queues.Config, out io.Writer) error {
 	bad, err := ReadUnhostable(ctx, c, cfg)
 	if err != nil {
@@ -36,7 +37,7 @@ func writeUnhostable(ctx context.Context, c client.Reader, cfg *queues.Config, o
 		return err
 	}
 	for _, u := range bad {
-		if _, err := fmt.Fprintf(out, "\nwarning: %s\n", u.Message()); err != nil {
+		if _, err := fmt.Fprintf(out, "\n%s: %s\n", u.Severity(), u.Message()); err != nil {
 			return err
 		}
 	}
