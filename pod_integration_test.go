@@ -240,16 +240,24 @@ func TestIntegrationPodGate(t *testing.T) {
 	if err := k8s.Create(ctx, huge); err != nil {
 		t.Fatal(err)
 	}
+	requeuedWithOverhead(t, ns, "two", "two-e", "cpu=1250m", "Evicted", "pod overhead cpu=1250m")
+}
+
+// requeuedWithOverhead waits until Job name of ns is suspended with pod
+// overhead overhead, and has an Event of reason that says says; its pod
+// stays gated.
+func requeuedWithOverhead(t *testing.T, ns, name, pod, overhead, reason, says string) {
+	t.Helper()
 	eventually(t, 10*time.Second, func() (bool, string) {
-		j := getJob(t, ns, "two")
-		return ptr.Deref(j.Spec.Suspend, false) && j.Annotations[queues.AnnotationPodOverhead] == "cpu=1250m",
-			fmt.Sprintf("Job two: suspend %v, annotations %v", ptr.Deref(j.Spec.Suspend, false), j.Annotations)
+		j := getJob(t, ns, name)
+		return ptr.Deref(j.Spec.Suspend, false) && j.Annotations[queues.AnnotationPodOverhead] == overhead,
+			fmt.Sprintf("Job %s: suspend %v, annotations %v", name, ptr.Deref(j.Spec.Suspend, false), j.Annotations)
 	})
 	eventually(t, 10*time.Second, func() (bool, string) {
-		return hasEvent(t, ns, "two", "Evicted", "pod overhead cpu=1250m")
+		return hasEvent(t, ns, name, reason, says)
 	})
-	if p := getPod(t, ns, "two-e"); !gated(p) {
-		t.Errorf("pod two-e runs: gates %v", p.Spec.SchedulingGates)
+	if p := getPod(t, ns, pod); !gated(p) {
+		t.Errorf("pod %s runs: gates %v", pod, p.Spec.SchedulingGates)
 	}
 }
 
@@ -720,17 +728,7 @@ func TestIntegrationPodUncoveredResource(t *testing.T) {
 	if !gated(greedy) {
 		t.Fatalf("pod one-gpus, which asks for 8 GPUs that Job one was not admitted with, runs")
 	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		j := getJob(t, ns, "one")
-		return ptr.Deref(j.Spec.Suspend, false) && j.Annotations[queues.AnnotationPodOverhead] == "nvidia.com/gpu=8",
-			fmt.Sprintf("Job one: suspend %v, annotations %v", ptr.Deref(j.Spec.Suspend, false), j.Annotations)
-	})
-	eventually(t, 10*time.Second, func() (bool, string) {
-		return hasEvent(t, ns, "one", "Inadmissible", "does not cover")
-	})
-	if p := getPod(t, ns, "one-gpus"); !gated(p) {
-		t.Errorf("pod one-gpus runs: gates %v", p.Spec.SchedulingGates)
-	}
+	requeuedWithOverhead(t, ns, "one", "one-gpus", "nvidia.com/gpu=8", "Inadmissible", "does not cover")
 }
 
 // TestIntegrationMisplacedHeldPodDeleted: pods made while a Job waits

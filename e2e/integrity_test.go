@@ -626,20 +626,7 @@ func attackBarePods(ctx context.Context, t *testing.T, r *attackRun) {
 // pods run, the third waits behind the scheduling gate, with a Pending
 // Event that says why.
 func attackDeployment(ctx context.Context, t *testing.T, r *attackRun) {
-	labels := map[string]string{"app": "web"}
-	tmpl := barePod(r.ns, "", 1, 0)
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "web"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec}}}
-	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	if err := userCreate(ctx, t, r, d); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.s.client.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
-			t.Errorf("deleting Deployment web: %v", err)
-		}
-	}()
+	labels := userDeployment(ctx, t, r, "web", 3, 1)
 	var gated string
 	err := framework.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		pods := &corev1.PodList{}
@@ -1103,20 +1090,7 @@ func attackTerminatingPod(ctx context.Context, t *testing.T, r *attackRun) {
 // single-pod workload of its own, which waits in the queue while the
 // pod being deleted holds the quota, and runs once it is gone.
 func attackTerminatingDeploymentPod(ctx context.Context, t *testing.T, r *attackRun) {
-	labels := map[string]string{"app": "held"}
-	tmpl := barePod(r.ns, "", integrityGPUs, 0)
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "held"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec}}}
-	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	if err := userCreate(ctx, t, r, d); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.s.client.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
-			t.Errorf("deleting Deployment held: %v", err)
-		}
-	}()
+	userDeployment(ctx, t, r, "held", 1, integrityGPUs)
 	release, replacement := holdAndReplace(ctx, t, r)
 	// The ledger has judged it: it waits for quota.
 	err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
@@ -1131,6 +1105,28 @@ func attackTerminatingDeploymentPod(ctx context.Context, t *testing.T, r *attack
 	}
 	release()
 	waitPodsRunning(ctx, t, r, 1)
+}
+
+// userDeployment creates, as the user, Deployment name of replicas pods
+// that ask for gpus GPUs each, deleted (with its pods) when the test
+// ends, and returns its pods' labels.
+func userDeployment(ctx context.Context, t *testing.T, r *attackRun, name string, replicas int32, gpus int) map[string]string {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	tmpl := barePod(r.ns, "", gpus, 0)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec}}}
+	d.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	if err := userCreate(ctx, t, r, d); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.s.client.Delete(context.Background(), d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+			t.Errorf("deleting Deployment %s: %v", name, err)
+		}
+	})
+	return labels
 }
 
 // holdAndReplace waits for the one pod of r's namespace to run, gives it
