@@ -166,11 +166,16 @@ func (o *Object) Workload(queue string, priority int32) *queues.Workload {
 func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults) *queues.Workload {
 	sets := make([]queues.PodTemplate, len(o.PodSets))
 	extra := queues.ParsePodOverhead(o.Meta.Annotations[queues.AnnotationPodOverhead])
+	unresolved := o.Unresolved
 	for i, ps := range o.PodSets {
 		applied := d.Apply(&ps.Template.Spec)
 		spec := d.Inject(queue, applied, ps.Injected)
+		claims, why := d.ClaimRequests(&ps.Template.Spec)
+		if why != "" && unresolved == "" {
+			unresolved = podSetPath(ps) + why
+		}
 		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Autoscaled: ps.Autoscaled, Spec: queues.WithPodOverhead(spec, extra),
-			Uncharged: d.Uncharged(queue, applied, ps.Injected)}
+			Uncharged: d.Uncharged(queue, applied, ps.Injected), Claims: claims}
 	}
 	apiVersion, kind := "", ""
 	if _, typed := o.Obj.(*batchv1.Job); !typed {
@@ -180,8 +185,17 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 	if d != nil && d.Config != nil {
 		w = d.Config.PodsReady.Order(w)
 	}
-	w.Unresolved = o.Unresolved
+	w.Unresolved = unresolved
 	return w
+}
+
+// podSetPath is the path of ps's pod template, with a trailing dot, for
+// messages about its fields: "" for a pod.
+func podSetPath(ps PodSet) string {
+	if len(ps.Path) == 0 {
+		return ""
+	}
+	return FieldPath(ps.Path) + "."
 }
 
 // Source is the object's content for patches built with

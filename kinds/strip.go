@@ -8,7 +8,7 @@ import (
 
 // StripJob is a cache transform that keeps only what the ledger reads of a
 // Job: metadata, parallelism, completions, suspend, the pod template's
-// labels, annotations, scheduling fields and resource requests, and the
+// labels, annotations, scheduling fields, resource requests and claims, and the
 // status conditions. It cuts the informer's memory per Job several-fold.
 // Writes never start from a cached Job: they are patches, so nothing
 // stripped here can be lost. The JSON admission patch reads which of the
@@ -28,6 +28,7 @@ func StripJob(obj any) (any, error) {
 		Priority:          spec.Priority,
 		Overhead:          spec.Overhead,
 		Resources:         spec.Resources,
+		ResourceClaims:    spec.ResourceClaims,
 		Containers:        StripContainers(spec.Containers),
 		InitContainers:    StripContainers(spec.InitContainers),
 	}

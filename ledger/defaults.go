@@ -7,6 +7,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
@@ -69,7 +70,7 @@ func (l *Ledger) setLimitRange(obj any, deleted bool) {
 	synced := l.synced
 	l.mu.Unlock()
 	if synced {
-		l.spawn(func() { l.reobserve(lr.Namespace) })
+		l.spawn(func() { l.reobserve(lr.Namespace, nil) })
 	}
 }
 
@@ -93,7 +94,7 @@ func (l *Ledger) setRuntimeClass(obj any, deleted bool) {
 	synced := l.synced
 	l.mu.Unlock()
 	if synced {
-		l.spawn(func() { l.reobserve("") })
+		l.spawn(func() { l.reobserve("", nil) })
 	}
 }
 
@@ -107,26 +108,26 @@ func (l *Ledger) defaultsLocked(ns string) *queues.PodDefaults {
 	for _, lr := range l.limitRanges[ns] {
 		ranges = append(ranges, lr)
 	}
-	d := &queues.PodDefaults{Requests: queues.LimitRangeRequests(ranges), Overhead: l.overheads, Config: l.cfg}
+	d := &queues.PodDefaults{Requests: queues.LimitRangeRequests(ranges), Overhead: l.overheads, Config: l.cfg, ClaimTemplates: l.claimTemplates[ns]}
 	l.podDefaults[ns] = d
 	return d
 }
 
 // reobserve observes again the waiting workloads of namespace ns (of all
-// namespaces when ns is ""), from the cache, so that they are built with
-// the defaults now in force.
-func (l *Ledger) reobserve(ns string) {
+// namespaces when ns is "") that only says (all when nil), from the
+// cache, so that they are built with the defaults now in force.
+func (l *Ledger) reobserve(ns string, only func(*kinds.Object) bool) {
 	ctx := l.ctx
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	objs, err := l.listJobs(ctx)
 	if err != nil {
-		l.log.Error(err, "listing workloads to apply changed LimitRanges or RuntimeClasses; they apply from their next change", "namespace", ns)
+		l.log.Error(err, "listing workloads to apply changed LimitRanges, RuntimeClasses, ResourceClaimTemplates or device class mappings; they apply from their next change", "namespace", ns)
 		return
 	}
 	for _, o := range objs {
-		if ns != "" && o.Meta.Namespace != ns {
+		if ns != "" && o.Meta.Namespace != ns || only != nil && !only(o) {
 			continue
 		}
 		l.mu.Lock()

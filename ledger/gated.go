@@ -133,6 +133,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	}
 	w, cfg, k := e.W, l.cfg, l.opts.Kinds.For(kinds.GVKOf(e.W))
 	names := flavorNamesOf(e.Charged)
+	d := l.defaultsLocked(w.Namespace)
 	l.mu.Unlock()
 	pods := &corev1.PodList{}
 	if err := l.cache.List(ctx, pods, client.InNamespace(w.Namespace), client.MatchingLabels{queues.LabelWorkload: string(uid)}); err != nil {
@@ -163,7 +164,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	}
 	l.mu.Unlock()
 	slices.SortFunc(held, byAge)
-	live := l.deleteExcess(ctx, uid, w, cfg, running)
+	live := l.deleteExcess(ctx, uid, w, cfg, d, running)
 	nodeLabels, _, known := cfg.NodeLabelsOf(names)
 	for _, p := range held {
 		if !known || !queues.PodConfined(&p.Spec, nodeLabels) {
@@ -174,7 +175,13 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 			l.deleteMisplaced(ctx, w, p, strings.Join(names, "+"))
 			continue
 		}
-		reqs := queues.PodRequests(&p.Spec)
+		claims, why := d.ClaimRequests(&p.Spec)
+		if why != "" {
+			// It may get devices that cannot be charged: it stays held.
+			l.log.Info("a held pod's claims cannot be charged; it waits", "pod", p.Namespace+"/"+p.Name, "job", w.Key(), "why", why)
+			continue
+		}
+		reqs := queues.WithClaims(queues.PodRequests(&p.Spec), claims)
 		switch queues.FitPods(w.PodSets, live, reqs, cfg.Covers) {
 		case queues.PodFits:
 			if err := l.ungate(ctx, p); err != nil {
@@ -215,11 +222,12 @@ func byAge(a, b *corev1.Pod) int {
 // Workload is w), those being deleted first (they hold their resources
 // until they are gone, and nothing tally does ends them sooner), then
 // oldest first, to what it was admitted with, and returns the requests
-// of those it does not delete. A pod beyond that (one too many) is
+// of those it does not delete (with what their claims are charged, by
+// d). A pod beyond that (one too many) is
 // deleted once it has been beyond it for excessGrace; until then it
 // counts, and the workload is judged again when its grace ends. A pod
 // larger than every pod set's is left to run, as before.
-func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Workload, cfg *queues.Config, running []*corev1.Pod) []flavors.Resources {
+func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Workload, cfg *queues.Config, d *queues.PodDefaults, running []*corev1.Pod) []flavors.Resources {
 	slices.SortFunc(running, func(a, b *corev1.Pod) int {
 		if da, db := a.DeletionTimestamp != nil, b.DeletionTimestamp != nil; da != db {
 			if da {
@@ -232,7 +240,8 @@ func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Work
 	var live, fitted []flavors.Resources
 	var beyond, due []*corev1.Pod
 	for _, p := range running {
-		reqs := queues.PodRequests(&p.Spec)
+		claims, _ := d.ClaimRequests(&p.Spec)
+		reqs := queues.WithClaims(queues.PodRequests(&p.Spec), claims)
 		live = append(live, reqs)
 		switch queues.FitPods(w.PodSets, fitted, reqs, cfg.Covers) {
 		case queues.PodFits:

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -107,10 +109,13 @@ type Ledger struct {
 	// each namespace's pods (nil for none), and defaultsGen counts their
 	// changes (defaults.go).
 	limitRanges map[string]map[string]*corev1.LimitRange
-	overheads   map[string]corev1.ResourceList
-	podDefaults map[string]*queues.PodDefaults
-	defaultsGen uint64
-	cfg         *queues.Config
+	// claimTemplates holds each namespace's ResourceClaimTemplates by
+	// name, stripped (claims.go).
+	claimTemplates map[string]map[string]*resourcev1.ResourceClaimTemplate
+	overheads      map[string]corev1.ResourceList
+	podDefaults    map[string]*queues.PodDefaults
+	defaultsGen    uint64
+	cfg            *queues.Config
 	// waitingOn maps a preemption victim to the preemptor waiting for it.
 	waitingOn map[types.UID]*entry
 	// reserved holds preemptors whose victims are gone, until the next
@@ -273,6 +278,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		priorities:      map[string]int32{},
 		priorityClasses: map[string]schedulingv1.PriorityClass{},
 		limitRanges:     map[string]map[string]*corev1.LimitRange{},
+		claimTemplates:  map[string]map[string]*resourcev1.ResourceClaimTemplate{},
 		overheads:       map[string]corev1.ResourceList{},
 		podDefaults:     map[string]*queues.PodDefaults{},
 		waitingOn:       map[types.UID]*entry{},
@@ -354,6 +360,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 		return err
 	}
 	if err := l.watch(ctx, &nodev1.RuntimeClass{}, l.onRuntimeClass, l.onRuntimeClassDelete); err != nil {
+		return err
+	}
+	if err := l.watch(ctx, &resourcev1.ResourceClaimTemplate{}, l.onClaimTemplate, l.onClaimTemplateDelete); err != nil {
 		return err
 	}
 	if err := l.watchKinds(ctx); err != nil {
@@ -509,10 +518,15 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	remap := l.cfg != nil && !maps.Equal(l.cfg.DeviceClasses, cfg.DeviceClasses)
 	l.cfg = cfg
 	// The pod defaults carry the config (what the queues cover).
 	clear(l.podDefaults)
 	l.defaultsGen++
+	if remap && l.synced {
+		// What the waiting workloads' claims are charged changed.
+		l.spawn(func() { l.reobserve("", nil) })
+	}
 	l.metrics.observeConfig(cfg, l.usage)
 	l.rebuildPendingLocked()
 	l.relabelLocked()

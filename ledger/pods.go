@@ -74,7 +74,7 @@ func claimOf(p *corev1.Pod) podClaim {
 // StripPod is a cache transform that keeps only what the ledger and the
 // pod gate read of a pod: its identity, its LabelWorkload label, its
 // controller owner, the queue and flavors its admission noted on it, its
-// requests, scheduling gates, deletion and phase, and, while tally's gate
+// requests and resource claims, scheduling gates, deletion and phase, and, while tally's gate
 // holds it, where it may run (its node, nodeSelector and required node
 // affinity: the ledger releases it only onto its workload's flavors). A
 // single-pod workload (kinds.IsPodWorkload) keeps all but its managed
@@ -99,7 +99,7 @@ func StripPod(obj any) (any, error) {
 		},
 		Spec: corev1.PodSpec{
 			Containers: kinds.StripContainers(p.Spec.Containers), InitContainers: kinds.StripContainers(p.Spec.InitContainers),
-			Overhead: p.Spec.Overhead, Resources: p.Spec.Resources, SchedulingGates: p.Spec.SchedulingGates,
+			Overhead: p.Spec.Overhead, Resources: p.Spec.Resources, SchedulingGates: p.Spec.SchedulingGates, ResourceClaims: p.Spec.ResourceClaims,
 		},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -22,14 +23,16 @@ import (
 // stripped to what it reads (kinds.StripJob), the pods of admitted workloads
 // stripped to their owner and phase (StripPod), and, when the config comes from
 // the ConfigMap (fromConfigMap), that one ConfigMap of namespace; and the
-// LimitRanges and RuntimeClasses stripped to what makes pod defaults.
+// LimitRanges, RuntimeClasses and ResourceClaimTemplates stripped to what
+// makes pod defaults.
 func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.ByObject {
 	byObject := map[client.Object]cache.ByObject{
-		kinds.Job{}.New():      {Transform: kinds.StripJob},
-		&corev1.Pod{}:          {Label: podSelector(), Transform: StripPod},
-		&corev1.LimitRange{}:   {Transform: StripLimitRange},
-		&nodev1.RuntimeClass{}: {Transform: StripRuntimeClass},
-		&corev1.Node{}:         {Transform: StripNode},
+		kinds.Job{}.New():                   {Transform: kinds.StripJob},
+		&corev1.Pod{}:                       {Label: podSelector(), Transform: StripPod},
+		&corev1.LimitRange{}:                {Transform: StripLimitRange},
+		&nodev1.RuntimeClass{}:              {Transform: StripRuntimeClass},
+		&corev1.Node{}:                      {Transform: StripNode},
+		&resourcev1.ResourceClaimTemplate{}: {Transform: StripClaimTemplate},
 	}
 	if fromConfigMap {
 		byObject[&corev1.ConfigMap{}] = cache.ByObject{

@@ -41,6 +41,10 @@ type Config struct {
 	// document, with Kueue's defaults; nil when it is off or there is no
 	// such document.
 	PodsReady *PodsReady
+	// DeviceClasses maps each DeviceClass of the Configuration
+	// document's resources.deviceClassMappings to the resource its
+	// devices are charged as (see ClaimRequests); nil when none is.
+	DeviceClasses map[string]corev1.ResourceName
 	// Warnings are non-fatal remarks, such as a deprecated alias.
 	Warnings []string
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"tally.dev/tally/flavors"
@@ -23,6 +24,10 @@ type PodDefaults struct {
 	Requests corev1.ResourceList
 	// Overhead is the pod overhead of each RuntimeClass, by name.
 	Overhead map[string]corev1.ResourceList
+	// ClaimTemplates are the namespace's ResourceClaimTemplates, by
+	// name, stripped (StripClaimTemplate): ClaimRequests reads the
+	// devices a pod's claims ask for from them.
+	ClaimTemplates map[string]*resourcev1.ResourceClaimTemplate
 	// Config, when set, is the config in force: the init containers that
 	// operators add to pods (Inject) count with the resources the
 	// workload's ClusterQueue covers.

@@ -252,6 +252,10 @@ func (p *parser) decodeBody(d *document, js []byte) {
 			path = fe.FieldPath()
 		}
 		if d.conf != nil {
+			if e := deviceMappingField(d.root, path); e != nil {
+				p.errs = append(p.errs, e)
+				continue
+			}
 			p.warnings = append(p.warnings, unusedConfigurationField(d.root, path))
 			continue
 		}
@@ -307,6 +311,7 @@ func (p *parser) build() *Config {
 			cfg.WorkloadKinds = append(cfg.WorkloadKinds, toWorkloadKind(d.wk))
 		case kindConfiguration:
 			cfg.PodsReady, _ = podsReadyOf(d.conf, d.root)
+			cfg.DeviceClasses = deviceClassesOf(d.conf.Resources)
 		}
 	}
 	cfg.QueueNames = SortedKeys(cfg.ClusterQueues)

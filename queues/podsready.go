@@ -151,6 +151,7 @@ type rawConfiguration struct {
 	Kind             string               `json:"kind"`
 	WaitForPodsReady *rawWaitForPodsReady `json:"waitForPodsReady"`
 	FeatureGates     map[string]bool      `json:"featureGates"`
+	Resources        *rawResources        `json:"resources"`
 }
 
 type rawWaitForPodsReady struct {
@@ -301,6 +302,7 @@ func validateConfiguration(d *document, seen map[string]*document) field.ErrorLi
 	if !d.broken {
 		_, found := podsReadyOf(d.conf, d.root)
 		errs = append(errs, found...)
+		errs = append(errs, validateDeviceClassMappings(d.conf.Resources, d.root)...)
 	}
 	return errs
 }

@@ -176,6 +176,9 @@ type PodTemplate struct {
 	Spec       *corev1.PodSpec
 	// Uncharged becomes the pod set's PodSet.Uncharged.
 	Uncharged flavors.Resources
+	// Claims is what each pod is charged for the devices of its resource
+	// claims (PodDefaults.ClaimRequests), beyond what Spec requests.
+	Claims flavors.Resources
 }
 
 // JobCount is how many pods of a Job run at once: parallelism (default
@@ -203,7 +206,7 @@ func podSets(sets []PodTemplate) []PodSet {
 	out := make([]PodSet, 0, len(sets))
 	for _, t := range sets {
 		count := max(t.Count, 0)
-		out = append(out, PodSet{Name: t.Name, Count: count, Autoscaled: min(max(t.Autoscaled, 0), count), Requests: PodRequests(t.Spec), Uncharged: t.Uncharged})
+		out = append(out, PodSet{Name: t.Name, Count: count, Autoscaled: min(max(t.Autoscaled, 0), count), Requests: WithClaims(PodRequests(t.Spec), t.Claims), Uncharged: t.Uncharged})
 	}
 	return out
 }
@@ -232,6 +235,22 @@ func PodRequests(spec *corev1.PodSpec) flavors.Resources {
 		reqs = flavors.FromList(resourcehelper.PodRequests(&corev1.Pod{Spec: *limitsAsRequests(spec)}, resourcehelper.PodResourcesOptions{}))
 	}
 	maps.DeleteFunc(reqs, func(_ corev1.ResourceName, a flavors.Amount) bool { return a == 0 })
+	return reqs
+}
+
+// WithClaims returns reqs, what a pod requests, with what it is charged
+// for the devices of its claims added (see PodDefaults.ClaimRequests); reqs
+// itself, changed, when reqs is not nil.
+func WithClaims(reqs, claims flavors.Resources) flavors.Resources {
+	if len(claims) == 0 {
+		return reqs
+	}
+	if reqs == nil {
+		reqs = flavors.Resources{}
+	}
+	for r, a := range claims {
+		reqs[r] = reqs[r].Add(a)
+	}
 	return reqs
 }
 

@@ -219,6 +219,10 @@ func grown(old, cur *kinds.Object) field.ErrorList {
 		if !had {
 			continue
 		}
+		if !equality.Semantic.DeepEqual(was.Template.Spec.ResourceClaims, ps.Template.Spec.ResourceClaims) {
+			errs = append(errs, field.Forbidden(path(ps.Path).Child("spec", "resourceClaims"), fmt.Sprintf(
+				"only tally may change the resource claims of a running %s's pods in a managed namespace: its quota was admitted for the devices they claimed (delete and re-create the %s to claim others)", kind, kind)))
+		}
 		if from, to := raised(queues.PodRequests(&was.Template.Spec), queues.PodRequests(&ps.Template.Spec)); from != "" {
 			whose := kind + "'s pods"
 			if ps.Path == nil {

@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,8 +165,8 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("namespace not managed by tally")
 	}
 	reqs := queues.PodRequests(&pod.Spec)
-	if !slices.ContainsFunc(reqs.Names(), cfg.Covers) {
-		return admission.Allowed("asks for no resource a ClusterQueue covers")
+	if len(pod.Spec.ResourceClaims) == 0 && !slices.ContainsFunc(reqs.Names(), cfg.Covers) {
+		return admission.Allowed("asks for no resource a ClusterQueue covers, and claims no device")
 	}
 	root, admitted, err := g.queuedRoot(ctx, pod)
 	if err != nil {
@@ -183,6 +184,17 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 		if denial := confine(cfg, root, pod); denial != "" {
 			return admission.Denied(denial)
 		}
+		// The devices its claims will get are read from the API server:
+		// a template the cache has yet to see replaced would say less.
+		claims, why, err := podClaims(ctx, g.APIReader, cfg, pod)
+		if err != nil {
+			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
+				"tally: cannot read the ResourceClaimTemplates of this Pod (%v); this is temporary, retry the request", err))
+		}
+		if why != "" {
+			return admission.Denied(fmt.Sprintf("tally: a pod of %s may get devices tally cannot charge: %s", root.Describe(), why))
+		}
+		reqs = queues.WithClaims(reqs, claims)
 		now := time.Now()
 		r := g.Reader
 		if g.passedRecently(root.Meta.UID, now) {
@@ -352,7 +364,11 @@ func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Objec
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || kinds.Gated(p) {
 			continue
 		}
-		live = append(live, queues.PodRequests(&p.Spec))
+		if err := readClaimTemplates(ctx, g.Reader, d, p.Namespace, &p.Spec); err != nil {
+			return 0, err
+		}
+		claims, _ := d.ClaimRequests(&p.Spec)
+		live = append(live, queues.WithClaims(queues.PodRequests(&p.Spec), claims))
 	}
 	return queues.FitPods(w.PodSets, live, reqs, cfg.Covers), nil
 }
@@ -412,7 +428,51 @@ func podDefaults(ctx context.Context, r client.Reader, o *kinds.Object, cfg *que
 			d.Overhead[*name] = rc.Overhead.PodFixed
 		}
 	}
+	for _, ps := range o.PodSets {
+		if err := readClaimTemplates(ctx, r, d, o.Meta.Namespace, &ps.Template.Spec); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
+}
+
+// readClaimTemplates reads into d's ClaimTemplates, through r, the
+// ResourceClaimTemplates of namespace ns that spec names and d does not
+// hold yet; one that does not exist is left out (the claim is then not
+// charged: queues.PodDefaults.ClaimRequests says why).
+func readClaimTemplates(ctx context.Context, r client.Reader, d *queues.PodDefaults, ns string, spec *corev1.PodSpec) error {
+	for _, name := range queues.ClaimTemplateNames(spec) {
+		if d.ClaimTemplates[name] != nil {
+			continue
+		}
+		t := &resourcev1.ResourceClaimTemplate{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, t); err != nil {
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				continue
+			}
+			return err
+		}
+		if d.ClaimTemplates == nil {
+			d.ClaimTemplates = map[string]*resourcev1.ResourceClaimTemplate{}
+		}
+		d.ClaimTemplates[name] = queues.StripClaimTemplate(t)
+	}
+	return nil
+}
+
+// podClaims is what pod is charged for the devices of its resource
+// claims, read from its ResourceClaimTemplates on the API server (r), or
+// why it cannot be charged.
+func podClaims(ctx context.Context, r client.Reader, cfg *queues.Config, pod *corev1.Pod) (flavors.Resources, string, error) {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil, "", nil
+	}
+	d := &queues.PodDefaults{Config: cfg}
+	if err := readClaimTemplates(ctx, r, d, pod.Namespace, &pod.Spec); err != nil {
+		return nil, "", err
+	}
+	claims, why := d.ClaimRequests(&pod.Spec)
+	return claims, why, nil
 }
 
 // update guards a pod against everyone but tally (Handle has let tally's
