@@ -65,7 +65,7 @@ func TestParseDeviceClassMappingsErrors(t *testing.T) {
 			want: []string{p + "[0].name: is required"},
 		},
 		"a name that is not a resource name": {
-			in: "  - {name: 'example.com/a gpu', deviceClassNames: [gpu.example.com]}\n",
+			in:   "  - {name: 'example.com/a gpu', deviceClassNames: [gpu.example.com]}\n",
 			want: []string{p + `[0].name: "example.com/a gpu" is not a valid resource name: it must be a qualified name such as cpu, memory or example.com/gpu`},
 		},
 		"a class name that is not a name": {
