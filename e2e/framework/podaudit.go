@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,7 +24,8 @@ import (
 // gate, holds nothing) must not
 // ask for more of a resource than the namespace's limit. Each pod asks
 // for its containers' requests, a limit standing for a request it does not
-// make (see PodRequest). It also keeps every pod it saw, by the name of
+// make (see PodRequest); with AuditPodsAndClaims, the devices allocated
+// to its ResourceClaims too. It also keeps every pod it saw, by the name of
 // its controller owner, so that a test can tell whether a workload's pods
 // were deleted and made again.
 type PodAudit struct {
@@ -44,6 +46,11 @@ type PodAudit struct {
 	now       func() time.Time
 	owned     map[string]map[types.UID]bool // by namespace/owner name
 	succeeded map[string]map[types.UID]bool // the same, of pods seen Succeeded
+	// claims, when set (AuditPodsAndClaims), follows the ResourceClaims;
+	// devices holds how many devices each allocated one has, by
+	// namespace/name.
+	claims  *follower
+	devices map[string]int64
 }
 
 // excess is a namespace's pods over its limit since at, first seen as
@@ -56,6 +63,9 @@ type excess struct {
 type podCharge struct {
 	ns, name string
 	amount   int64
+	// claims are the ResourceClaims the pod uses (made from its
+	// templates, or named directly), by namespace/name.
+	claims []string
 }
 
 // AuditPods starts a PodAudit of resource over the namespaces of limits.
@@ -76,6 +86,95 @@ func AuditPods(ctx context.Context, c client.WithWatch, resource corev1.Resource
 		return nil, err
 	}
 	return a, nil
+}
+
+// AuditPodsAndClaims is AuditPods, where a live pod holds, besides its
+// requests of resource, the devices allocated to its ResourceClaims
+// (status.allocation): those made from its claim templates (listed in
+// its status.resourceClaimStatuses) and those it names directly, each
+// claim counted once in its namespace however many pods share it. A
+// claim the scheduler makes for a request of an extended resource that
+// a DeviceClass backs (status.extendedResourceClaimStatus) is not
+// counted again: the request is.
+func AuditPodsAndClaims(ctx context.Context, c client.WithWatch, resource corev1.ResourceName, limits map[string]int64) (*PodAudit, error) {
+	a := newPodAudit(resource, limits)
+	a.devices = map[string]int64{}
+	one := func(o runtime.Object, deleted bool) string {
+		rc, ok := o.(*resourcev1.ResourceClaim)
+		if !ok {
+			return ""
+		}
+		key := rc.Namespace + "/" + rc.Name
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if n := ClaimDevices(rc); n > 0 && !deleted {
+			a.devices[key] = n
+		} else {
+			delete(a.devices, key)
+		}
+		return rc.Namespace
+	}
+	a.claims = &follower{c: c, newList: func() client.ObjectList { return &resourcev1.ResourceClaimList{} },
+		onList: func(items []runtime.Object) {
+			a.mu.Lock()
+			clear(a.devices)
+			a.mu.Unlock()
+			namespaces := map[string]bool{}
+			for _, o := range items {
+				namespaces[one(o, false)] = true
+			}
+			for ns := range namespaces {
+				a.judge(ns)
+			}
+		},
+		onChange: func(o runtime.Object, deleted bool) {
+			if ns := one(o, deleted); ns != "" {
+				a.judge(ns)
+			}
+		}}
+	if err := a.claims.start(ctx); err != nil {
+		return nil, err
+	}
+	a.f = follower{c: c, newList: func() client.ObjectList { return &corev1.PodList{} },
+		onList: func(items []runtime.Object) {
+			a.mu.Lock()
+			clear(a.live)
+			a.mu.Unlock()
+			for _, o := range items {
+				a.change(o, false)
+			}
+		},
+		onChange: a.change}
+	if err := a.f.start(ctx); err != nil {
+		_ = a.claims.stop()
+		return nil, err
+	}
+	return a, nil
+}
+
+// ClaimDevices counts the devices allocated to rc: 0 when it is not
+// allocated.
+func ClaimDevices(rc *resourcev1.ResourceClaim) int64 {
+	if rc.Status.Allocation == nil {
+		return 0
+	}
+	return int64(len(rc.Status.Allocation.Devices.Results))
+}
+
+// podClaims names the ResourceClaims pod p uses, as namespace/name.
+func podClaims(p *corev1.Pod) []string {
+	var out []string
+	for _, s := range p.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName != nil {
+			out = append(out, p.Namespace+"/"+*s.ResourceClaimName)
+		}
+	}
+	for _, c := range p.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil {
+			out = append(out, p.Namespace+"/"+*c.ResourceClaimName)
+		}
+	}
+	return out
 }
 
 // newPodAudit is a PodAudit of resource over the namespaces of limits,
@@ -112,32 +211,61 @@ func (a *PodAudit) change(o runtime.Object, deleted bool) {
 	if deleted || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		delete(a.live, p.UID)
 	} else {
-		a.live[p.UID] = podCharge{ns: p.Namespace, name: p.Name, amount: PodRequest(&p.Spec, a.resource)}
+		ch := podCharge{ns: p.Namespace, name: p.Name, amount: PodRequest(&p.Spec, a.resource)}
+		if a.devices != nil {
+			ch.claims = podClaims(p)
+		}
+		a.live[p.UID] = ch
 	}
+	a.judgeLocked(p.Namespace)
+}
+
+// judge checks the pods of namespace ns against its limit.
+func (a *PodAudit) judge(ns string) {
+	if _, audited := a.limits[ns]; !audited {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.judgeLocked(ns)
+}
+
+func (a *PodAudit) judgeLocked(ns string) {
 	sum := int64(0)
 	var holders []string
+	claimed := map[string]bool{}
 	for _, ch := range a.live {
-		if ch.ns == p.Namespace && ch.amount > 0 {
-			sum += ch.amount
-			holders = append(holders, fmt.Sprintf("%s=%d", ch.name, ch.amount))
+		if ch.ns != ns {
+			continue
+		}
+		amount := ch.amount
+		for _, c := range ch.claims {
+			if !claimed[c] {
+				claimed[c] = true
+				amount += a.devices[c]
+			}
+		}
+		if amount > 0 {
+			sum += amount
+			holders = append(holders, fmt.Sprintf("%s=%d", ch.name, amount))
 		}
 	}
-	a.max[p.Namespace] = max(a.max[p.Namespace], sum)
+	a.max[ns] = max(a.max[ns], sum)
 	now := a.now()
-	limit, tol := a.limits[p.Namespace], a.tolerate[p.Namespace]
-	switch o, over := a.over[p.Namespace]; {
+	limit, tol := a.limits[ns], a.tolerate[ns]
+	switch o, over := a.over[ns]; {
 	case sum > limit && tol > 0:
 		if !over {
 			sort.Strings(holders)
-			a.over[p.Namespace] = excess{at: now, what: fmt.Sprintf("%s: the pods of namespace %s ask for %d %s > %d: %s",
-				now.Format("15:04:05.000"), p.Namespace, sum, a.resource, limit, strings.Join(holders, " "))}
+			a.over[ns] = excess{at: now, what: fmt.Sprintf("%s: the pods of namespace %s ask for %d %s > %d: %s",
+				now.Format("15:04:05.000"), ns, sum, a.resource, limit, strings.Join(holders, " "))}
 		}
 	case sum > limit:
 		sort.Strings(holders)
 		a.violate(fmt.Sprintf("%s: the pods of namespace %s ask for %d %s > %d: %s",
-			now.Format("15:04:05.000"), p.Namespace, sum, a.resource, limit, strings.Join(holders, " ")))
+			now.Format("15:04:05.000"), ns, sum, a.resource, limit, strings.Join(holders, " ")))
 	case over:
-		delete(a.over, p.Namespace)
+		delete(a.over, ns)
 		if d := now.Sub(o.at); d > tol {
 			a.violate(fmt.Sprintf("%s, for %s, longer than the %s tolerated", o.what, d.Round(time.Millisecond), tol))
 		} else {
@@ -222,6 +350,11 @@ func (a *PodAudit) SucceededOf(ns, owner string) int {
 // Stop ends the watch and returns the report.
 func (a *PodAudit) Stop() PodAuditReport {
 	err := a.f.stop()
+	if a.claims != nil {
+		if cerr := a.claims.stop(); err == nil {
+			err = cerr
+		}
+	}
 	r := a.Report()
 	r.Err = err
 	return r
