@@ -168,6 +168,12 @@ func runAttacks(ctx context.Context, t *testing.T, s *suite, user client.WithWat
 	if err != nil {
 		t.Fatal(err)
 	}
+	runAudited(ctx, t, s, user, audit, limits, rows)
+}
+
+// runAudited is runAttacks with the audit given.
+func runAudited(ctx context.Context, t *testing.T, s *suite, user client.WithWatch, audit *framework.PodAudit, limits map[string]int64, rows []attack) {
+	res := audit.Resource()
 	t.Cleanup(func() { audit.Stop() })
 	for _, row := range rows {
 		if row.tolerate > 0 {

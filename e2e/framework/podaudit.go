@@ -281,6 +281,9 @@ func (a *PodAudit) violate(v string) {
 	}
 }
 
+// Resource is the resource the audit counts.
+func (a *PodAudit) Resource() corev1.ResourceName { return a.resource }
+
 // Tolerate lets the pods of namespace ns stay over its limit for up to d
 // at a time: a longer excess is a violation (judged when it ends, or by
 // Report while it lasts), a shorter one is reported as Brief. A namespace

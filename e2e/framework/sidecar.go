@@ -35,8 +35,9 @@ type SidecarInjector struct {
 }
 
 // InjectSidecar starts a SidecarInjector that adds sidecar to the pods
-// of namespace ns. Stop removes it.
-func InjectSidecar(ctx context.Context, c client.Client, ns string, sidecar corev1.Container) (*SidecarInjector, error) {
+// of namespace ns, and claims to their resource claims (for the
+// sidecar's resources.claims to name). Stop removes it.
+func InjectSidecar(ctx context.Context, c client.Client, ns string, sidecar corev1.Container, claims ...corev1.PodResourceClaim) (*SidecarInjector, error) {
 	bundle, err := certs.Generate([]string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func InjectSidecar(ctx context.Context, c client.Client, ns string, sidecar core
 		return nil, err
 	}
 	s := &SidecarInjector{c: c, config: "zz-e2e-sidecar-" + ns, injected: make(chan struct{}, 1000)}
-	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, sidecar) }), ReadHeaderTimeout: 5 * time.Second}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, sidecar, claims) }), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	url := fmt.Sprintf("https://%s/inject", ln.Addr().(*net.TCPAddr).String())
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -81,7 +82,7 @@ func InjectSidecar(ctx context.Context, c client.Client, ns string, sidecar core
 // Injected counts the pods the injector changed so far.
 func (s *SidecarInjector) Injected() int { return len(s.injected) }
 
-func (s *SidecarInjector) serve(w http.ResponseWriter, r *http.Request, sidecar corev1.Container) {
+func (s *SidecarInjector) serve(w http.ResponseWriter, r *http.Request, sidecar corev1.Container, claims []corev1.PodResourceClaim) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
 	review := &admissionv1.AdmissionReview{}
 	if err == nil {
@@ -102,7 +103,15 @@ func (s *SidecarInjector) serve(w http.ResponseWriter, r *http.Request, sidecar 
 			has = has || c.Name == sidecar.Name
 		}
 		if !has {
-			patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/containers/-", "value": sidecar}})
+			ops := []map[string]any{{"op": "add", "path": "/spec/containers/-", "value": sidecar}}
+			for i, c := range claims {
+				if i == 0 && len(pod.Spec.ResourceClaims) == 0 {
+					ops = append(ops, map[string]any{"op": "add", "path": "/spec/resourceClaims", "value": []corev1.PodResourceClaim{c}})
+					continue
+				}
+				ops = append(ops, map[string]any{"op": "add", "path": "/spec/resourceClaims/-", "value": c})
+			}
+			patch, _ := json.Marshal(ops)
 			resp.Patch, resp.PatchType = patch, ptr.To(admissionv1.PatchTypeJSONPatch)
 			select {
 			case s.injected <- struct{}{}:
