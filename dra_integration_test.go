@@ -72,10 +72,19 @@ func TestIntegrationClaims(t *testing.T) {
 	if !suspended(t, ns, "first") {
 		t.Fatal("Job first runs before its ResourceClaimTemplate exists")
 	}
-	create(claimTemplate(ns, "two-gpus", draClass, 2))
+	two := claimTemplate(ns, "two-gpus", draClass, 2)
+	create(two)
 	eventually(t, 10*time.Second, func() (bool, string) {
 		return !suspended(t, ns, "first"), "Job first (2 pods of 2 GPUs, in a queue of 4) not admitted once its template exists"
 	})
+	if got, want := getJob(t, ns, "first").Annotations[queues.AnnotationClaimTemplates], "two-gpus="+string(two.UID); got != want {
+		t.Errorf("Job first records the templates it was charged from as %q, want %q", got, want)
+	}
+	// A running Job's template stays as it was charged.
+	err := k8s.Delete(ctx, &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two-gpus"}})
+	if want := "ResourceClaimTemplate dra/two-gpus is in use by Job dra/first"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("deleting the template of running Job first: %v, want a denial saying %q", err, want)
+	}
 
 	// The queue's 4 GPUs are taken: a Job of one more waits for them.
 	create(claimTemplate(ns, "one-gpu", draClass, 1), claimingJob(ns, "second", "one-gpu", 1))
@@ -103,11 +112,15 @@ func TestIntegrationClaims(t *testing.T) {
 		})
 	}
 
-	// Job first ends: Job second gets its GPU.
+	// Job first ends: Job second gets its GPU, and the template of
+	// Job first may go.
 	complete(t, ns, "first")
 	eventually(t, 10*time.Second, func() (bool, string) {
 		return !suspended(t, ns, "second"), "Job second not admitted once Job first ended"
 	})
+	if err := k8s.Delete(ctx, two); err != nil {
+		t.Errorf("deleting the template of finished Job first: %v", err)
+	}
 }
 
 // claimingPod is newPod with a claim made from template.

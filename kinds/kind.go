@@ -167,7 +167,9 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 	sets := make([]queues.PodTemplate, len(o.PodSets))
 	extra := queues.ParsePodOverhead(o.Meta.Annotations[queues.AnnotationPodOverhead])
 	unresolved := o.Unresolved
+	specs := make([]*corev1.PodSpec, len(o.PodSets))
 	for i, ps := range o.PodSets {
+		specs[i] = &ps.Template.Spec
 		applied := d.Apply(&ps.Template.Spec)
 		spec := d.Inject(queue, applied, ps.Injected)
 		claims, why := d.ClaimRequests(&ps.Template.Spec)
@@ -186,6 +188,7 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 		w = d.Config.PodsReady.Order(w)
 	}
 	w.Unresolved = unresolved
+	w.ClaimTemplates = queues.FormatClaimTemplates(d.ClaimTemplateUIDs(specs...))
 	return w
 }
 

@@ -604,13 +604,24 @@ func (l *Ledger) rollback(adm write, err error) {
 // admissionPatch is the one write that admits a workload (kinds.Target.Admit).
 // It is a merge patch guarded by the resourceVersion the decision saw, so
 // it fails with a Conflict if the workload changed meanwhile. It narrows
-// every pod template to the assigned flavors, records the assignment and
-// un-suspends the workload.
+// every pod template to the assigned flavors, records the assignment
+// (admissionAnnotations) and un-suspends the workload.
 func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
-	return l.target(adm).Admit(adm.combo, map[string]any{
+	return l.target(adm).Admit(adm.combo, admissionAnnotations(adm, now))
+}
+
+// admissionAnnotations are what an admission records on the workload:
+// its flavors, its time and, when its pods claim devices, the
+// ResourceClaimTemplates it was charged from.
+func admissionAnnotations(adm write, now time.Time) map[string]any {
+	ann := map[string]any{
 		queues.AnnotationFlavors:    adm.a.Annotation(adm.w),
 		queues.AnnotationAdmittedAt: now.UTC().Format(time.RFC3339),
-	})
+	}
+	if adm.w.ClaimTemplates != "" {
+		ann[queues.AnnotationClaimTemplates] = adm.w.ClaimTemplates
+	}
+	return ann
 }
 
 // podSetsNote describes a workload's pod sets for an Event, when it has

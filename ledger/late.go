@@ -213,10 +213,7 @@ func capturePatch(w write, now time.Time) ([]byte, error) {
 	patch := kinds.MergePatch{"metadata": meta}
 	if w.message == "" {
 		meta["labels"].(map[string]any)[queues.LabelState] = string(queues.StateAdmitted)
-		meta["annotations"] = map[string]any{
-			queues.AnnotationFlavors:    w.a.Annotation(w.w),
-			queues.AnnotationAdmittedAt: now.UTC().Format(time.RFC3339),
-		}
+		meta["annotations"] = admissionAnnotations(w, now)
 	} else {
 		patch.Set(w.suspend, true)
 	}

@@ -2,11 +2,14 @@ package queues
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"tally.dev/tally/flavors"
@@ -228,4 +231,48 @@ func deviceRequest(p *field.Path, class string, mode resourcev1.DeviceAllocation
 			p.Child("adminAccess"))
 	}
 	return res, flavors.FromQuantity(res, *resource.NewQuantity(max(count, 1), resource.DecimalSI)), ""
+}
+
+// ClaimTemplateUIDs returns the UIDs of the ResourceClaimTemplates of d
+// that specs name, by name, for the AnnotationClaimTemplates record
+// (FormatClaimTemplates); nil when they name none that d holds.
+func (d *PodDefaults) ClaimTemplateUIDs(specs ...*corev1.PodSpec) map[string]types.UID {
+	var out map[string]types.UID
+	for _, spec := range specs {
+		for _, name := range ClaimTemplateNames(spec) {
+			if d == nil || d.ClaimTemplates[name] == nil {
+				continue
+			}
+			if out == nil {
+				out = map[string]types.UID{}
+			}
+			out[name] = d.ClaimTemplates[name].UID
+		}
+	}
+	return out
+}
+
+// FormatClaimTemplates writes an AnnotationClaimTemplates value,
+// "name=uid,...", in name order.
+func FormatClaimTemplates(uids map[string]types.UID) string {
+	parts := make([]string, 0, len(uids))
+	for _, name := range slices.Sorted(maps.Keys(uids)) {
+		parts = append(parts, name+"="+string(uids[name]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseClaimTemplates reads an AnnotationClaimTemplates value; a part
+// that is not name=uid is left out.
+func ParseClaimTemplates(s string) map[string]types.UID {
+	if s == "" {
+		return nil
+	}
+	out := map[string]types.UID{}
+	for part := range strings.SplitSeq(s, ",") {
+		if name, uid, ok := strings.Cut(part, "="); ok && name != "" && uid != "" {
+			out[name] = types.UID(uid)
+		}
+	}
+	return out
 }

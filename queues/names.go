@@ -41,6 +41,11 @@ const (
 	AnnotationPodQueue = "tally.dev/cluster-queue"
 	// AnnotationAdmittedAt is the RFC 3339 time of admission.
 	AnnotationAdmittedAt = "tally.dev/admitted-at"
+	// AnnotationClaimTemplates records, on an admitted workload whose
+	// pods claim devices, the ResourceClaimTemplates it was charged from:
+	// "name=uid,..." (Workload.ClaimTemplates). The pod gate denies a pod
+	// that names one of them that was replaced since.
+	AnnotationClaimTemplates = "tally.dev/claim-templates"
 	// AnnotationRequeues counts a workload's evictions for pods that were
 	// not ready in time (waitForPodsReady), and AnnotationRequeueAt is
 	// the RFC 3339 time before which it is not admitted again (its

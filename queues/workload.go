@@ -56,6 +56,10 @@ type Workload struct {
 	// pods may run, the constraints of each other pod set (as sealed
 	// Workloads of their own): a flavor must suit every one.
 	More []*Workload
+	// ClaimTemplates names the ResourceClaimTemplates its pods' claims
+	// were charged from, with their UIDs, as AnnotationClaimTemplates
+	// records them; "" when they claim nothing.
+	ClaimTemplates string
 	// Unresolved, when not empty, says why the workload's pod sets could
 	// not be read (an object it names does not exist): it cannot be
 	// admitted until they can, and Eligible says so.

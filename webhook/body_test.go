@@ -110,8 +110,8 @@ func TestRequestBounds(t *testing.T) {
 	for _, w := range v.Webhooks {
 		timeouts = append(timeouts, *w.TimeoutSeconds)
 	}
-	if len(timeouts) != 8 {
-		t.Fatalf("%d webhooks, want 8", len(timeouts))
+	if len(timeouts) != 9 {
+		t.Fatalf("%d webhooks, want 9", len(timeouts))
 	}
 	for _, s := range timeouts {
 		if RequestTimeout > time.Duration(s)*time.Second {

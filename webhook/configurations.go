@@ -171,6 +171,11 @@ func Configurations(ks *kinds.Registry, e Endpoint, own string, users ...string)
 				Name: "guarded", Expression: podGuarded,
 			}},
 		}, {
+			Name: "claimtemplates.validate.tally.dev", ClientConfig: e.clientConfig(ClaimTemplateGuardPath),
+			Rules:         rule("resource.k8s.io", "v1", "resourceclaimtemplates", namespaced, admissionregistrationv1.Delete),
+			FailurePolicy: fail, NamespaceSelector: managed, SideEffects: none,
+			TimeoutSeconds: ptr.To[int32](5), AdmissionReviewVersions: versions,
+		}, {
 			Name: "namespaces.validate.tally.dev", ClientConfig: e.clientConfig(NamespaceValidatePath),
 			Rules:         rule("", "v1", "namespaces", cluster, create, update),
 			FailurePolicy: ignore, NamespaceSelector: notSystem, SideEffects: none,

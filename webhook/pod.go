@@ -184,13 +184,15 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 		if denial := confine(cfg, root, pod); denial != "" {
 			return admission.Denied(denial)
 		}
-		// The devices its claims will get are read from the API server:
-		// a template the cache has yet to see replaced would say less.
-		claims, why, err := podClaims(ctx, g.APIReader, cfg, pod)
+		d, err := g.rootDefaults(ctx, cfg, root, pod)
 		if err != nil {
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
-				"tally: cannot read the ResourceClaimTemplates of this Pod (%v); this is temporary, retry the request", err))
+				"tally: cannot read the LimitRanges, RuntimeClasses or ResourceClaimTemplates of this Pod (%v); this is temporary, retry the request", err))
 		}
+		if denial := replacedTemplate(root, d, pod); denial != "" {
+			return admission.Denied(denial)
+		}
+		claims, why := d.ClaimRequests(&pod.Spec)
 		if why != "" {
 			return admission.Denied(fmt.Sprintf("tally: a pod of %s may get devices tally cannot charge: %s", root.Describe(), why))
 		}
@@ -200,11 +202,11 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 		if g.passedRecently(root.Meta.UID, now) {
 			r = g.APIReader
 		}
-		fit, err := g.fit(ctx, cfg, root, reqs, r)
+		fit, err := g.fit(ctx, cfg, root, d, reqs, r)
 		if err == nil && fit == queues.PodTooMany && r != g.APIReader {
 			// The cache may not have seen a pod end that the workload's
 			// controller replaces.
-			fit, err = g.fit(ctx, cfg, root, reqs, g.APIReader)
+			fit, err = g.fit(ctx, cfg, root, d, reqs, g.APIReader)
 		}
 		if err != nil {
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf(
@@ -338,13 +340,9 @@ func (g *PodGate) get(ctx context.Context, ns string, ref *metav1.OwnerReference
 }
 
 // fit judges a new pod that asks for reqs against what root was admitted
-// with and the pods it runs, as r lists them (the cache, by
-// PodWorkloadIndex, or the API server).
-func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Object, reqs flavors.Resources, r client.Reader) (queues.PodFit, error) {
-	d, err := podDefaults(ctx, g.Reader, root, cfg)
-	if err != nil {
-		return 0, err
-	}
+// with (its pods read with defaults d) and the pods it runs, as r lists
+// them (the cache, by PodWorkloadIndex, or the API server).
+func (g *PodGate) fit(ctx context.Context, cfg *queues.Config, root *kinds.Object, d *queues.PodDefaults, reqs flavors.Resources, r client.Reader) (queues.PodFit, error) {
 	w := root.WorkloadIn(root.Meta.Labels[queues.LabelQueue], 0, d)
 	pods := &corev1.PodList{}
 	// The cache's pods are only read: not copied.
@@ -460,19 +458,46 @@ func readClaimTemplates(ctx context.Context, r client.Reader, d *queues.PodDefau
 	return nil
 }
 
-// podClaims is what pod is charged for the devices of its resource
-// claims, read from its ResourceClaimTemplates on the API server (r), or
-// why it cannot be charged.
-func podClaims(ctx context.Context, r client.Reader, cfg *queues.Config, pod *corev1.Pod) (flavors.Resources, string, error) {
-	if len(pod.Spec.ResourceClaims) == 0 {
-		return nil, "", nil
+// rootDefaults are the pod defaults of root's namespace, with the
+// ResourceClaimTemplates that root's pod templates and pod name read
+// from the API server: the claims of pod are made from them as they are
+// now, which a cache may not have seen yet.
+func (g *PodGate) rootDefaults(ctx context.Context, cfg *queues.Config, root *kinds.Object, pod *corev1.Pod) (*queues.PodDefaults, error) {
+	d, err := podDefaults(ctx, g.Reader, root, cfg)
+	if err != nil {
+		return nil, err
 	}
-	d := &queues.PodDefaults{Config: cfg}
-	if err := readClaimTemplates(ctx, r, d, pod.Namespace, &pod.Spec); err != nil {
-		return nil, "", err
+	if len(pod.Spec.ResourceClaims) == 0 && d.ClaimTemplates == nil {
+		return d, nil
 	}
-	claims, why := d.ClaimRequests(&pod.Spec)
-	return claims, why, nil
+	d.ClaimTemplates = nil
+	specs := []*corev1.PodSpec{&pod.Spec}
+	for _, ps := range root.PodSets {
+		specs = append(specs, &ps.Template.Spec)
+	}
+	for _, spec := range specs {
+		if err := readClaimTemplates(ctx, g.APIReader, d, pod.Namespace, spec); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// replacedTemplate says why pod, a new pod of admitted workload root, is
+// denied for a ResourceClaimTemplate it names that is not the one root
+// was charged from ("" if none is): it was deleted and made again since
+// root's admission was decided, perhaps asking for more devices.
+func replacedTemplate(root *kinds.Object, d *queues.PodDefaults, pod *corev1.Pod) string {
+	charged := queues.ParseClaimTemplates(root.Meta.Annotations[queues.AnnotationClaimTemplates])
+	now := d.ClaimTemplateUIDs(&pod.Spec)
+	for _, name := range queues.ClaimTemplateNames(&pod.Spec) {
+		uid, ok := charged[name]
+		if ok && now[name] != uid {
+			return fmt.Sprintf("tally: spec.resourceClaims: ResourceClaimTemplate %s/%s is not the one %s was admitted with: it was replaced since; delete and re-create the %s to have it charged for the template as it is now",
+				pod.Namespace, name, root.Describe(), root.Kind.GVK().Kind)
+		}
+	}
+	return ""
 }
 
 // update guards a pod against everyone but tally (Handle has let tally's

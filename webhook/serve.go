@@ -57,14 +57,15 @@ func Setup(ctx context.Context, mgr manager.Manager, c client.Client, opts Optio
 	jobs := &JobMutator{Store: opts.Store, Namespaces: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Namespace: opts.Namespace, Kinds: opts.Kinds, Decoder: decoder}
 	gate := &PodGate{Jobs: jobs, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Users: opts.Users, Decoder: decoder}
 	for path, h := range map[string]admission.Handler{
-		JobPath:               jobs,
-		PodPath:               gate,
-		PodGuardPath:          gate,
-		JobGuardPath:          &JobGuard{Users: opts.Users, Decoder: decoder, Reader: mgr.GetAPIReader(), Kinds: opts.Kinds},
-		UnmanagedGuardPath:    &UnmanagedGuard{Users: opts.Users},
-		NamespaceMutatePath:   &NamespaceMutator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
-		NamespaceValidatePath: &NamespaceValidator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
-		ConfigMapValidatePath: &ConfigValidator{Namespace: opts.Namespace, Name: opts.ConfigName, Decoder: decoder},
+		JobPath:                jobs,
+		PodPath:                gate,
+		PodGuardPath:           gate,
+		JobGuardPath:           &JobGuard{Users: opts.Users, Decoder: decoder, Reader: mgr.GetAPIReader(), Kinds: opts.Kinds},
+		UnmanagedGuardPath:     &UnmanagedGuard{Users: opts.Users},
+		NamespaceMutatePath:    &NamespaceMutator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
+		NamespaceValidatePath:  &NamespaceValidator{Store: opts.Store, Namespace: opts.Namespace, Decoder: decoder},
+		ConfigMapValidatePath:  &ConfigValidator{Namespace: opts.Namespace, Name: opts.ConfigName, Decoder: decoder},
+		ClaimTemplateGuardPath: &ClaimTemplateGuard{Jobs: jobs, Reader: mgr.GetAPIReader()},
 	} {
 		srv.Register(path, Limit(Review(&ctrlwebhook.Admission{Handler: h, LogConstructor: plainLog})))
 	}

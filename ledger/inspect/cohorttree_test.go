@@ -77,7 +77,7 @@ func TestStatusCohortTree(t *testing.T) {
 		statusJob("c1", "c", "1", "admitted", false, "main=default"),
 	}
 	var out strings.Builder
-	if err := WriteStatus(&out, cfg, Status(cfg, objects(jobs))); err != nil {
+	if err := WriteStatus(&out, cfg, Status(cfg, objects(jobs), nil)); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{

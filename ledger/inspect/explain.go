@@ -89,6 +89,7 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 	if err != nil {
 		return Explanation{}, err
 	}
+	in.ClaimTemplates = ListClaimTemplates(ctx, c, append(slices.Clone(in.Workloads), in.Target))
 	pcs := &schedulingv1.PriorityClassList{}
 	if err := c.List(ctx, pcs); err == nil {
 		in.PriorityClasses = queues.PodPriorities(pcs.Items)

@@ -30,6 +30,9 @@ type ExplainInput struct {
 	// AllNamespaces, else in the target's only.
 	Workloads     []*kinds.Object
 	AllNamespaces bool
+	// ClaimTemplates are the ResourceClaimTemplates the workloads' claims
+	// are charged from.
+	ClaimTemplates ClaimTemplates
 	// Target is the workload explained; New says it is not submitted yet
 	// (tally explain -f), so it is placed as if created at Now.
 	Target *kinds.Object
@@ -149,7 +152,7 @@ func Explain(in ExplainInput) Explanation {
 			continue
 		}
 		if q := o.Meta.Labels[queues.LabelQueue]; q != "" && o.Meta.Labels[queues.LabelState] != "" {
-			all = append(all, read(cfg, o, q, prio(o)))
+			all = append(all, read(cfg, o, q, prio(o), in.ClaimTemplates))
 		}
 	}
 	out := Explanation{Workload: in.Target.Describe(), Priority: prio(in.Target), LocalQueue: in.LocalQueue}
@@ -162,7 +165,7 @@ func Explain(in ExplainInput) Explanation {
 			return out
 		}
 	}
-	target = read(cfg, in.Target, q, out.Priority)
+	target = read(cfg, in.Target, q, out.Priority, in.ClaimTemplates)
 	if in.New {
 		// Ordered as if created now (read made it a copy of its own,
 		// sealed again for the order Before reads).
@@ -309,9 +312,10 @@ func Explain(in ExplainInput) Explanation {
 	return out
 }
 
-// read folds o, of queue q and priority p, as the ledger would.
-func read(cfg *queues.Config, o *kinds.Object, q string, p int32) *explained {
-	e := statusEntry(cfg, o, q)
+// read folds o, of queue q and priority p, its claims charged from t,
+// as the ledger would.
+func read(cfg *queues.Config, o *kinds.Object, q string, p int32, t ClaimTemplates) *explained {
+	e := statusEntry(cfg, o, q, t.defaults(cfg, o.Meta.Namespace))
 	w := *e.W
 	w.Priority = p
 	e.W = &w
@@ -326,7 +330,7 @@ func read(cfg *queues.Config, o *kinds.Object, q string, p int32) *explained {
 func permissive(cfg *queues.Config) *queues.Config {
 	out := &queues.Config{Flavors: cfg.Flavors, ClusterQueues: map[string]*queues.ClusterQueue{}, QueueNames: cfg.QueueNames,
 		Cohorts: cfg.Cohorts, CohortSpecs: cfg.CohortSpecs, LocalQueues: cfg.LocalQueues, LocalQueueStops: cfg.LocalQueueStops, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds,
-		PodsReady: cfg.PodsReady}
+		PodsReady: cfg.PodsReady, DeviceClasses: cfg.DeviceClasses}
 	for name, cq := range cfg.ClusterQueues {
 		c := *cq
 		c.NamespaceSelector = labels.Everything()

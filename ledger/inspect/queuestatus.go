@@ -33,14 +33,15 @@ type QueueStatus struct {
 	FairSharing bool
 }
 
-// Status rebuilds every ClusterQueue's books from a list of Jobs, folding
+// Status rebuilds every ClusterQueue's books from a list of Jobs (their
+// claims charged from templates), folding
 // each into its entry with react, as the ledger does (see statusEntry): a
 // finished Job counts nowhere, an un-suspended one is admitted and holds
 // what its tally.dev/flavors annotation says, a suspended one whose pods
 // may still run is evicting, holds it too and counts as pending, and any
 // other suspended one waits (or can never fit, by its state label). Queues
 // come in config order, then queues the config does not know.
-func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
+func Status(cfg *queues.Config, jobs []*kinds.Object, templates ClaimTemplates) []QueueStatus {
 	byName := map[string]*QueueStatus{}
 	var out []*QueueStatus
 	get := func(name string) *QueueStatus {
@@ -63,7 +64,7 @@ func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 		if name == "" || job.Meta.Labels[queues.LabelState] == "" {
 			continue
 		}
-		e := statusEntry(cfg, job, name)
+		e := statusEntry(cfg, job, name, templates.defaults(cfg, job.Meta.Namespace))
 		if e.Phase() == machine.Finished {
 			continue
 		}
@@ -95,12 +96,13 @@ func Status(cfg *queues.Config, jobs []*kinds.Object) []QueueStatus {
 	return res
 }
 
-// statusEntry folds job, of queue name, with React into the entry the
+// statusEntry folds job, of queue name, read with pod defaults d (nil
+// for none), with React into the entry the
 // ledger would have had before: the one its state label and its
 // tally.dev/flavors annotation describe (machine.FromLabels). The fold
 // says whether it still holds that quota.
-func statusEntry(cfg *queues.Config, job *kinds.Object, name string) machine.Entry {
-	w := job.Workload(name, 0)
+func statusEntry(cfg *queues.Config, job *kinds.Object, name string, d *queues.PodDefaults) machine.Entry {
+	w := job.WorkloadIn(name, 0, d)
 	if cfg != nil {
 		w = cfg.PodsReady.Order(w)
 	}

@@ -107,7 +107,7 @@ func TestStatus(t *testing.T) {
 		statusJob("b-late", "b", "1", "admitted", false, ""),
 		statusJob("ghost", "gone", "1", "pending", true, ""),
 	}
-	st := Status(cfg, objects(jobs))
+	st := Status(cfg, objects(jobs), nil)
 	var names []string
 	for _, s := range st {
 		names = append(names, s.Name)
@@ -194,7 +194,7 @@ func TestStatusEvicting(t *testing.T) {
 			for _, label := range []string{"pending", "admitted"} {
 				j := statusJob("victim", "b", "2", label, true, "main=on-demand")
 				tc.change(&j)
-				b := Status(cfg, objects([]batchv1.Job{j}))[1]
+				b := Status(cfg, objects([]batchv1.Job{j}), nil)[1]
 				got := b.Usage[queues.FlavorResource{Flavor: "on-demand", Resource: corev1.ResourceCPU}].Format(corev1.ResourceCPU)
 				if b.Name != "b" || b.Pending != 1 || b.Admitted != 0 || got != tc.usage {
 					t.Errorf("labelled %s: %s pending %d, admitted %d, using %s cpu; want b pending 1, admitted 0, using %s", label, b.Name, b.Pending, b.Admitted, got, tc.usage)

@@ -21,7 +21,7 @@ func ShowStatus(ctx context.Context, c client.Reader, namespace, configFile stri
 	if err != nil {
 		return err
 	}
-	if err := WriteStatus(out, cfg, Status(cfg, jobs)); err != nil {
+	if err := WriteStatus(out, cfg, Status(cfg, jobs, ListClaimTemplates(ctx, c, jobs))); err != nil {
 		return err
 	}
 	return writeUnhostable(ctx, c, cfg, out)
