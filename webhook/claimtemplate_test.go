@@ -40,10 +40,10 @@ func TestReplacedTemplate(t *testing.T) {
 		pod       *corev1.Pod
 		denied    bool
 	}{
-		"the template charged":                         {templates: tpl("u1"), pod: pod("gpu")},
-		"a template made again":                        {templates: tpl("u2"), pod: pod("gpu"), denied: true},
-		"a template deleted":                           {templates: nil, pod: pod("gpu"), denied: true},
-		"no claims":                                    {templates: tpl("u2"), pod: pod()},
+		"the template charged":  {templates: tpl("u1"), pod: pod("gpu")},
+		"a template made again": {templates: tpl("u2"), pod: pod("gpu"), denied: true},
+		"a template deleted":    {templates: nil, pod: pod("gpu"), denied: true},
+		"no claims":             {templates: tpl("u2"), pod: pod()},
 		"a template the workload was not charged from": {templates: tpl("u1"), pod: pod("other")},
 	} {
 		t.Run(name, func(t *testing.T) {
