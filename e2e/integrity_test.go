@@ -198,6 +198,10 @@ func runAudited(ctx context.Context, t *testing.T, s *suite, user client.WithWat
 					t.Logf("the pod watch re-listed %d times; states in between were not checked", rep.Gaps)
 				}
 				t.Logf("at most %d %s in the pods of %s (quota %d)", rep.Max[row.name], res, row.name, limits[row.name])
+				if row.tolerate == 0 && rep.Max[row.name] > limits[row.name] {
+					// Violations holds the first few of all rows only.
+					t.Errorf("quota broken: the pods of %s asked for %d %s at once, more than its quota of %d", row.name, rep.Max[row.name], res, limits[row.name])
+				}
 				if row.check != nil {
 					row.check(t, r)
 				}
