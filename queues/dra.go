@@ -48,7 +48,7 @@ func deviceMappingField(root *field.Path, path string) *field.Error {
 	}
 	why := "unknown field: a mapping has name and deviceClassNames"
 	if strings.HasSuffix(path, ".sources") || strings.Contains(path, ".sources[") || strings.Contains(path, ".sources.") {
-		why = "tally does not charge device counters (partitionable devices, such as MIG slices, that consume counters their ResourceSlices publish); map the classes of whole devices with deviceClassNames, or leave this mapping out"
+		why = "tally does not charge device counters or capacities (partitionable devices, such as MIG slices, that consume counters their ResourceSlices publish, and devices shared by capacity); map the classes of whole devices with deviceClassNames, or leave this mapping out"
 	}
 	return &field.Error{Type: field.ErrorTypeForbidden, Field: root.String() + "." + path, BadValue: "", Detail: why}
 }

@@ -74,8 +74,8 @@ func TestParseDeviceClassMappingsErrors(t *testing.T) {
 		},
 		"counters of partitionable devices": {
 			in: "  - name: example.com/mig\n    deviceClassNames: [mig.example.com]\n    sources:\n    - counter: memory\n      deviceSelector: 'true'\n",
-			want: []string{p + "[0].sources: tally does not charge device counters (partitionable devices, such as MIG slices, that consume counters their ResourceSlices publish); " +
-				"map the classes of whole devices with deviceClassNames, or leave this mapping out"},
+			want: []string{p + "[0].sources: tally does not charge device counters or capacities (partitionable devices, such as MIG slices, that consume counters their ResourceSlices publish, " +
+				"and devices shared by capacity); map the classes of whole devices with deviceClassNames, or leave this mapping out"},
 		},
 		"an unknown field of a mapping": {
 			in:   "  - {name: example.com/gpu, deviceClassNames: [gpu.example.com], weight: 2}\n",
