@@ -3,6 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,6 +43,9 @@ const (
 	fpgaClass   = "fpga.example.com"
 	extClass    = "ext-gpu.example.com"
 	draResource = corev1.ResourceName("example.com/gpu")
+	// nvidiaClass is the DeviceClass of NVIDIA's DRA driver, which
+	// examples/dra names; here it selects the made-up driver's devices.
+	nvidiaClass = "gpu.nvidia.com"
 	// draQuota is each row's quota of draResource.
 	draQuota = 2
 )
@@ -80,7 +88,8 @@ func publishDevices(ctx context.Context, t *testing.T, s *suite) {
 			Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)}}},
 			ExtendedResourceName: extended}}
 	}
-	objs := []client.Object{class(draClass, draDriver, nil), class(fpgaClass, fpgaDriver, nil), class(extClass, draDriver, ptr.To(string(draResource)))}
+	objs := []client.Object{class(draClass, draDriver, nil), class(fpgaClass, fpgaDriver, nil), class(extClass, draDriver, ptr.To(string(draResource))),
+		class(nvidiaClass, draDriver, nil)}
 	for _, node := range []string{"gpu-node-1", "gpu-node-2"} {
 		for driver, n := range map[string]int{draDriver: draDevicesPerNode, fpgaDriver: fpgaDevicesPerNode} {
 			slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-" + strings.ReplaceAll(driver, ".", "-")},
@@ -453,5 +462,80 @@ func draExtended(ctx context.Context, t *testing.T, r *attackRun) {
 	}
 	if made == 0 {
 		t.Error("no pod got a claim the scheduler made for its extended resource: the DeviceClass did not back it")
+	}
+}
+
+// The GPU example through DRA (examples/dra, run as its README says): a
+// PyTorchJob whose master and three workers each claim a GPU from a
+// template, in a queue of 4, is admitted whole; a research-high one of a
+// master and a worker preempts it, runs and finishes; then it runs again
+// and finishes. Read from the pods' ResourceClaims: never more than 4
+// devices at once, and 4 at some point.
+func TestPyTorchJobDRA(t *testing.T) {
+	s := setup(t)
+	ctx := testContext(t, 5*time.Minute)
+	publishDevices(ctx, t, s)
+	const ns, queue, localQueue, limit = "team-dra", "dra-queue", "training", 4
+	dir := filepath.Join(s.env.Root, "examples", "dra")
+	docs, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	useQueues(ctx, t, s, []string{queue}, string(docs))
+	bindByLocalQueue(ctx, t, s, ns, localQueue)
+	applySeedPriorityClasses(ctx, t, s)
+	rec := recordPyTorchJobs(ctx, t, s, ns)
+	audit, err := framework.AuditPodsAndClaims(ctx, s.client, draResource, map[string]int64{ns: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"resource-claim-template.yaml", "pytorch-job.yaml"} {
+		obj, err := framework.ReadObject(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if obj.GetKind() == framework.PyTorchJobGVK.Kind {
+			// On kwok, its pods run for 10s.
+			for _, role := range []string{"Master", "Worker"} {
+				if err := unstructured.SetNestedField(obj.Object, "10s", "spec", "pytorchReplicaSpecs", role, "template", "metadata", "annotations", framework.AnnotationRuntime); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := s.client.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", f, err)
+		}
+	}
+	const low = "pytorch-dra-mnist"
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n, err := runningPods(ctx, s.client, ns, low)
+		return n == 4, fmt.Sprintf("%d pods of %s running (%v)", n, low, err), nil
+	})
+	if err != nil {
+		t.Fatalf("the example's PyTorchJob did not start whole: %v", err)
+	}
+	high := framework.NewPyTorchJob(ns, "high").Workers(1).Runtime(3*time.Second).PriorityClass("research-high").
+		ClaimFrom("one-gpu").Label(framework.LabelKueueQueueName, localQueue).Obj()
+	if err := s.client.Create(ctx, high); err != nil {
+		t.Fatal(err)
+	}
+	waitPyTorchJobs(ctx, t, s.client, ns, []string{"high"}, 2*time.Minute)
+	preempted, err := framework.WorkloadEvents(ctx, s.client, ns, framework.PyTorchJobGVK.Kind, "Preempted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(preempted[low]) == 0 {
+		t.Errorf("no Preempted Event on %s (Events on %v)", low, slices.Sorted(maps.Keys(preempted)))
+	}
+	waitPyTorchJobs(ctx, t, s.client, ns, []string{low}, 2*time.Minute)
+	if h := rec.History(low); h == nil || h.Unsuspends != 2 {
+		t.Errorf("%s: history %+v, want admitted twice (before and after its preemption)", low, h)
+	}
+	rep := audit.Stop()
+	for _, v := range rep.Violations {
+		t.Errorf("quota broken: %s", v)
+	}
+	if rep.Max[ns] != limit {
+		t.Errorf("at most %d devices allocated to the pods of %s at once, want %d: the example's 4 pods together", rep.Max[ns], ns, limit)
 	}
 }

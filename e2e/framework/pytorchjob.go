@@ -31,6 +31,9 @@ type PyTorchJobBuilder struct {
 	runtime   time.Duration
 	priority  string
 	noSuspend bool
+	// claim, when set, is the ResourceClaimTemplate each pod claims its
+	// devices from, instead of asking for GPUs.
+	claim string
 }
 
 // NewPyTorchJob starts a PyTorchJob of one master and no workers, each pod
@@ -57,6 +60,10 @@ func (b *PyTorchJobBuilder) PriorityClass(name string) *PyTorchJobBuilder {
 // Label sets a label on the PyTorchJob.
 func (b *PyTorchJobBuilder) Label(k, v string) *PyTorchJobBuilder { b.labels[k] = v; return b }
 
+// ClaimFrom has each pod claim its devices from ResourceClaimTemplate
+// name (Dynamic Resource Allocation) instead of asking for GPUs.
+func (b *PyTorchJobBuilder) ClaimFrom(name string) *PyTorchJobBuilder { b.claim = name; return b }
+
 // Unsuspended leaves runPolicy.suspend false, as a user who forgets it.
 func (b *PyTorchJobBuilder) Unsuspended() *PyTorchJobBuilder { b.noSuspend = true; return b }
 
@@ -71,6 +78,10 @@ func (b *PyTorchJobBuilder) Obj() *unstructured.Unstructured {
 			},
 		}
 		spec := map[string]any{"containers": []any{container}}
+		if b.claim != "" {
+			container["resources"] = map[string]any{"requests": map[string]any{"cpu": "1"}, "claims": []any{map[string]any{"name": "gpu"}}}
+			spec["resourceClaims"] = []any{map[string]any{"name": "gpu", "resourceClaimTemplateName": b.claim}}
+		}
 		if b.priority != "" {
 			spec["priorityClassName"] = b.priority
 		}
