@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,11 @@ func TestIntegrationClaims(t *testing.T) {
 	eventually(t, 10*time.Second, func() (bool, string) {
 		return !suspended(t, ns, "first"), "Job first (2 pods of 2 GPUs, in a queue of 4) not admitted once its template exists"
 	})
+	// Inadmissible at its creation, it was narrowed to its queue's
+	// flavors all the same: its pods tolerate the GPU nodes' taint.
+	if tol := getJob(t, ns, "first").Spec.Template.Spec.Tolerations; !slices.ContainsFunc(tol, func(t corev1.Toleration) bool { return t.Key == "gpu" }) {
+		t.Errorf("Job first, admitted in flavor gpu, does not tolerate its taint: tolerations %v", tol)
+	}
 	if got, want := getJob(t, ns, "first").Annotations[queues.AnnotationClaimTemplates], "two-gpus="+string(two.UID); got != want {
 		t.Errorf("Job first records the templates it was charged from as %q, want %q", got, want)
 	}
@@ -123,7 +129,7 @@ func TestIntegrationClaims(t *testing.T) {
 	}
 }
 
-// claimingPod is newPod with a claim made from template.
+// claimingPod is newPod, of 100m CPU, with a claim made from template.
 func claimingPod(ns, name, template string, controller metav1.Object) *corev1.Pod {
 	p := newPod(ns, name, "100m", controller, "Job")
 	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)}}

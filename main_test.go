@@ -62,6 +62,7 @@ var testConfig = queuestest.New().
 	ClusterQueue("tiny").Group("cpu").Quotas("on-demand", "cpu=1").
 	ClusterQueue("dra").Group("cpu", "example.com/gpu").Quotas("gpu", "cpu=100", "example.com/gpu=4").
 	ClusterQueue("drapods").Group("cpu", "example.com/gpu").Quotas("gpu", "cpu=100", "example.com/gpu=2").
+	ClusterQueue("drabench").Group("cpu", "example.com/gpu").Quotas("gpu", "cpu=100", "example.com/gpu=100").
 	Doc("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nfeatureGates: {DisableWaitForPodsReady: true}\n"+
 		"resources:\n  deviceClassMappings:\n  - {name: example.com/gpu, deviceClassNames: [gpu.example.com]}\n").
 	ClusterQueue("selective", "namespaceSelector: {matchLabels: {team: ml}}").Group("cpu").Quotas("on-demand", "cpu=2").

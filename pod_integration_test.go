@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -555,6 +556,9 @@ func BenchmarkPodGate(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The same, in a namespace whose queue charges devices, each pod
+	// claiming one through a template.
+	claimed := benchClaimingJob(b, ctx)
 	newGate := inProcessGate(b, ctx, nil)
 	for _, tc := range []struct {
 		name  string
@@ -567,6 +571,7 @@ func BenchmarkPodGate(b *testing.B) {
 		{"pod-of-admitted-job", newPod(ns, "wide-next", "1", job, "Job"), false, false},
 		{"pod-of-admitted-job-burst", newPod(ns, "wide-next", "1", job, "Job"), false, true},
 		{"bare-pod", newPod(ns, "bare", "1", nil, ""), true, false},
+		{"pod-of-admitted-job-claims", claimingPod("podbenchdra", "wide-next", "one-gpu", claimed), false, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			req := podRequest(b, tc.pod)
@@ -600,6 +605,52 @@ func BenchmarkPodGate(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 		})
 	}
+}
+
+// benchClaimingJob makes, in namespace podbenchdra (of queue drabench),
+// a ResourceClaimTemplate of one device and an admitted Job of 60 pods
+// that claim one each, 50 of which exist, as BenchmarkPodGate does
+// without claims, and returns the Job.
+func benchClaimingJob(b *testing.B, ctx context.Context) *batchv1.Job {
+	const ns = "podbenchdra"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Annotations: map[string]string{queues.AnnotationNamespaceQueue: "drabench"}}}); err != nil {
+		b.Fatal(err)
+	}
+	tpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "one-gpu"}}
+	tpl.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com", Count: 1}}}
+	if err := k8s.Create(ctx, tpl); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	job := newJob(ns, "wide", "100m")
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To[int32](60), ptr.To[int32](60)
+	job.Spec.Template.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+	job.Spec.Template.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	for {
+		// The namespace is managed once tally has labelled it.
+		err := k8s.Create(ctx, job)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for ptr.Deref(job.Spec.Suspend, true) || job.Labels[queues.LabelQueue] == "" {
+		if time.Now().After(deadline) {
+			b.Fatalf("Job %s/wide was not queued and admitted", ns)
+		}
+		time.Sleep(50 * time.Millisecond)
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(job), job)
+	}
+	for i := range 50 {
+		if err := k8s.Create(ctx, claimingPod(ns, fmt.Sprintf("wide-%d", i), "one-gpu", job)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return job
 }
 
 // TestIntegrationNeverFitsWithDefaults checks the creation-time verdict

@@ -22,12 +22,21 @@ const maxCombos = 32
 // Candidates returns the flavor combinations a Workload could be admitted
 // to: for each resource group it uses, the flavors that its nodeSelector,
 // required node affinity and tolerations do not rule out, combined across
-// groups, in preference order.
+// groups, in preference order. A Workload whose pod sets could not be
+// read (Unresolved) may use every group.
 func (c *Config) Candidates(cq *ClusterQueue, w *Workload) [][]*flavors.Flavor {
+	if cq == nil {
+		return nil
+	}
 	combos := [][]*flavors.Flavor{nil}
 	used := map[int]bool{}
 	for r := range w.Total() {
 		if gi := cq.GroupFor(r); gi >= 0 {
+			used[gi] = true
+		}
+	}
+	if w.Unresolved != "" {
+		for gi := range cq.ResourceGroups {
 			used[gi] = true
 		}
 	}

@@ -158,6 +158,12 @@ func TestCandidatesNodeAffinity(t *testing.T) {
 		{"two groups, an accelerator", makeWL("j", "g", 1).Req(cpu, "1").Req(gpu, "1").Affinity(nsTerm(expr("accel", opIn, "a100"))).Obj(),
 			[][]string{{"zone-a", "gpu-b"}, {"zone-b", "gpu-b"}}},
 		{"two groups, nothing allowed", makeWL("j", "g", 1).Req(cpu, "1").Req(gpu, "1").Affinity(nsTerm(expr("zone", opIn, "c"))).Obj(), nil},
+		{"two groups, one used", makeWL("j", "g", 1).Req(cpu, "1").Obj(), [][]string{{"zone-a"}, {"zone-b"}}},
+		{"two groups, pod sets not read: every group", func() *Workload {
+			w := makeWL("j", "g", 1).Req(cpu, "1").Obj()
+			w.Unresolved = "ResourceClaimTemplate \"x\" not found"
+			return w
+		}(), [][]string{{"zone-a", "gpu-a"}, {"zone-a", "gpu-b"}, {"zone-b", "gpu-a"}, {"zone-b", "gpu-b"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [][]string

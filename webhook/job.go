@@ -176,7 +176,7 @@ func (m *JobMutator) enqueue(ctx context.Context, o *kinds.Object, before kinds.
 	// The creation-time check counts what the pods will get from the
 	// namespace's LimitRanges and their RuntimeClass; without them (a
 	// cache that cannot say) it counts the templates as they are.
-	d, err := podDefaults(ctx, m.Namespaces, o, cfg)
+	d, err := podDefaults(ctx, m.Namespaces, m.APIReader, o, cfg)
 	if err != nil {
 		d = &queues.PodDefaults{Config: cfg}
 	}
@@ -358,17 +358,21 @@ func MutateIn(cfg *queues.Config, o *kinds.Object, queue string, nsLabels map[st
 
 	w := o.WorkloadIn(queue, 0, d)
 	snap := queues.NewSnapshot(cfg, nil, map[string]labels.Set{meta.Namespace: nsLabels})
+	var warnings []string
 	if _, v := snap.Assign(w); v.Kind == queues.Never {
 		meta.Labels[queues.LabelState] = string(queues.StateInadmissible)
-		return []string{fmt.Sprintf("tally: %s will not be admitted. %s", o.Describe(), v.Message())}, nil
+		warnings = []string{fmt.Sprintf("tally: %s will not be admitted. %s", o.Describe(), v.Message())}
 	}
+	// Narrowed all the same: a change of the config, or the object its
+	// pod sets wait for, may let it be admitted, and its admission
+	// narrows the node affinity only, not the tolerations.
 	combos := cfg.Candidates(cfg.ClusterQueues[queue], w)
 	for _, ps := range o.PodSets {
 		spec := &ps.Template.Spec
 		setRequired(spec, queues.NodeSelector(user[ps.Name], combos))
 		spec.Tolerations = flavors.MergeTolerations(spec.Tolerations, queues.Tolerations(combos)...)
 	}
-	return nil, nil
+	return warnings, nil
 }
 
 // withPatch sets ops, unless there are none, as resp's JSON patch,

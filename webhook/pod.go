@@ -395,8 +395,10 @@ func confine(cfg *queues.Config, root *kinds.Object, pod *corev1.Pod) string {
 }
 
 // podDefaults are the pod defaults of o's namespace, as the API server
-// applies them to o's pods, read through r, with config cfg.
-func podDefaults(ctx context.Context, r client.Reader, o *kinds.Object, cfg *queues.Config) (*queues.PodDefaults, error) {
+// applies them to o's pods, read through r, with config cfg; a
+// ResourceClaimTemplate that r does not hold is read through api, unless
+// it is nil (a cache may not have seen one made a moment ago).
+func podDefaults(ctx context.Context, r, api client.Reader, o *kinds.Object, cfg *queues.Config) (*queues.PodDefaults, error) {
 	ranges := &corev1.LimitRangeList{}
 	if err := r.List(ctx, ranges, client.InNamespace(o.Meta.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
@@ -428,6 +430,12 @@ func podDefaults(ctx context.Context, r client.Reader, o *kinds.Object, cfg *que
 	}
 	for _, ps := range o.PodSets {
 		if err := readClaimTemplates(ctx, r, d, o.Meta.Namespace, &ps.Template.Spec); err != nil {
+			return nil, err
+		}
+		if api == nil {
+			continue
+		}
+		if err := readClaimTemplates(ctx, api, d, o.Meta.Namespace, &ps.Template.Spec); err != nil {
 			return nil, err
 		}
 	}
@@ -463,7 +471,7 @@ func readClaimTemplates(ctx context.Context, r client.Reader, d *queues.PodDefau
 // from the API server: the claims of pod are made from them as they are
 // now, which a cache may not have seen yet.
 func (g *PodGate) rootDefaults(ctx context.Context, cfg *queues.Config, root *kinds.Object, pod *corev1.Pod) (*queues.PodDefaults, error) {
-	d, err := podDefaults(ctx, g.Reader, root, cfg)
+	d, err := podDefaults(ctx, g.Reader, nil, root, cfg)
 	if err != nil {
 		return nil, err
 	}
