@@ -103,9 +103,10 @@ func TestIntegrationMutation(t *testing.T) {
 	job := newJob("mut", "train", "1")
 	job.Spec.Template.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
 	job.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
-	job.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+	userAffinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
 	}}}
+	job.Spec.Template.Spec.Affinity = userAffinity.DeepCopy()
 	// Keep it pending: a Job that does not fit stays as the webhook left it.
 	job.Spec.Parallelism = ptr32(5)
 	if err := k8s.Create(ctx, job); err != nil {
@@ -125,7 +126,7 @@ func TestIntegrationMutation(t *testing.T) {
 	fits := newJob("mut", "fits", "1")
 	fits.Spec.Template.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
 	fits.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
-	fits.Spec.Template.Spec.Affinity = job.Spec.Template.Spec.Affinity.DeepCopy()
+	fits.Spec.Template.Spec.Affinity = userAffinity.DeepCopy()
 	fits.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "other", Operator: corev1.TolerationOpExists}}
 	if err := k8s.Create(ctx, fits); err != nil {
 		t.Fatalf("create: %v", err)
@@ -235,6 +236,28 @@ func TestIntegrationAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() (bool, string) { s := state("j4"); return s == "admitted", "j4 " + s })
+}
+
+// TestIntegrationAdmittedAskingNothing: a Job that asks for nothing its
+// queue covers is charged nothing, and admitted kept to its queue's
+// flavor's nodes all the same.
+func TestIntegrationAdmittedAskingNothing(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	bindManaged(t, "nothing", "tiny") // flavor on-demand: tier=on-demand
+	j := newJob("nothing", "idle", "1")
+	j.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	if err := k8s.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		j = getJob(t, "nothing", "idle")
+		return !*j.Spec.Suspend, "Job idle, which asks for nothing, not admitted"
+	})
+	terms := queues.RequiredTerms(&j.Spec.Template.Spec)
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 || terms[0].MatchExpressions[0].Key != "tier" || terms[0].MatchExpressions[0].Values[0] != "on-demand" {
+		t.Errorf("admitted affinity = %+v, want tier=on-demand, the only flavor of queue tiny", terms)
+	}
 }
 
 func TestIntegrationConfig(t *testing.T) {

@@ -70,12 +70,20 @@ func TestIntegrationAdmissionPatch(t *testing.T) {
 				}
 				return k8s.Patch(ctx, ref(), patch, opts...)
 			}
-			old := getJob(t, "encodings", name)
-			// Someone else writes in between.
-			touched := old.DeepCopy()
-			touched.Labels["touched"] = "yes"
-			if err := k8s.Update(ctx, touched); err != nil {
-				t.Fatal(err)
+			// Someone else writes in between (again if the ledger wrote
+			// first: then old was not the version before the touch).
+			var old *batchv1.Job
+			for {
+				old = getJob(t, "encodings", name)
+				touched := old.DeepCopy()
+				touched.Labels["touched"] = "yes"
+				err := k8s.Update(ctx, touched)
+				if err == nil {
+					break
+				}
+				if !apierrors.IsConflict(err) {
+					t.Fatal(err)
+				}
 			}
 			if err := send(old); !apierrors.IsConflict(err) {
 				t.Fatalf("write on version %s after a change: %v, want a Conflict", old.ResourceVersion, err)

@@ -110,7 +110,7 @@ func TestSelectorNarrowedPatch(t *testing.T) {
 	o, _ := builtins.Of(u)
 	w := Target{Kind: o.Kind, W: o.Workload("q", 0), RV: "7", Paths: o.TemplatePaths(), Suspend: o.Kind.SuspendPath(), Src: o.Source()}
 	a100 := [][]*flavors.Flavor{{{Name: "a100", NodeLabels: map[string]string{"gpu": "a100", "zone": "z1"}}}}
-	admit, err := w.Admit(a100[0], map[string]any{queues.AnnotationFlavors: "workers=a100"})
+	admit, err := w.Admit(a100[:1], map[string]any{queues.AnnotationFlavors: "workers=a100"})
 	if err != nil {
 		t.Fatal(err)
 	}

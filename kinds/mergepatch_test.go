@@ -89,7 +89,7 @@ func BenchmarkAdmitPatch(b *testing.B) {
 		Tolerations: []corev1.Toleration{{Key: "x", Operator: corev1.TolerationOpExists}}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := tgt.Admit(combo, map[string]any{queues.AnnotationFlavors: "main=default", queues.AnnotationAdmittedAt: "2026-11-29T00:00:00Z"}); err != nil {
+		if _, err := tgt.Admit([][]*flavors.Flavor{combo}, map[string]any{queues.AnnotationFlavors: "main=default", queues.AnnotationAdmittedAt: "2026-11-29T00:00:00Z"}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -194,7 +194,7 @@ func TestTrainJobWrites(t *testing.T) {
 	tgt := Target{Kind: o.Kind, W: o.Workload("q", 0), RV: "9", Paths: o.TemplatePaths(), Suspend: o.Kind.SuspendPath(), Src: o.Source()}
 	gpu := []*flavors.Flavor{{Name: "a100", NodeLabels: map[string]string{"gpu": "a100"},
 		Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}}
-	admit, err := tgt.Admit(gpu, map[string]any{queues.AnnotationFlavors: "node=a100"})
+	admit, err := tgt.Admit([][]*flavors.Flavor{gpu}, map[string]any{queues.AnnotationFlavors: "node=a100"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -258,14 +258,15 @@ type Target struct {
 	Src map[string]any
 }
 
-// Admit is the merge patch that admits t in the flavors combo: guarded
+// Admit is the merge patch that admits t in the flavors of combos (one
+// combination, or the queue's for a workload charged none): guarded
 // by t.RV, so that it fails with a Conflict if the workload changed
-// meanwhile, it un-suspends t, narrows every pod template to combo's
+// meanwhile, it un-suspends t, narrows every pod template to combos'
 // nodes, labels them with t's UID (LabelWorkload), sets annotations
 // (with AnnotationFlavors among them, the pod templates get it too, with
 // AnnotationPodQueue) and the state label admitted.
-func (t Target) Admit(combo []*flavors.Flavor, annotations map[string]any) ([]byte, error) {
-	return t.narrowed([][]*flavors.Flavor{combo}, false, annotations, queues.StateAdmitted)
+func (t Target) Admit(combos [][]*flavors.Flavor, annotations map[string]any) ([]byte, error) {
+	return t.narrowed(combos, false, annotations, queues.StateAdmitted)
 }
 
 // Restore is the merge patch that gives a stopped victim t its candidate

@@ -28,7 +28,7 @@ type write struct {
 	rv           string
 	a            queues.Assignment
 	userAffinity string
-	combo        []*flavors.Flavor
+	combos       [][]*flavors.Flavor
 	// paths and suspend are the entry's pod template and suspend field
 	// paths, and resume the suspend field's value that lets it run (see
 	// entry).
@@ -231,7 +231,7 @@ func (l *Ledger) decide() []write {
 		e.lastCode = ""
 		l.step(e, machine.Assume(d.Workload.Queue, d.Assignment.Usage))
 		out = append(out, write{e: e, w: e.W, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity, src: e.src,
-			combo: l.cfg.FlavorsByName(d.Assignment.Flavors), paths: e.paths, suspend: e.suspend, resume: e.resume,
+			combos: l.admittedCombos(d.Workload, d.Assignment), paths: e.paths, suspend: e.suspend, resume: e.resume,
 			waitingSince: e.waitingSince()})
 	}
 	for _, p := range decided.Preemptions {
@@ -607,7 +607,20 @@ func (l *Ledger) rollback(adm write, err error) {
 // every pod template to the assigned flavors, records the assignment
 // (admissionAnnotations) and un-suspends the workload.
 func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
-	return l.target(adm).Admit(adm.combo, admissionAnnotations(adm, now))
+	return l.target(adm).Admit(adm.combos, admissionAnnotations(adm, now))
+}
+
+// admittedCombos are the flavor combinations an admission narrows w's
+// pod templates to: the one a is in; or, when a holds no flavor (w asks
+// for nothing its queue covers), all of its queue's that w may run on,
+// so that its pods keep to the queue's nodes.
+func (l *Ledger) admittedCombos(w *queues.Workload, a queues.Assignment) [][]*flavors.Flavor {
+	if len(a.Flavors) == 0 {
+		if combos := l.cfg.Candidates(l.cfg.ClusterQueues[w.Queue], w); len(combos) > 0 {
+			return combos
+		}
+	}
+	return [][]*flavors.Flavor{l.cfg.FlavorsByName(a.Flavors)}
 }
 
 // admissionAnnotations are what an admission records on the workload:

@@ -23,7 +23,8 @@ const maxCombos = 32
 // to: for each resource group it uses, the flavors that its nodeSelector,
 // required node affinity and tolerations do not rule out, combined across
 // groups, in preference order. A Workload whose pod sets could not be
-// read (Unresolved) may use every group.
+// read (Unresolved), or that asks for nothing the queue covers, may use
+// every group: its pods are kept to the queue's flavors all the same.
 func (c *Config) Candidates(cq *ClusterQueue, w *Workload) [][]*flavors.Flavor {
 	if cq == nil {
 		return nil
@@ -35,7 +36,7 @@ func (c *Config) Candidates(cq *ClusterQueue, w *Workload) [][]*flavors.Flavor {
 			used[gi] = true
 		}
 	}
-	if w.Unresolved != "" {
+	if w.Unresolved != "" || len(used) == 0 {
 		for gi := range cq.ResourceGroups {
 			used[gi] = true
 		}

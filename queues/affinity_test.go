@@ -159,6 +159,9 @@ func TestCandidatesNodeAffinity(t *testing.T) {
 			[][]string{{"zone-a", "gpu-b"}, {"zone-b", "gpu-b"}}},
 		{"two groups, nothing allowed", makeWL("j", "g", 1).Req(cpu, "1").Req(gpu, "1").Affinity(nsTerm(expr("zone", opIn, "c"))).Obj(), nil},
 		{"two groups, one used", makeWL("j", "g", 1).Req(cpu, "1").Obj(), [][]string{{"zone-a"}, {"zone-b"}}},
+		{"asks for nothing covered: still the queue's flavors", makeWL("j", "q", 1).Obj(), [][]string{{"zone-a"}, {"zone-b"}, {"plain"}}},
+		{"asks for nothing covered, two groups", makeWL("j", "g", 1).Req("example.com/uncovered", "1").Obj(),
+			[][]string{{"zone-a", "gpu-a"}, {"zone-a", "gpu-b"}, {"zone-b", "gpu-a"}, {"zone-b", "gpu-b"}}},
 		{"two groups, pod sets not read: every group", func() *Workload {
 			w := makeWL("j", "g", 1).Req(cpu, "1").Obj()
 			w.Unresolved = "ResourceClaimTemplate \"x\" not found"
