@@ -11,6 +11,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -509,6 +510,15 @@ func impersonate(t *testing.T, user, ns string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The authorizer sees a RoleBinding a moment after it is made.
+	eventually(t, 10*time.Second, func() (bool, string) {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Resource: "pods"}}}
+		if err := c.Create(ctx, review); err != nil {
+			return false, err.Error()
+		}
+		return review.Status.Allowed, user + " may not update pods yet"
+	})
 	return c
 }
 
