@@ -167,9 +167,11 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 	sets := make([]queues.PodTemplate, len(o.PodSets))
 	extra := queues.ParsePodOverhead(o.Meta.Annotations[queues.AnnotationPodOverhead])
 	unresolved := o.Unresolved
-	specs := make([]*corev1.PodSpec, len(o.PodSets))
+	var specs []*corev1.PodSpec
 	for i, ps := range o.PodSets {
-		specs[i] = &ps.Template.Spec
+		if d != nil && len(d.ClaimTemplates) > 0 {
+			specs = append(specs, &ps.Template.Spec)
+		}
 		applied := d.Apply(&ps.Template.Spec)
 		spec := d.Inject(queue, applied, ps.Injected)
 		claims, why := d.ClaimRequests(&ps.Template.Spec)

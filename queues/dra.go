@@ -255,6 +255,9 @@ func (d *PodDefaults) ClaimTemplateUIDs(specs ...*corev1.PodSpec) map[string]typ
 // FormatClaimTemplates writes an AnnotationClaimTemplates value,
 // "name=uid,...", in name order.
 func FormatClaimTemplates(uids map[string]types.UID) string {
+	if len(uids) == 0 {
+		return ""
+	}
 	parts := make([]string, 0, len(uids))
 	for _, name := range slices.Sorted(maps.Keys(uids)) {
 		parts = append(parts, name+"="+string(uids[name]))
