@@ -59,26 +59,6 @@ resources:
     deviceClassNames: [gpu.example.com]
 `
 
-// draQueue is a ClusterQueue of draQuota devices, on the GPU nodes.
-func draQueue(name string) string {
-	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata:
-  name: %s
-spec:
-  namespaceSelector: {}
-  preemption: {withinClusterQueue: LowerPriority}
-  resourceGroups:
-  - coveredResources: [cpu, memory, %s]
-    flavors:
-    - name: nvidia-gpu-flavor
-      resources:
-      - {name: cpu, nominalQuota: 16}
-      - {name: memory, nominalQuota: 64Gi}
-      - {name: %s, nominalQuota: %d}
-`, name, draResource, draResource, draQuota)
-}
-
 // publishDevices creates the DeviceClasses and the ResourceSlices of the
 // GPU nodes, and removes them when the test ends.
 func publishDevices(ctx context.Context, t *testing.T, s *suite) {
@@ -169,7 +149,7 @@ func TestDRAAttacks(t *testing.T) {
 	limits := map[string]int64{}
 	for _, r := range rows {
 		names = append(names, r.name)
-		docs = append(docs, draQueue(r.name))
+		docs = append(docs, attackQueue(r.name, 0, draResource, draQuota))
 		limits[r.name] = draQuota
 	}
 	useQueues(ctx, t, s, names, docs...)

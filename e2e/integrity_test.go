@@ -40,6 +40,13 @@ const integrityGPUs = 2
 // integrityQueue is a ClusterQueue of integrityGPUs GPUs and cpu CPUs
 // that preempts lower priorities within itself.
 func integrityQueue(name string, cpu int) string {
+	return attackQueue(name, cpu, framework.ResourceGPU, integrityGPUs)
+}
+
+// attackQueue is a ClusterQueue of n of resource res (beside cpu CPUs,
+// 16 if 0, and 64Gi) on the GPU nodes, that preempts lower priorities
+// within itself.
+func attackQueue(name string, cpu int, res corev1.ResourceName, n int) string {
 	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata:
@@ -48,14 +55,14 @@ spec:
   namespaceSelector: {}
   preemption: {withinClusterQueue: LowerPriority}
   resourceGroups:
-  - coveredResources: [cpu, memory, nvidia.com/gpu]
+  - coveredResources: [cpu, memory, %s]
     flavors:
     - name: nvidia-gpu-flavor
       resources:
       - {name: cpu, nominalQuota: %d}
       - {name: memory, nominalQuota: 64Gi}
-      - {name: nvidia.com/gpu, nominalQuota: %d}
-`, name, cmp.Or(cpu, 16), integrityGPUs)
+      - {name: %s, nominalQuota: %d}
+`, name, res, cmp.Or(cpu, 16), res, n)
 }
 
 // attack is one row of the table: a namespace of its own (of the row's

@@ -36,26 +36,8 @@ func (l *Ledger) setClaimTemplate(obj any, deleted bool) {
 		return
 	}
 	l.mu.Lock()
-	byName := l.claimTemplates[t.Namespace]
-	if deleted {
-		delete(byName, t.Name)
-	} else {
-		if byName == nil {
-			byName = map[string]*resourcev1.ResourceClaimTemplate{}
-			l.claimTemplates[t.Namespace] = byName
-		}
-		byName[t.Name] = t
-	}
-	if len(byName) == 0 {
-		delete(l.claimTemplates, t.Namespace)
-	}
-	delete(l.podDefaults, t.Namespace)
-	l.defaultsGen++
-	synced := l.synced
-	l.mu.Unlock()
-	if synced {
-		l.spawn(func() { l.reobserve(t.Namespace, namesTemplate(t.Name)) })
-	}
+	setNamed(l.claimTemplates, t.Namespace, t.Name, t, deleted)
+	l.namespaceDefaultsChanged(t.Namespace, namesTemplate(t.Name))
 }
 
 // namesTemplate says whether a workload's pod sets name

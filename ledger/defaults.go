@@ -52,25 +52,39 @@ func (l *Ledger) setLimitRange(obj any, deleted bool) {
 		return
 	}
 	l.mu.Lock()
-	byName := l.limitRanges[lr.Namespace]
+	setNamed(l.limitRanges, lr.Namespace, lr.Name, lr, deleted)
+	l.namespaceDefaultsChanged(lr.Namespace, nil)
+}
+
+// setNamed puts v in m under namespace ns and name, or deletes it there,
+// leaving no empty namespace.
+func setNamed[T any](m map[string]map[string]T, ns, name string, v T, deleted bool) {
+	byName := m[ns]
 	if deleted {
-		delete(byName, lr.Name)
+		delete(byName, name)
 	} else {
 		if byName == nil {
-			byName = map[string]*corev1.LimitRange{}
-			l.limitRanges[lr.Namespace] = byName
+			byName = map[string]T{}
+			m[ns] = byName
 		}
-		byName[lr.Name] = lr
+		byName[name] = v
 	}
 	if len(byName) == 0 {
-		delete(l.limitRanges, lr.Namespace)
+		delete(m, ns)
 	}
-	delete(l.podDefaults, lr.Namespace)
+}
+
+// namespaceDefaultsChanged, called with l.mu held, which it releases,
+// forgets the pod defaults of namespace ns, which changed, and, once the
+// informers have synced, observes again its waiting workloads that only
+// says (all when nil).
+func (l *Ledger) namespaceDefaultsChanged(ns string, only func(*kinds.Object) bool) {
+	delete(l.podDefaults, ns)
 	l.defaultsGen++
 	synced := l.synced
 	l.mu.Unlock()
 	if synced {
-		l.spawn(func() { l.reobserve(lr.Namespace, nil) })
+		l.spawn(func() { l.reobserve(ns, only) })
 	}
 }
 

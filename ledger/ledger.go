@@ -517,20 +517,21 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 		return
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	remap := l.cfg != nil && !maps.Equal(l.cfg.DeviceClasses, cfg.DeviceClasses)
+	// What the waiting workloads' claims are charged may change: they are
+	// observed again once this config is in force.
+	remap := l.cfg != nil && !maps.Equal(l.cfg.DeviceClasses, cfg.DeviceClasses) && l.synced
 	l.cfg = cfg
 	// The pod defaults carry the config (what the queues cover).
 	clear(l.podDefaults)
 	l.defaultsGen++
-	if remap && l.synced {
-		// What the waiting workloads' claims are charged changed.
-		l.spawn(func() { l.reobserve("", nil) })
-	}
 	l.metrics.observeConfig(cfg, l.usage)
 	l.rebuildPendingLocked()
 	l.relabelLocked()
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))
+	l.mu.Unlock()
+	if remap {
+		l.spawn(func() { l.reobserve("", nil) })
+	}
 }
 
 // listWatched lists the workloads of every watched kind from the cache.

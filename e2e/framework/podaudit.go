@@ -72,6 +72,14 @@ type podCharge struct {
 // It returns once it has listed the pods; call Stop for the result.
 func AuditPods(ctx context.Context, c client.WithWatch, resource corev1.ResourceName, limits map[string]int64) (*PodAudit, error) {
 	a := newPodAudit(resource, limits)
+	if err := a.followPods(ctx, c); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// followPods lists the pods and follows them.
+func (a *PodAudit) followPods(ctx context.Context, c client.WithWatch) error {
 	a.f = follower{c: c, newList: func() client.ObjectList { return &corev1.PodList{} },
 		onList: func(items []runtime.Object) {
 			a.mu.Lock()
@@ -82,10 +90,7 @@ func AuditPods(ctx context.Context, c client.WithWatch, resource corev1.Resource
 			}
 		},
 		onChange: a.change}
-	if err := a.f.start(ctx); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return a.f.start(ctx)
 }
 
 // AuditPodsAndClaims is AuditPods, where a live pod holds, besides its
@@ -135,17 +140,7 @@ func AuditPodsAndClaims(ctx context.Context, c client.WithWatch, resource corev1
 	if err := a.claims.start(ctx); err != nil {
 		return nil, err
 	}
-	a.f = follower{c: c, newList: func() client.ObjectList { return &corev1.PodList{} },
-		onList: func(items []runtime.Object) {
-			a.mu.Lock()
-			clear(a.live)
-			a.mu.Unlock()
-			for _, o := range items {
-				a.change(o, false)
-			}
-		},
-		onChange: a.change}
-	if err := a.f.start(ctx); err != nil {
+	if err := a.followPods(ctx, c); err != nil {
 		_ = a.claims.stop()
 		return nil, err
 	}
