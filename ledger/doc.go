@@ -44,7 +44,10 @@
 // is nobody's proof. A deleted workload whose pods still run is kept as a
 // ghost that holds its quota until they are gone. Workloads are built with
 // their namespace's LimitRange defaults and their RuntimeClass's overhead,
-// as their pods get them (defaults.go). A gated pod that claims an
+// as their pods get them (defaults.go), and charged the devices their
+// pods' ResourceClaimTemplates ask for (claims.go); a waiting one is
+// built again when one of these changes. An admission records the
+// templates it charged (queues.AnnotationClaimTemplates). A gated pod that claims an
 // admitted workload is one more than its count, and loses the gate when
 // one of the workload's pods ends, or larger than the workload's pods:
 // the workload is then charged the difference as its pod overhead, in

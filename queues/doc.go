@@ -3,7 +3,8 @@
 // It parses and validates the config documents (ResourceFlavor, ClusterQueue,
 // Cohort, LocalQueue, WorkloadPriorityClass, tally's WorkloadKind, which declares
 // a kind of workload by its suspend field and pod sets, and Kueue's own
-// Configuration, of which only waitForPodsReady is read) into a Config,
+// Configuration, of which waitForPodsReady and resources.deviceClassMappings
+// are read) into a Config,
 // describes workloads of any kind as Workloads through their pod templates,
 // and decides, as pure functions of (Config, usage Snapshot, Workloads),
 // which flavor a Workload gets, whether it fits, may borrow, or must wait,
@@ -16,7 +17,9 @@
 // does all of this for the WorkloadKind document, and podsready.go for
 // the Configuration document: it applies Kueue's waitForPodsReady
 // defaults, warns by field path about every section tally does not read,
-// and computes the requeue backoff (PodsReady.Backoff). refused.go lists
+// and computes the requeue backoff (PodsReady.Backoff); dra.go reads its
+// resources.deviceClassMappings and charges a pod's claims of devices
+// from their ResourceClaimTemplates (PodDefaults.ClaimRequests). refused.go lists
 // Kueue's fields and kinds tally does not run, which the parser refuses
 // with why (docs/kueue-fields.md lists them all). stop.go decides what a
 // ClusterQueue's or LocalQueue's stopPolicy holds and drains, priority.go

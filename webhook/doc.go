@@ -27,6 +27,13 @@
 //     when one of the workload's pods ends; any other is queued on its own
 //     as a single-pod workload (kinds.Pod), through the Job handler's own
 //     queueing.
+//     A pod's devices from Dynamic Resource Allocation count: its claims'
+//     ResourceClaimTemplates are read (from the API server for a pod of
+//     an admitted workload, which is denied if one was replaced since the
+//     workload was charged from it).
+//   - ResourceClaimTemplates (validating, DELETE, managed namespaces
+//     only): a template that a pod not yet done, or an admitted workload
+//     that has not finished, names cannot be deleted (ClaimTemplateGuard).
 //   - Pods (validating, UPDATE and pods/resize, only for the updates that
 //     matter, by matchConditions): only tally may touch their tally.dev/
 //     labels and annotations or take the scheduling gate off; a resize
@@ -50,7 +57,8 @@
 // its cache does not hold yet, of a new workload's owner, and the pod
 // gate's read of an owner (or its pods) that the cache does not hold or
 // holds as not admitted (or one pod too many): tally may have just
-// admitted it. If a read fails, the create is denied (retryable), never
+// admitted it; the pod gate's read of the ResourceClaimTemplates of a pod
+// of an admitted workload, and the template guard's lists. If a read fails, the create is denied (retryable), never
 // let through unqueued. WhoAmI runs once, at start-up.
 //
 // Every workload kind of the registry (kinds.Registry, Options.Kinds) but

@@ -13,8 +13,9 @@
 //
 // LoadConfig reads the config in force, through kinds.Accept as tally
 // itself does, and ListWorkloads lists the managed workloads as the
-// ledger counts them; ShowStatus and ExplainWorkload build `tally status`
-// and `tally explain` on them.
+// ledger counts them, and ListClaimTemplates the ResourceClaimTemplates
+// their claims are charged from; ShowStatus and ExplainWorkload build
+// `tally status` and `tally explain` on them.
 //
 // It may import tally's kinds, queues and flavors packages, the state
 // machine (ledger/machine), the Kubernetes API machinery and
