@@ -390,6 +390,21 @@ func TestJobGuardResources(t *testing.T) {
 			change: func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](3); resourcesOf(list("cpu", "2"), nil)(j) },
 			denied: []string{"spec.parallelism: only tally may raise the pod count", "; " + resourcesDenied[len("tally: "):] + "cpu=1, not cpu=2"}},
 
+		{name: "a claim added", user: alice, old: admittedJob,
+			change: func(j *batchv1.Job) {
+				j.Spec.Template.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("eight-gpus")}}
+			},
+			denied: []string{"spec.template.spec.resourceClaims: only tally may change the resource claims of a running Job's pods in a managed namespace"}},
+		{name: "a claim's template changed", user: alice,
+			old: func() *batchv1.Job {
+				j := admittedJob()
+				j.Spec.Template.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+				return j
+			},
+			change: func(j *batchv1.Job) {
+				j.Spec.Template.Spec.ResourceClaims[0].ResourceClaimTemplateName = ptr.To("eight-gpus")
+			},
+			denied: []string{"spec.template.spec.resourceClaims: only tally may change the resource claims"}},
 		{name: "a request lowered", user: alice, old: admittedJob, change: resourcesOf(list("cpu", "500m"), nil)},
 		{name: "a resource dropped", user: alice,
 			old: func() *batchv1.Job {
