@@ -53,9 +53,14 @@ chromium: ## Install Debian's chromium for the dashboard test (skipped when pres
 	@command -v chromium >/dev/null || { echo "chromium: installing Debian's package (a few minutes)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# The commit tally version reports (go's own VCS stamp may be off, as
+# with GOFLAGS=-buildvcs=false).
+COMMIT ?= $(shell git describe --always --dirty 2>/dev/null)
+LDFLAGS = -s -w -X main.commit=$(COMMIT)
+
 .PHONY: build
 build: ## Build bin/tally (static, as in the image, so the two share the build cache).
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN) .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) .
 
 # The container image: its name, the architecture it is built for, the
 # static binary it holds and the OCI archive `make image` writes it to.
@@ -74,7 +79,7 @@ BUILDAH_CMD = $(strip $(BUILDAH) $(BUILDAH_FLAGS))
 .PHONY: image
 image: ## Build the container image (IMAGE, default tally:dev; the static binary on scratch) with buildah into bin/tally-image.tar, an OCI archive.
 	@command -v $(BUILDAH) >/dev/null || { echo "make image: $(BUILDAH) not found; install it (Debian, Ubuntu: apt-get install buildah; Fedora: dnf install buildah)" >&2; exit 1; }
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w" -o $(IMAGE_BIN) .
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_BIN) .
 	@$(BUILDAH_CMD) rmi $(IMAGE) >/dev/null 2>&1 || true
 	$(BUILDAH_CMD) bud --format oci --platform linux/$(IMAGE_ARCH) -f Dockerfile -t $(IMAGE) .
 	@rm -f $(IMAGE_ARCHIVE)

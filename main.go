@@ -17,6 +17,8 @@ package main
 //	tally check-config  checkconfig.go: kinds.Accept on the files, with the
 //	                    CRDs of the API server when it can be reached
 //	                    (listCRDs)
+//	tally version       main.go: the build info, and the commit make build
+//	                    sets (version)
 //
 // Every command reads a config through kinds.Accept, as the ConfigMap's
 // webhook and the ledger's loader do, and finds the API server with
@@ -30,18 +32,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
 const usage = `tally gives Kubernetes batch Jobs fair, quota-based queueing, with no CRDs.
 
 Usage:
-  tally [serve] [flags]          run the webhooks and the ledger (the default)
+  tally serve [flags]            run the webhooks and the ledger (also: tally --flag ...)
   tally status [flags]           show each ClusterQueue's usage, quota and Jobs
   tally explain [flags] [KIND/]NAME | -f FILE
                                  say why a workload waits, where it stands and when it may start
   tally check-config FILE...     validate config documents offline
-  tally help                     show this help
+  tally version                  print tally's version and commit
+  tally help                     show this help (also tally --help)
 
 Run "tally serve --help", "tally status --help" or "tally explain --help" for their flags.
 `
@@ -52,7 +56,12 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	switch {
+	case len(args) == 0 || len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		// tally and tally --help list the commands; tally serve --help
+		// gives serve's flags.
+		cmd, args = "help", nil
+	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -67,7 +76,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "version":
+		fmt.Fprintln(stdout, version())
+		return 0
 	}
 	fmt.Fprintf(stderr, "tally: unknown command %q\n\n%s", cmd, usage)
 	return 2
+}
+
+// commit is the git commit tally was built from, when the build says
+// (make build sets it with -X main.commit, from git describe).
+var commit string
+
+// version says which tally this is, from the build info Go records in
+// the binary: the module's version (a tag, or "(devel)" for a build of a
+// checkout) and its commit: Go's VCS stamp (with whether the tree had
+// changes), else the one the build set.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "tally (no build info)"
+	}
+	out := "tally " + info.Main.Version
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev == "" {
+		rev = commit
+	}
+	if rev != "" {
+		out += " (commit " + rev + modified + ")"
+	}
+	return out + " " + info.GoVersion
 }

@@ -265,14 +265,21 @@ func TestImage(t *testing.T) {
 		c := unpack(t, bin, cfg)
 		t.Logf("running the entrypoint %s", c.how)
 
-		// --help goes to serve, which prints its flags and exits 0.
-		out, err := c.run(t, "--help")
+		// serve --help prints serve's flags and exits 0; --help and help
+		// list the commands.
+		out, err := c.run(t, "serve", "--help")
 		if err != nil || !strings.Contains(out, "Usage of tally serve:") || !strings.Contains(out, "-leader-elect") {
-			t.Errorf("tally --help: %v, output:\n%s", err, out)
+			t.Errorf("tally serve --help: %v, output:\n%s", err, out)
 		}
-		out, err = c.run(t, "help")
-		if err != nil || !strings.Contains(out, "tally [serve] [flags]") {
-			t.Errorf("tally help: %v, output:\n%s", err, out)
+		for _, args := range [][]string{{"help"}, {"--help"}} {
+			out, err = c.run(t, args...)
+			if err != nil || !strings.Contains(out, "tally serve [flags]") {
+				t.Errorf("tally %s: %v, output:\n%s", args[0], err, out)
+			}
+		}
+		out, err = c.run(t, "version")
+		if err != nil || !strings.Contains(out, "(commit ") {
+			t.Errorf("tally version: %v, output:\n%s", err, out)
 		}
 
 		// check-config reads a file as the image's user.
