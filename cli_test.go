@@ -33,3 +33,18 @@ func TestCommands(t *testing.T) {
 		})
 	}
 }
+
+// tally serve with no cluster to reach says so in one plain line, with no
+// stack trace, and exits 1.
+func TestServeNoCluster(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
+	var out, errs strings.Builder
+	if code := run([]string{"serve", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0"}, &out, &errs); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	lines := strings.Split(strings.TrimSpace(errs.String()), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "tally serve: kubeconfig: ") || strings.Contains(errs.String(), "stacktrace") {
+		t.Errorf("stderr %q; want it to end in one line \"tally serve: kubeconfig: ...\" and hold no stack trace", errs.String())
+	}
+}

@@ -136,7 +136,10 @@ func serve(args []string, stderr io.Writer) int {
 	ctrl.SetLogger(log)
 	ctx, draining := signalContext(f.shutdownDelay, log)
 	if err := serveWith(ctx, f, log, draining); err != nil {
-		log.Error(err, "tally stopped")
+		// One plain line, as the other commands say theirs: a bad
+		// kubeconfig or no cluster is the common case, and a stack
+		// trace of main says nothing of it.
+		fmt.Fprintf(stderr, "tally serve: %v\n", err)
 		return 1
 	}
 	log.Info("tally stopped")
