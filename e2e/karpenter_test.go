@@ -58,7 +58,7 @@ func TestKarpenter(t *testing.T) {
 	}
 
 	t.Run("the seed's PyTorchJob runs on nodes Karpenter makes, which it then removes", func(t *testing.T) {
-		seed, err := framework.ReadObject(filepath.Join(k.env.Root, "examples", "seed-gpu", "pytorch-job.yaml"))
+		seed, err := framework.ReadObject(filepath.Join(k.env.Root, "examples", "gpu-training", "pytorch-job.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestKarpenter(t *testing.T) {
 		// flavor whose label no NodePool gives.
 		var docs []string
 		for _, f := range seedFiles {
-			b, err := os.ReadFile(filepath.Join(k.env.Root, "examples", "seed-gpu", f))
+			b, err := os.ReadFile(filepath.Join(k.env.Root, "examples", "gpu-training", f))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +296,7 @@ const (
 	// karpenterNodePool is the NodePool of TestKarpenter's GPU nodes.
 	karpenterNodePool = "gpu"
 	// seedFlavorLabel is the node label of the seed's flavor
-	// (examples/seed-gpu/resource-flavor.yaml); its taint is
+	// (examples/gpu-training/resource-flavor.yaml); its taint is
 	// kueue.x-k8s.io/gpu:NoSchedule.
 	seedFlavorLabel = "kueue.x-k8s.io/default-flavor"
 )
@@ -363,7 +363,7 @@ func startKarpenterCluster(ctx context.Context, t *testing.T, env framework.Env)
 	// unchanged, as its config.
 	var docs []string
 	for _, f := range seedFiles {
-		b, err := os.ReadFile(filepath.Join(env.Root, "examples", "seed-gpu", f))
+		b, err := os.ReadFile(filepath.Join(env.Root, "examples", "gpu-training", f))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -286,12 +286,12 @@ func run(m *testing.M) int {
 	return code
 }
 
-// suiteConfig is the seed's manifests, read from examples/seed-gpu/ as
+// suiteConfig is the seed's manifests, read from examples/gpu-training/ as
 // they are, followed by testConfig.
 func suiteConfig(root string) (string, error) {
 	var docs []string
 	for _, f := range seedFiles {
-		b, err := os.ReadFile(filepath.Join(root, "examples", "seed-gpu", f))
+		b, err := os.ReadFile(filepath.Join(root, "examples", "gpu-training", f))
 		if err != nil {
 			return "", err
 		}

@@ -28,7 +28,7 @@ import (
 // once tally un-suspends them, and deletes them when tally suspends them
 // again.
 
-// The seed's PyTorchJob (examples/seed-gpu/pytorch-job.yaml: a master and
+// The seed's PyTorchJob (examples/gpu-training/pytorch-job.yaml: a master and
 // three workers, 1 GPU each), submitted unchanged to the seed's LocalQueue,
 // is queued, admitted into cluster-queue-a all at once and runs to
 // completion on nodes of the seed's flavor. Three 4-GPU PyTorchJobs in the
@@ -53,7 +53,7 @@ func TestSeedPyTorchJob(t *testing.T) {
 		}
 	})
 
-	seed, err := framework.ReadObject(filepath.Join(s.env.Root, "examples", "seed-gpu", "pytorch-job.yaml"))
+	seed, err := framework.ReadObject(filepath.Join(s.env.Root, "examples", "gpu-training", "pytorch-job.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,10 +395,10 @@ func bindByLocalQueue(ctx context.Context, t *testing.T, s *suite, ns, localQueu
 }
 
 // applySeedPriorityClasses creates the PriorityClasses of the seed's
-// examples/seed-gpu/priority-classes.yaml, unless they exist.
+// examples/gpu-training/priority-classes.yaml, unless they exist.
 func applySeedPriorityClasses(ctx context.Context, t *testing.T, s *suite) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(s.env.Root, "examples", "seed-gpu", "priority-classes.yaml"))
+	b, err := os.ReadFile(filepath.Join(s.env.Root, "examples", "gpu-training", "priority-classes.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 # loads examples/demo/queues.yaml with the seed's ClusterQueue and LocalQueue,
 # binds namespace team-a by its LocalQueues and team-b by annotation, and
 # submits the plain Jobs of e2e/demo/jobs/ and the seed's PyTorchJob
-# (examples/seed-gpu/pytorch-job.yaml, run by the Kubeflow training
+# (examples/gpu-training/pytorch-job.yaml, run by the Kubeflow training
 # operator). It then shows them queue, borrow, get preempted and finish, and
 # leaves everything running:
 #   .demo/kubeconfig              the cluster's kubeconfig
@@ -71,7 +71,7 @@ setsid bash e2e/cluster/training-operator.sh run "$KUBECONFIG_FILE" \
   >"$DEMO/training-operator.log" 2>&1 </dev/null &
 echo $! >"$DEMO/training-operator.pid"
 wait_ready 120 "$OPERATOR_PROBE_ADDR" operator_running "the training operator"
-k apply -f examples/seed-gpu/priority-classes.yaml
+k apply -f examples/gpu-training/priority-classes.yaml
 
 # --- config ------------------------------------------------------------------
 stop_tally
@@ -82,7 +82,7 @@ CONFIG=$DEMO/queues.yaml
   cat examples/demo/queues.yaml
   for f in cluster-queue local-queue; do
     printf '%s\n' '---'
-    cat "examples/seed-gpu/$f.yaml"
+    cat "examples/gpu-training/$f.yaml"
   done
 } >"$CONFIG"
 say "Loading examples/demo/queues.yaml and the seed's cluster-queue.yaml and local-queue.yaml into ConfigMap $NAMESPACE/tally-config"
@@ -115,7 +115,7 @@ if [ -n "$(k get jobs -A -l "$SELECTOR" -o name)" ]; then
   say "Removing the Jobs of the previous run"
   k delete jobs -A -l "$SELECTOR" --cascade=foreground --wait=true >/dev/null
 fi
-k delete -f examples/seed-gpu/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
+k delete -f examples/gpu-training/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
 
 count_state() { # NAMESPACE STATE: how many demo Jobs have that tally.dev/state
   k get jobs -n "$1" -l "$SELECTOR,tally.dev/state=$2" -o name | wc -l
@@ -133,7 +133,7 @@ k apply -f "$JOBS_DIR/10-team-a-training.yaml" -f "$JOBS_DIR/20-cpu.yaml"
 say "Submitting a Job labelled kueue.x-k8s.io/queue-name: team-a-queue, as in the seed's setup guide (-> cluster-queue-a, 7 of its 10 GPUs)"
 k apply -f "$JOBS_DIR/50-team-a-seed-queue.yaml"
 say "Submitting the seed's PyTorchJob unchanged (1 master + 3 workers, 1 GPU each, to team-a-queue): it waits until all four pods fit"
-k apply -f examples/seed-gpu/pytorch-job.yaml
+k apply -f examples/gpu-training/pytorch-job.yaml
 wait_until 60 "tally admitting team A's Jobs" admitted_at_least team-a 6
 show
 
@@ -212,7 +212,7 @@ Dashboard: http://$DASHBOARD_ADDR/
   tail -f .demo/tally.log .demo/training-operator.log
 
 Queues: examples/demo/queues.yaml and the seed's ClusterQueue and LocalQueue
-(examples/seed-gpu/), in ConfigMap $NAMESPACE/tally-config
+(examples/gpu-training/), in ConfigMap $NAMESPACE/tally-config
 (edit it with kubectl edit configmap -n $NAMESPACE tally-config).
 Bind another namespace: kubectl annotate ns NAME tally.dev/cluster-queue=team-a-cq,
 or add a LocalQueue document that names it to the config.

@@ -6,7 +6,7 @@
 # CPU node and no GPU node, and runs on the host, in the background, the
 # training operator, Karpenter with its KWOK cloud provider
 # (e2e/cluster/karpenter.sh; built into the toolchain the first time) and
-# tally with the seed's manifests (examples/seed-gpu/) unchanged as its
+# tally with the seed's manifests (examples/gpu-training/) unchanged as its
 # config. A NodePool "gpu" makes nodes of the seed's flavor (its label and
 # taint) from the instance types of e2e/cluster/karpenter-instance-types.json.
 # It then submits the seed's PyTorchJob and shows it admitted, Karpenter
@@ -67,7 +67,7 @@ setsid bash e2e/cluster/training-operator.sh run "$KUBECONFIG_FILE" \
   >"$DEMO/training-operator.log" 2>&1 </dev/null &
 echo $! >"$DEMO/training-operator.pid"
 wait_ready 120 "$OPERATOR_PROBE_ADDR" operator_running "the training operator"
-k apply -f examples/seed-gpu/priority-classes.yaml
+k apply -f examples/gpu-training/priority-classes.yaml
 
 say "Starting Karpenter (KWOK provider) with a NodePool of GPU nodes of the seed's flavor (log: $DEMO/karpenter.log)"
 bash e2e/cluster/karpenter.sh crds "$KUBECONFIG_FILE"
@@ -107,7 +107,7 @@ wait_ready 120 "127.0.0.1:$KARPENTER_PROBE_PORT" karpenter_running Karpenter
 CONFIG=$DEMO/queues.yaml
 for f in resource-flavor cluster-queue local-queue; do
   printf '%s\n' '---'
-  cat "examples/seed-gpu/$f.yaml"
+  cat "examples/gpu-training/$f.yaml"
 done >"$CONFIG"
 say "Loading the seed's resource-flavor.yaml, cluster-queue.yaml and local-queue.yaml, unchanged, into ConfigMap $NAMESPACE/tally-config"
 load_config
@@ -118,7 +118,7 @@ wait_until 30 "namespace team-a (named by LocalQueue team-a-queue) labelled tall
 wait_until 30 "service account default in team-a" k get serviceaccount default -n team-a
 
 # --- the seed's PyTorchJob -----------------------------------------------------
-k delete -f examples/seed-gpu/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
+k delete -f examples/gpu-training/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
 show() {
   echo
   echo "--- $(date +%T)"
@@ -129,7 +129,7 @@ show() {
   k get pods -n team-a -o wide --no-headers 2>/dev/null | awk '{print "pod " $1 " " $3 " on " $7}' || true
 }
 say "Submitting the seed's PyTorchJob unchanged (1 master + 3 workers, 1 GPU each): no node can run it yet"
-k apply -f examples/seed-gpu/pytorch-job.yaml
+k apply -f examples/gpu-training/pytorch-job.yaml
 pytorchjob_succeeded() {
   [ "$(k get pytorchjob -n team-a pytorch-dist-mnist -o jsonpath='{.status.conditions[?(@.type=="Succeeded")].status}')" = True ]
 }
@@ -158,7 +158,7 @@ $(printf '\033[1m')The Karpenter demo cluster is up; tally and Karpenter keep ru
 
   export KUBECONFIG=$root/$KUBECONFIG_FILE
   alias kubectl=$TOOLS/kubectl
-  kubectl apply -f examples/seed-gpu/pytorch-job.yaml   # (after deleting it) again
+  kubectl apply -f examples/gpu-training/pytorch-job.yaml   # (after deleting it) again
   kubectl get nodeclaims,nodes -L karpenter.sh/nodepool,node.kubernetes.io/instance-type
   tail -f .demo/karpenter.log .demo/tally.log
 

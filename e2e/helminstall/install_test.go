@@ -98,7 +98,7 @@ func TestHelmInstall(t *testing.T) {
 	}
 	helm := helmCommand(env, cluster.Kubeconfig, dir)
 
-	seedFlavor, err := os.ReadFile(filepath.Join(env.Root, "examples", "seed-gpu", "resource-flavor.yaml"))
+	seedFlavor, err := os.ReadFile(filepath.Join(env.Root, "examples", "gpu-training", "resource-flavor.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
