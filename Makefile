@@ -116,6 +116,17 @@ helm-check: ## Lint and render the Helm chart deploy/helm/tally in both certMode
 		$(TOOLS)/helm template tally $(HELM_CHART) -n tally-system --set certMode=$$mode >/dev/null; done
 	$(TEST_ENV) $(GO) test ./e2e/helmchart -count=1 -v
 
+.PHONY: manifests
+manifests: ## Write the webhook configurations and RBAC objects of deploy/base and the Helm chart from the code (hack/manifests); make test fails when they differ.
+	$(GO) run ./hack/manifests
+
+# Where `make install` puts tally, as kubectl-tally (a kubectl plugin).
+PREFIX ?= $(HOME)/.local
+.PHONY: install
+install: build ## Install bin/tally as $(PREFIX)/bin/kubectl-tally (PREFIX, default ~/.local), so that `kubectl tally ...` runs it.
+	install -d $(PREFIX)/bin
+	install -m 0755 $(BIN) $(PREFIX)/bin/kubectl-tally
+
 .PHONY: fmt-check
 fmt-check: ## Fail if any Go file is not gofmt-ed.
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.*')); \
@@ -174,7 +185,7 @@ bench-large: ## The 50,000-Job scenario, bench/large.yaml.
 	@$(MAKE) --no-print-directory bench BENCH_SCENARIO=large
 
 .PHONY: demo
-demo: toolchain build ## Start (or restart) the local demo cluster with tally and sample Jobs (KARPENTER=1: the seed's PyTorchJob on nodes Karpenter makes).
+demo: toolchain build ## Start (or restart) the local demo cluster with tally and sample Jobs (KARPENTER=1: the GPU training example, a PyTorchJob, on nodes Karpenter makes).
 	TOOLS=$(TOOLS) TALLY_BIN=$(BIN) KARPENTER=$(KARPENTER) bash e2e/demo/demo.sh
 
 .PHONY: demo-down

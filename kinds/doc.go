@@ -90,10 +90,10 @@
 //     workloads' pod templates may change needs no writes of its own.
 //  2. Write kinds/<kind>_test.go: Read on a literal object.
 //  3. Add it to the list builtin (registry.go).
-//  4. Add its resource to deploy/base/rbac.yaml (get, list, watch, patch)
-//     and to both workload webhooks of deploy/base/webhooks.yaml. Tests
-//     keep each in step with the registry (kinds.TestDeployedRBAC,
-//     webhook.TestConfigurationsDeployed).
+//  4. Run make manifests: hack/manifests writes the kind's RBAC rules
+//     (Rules) and its webhook rules (webhook.Configurations) into
+//     deploy/base and the Helm chart, and its test fails while the
+//     committed files differ.
 //
 // StripJob (strip.go) is the cache transform that cuts a Job to what the
 // books read of it; the ledger's cache and the read side's lists apply it.

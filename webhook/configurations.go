@@ -79,8 +79,10 @@ func Configurations(ks *kinds.Registry, e Endpoint, own string, users ...string)
 	onlyOwn := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{own},
 	}}}
-	// Each rule names its resource's scope, as deploy/base/webhooks.yaml
-	// does, so that RuleSync finds nothing to change in an installed one.
+	// Each rule names its resource's scope (which the API server would
+	// default to "*"), so that RuleSync finds nothing to change in a
+	// configuration installed from deploy/ (hack/manifests writes it from
+	// this function).
 	namespaced, cluster := admissionregistrationv1.NamespacedScope, admissionregistrationv1.ClusterScope
 	rule := func(group, version, resource string, scope admissionregistrationv1.ScopeType, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
 		return []admissionregistrationv1.RuleWithOperations{{

@@ -11,9 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -236,40 +234,6 @@ func TestJobGuardOperations(t *testing.T) {
 	g.Users = append(g.Users, "")
 	if resp := g.Handle(context.Background(), updateRequest(t, "", old, job)); resp.Allowed || resp.Result.Message != unsuspendDenied {
 		t.Errorf("an anonymous update: allowed=%v %q", resp.Allowed, resp.Result.Message)
-	}
-}
-
-// TestConfigurationsDeployed checks that deploy/base/webhooks.yaml (and
-// so the Helm chart, which e2e/helmchart keeps equal to it) registers every
-// webhook as Configurations does, with the Service as endpoint: a tally run
-// with --register-webhooks=false finds them as it would write them.
-func TestConfigurationsDeployed(t *testing.T) {
-	wantM, wantV := Configurations(nil, Endpoint{ServiceNamespace: "tally-system", ServiceName: "tally-webhook", ServicePort: 443}, "tally-system")
-	data, err := os.ReadFile("../deploy/base/webhooks.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotM, gotV := &admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var kind struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
-			t.Fatal(err)
-		}
-		switch kind.Kind {
-		case "MutatingWebhookConfiguration":
-			err = yaml.UnmarshalStrict([]byte(doc), gotM)
-		case "ValidatingWebhookConfiguration":
-			err = yaml.UnmarshalStrict([]byte(doc), gotV)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if diff := cmp.Diff(wantM.Webhooks, gotM.Webhooks); diff != "" {
-		t.Errorf("deploy/base/webhooks.yaml: MutatingWebhookConfiguration differs from Configurations (-code +manifest):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantV.Webhooks, gotV.Webhooks); diff != "" {
-		t.Errorf("deploy/base/webhooks.yaml: ValidatingWebhookConfiguration differs from Configurations (-code +manifest):\n%s", diff)
 	}
 }
 
