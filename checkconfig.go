@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -17,14 +19,36 @@ import (
 // checkConfig validates config files offline and prints every error with
 // its field path.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stderr, "Usage: tally check-config FILE...\n\nValidates ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass and WorkloadKind\ndocuments and prints every error with its field path. Exits 1 if there is any. The paths of a\nWorkloadKind are checked against its CRD's schema too when the API server ($KUBECONFIG, or\nin-cluster) can be reached.")
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
+	fs := flag.NewFlagSet("tally check-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kube := addKubeFlags(fs, "Taken as kubectl's, and not used: the documents name their own namespaces.")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: tally check-config [flags] FILE...
+
+Validates ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass and WorkloadKind
+documents (and a Kueue Configuration's resources section) and prints every error with its field
+path. Exits 1 if there is any. The paths of a WorkloadKind are checked against its CRD's schema
+too when the API server can be reached.
+
+Flags:
+`)
+		fs.PrintDefaults()
 	}
-	acc := kinds.Accept(context.Background(), kinds.Files(args...), kinds.API{CRDs: listCRDs})
+	files, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(files) == 0 {
+		fs.Usage()
+		return 2
+	}
+	crds := func(ctx context.Context) ([]apiextensionsv1.CustomResourceDefinition, error) {
+		return listCRDs(ctx, kube)
+	}
+	acc := kinds.Accept(context.Background(), kinds.Files(files...), kinds.API{CRDs: crds})
 	for _, w := range acc.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
@@ -41,10 +65,10 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// listCRDs lists the CRDs of the API server ($KUBECONFIG, or in-cluster),
-// for kinds.Accept to check the declared kinds' paths against.
-func listCRDs(ctx context.Context) ([]apiextensionsv1.CustomResourceDefinition, error) {
-	restCfg, err := restConfig("")
+// listCRDs lists the CRDs of the API server kube names, for kinds.Accept
+// to check the declared kinds' paths against.
+func listCRDs(ctx context.Context, kube *kubeFlags) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	restCfg, err := kube.restConfig()
 	if err != nil {
 		return nil, err
 	}

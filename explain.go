@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/ledger/inspect"
@@ -23,8 +22,7 @@ import (
 func explain(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tally explain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then the in-cluster config.")
-	ns := fs.String("n", "", "The workload's namespace. Defaults to the kubeconfig context's.")
+	kube := addKubeFlags(fs, "The workload's namespace. Defaults to the kubeconfig context's.")
 	tallyNS := fs.String("tally-namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+queues.ConfigName+".")
 	configFile := fs.String("config", "", "Read the config from this file instead of the ConfigMap.")
 	file := fs.String("f", "", "Explain the workload in this YAML or JSON file, as if it were submitted now.")
@@ -49,13 +47,14 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if (*file == "") == (fs.NArg() != 1) || fs.NArg() > 1 || (*output != "text" && *output != "json") {
+	if (*file == "") == (len(pos) != 1) || len(pos) > 1 || (*output != "text" && *output != "json") {
 		fs.Usage()
 		return 2
 	}
@@ -63,15 +62,7 @@ Flags:
 		fmt.Fprintf(stderr, "tally explain: %v\n", err)
 		return 1
 	}
-	loading := clientcmd.NewDefaultClientConfigLoadingRules()
-	loading.ExplicitPath = *kubeconfig
-	kcfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{})
-	if *ns == "" {
-		if n, _, err := kcfg.Namespace(); err == nil {
-			*ns = n
-		}
-	}
-	restCfg, err := restConfig(*kubeconfig)
+	restCfg, err := kube.restConfig()
 	if err != nil {
 		return fail(fmt.Errorf("kubeconfig: %w", err))
 	}
@@ -81,7 +72,7 @@ Flags:
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	x, err := inspect.ExplainWorkload(ctx, c, inspect.ExplainRequest{Namespace: *ns, TallyNamespace: *tallyNS, ConfigFile: *configFile, File: *file, Name: fs.Arg(0)}, time.Now())
+	x, err := inspect.ExplainWorkload(ctx, c, inspect.ExplainRequest{Namespace: kube.ns(), TallyNamespace: *tallyNS, ConfigFile: *configFile, File: *file, Name: firstOf(pos)}, time.Now())
 	if err != nil {
 		return fail(err)
 	}
@@ -96,4 +87,12 @@ Flags:
 		return fail(err)
 	}
 	return 0
+}
+
+// firstOf is args' first, or "".
+func firstOf(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }

@@ -36,18 +36,21 @@ import (
 	"strings"
 )
 
-const usage = `tally gives Kubernetes batch Jobs fair, quota-based queueing, with no CRDs.
+const usage = `tally gives Kubernetes batch and AI workloads fair, quota-based queueing, with no CRDs.
 
 Usage:
   tally serve [flags]            run the webhooks and the ledger (also: tally --flag ...)
-  tally status [flags]           show each ClusterQueue's usage, quota and Jobs
+  tally status [flags]           show each ClusterQueue's usage, quota and workloads
   tally explain [flags] [KIND/]NAME | -f FILE
                                  say why a workload waits, where it stands and when it may start
-  tally check-config FILE...     validate config documents offline
+  tally check-config [flags] FILE...
+                                 validate config documents offline
   tally version                  print tally's version and commit
   tally help                     show this help (also tally --help)
 
-Run "tally serve --help", "tally status --help" or "tally explain --help" for their flags.
+Run "tally COMMAND --help" for a command's flags. Installed as kubectl-tally
+(make install), it runs as "kubectl tally COMMAND", with kubectl's --kubeconfig,
+--context and -n flags.
 `
 
 func main() {

@@ -38,9 +38,11 @@ var (
 	k8s client.Client
 	// envCfg is the control plane's admin config, which k8s and tally use;
 	// tests impersonate other users from it.
-	envCfg   *rest.Config
-	tallyNS  = "tally-system"
-	tallyLog = &strings.Builder{}
+	envCfg *rest.Config
+	// kubeconfig is a kubeconfig file for the control plane.
+	kubeconfig string
+	tallyNS    = "tally-system"
+	tallyLog   = &strings.Builder{}
 )
 
 var testConfig = queuestest.New().
@@ -53,6 +55,7 @@ var testConfig = queuestest.New().
 	ClusterQueue("prio", "preemption: {withinClusterQueue: LowerPriority}").Group("cpu").
 	Quotas("on-demand", "cpu=2").Quotas("spot", "cpu=0").
 	ClusterQueue("stat").Group("cpu").Quotas("on-demand", "cpu=2").
+	ClusterQueue("plugin").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("late").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("pods").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("podplace").Group("cpu").Quotas("on-demand", "cpu=2").
@@ -114,7 +117,7 @@ func runIntegration(m *testing.M, assets string) int {
 
 	dir, _ := os.MkdirTemp("", "tally-it")
 	defer os.RemoveAll(dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kubeconfig = filepath.Join(dir, "kubeconfig")
 	must(os.WriteFile(kubeconfig, env.KubeConfig, 0o600))
 	port, probe := freePort(), freePort()
 	f := &serveFlags{

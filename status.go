@@ -21,24 +21,25 @@ import (
 func status(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tally status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then the in-cluster config.")
-	namespace := fs.String("namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+queues.ConfigName+".")
+	kube := addKubeFlags(fs, "Taken as kubectl's, and not used: the status covers every namespace.")
+	namespace := fs.String("tally-namespace", "tally-system", "tally's namespace, which holds the config ConfigMap "+queues.ConfigName+".")
 	configFile := fs.String("config", "", "Read the config from this file instead of the ConfigMap.")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: tally status [flags]\n\nShows each ClusterQueue's pending, admitted and inadmissible Jobs and, per flavor and\nresource, its usage, nominal quota and borrowing (and its fair-sharing share), rebuilt from\nthe Jobs on the API server as tally's ledger counts them.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "tally status: unexpected argument %q\n", fs.Arg(0))
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "tally status: unexpected argument %q\n", pos[0])
 		return 2
 	}
-	restCfg, err := restConfig(*kubeconfig)
+	restCfg, err := kube.restConfig()
 	if err != nil {
 		fmt.Fprintf(stderr, "tally status: kubeconfig: %v\n", err)
 		return 1

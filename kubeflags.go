@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"slices"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// kubeFlags are how a command finds the API server and the namespace,
+// named as kubectl's are, so that `kubectl tally COMMAND` takes the flags
+// a kubectl user gives (kubectl passes them on to its plugins).
+type kubeFlags struct {
+	kubeconfig, context, namespace string
+}
+
+// addKubeFlags defines --kubeconfig, --context and -n/--namespace on fs;
+// nsUsage says what the namespace is to the command.
+func addKubeFlags(fs *flag.FlagSet, nsUsage string) *kubeFlags {
+	k := &kubeFlags{}
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Defaults to $KUBECONFIG, then ~/.kube/config, then the in-cluster config.")
+	fs.StringVar(&k.context, "context", "", "The kubeconfig context to use. Defaults to the current context.")
+	fs.StringVar(&k.namespace, "namespace", "", nsUsage)
+	fs.StringVar(&k.namespace, "n", "", "Short for --namespace.")
+	return k
+}
+
+func (k *kubeFlags) clientConfig() clientcmd.ClientConfig {
+	loading := clientcmd.NewDefaultClientConfigLoadingRules()
+	loading.ExplicitPath = k.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{CurrentContext: k.context})
+}
+
+// restConfig is the config of the API server the flags name.
+func (k *kubeFlags) restConfig() (*rest.Config, error) {
+	cfg, err := k.clientConfig().ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, errors.New("no cluster: no kubeconfig in --kubeconfig, $KUBECONFIG or ~/.kube/config, and not in a pod")
+	}
+	return cfg, err
+}
+
+// ns is the namespace -n names, else the context's, else "default".
+func (k *kubeFlags) ns() string {
+	if k.namespace != "" {
+		return k.namespace
+	}
+	if n, _, err := k.clientConfig().Namespace(); err == nil && n != "" {
+		return n
+	}
+	return "default"
+}
+
+// parseInterspersed parses args with fs, flags before, between and after
+// the positional arguments (as kubectl takes them: `explain job/a -n x`),
+// and returns the positional ones. Every argument after "--" is
+// positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos, rest []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, rest = args[:i], args[i+1:]
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if args = fs.Args(); len(args) == 0 {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
