@@ -41,7 +41,7 @@ submitted yet: the queue it would go to, whether it can ever fit, its flavor and
 
 It reads the config ConfigMap, the workload, its Events, and the queued workloads of every
 namespace; a user who may list workloads only in their own namespace gets counts, not
-names, for the others (see the README for the RBAC).
+names, for the others (docs/commands.md, "RBAC for tally explain").
 
 Flags:
 `)

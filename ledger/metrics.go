@@ -17,7 +17,7 @@ import (
 
 // The ledger's metrics. Those named after one of Kueue's (tally_X for
 // kueue_X) have its labels and meaning, as far as tally's model allows
-// (README, "Metrics", says where they differ); the others are tally's own.
+// (docs/operations.md, "Metrics", says where they differ); the others are tally's own.
 // All are kept from the ledger's own events, under its lock, at the cost
 // of the change: no metric walks the workloads. Only the replica that
 // leads runs the ledger, so only its series move.
