@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,12 +33,9 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	files, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	files, code, ok := parseCommand(fs, args)
+	if !ok {
+		return code
 	}
 	if len(files) == 0 {
 		fs.Usage()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -47,12 +46,9 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, code, ok := parseCommand(fs, args)
+	if !ok {
+		return code
 	}
 	if (*file == "") == (len(pos) != 1) || len(pos) > 1 || (*output != "text" && *output != "json") {
 		fs.Usage()

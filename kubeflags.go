@@ -72,3 +72,17 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos, args = append(pos, args[0]), args[1:]
 	}
 }
+
+// parseCommand parses a command's args with parseInterspersed. When it
+// cannot go on, it returns ok false and the exit code: 0 for -h, 2 for a
+// bad flag (which fs has said).
+func parseCommand(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	pos, err := parseInterspersed(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil, 0, false
+	case err != nil:
+		return nil, 2, false
+	}
+	return pos, 0, true
+}

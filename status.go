@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,12 +27,9 @@ func status(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "Usage: tally status [flags]\n\nShows each ClusterQueue's pending, admitted and inadmissible Jobs and, per flavor and\nresource, its usage, nominal quota and borrowing (and its fair-sharing share), rebuilt from\nthe Jobs on the API server as tally's ledger counts them.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, code, ok := parseCommand(fs, args)
+	if !ok {
+		return code
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(stderr, "tally status: unexpected argument %q\n", pos[0])
