@@ -29,11 +29,18 @@ func TestCommands(t *testing.T) {
 		{args: []string{"version"}, code: 0, stdout: "tally "},
 		{args: []string{"nope"}, code: 2, errs: `tally: unknown command "nope"`},
 		{args: []string{"serve", "--help"}, code: 0, errs: "-kubeconfig"},
+		{args: []string{"serve", "--bogus"}, code: 2, errs: "tally serve: flag provided but not defined: -bogus (tally serve --help lists the flags)\n"},
+		{args: []string{"status", "--bogus"}, code: 2, errs: "tally status: flag provided but not defined: -bogus (tally status --help lists the flags)\n"},
+		{args: []string{"explain", "a", "b"}, code: 2, errs: "Usage: tally explain"},
+		{args: []string{"check-config"}, code: 2, errs: "Usage: tally check-config"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errs strings.Builder
 			if code := run(tc.args, &out, &errs); code != tc.code {
 				t.Errorf("exit %d, want %d (stdout %q, stderr %q)", code, tc.code, out.String(), errs.String())
+			}
+			if tc.code == 2 && strings.HasSuffix(tc.errs, "\n") && errs.String() != tc.errs {
+				t.Errorf("stderr %q, want exactly the one line %q", errs.String(), tc.errs)
 			}
 			if !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errs.String(), tc.errs) {
 				t.Errorf("stdout %q, stderr %q; want them to contain %q and %q", out.String(), errs.String(), tc.stdout, tc.errs)

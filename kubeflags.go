@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"slices"
 
 	"k8s.io/client-go/rest"
@@ -56,8 +58,12 @@ func (k *kubeFlags) ns() string {
 // parseInterspersed parses args with fs, flags before, between and after
 // the positional arguments (as kubectl takes them: `explain job/a -n x`),
 // and returns the positional ones. Every argument after "--" is
-// positional.
+// positional. It prints nothing: see usageError.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
 	var pos, rest []string
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, rest = args[:i], args[i+1:]
@@ -73,15 +79,35 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// parseCommand parses a command's args with parseInterspersed. When it
-// cannot go on, it returns ok false and the exit code: 0 for -h, 2 for a
-// bad flag (which fs has said).
+// usageError is what a command says of err, an error of
+// parseInterspersed: for -h it prints the usage and returns
+// flag.ErrHelp; a bad flag is one line that says where the flags are.
+func usageError(fs *flag.FlagSet, err error) error {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if fs.Usage != nil {
+			fs.Usage()
+		} else {
+			fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+		return flag.ErrHelp
+	case err != nil:
+		return fmt.Errorf("%w (%s --help lists the flags)", err, fs.Name())
+	}
+	return nil
+}
+
+// parseCommand parses a command's args with parseInterspersed. When the
+// command cannot go on, it returns ok false and the exit code: 0 for -h,
+// 2 for a bad flag, said in one line.
 func parseCommand(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
 	pos, err := parseInterspersed(fs, args)
-	switch {
+	switch err = usageError(fs, err); {
 	case errors.Is(err, flag.ErrHelp):
 		return nil, 0, false
 	case err != nil:
+		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
 		return nil, 2, false
 	}
 	return pos, 0, true

@@ -88,10 +88,14 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.apiContentType, "api-content-type", "protobuf", "The encoding of tally's API requests, responses and watches: protobuf (for built-in kinds, custom resources in JSON: controller-runtime's choice) or json (for all, but the metadata-only answers to its patches, always protobuf).")
 	f.zap.Development = false
 	f.zap.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: tally serve [flags]\n\nRuns tally: the webhooks on every replica, and the ledger on the leader (with\n--leader-elect) or on the one replica. Logs are structured (zap; see the -zap- flags).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err := usageError(fs, err); err != nil {
 		return nil, err
 	}
-	var err error
 	if f.ledger.FinishedLabel, err = ledger.ParseMode("finished-label", finishedLabel, ledger.FinishedLabels); err != nil {
 		return nil, err
 	}
@@ -114,8 +118,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		return nil, fmt.Errorf("--finished-label-rate: %v is not a positive number", f.finishedLabelRate)
 	}
 	f.ledger.FinishedLabelRate = f.finishedLabelRate
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	if len(pos) > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", pos)
 	}
 	if f.leaderElect && !(f.retryPeriod > 0 && f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
 		return nil, fmt.Errorf("--leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s) must hold", f.retryPeriod, f.renewDeadline, f.leaseDuration)
