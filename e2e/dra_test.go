@@ -463,7 +463,7 @@ func TestPyTorchJobDRA(t *testing.T) {
 	}
 	useQueues(ctx, t, s, []string{queue}, string(docs))
 	bindByLocalQueue(ctx, t, s, ns, localQueue)
-	applySeedPriorityClasses(ctx, t, s)
+	applyExamplePriorityClasses(ctx, t, s)
 	rec := recordPyTorchJobs(ctx, t, s, ns)
 	audit, err := framework.AuditPodsAndClaims(ctx, s.client, draResource, map[string]int64{ns: limit})
 	if err != nil {

@@ -1063,7 +1063,7 @@ func ownedPod(ns, name string, j *batchv1.Job) *corev1.Pod {
 	return p
 }
 
-// gpuFlavorLabel is the node label of the seed's flavor
+// gpuFlavorLabel is the node label of the GPU training example's flavor
 // nvidia-gpu-flavor, which the GPU nodes carry.
 const gpuFlavorLabel = "kueue.x-k8s.io/default-flavor"
 

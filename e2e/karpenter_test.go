@@ -18,11 +18,11 @@ import (
 	"tally.dev/tally/e2e/perf/scenario"
 )
 
-// The seed's setup on nodes that an autoscaler makes: a kwok cluster of its
+// The GPU training example on nodes that an autoscaler makes: a kwok cluster of its
 // own with no GPU node (one CPU node), Karpenter with its KWOK provider
 // (e2e/cluster/karpenter.sh) and a NodePool of GPU instance types whose
-// nodes carry the seed flavor's label and taint, the training operator,
-// and tally with the seed's manifests as its config. The rows share the
+// nodes carry the example flavor's label and taint, the training operator,
+// and tally with the GPU training example's manifests as its config. The rows share the
 // cluster, one after the other; each starts once Karpenter has removed the
 // nodes of the one before. What is checked is the pods and the nodes.
 func TestKarpenter(t *testing.T) {
@@ -35,7 +35,7 @@ func TestKarpenter(t *testing.T) {
 	k := startKarpenterCluster(ctx, t, s.env)
 	const ns, localQueue, queue = "team-a", "team-a-queue", "cluster-queue-a"
 	bindByLocalQueue(ctx, t, k, ns, localQueue)
-	applySeedPriorityClasses(ctx, t, k)
+	applyExamplePriorityClasses(ctx, t, k)
 	rec := recordPyTorchJobs(ctx, t, k, ns)
 	nodes, err := framework.WatchKarpenter(ctx, k.client)
 	if err != nil {
@@ -57,33 +57,33 @@ func TestKarpenter(t *testing.T) {
 		t.Fatalf("GPU nodes before any PyTorchJob: %v", gpu)
 	}
 
-	t.Run("the seed's PyTorchJob runs on nodes Karpenter makes, which it then removes", func(t *testing.T) {
-		seed, err := framework.ReadObject(filepath.Join(k.env.Root, "examples", "gpu-training", "pytorch-job.yaml"))
+	t.Run("the GPU training example's PyTorchJob runs on nodes Karpenter makes, which it then removes", func(t *testing.T) {
+		example, err := framework.ReadObject(filepath.Join(k.env.Root, "examples", "gpu-training", "pytorch-job.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := k.client.Create(ctx, seed); err != nil {
-			t.Fatalf("creating the seed's PyTorchJob: %v", err)
+		if err := k.client.Create(ctx, example); err != nil {
+			t.Fatalf("creating the GPU training example's PyTorchJob: %v", err)
 		}
-		checkQueued(t, seed, queue)
-		done := waitPyTorchJobs(ctx, t, k.client, ns, []string{seed.GetName()}, 3*time.Minute)[0]
-		pods := rec.Pods(seed.GetName())
+		checkQueued(t, example, queue)
+		done := waitPyTorchJobs(ctx, t, k.client, ns, []string{example.GetName()}, 3*time.Minute)[0]
+		pods := rec.Pods(example.GetName())
 		if len(pods) != 4 {
-			t.Errorf("the seed's PyTorchJob made pods %v, want 4 (1 master, 3 workers)", pods)
+			t.Errorf("the GPU training example's PyTorchJob made pods %v, want 4 (1 master, 3 workers)", pods)
 		}
-		admitted := admittedAt(t, rec, seed.GetName())
+		admitted := admittedAt(t, rec, example.GetName())
 		for pod, name := range pods {
 			n := &corev1.Node{}
 			if err := k.client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
 				t.Errorf("pod %s: node %q: %v", pod, name, err)
 				continue
 			}
-			if n.Labels[framework.LabelNodePool] != karpenterNodePool || n.Labels[seedFlavorLabel] != "true" || n.CreationTimestamp.Time.Before(admitted.Truncate(time.Second)) {
+			if n.Labels[framework.LabelNodePool] != karpenterNodePool || n.Labels[exampleFlavorLabel] != "true" || n.CreationTimestamp.Time.Before(admitted.Truncate(time.Second)) {
 				t.Errorf("pod %s ran on node %s (labels %v, made %s, PyTorchJob admitted %s): want a node Karpenter made for it in NodePool %s with %s=true",
-					pod, n.Name, n.Labels, n.CreationTimestamp.Format(time.RFC3339), admitted.Format(time.RFC3339Nano), karpenterNodePool, seedFlavorLabel)
+					pod, n.Name, n.Labels, n.CreationTimestamp.Format(time.RFC3339), admitted.Format(time.RFC3339Nano), karpenterNodePool, exampleFlavorLabel)
 			}
 		}
-		t.Logf("%s Succeeded on Karpenter's nodes %v; flavors %s", seed.GetName(), pods, done.GetAnnotations()[framework.AnnotationFlavors])
+		t.Logf("%s Succeeded on Karpenter's nodes %v; flavors %s", example.GetName(), pods, done.GetAnnotations()[framework.AnnotationFlavors])
 		start := time.Now()
 		waitNoKarpenterNodes(ctx, t, k.client)
 		t.Logf("Karpenter removed its empty nodes %s after the PyTorchJob Succeeded", time.Since(start).Round(time.Millisecond))
@@ -96,7 +96,7 @@ func TestKarpenter(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Three PyTorchJobs of 4 GPUs (a master and three workers, 1 GPU
-		// each) in the seed's 10-GPU ClusterQueue: two fit, one waits.
+		// each) in the GPU training example's 10-GPU ClusterQueue: two fit, one waits.
 		created := time.Now()
 		var names []string
 		for i := range 3 {
@@ -167,10 +167,10 @@ func TestKarpenter(t *testing.T) {
 	})
 
 	t.Run("a flavor Karpenter cannot make: timed out, requeued, set aside", func(t *testing.T) {
-		// The seed's config with Kueue's waitForPodsReady pasted in, and a
+		// The GPU training example's config with Kueue's waitForPodsReady pasted in, and a
 		// flavor whose label no NodePool gives.
 		var docs []string
-		for _, f := range seedFiles {
+		for _, f := range exampleFiles {
 			b, err := os.ReadFile(filepath.Join(k.env.Root, "examples", "gpu-training", f))
 			if err != nil {
 				t.Fatal(err)
@@ -182,7 +182,7 @@ func TestKarpenter(t *testing.T) {
 		}
 		t.Cleanup(func() {
 			if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(docs, "\n---\n")); err != nil {
-				t.Errorf("restoring the seed's config: %v", err)
+				t.Errorf("restoring the GPU training example's config: %v", err)
 			}
 		})
 		if err := framework.WaitClusterQueues(ctx, k.client, 30*time.Second, "karpenter-a100"); err != nil {
@@ -295,10 +295,10 @@ func TestKarpenter(t *testing.T) {
 const (
 	// karpenterNodePool is the NodePool of TestKarpenter's GPU nodes.
 	karpenterNodePool = "gpu"
-	// seedFlavorLabel is the node label of the seed's flavor
+	// exampleFlavorLabel is the node label of the GPU training example's flavor
 	// (examples/gpu-training/resource-flavor.yaml); its taint is
 	// kueue.x-k8s.io/gpu:NoSchedule.
-	seedFlavorLabel = "kueue.x-k8s.io/default-flavor"
+	exampleFlavorLabel = "kueue.x-k8s.io/default-flavor"
 )
 
 // startKarpenterCluster brings up TestKarpenter's cluster and what runs on
@@ -345,7 +345,7 @@ func startKarpenterCluster(ctx context.Context, t *testing.T, env framework.Env)
 	}
 	pool := framework.NodePool{Name: karpenterNodePool, NodeClass: "default",
 		InstanceTypes:    []string{"gpu-4x-amd64-linux", "gpu-8x-amd64-linux"},
-		Labels:           map[string]string{seedFlavorLabel: "true"},
+		Labels:           map[string]string{exampleFlavorLabel: "true"},
 		Taints:           []corev1.Taint{{Key: "kueue.x-k8s.io/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		ConsolidateAfter: 10 * time.Second}
 	for _, obj := range []client.Object{framework.KWOKNodeClass("default"), pool.Obj()} {
@@ -359,10 +359,10 @@ func startKarpenterCluster(ctx context.Context, t *testing.T, env framework.Env)
 	}
 	startOperator(ctx, t, karpenter, 2*time.Minute)
 
-	// tally as after kubectl apply -k deploy/, with the seed's manifests,
+	// tally as after kubectl apply -k deploy/, with the GPU training example's manifests,
 	// unchanged, as its config.
 	var docs []string
-	for _, f := range seedFiles {
+	for _, f := range exampleFiles {
 		b, err := os.ReadFile(filepath.Join(env.Root, "examples", "gpu-training", f))
 		if err != nil {
 			t.Fatal(err)

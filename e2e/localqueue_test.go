@@ -14,13 +14,13 @@ import (
 	"tally.dev/tally/e2e/framework"
 )
 
-// The seed's Kueue manifests, loaded unchanged (see seedFiles), bind
+// The GPU training example's Kueue manifests, loaded unchanged (see exampleFiles), bind
 // namespace team-a through the LocalQueue team-a-queue alone, with no
 // annotation: Jobs labelled kueue.x-k8s.io/queue-name are queued in
 // cluster-queue-a (10 GPUs) and never run past it, an unknown queue-name
 // is denied with the namespace's LocalQueues, and a Job that names no
 // queue is created unqueued with a warning.
-func TestSeedLocalQueue(t *testing.T) {
+func TestGPUTrainingLocalQueue(t *testing.T) {
 	s := setup(t)
 	ctx := testContext(t, 4*time.Minute)
 	const ns, queue, localQueue, limit = "team-a", "cluster-queue-a", "team-a-queue", 10
@@ -78,7 +78,7 @@ func TestSeedLocalQueue(t *testing.T) {
 		}
 		for pod, node := range nodes {
 			if node.Labels["kueue.x-k8s.io/default-flavor"] != "true" {
-				t.Errorf("pod %s ran on node %s, not a node of the seed's flavor nvidia-gpu-flavor", pod, node.Name)
+				t.Errorf("pod %s ran on node %s, not a node of the GPU training example's flavor nvidia-gpu-flavor", pod, node.Name)
 			}
 		}
 	}

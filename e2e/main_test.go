@@ -31,12 +31,12 @@ import (
 // tallyNamespace is tally's own namespace, holding its ConfigMap.
 const tallyNamespace = "tally-system"
 
-// seedFiles are Kueue manifests of a user's setup guide, loaded into the
+// exampleFiles are Kueue manifests of a user's setup guide, loaded into the
 // config unchanged: the ResourceFlavor nvidia-gpu-flavor, the ClusterQueue
 // cluster-queue-a (10 GPUs) and the LocalQueue team-a/team-a-queue.
-var seedFiles = []string{"resource-flavor.yaml", "cluster-queue.yaml", "local-queue.yaml"}
+var exampleFiles = []string{"resource-flavor.yaml", "cluster-queue.yaml", "local-queue.yaml"}
 
-// testConfig holds, besides the seed's manifests, one ClusterQueue per
+// testConfig holds, besides the GPU training example's manifests, one ClusterQueue per
 // test, none in a cohort, so the tests cannot lend each other quota. The
 // nodes are those of e2e/cluster/nodes.yaml: two GPU nodes (8 GPUs each)
 // and two CPU nodes.
@@ -286,11 +286,11 @@ func run(m *testing.M) int {
 	return code
 }
 
-// suiteConfig is the seed's manifests, read from examples/gpu-training/ as
+// suiteConfig is the GPU training example's manifests, read from examples/gpu-training/ as
 // they are, followed by testConfig.
 func suiteConfig(root string) (string, error) {
 	var docs []string
-	for _, f := range seedFiles {
+	for _, f := range exampleFiles {
 		b, err := os.ReadFile(filepath.Join(root, "examples", "gpu-training", f))
 		if err != nil {
 			return "", err

@@ -28,19 +28,19 @@ import (
 // once tally un-suspends them, and deletes them when tally suspends them
 // again.
 
-// The seed's PyTorchJob (examples/gpu-training/pytorch-job.yaml: a master and
-// three workers, 1 GPU each), submitted unchanged to the seed's LocalQueue,
+// The GPU training example's PyTorchJob (examples/gpu-training/pytorch-job.yaml: a master and
+// three workers, 1 GPU each), submitted unchanged to the GPU training example's LocalQueue,
 // is queued, admitted into cluster-queue-a all at once and runs to
-// completion on nodes of the seed's flavor. Three 4-GPU PyTorchJobs in the
+// completion on nodes of the GPU training example's flavor. Three 4-GPU PyTorchJobs in the
 // 10-GPU queue: two run, and the third has no pod until one finishes. A
 // PyTorchJob with an unknown queue-name is denied, naming the namespace's
 // LocalQueues.
-func TestSeedPyTorchJob(t *testing.T) {
+func TestGPUTrainingPyTorchJob(t *testing.T) {
 	s := setup(t)
 	ctx := testContext(t, 5*time.Minute)
 	const ns, queue, localQueue, limit = "team-a", "cluster-queue-a", "team-a-queue", 10
 	bindByLocalQueue(ctx, t, s, ns, localQueue)
-	applySeedPriorityClasses(ctx, t, s)
+	applyExamplePriorityClasses(ctx, t, s)
 	rec := recordPyTorchJobs(ctx, t, s, ns)
 	usage := watchUsage(ctx, t, s, map[string]string{ns: queue}, []framework.UsageLimit{{Name: "ClusterQueue " + queue, Queues: []string{queue}, Max: limit}})
 
@@ -53,23 +53,23 @@ func TestSeedPyTorchJob(t *testing.T) {
 		}
 	})
 
-	seed, err := framework.ReadObject(filepath.Join(s.env.Root, "examples", "gpu-training", "pytorch-job.yaml"))
+	example, err := framework.ReadObject(filepath.Join(s.env.Root, "examples", "gpu-training", "pytorch-job.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.client.Create(ctx, seed); err != nil {
-		t.Fatalf("creating the seed's PyTorchJob: %v", err)
+	if err := s.client.Create(ctx, example); err != nil {
+		t.Fatalf("creating the GPU training example's PyTorchJob: %v", err)
 	}
-	checkQueued(t, seed, queue)
-	done := waitPyTorchJobs(ctx, t, s.client, ns, []string{seed.GetName()}, 2*time.Minute)[0]
+	checkQueued(t, example, queue)
+	done := waitPyTorchJobs(ctx, t, s.client, ns, []string{example.GetName()}, 2*time.Minute)[0]
 	if got, want := done.GetAnnotations()[framework.AnnotationFlavors], "master=nvidia-gpu-flavor,worker=nvidia-gpu-flavor"; got != want {
 		t.Errorf("%s=%q, want %q", framework.AnnotationFlavors, got, want)
 	}
 	// The operator may delete the workers once the master has succeeded
 	// (cleanPodPolicy: Running): the pod watch saw them all.
-	pods := rec.Pods(seed.GetName())
+	pods := rec.Pods(example.GetName())
 	if len(pods) != 4 {
-		t.Errorf("the seed's PyTorchJob made pods %v, want 4 (1 master, 3 workers)", pods)
+		t.Errorf("the GPU training example's PyTorchJob made pods %v, want 4 (1 master, 3 workers)", pods)
 	}
 	for pod, node := range pods {
 		n := &corev1.Node{}
@@ -77,12 +77,12 @@ func TestSeedPyTorchJob(t *testing.T) {
 			t.Fatalf("pod %s: node %q: %v", pod, node, err)
 		}
 		if n.Labels["kueue.x-k8s.io/default-flavor"] != "true" {
-			t.Errorf("pod %s ran on node %s, not a node of the seed's flavor nvidia-gpu-flavor", pod, n.Name)
+			t.Errorf("pod %s ran on node %s, not a node of the GPU training example's flavor nvidia-gpu-flavor", pod, n.Name)
 		}
 	}
-	checkEvents(ctx, t, s.client, ns, seed.GetName(), "Queued", "Admitted", "QuotaReleased")
-	if h := rec.History(seed.GetName()); h == nil || h.Unsuspends != 1 {
-		t.Errorf("the seed's PyTorchJob: history %+v, want exactly one admission", h)
+	checkEvents(ctx, t, s.client, ns, example.GetName(), "Queued", "Admitted", "QuotaReleased")
+	if h := rec.History(example.GetName()); h == nil || h.Unsuspends != 1 {
+		t.Errorf("the GPU training example's PyTorchJob: history %+v, want exactly one admission", h)
 	}
 
 	// Three PyTorchJobs of 4 GPUs (a master and three workers) in the
@@ -129,7 +129,7 @@ func TestSeedPyTorchJob(t *testing.T) {
 }
 
 // In a ClusterQueue of 8 GPUs that preempts lower priorities, two 4-GPU
-// PyTorchJobs of the seed's batch-low class run. A research-high one
+// PyTorchJobs of the GPU training example's batch-low class run. A research-high one
 // arrives: exactly one low one is preempted, the training operator removes
 // its pods, and only then do the high one's pods start; the victim runs
 // again once the quota comes back. Pods never use more than 8 GPUs.
@@ -139,7 +139,7 @@ func TestPyTorchJobPreemption(t *testing.T) {
 	const ns, queue, localQueue, limit = "e2e-pytorch-preempt", "e2e-pytorch-preempt", "training", 8
 	useQueues(ctx, t, s, []string{queue}, pytorchQueueDocs(queue, true))
 	bindByLocalQueue(ctx, t, s, ns, localQueue)
-	applySeedPriorityClasses(ctx, t, s)
+	applyExamplePriorityClasses(ctx, t, s)
 	rec := recordPyTorchJobs(ctx, t, s, ns)
 	usage := watchUsage(ctx, t, s, map[string]string{ns: queue}, []framework.UsageLimit{{Name: "ClusterQueue " + queue, Queues: []string{queue}, Max: limit}})
 
@@ -394,9 +394,9 @@ func bindByLocalQueue(ctx context.Context, t *testing.T, s *suite, ns, localQueu
 	}
 }
 
-// applySeedPriorityClasses creates the PriorityClasses of the seed's
+// applyExamplePriorityClasses creates the PriorityClasses of the GPU training example's
 // examples/gpu-training/priority-classes.yaml, unless they exist.
-func applySeedPriorityClasses(ctx context.Context, t *testing.T, s *suite) {
+func applyExamplePriorityClasses(ctx context.Context, t *testing.T, s *suite) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(s.env.Root, "examples", "gpu-training", "priority-classes.yaml"))
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"tally.dev/tally/kinds/kindstest"
 )
 
-const seedPyTorchJob = `{
+const gpuTrainingPyTorchJob = `{
   "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
   "metadata": {"name": "pytorch-dist-mnist", "namespace": "team-a", "uid": "u1",
     "labels": {"kueue.x-k8s.io/queue-name": "team-a-queue"}},
@@ -47,7 +47,7 @@ func decode(t *testing.T, s string) *unstructured.Unstructured {
 }
 
 func TestPyTorchJobRead(t *testing.T) {
-	o, ok := builtins.Of(decode(t, seedPyTorchJob))
+	o, ok := builtins.Of(decode(t, gpuTrainingPyTorchJob))
 	if !ok {
 		t.Fatal("Of: not a known kind")
 	}

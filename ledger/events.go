@@ -8,7 +8,7 @@ import (
 	"tally.dev/tally/queues"
 )
 
-// The Event reasons DESIGN.md fixes.
+// The Event reasons tally records (docs/operations.md, "Events" lists them).
 const (
 	ReasonQueued        = inspect.ReasonQueued
 	ReasonPending       = "Pending"

@@ -41,7 +41,7 @@ const (
 type Events string
 
 const (
-	// EventsAll records every Event DESIGN.md lists.
+	// EventsAll records every Event of docs/operations.md, "Events".
 	EventsAll Events = "all"
 	// EventsMinimal records no Queued or Pending Event for a workload
 	// that every pass finds fitting until it is admitted: those are for

@@ -1,6 +1,7 @@
 package queues
 
-// The labels and annotations tally reads and writes. DESIGN.md fixes them.
+// The labels and annotations tally reads and writes: the contract with users
+// and their tools (docs/kinds.md, "What tally writes on a Job").
 const (
 	// AnnotationNamespaceQueue on a Namespace binds it to a ClusterQueue.
 	AnnotationNamespaceQueue = "tally.dev/cluster-queue"

@@ -415,8 +415,8 @@ func TestParseCRLF(t *testing.T) {
 	}
 }
 
-// The manifests of the seed's setup guide load unchanged.
-func TestParseFilesSeedGPU(t *testing.T) {
+// The GPU training example's manifests load unchanged.
+func TestParseFilesGPUTraining(t *testing.T) {
 	dir := filepath.Join("..", "examples", "gpu-training")
 	paths := []string{filepath.Join(dir, "resource-flavor.yaml"), filepath.Join(dir, "cluster-queue.yaml"), filepath.Join(dir, "local-queue.yaml")}
 	got, warnings, errs := queues.ParseFiles(paths...)

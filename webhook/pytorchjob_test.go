@@ -183,7 +183,7 @@ func TestPyTorchJobGuard(t *testing.T) {
 	}
 }
 
-// BenchmarkPyTorchJobWebhook measures the handler on the seed's shape of
+// BenchmarkPyTorchJobWebhook measures the handler on the GPU training example's shape of
 // PyTorchJob (a master and workers), reporting the median and 99th
 // percentile latency of single requests.
 func BenchmarkPyTorchJobWebhook(b *testing.B) {

@@ -3,9 +3,9 @@
 #
 # Starts (or reuses) a local kwok cluster "tally-demo", runs tally against it
 # in the background with self-signed certificates and registered webhooks,
-# loads examples/demo/queues.yaml with the seed's ClusterQueue and LocalQueue,
+# loads examples/demo/queues.yaml with the GPU training example's ClusterQueue and LocalQueue,
 # binds namespace team-a by its LocalQueues and team-b by annotation, and
-# submits the plain Jobs of e2e/demo/jobs/ and the seed's PyTorchJob
+# submits the plain Jobs of e2e/demo/jobs/ and the GPU training example's PyTorchJob
 # (examples/gpu-training/pytorch-job.yaml, run by the Kubeflow training
 # operator). It then shows them queue, borrow, get preempted and finish, and
 # leaves everything running:
@@ -37,7 +37,7 @@ SELECTOR=app.kubernetes.io/part-of=tally-demo
 
 # shellcheck source=e2e/demo/lib.sh
 . e2e/demo/lib.sh
-# KARPENTER=1 (make demo KARPENTER=1): the seed's PyTorchJob on GPU nodes
+# KARPENTER=1 (make demo KARPENTER=1): the GPU training example's PyTorchJob on GPU nodes
 # that Karpenter makes, instead (e2e/demo/karpenter.sh).
 [ "${KARPENTER:-}" != 1 ] || exec bash e2e/demo/karpenter.sh
 
@@ -75,7 +75,7 @@ k apply -f examples/gpu-training/priority-classes.yaml
 
 # --- config ------------------------------------------------------------------
 stop_tally
-# The demo's queues, then the seed's ClusterQueue and LocalQueue unchanged
+# The demo's queues, then the GPU training example's ClusterQueue and LocalQueue unchanged
 # (its ResourceFlavor is the demo's nvidia-gpu-flavor, with the same labels).
 CONFIG=$DEMO/queues.yaml
 {
@@ -85,7 +85,7 @@ CONFIG=$DEMO/queues.yaml
     cat "examples/gpu-training/$f.yaml"
   done
 } >"$CONFIG"
-say "Loading examples/demo/queues.yaml and the seed's cluster-queue.yaml and local-queue.yaml into ConfigMap $NAMESPACE/tally-config"
+say "Loading examples/demo/queues.yaml and the GPU training example's cluster-queue.yaml and local-queue.yaml into ConfigMap $NAMESPACE/tally-config"
 load_config
 
 # --- tally -------------------------------------------------------------------
@@ -130,9 +130,9 @@ show() {
 
 say "Submitting team A's eight 1-GPU training Jobs and the CPU Jobs (plain batch/v1, no labels: team A's go to its LocalQueue default)"
 k apply -f "$JOBS_DIR/10-team-a-training.yaml" -f "$JOBS_DIR/20-cpu.yaml"
-say "Submitting a Job labelled kueue.x-k8s.io/queue-name: team-a-queue, as in the seed's setup guide (-> cluster-queue-a, 7 of its 10 GPUs)"
-k apply -f "$JOBS_DIR/50-team-a-seed-queue.yaml"
-say "Submitting the seed's PyTorchJob unchanged (1 master + 3 workers, 1 GPU each, to team-a-queue): it waits until all four pods fit"
+say "Submitting a Job labelled kueue.x-k8s.io/queue-name: team-a-queue, as in the GPU training example (-> cluster-queue-a, 7 of its 10 GPUs)"
+k apply -f "$JOBS_DIR/50-team-a-queue-name.yaml"
+say "Submitting the GPU training example's PyTorchJob unchanged (1 master + 3 workers, 1 GPU each, to team-a-queue): it waits until all four pods fit"
 k apply -f examples/gpu-training/pytorch-job.yaml
 wait_until 60 "tally admitting team A's Jobs" admitted_at_least team-a 6
 show
@@ -177,7 +177,7 @@ say "All $total Jobs are Complete"
 pytorchjob_succeeded() {
   [ "$(k get pytorchjob -n team-a pytorch-dist-mnist -o jsonpath='{.status.conditions[?(@.type=="Succeeded")].status}')" = True ]
 }
-wait_until 120 "the seed's PyTorchJob succeeding" pytorchjob_succeeded
+wait_until 120 "the GPU training example's PyTorchJob succeeding" pytorchjob_succeeded
 say "kubectl get pytorchjobs -n team-a -L tally.dev/state,tally.dev/cluster-queue"
 k get pytorchjobs -n team-a -L tally.dev/state,tally.dev/cluster-queue
 say "kubectl describe pytorchjob -n team-a pytorch-dist-mnist (its Events)"
@@ -211,7 +211,7 @@ Dashboard: http://$DASHBOARD_ADDR/
   kubectl get events -n team-a --sort-by=.lastTimestamp
   tail -f .demo/tally.log .demo/training-operator.log
 
-Queues: examples/demo/queues.yaml and the seed's ClusterQueue and LocalQueue
+Queues: examples/demo/queues.yaml and the GPU training example's ClusterQueue and LocalQueue
 (examples/gpu-training/), in ConfigMap $NAMESPACE/tally-config
 (edit it with kubectl edit configmap -n $NAMESPACE tally-config).
 Bind another namespace: kubectl annotate ns NAME tally.dev/cluster-queue=team-a-cq,

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The demo behind `make demo KARPENTER=1`: the seed's setup on GPU nodes
+# The demo behind `make demo KARPENTER=1`: the GPU training example on GPU nodes
 # that an autoscaler makes.
 #
 # Starts (or reuses) a local kwok cluster "tally-demo-karpenter" with one
 # CPU node and no GPU node, and runs on the host, in the background, the
 # training operator, Karpenter with its KWOK cloud provider
 # (e2e/cluster/karpenter.sh; built into the toolchain the first time) and
-# tally with the seed's manifests (examples/gpu-training/) unchanged as its
-# config. A NodePool "gpu" makes nodes of the seed's flavor (its label and
+# tally with the GPU training example's manifests (examples/gpu-training/) unchanged as its
+# config. A NodePool "gpu" makes nodes of the GPU training example's flavor (its label and
 # taint) from the instance types of e2e/cluster/karpenter-instance-types.json.
-# It then submits the seed's PyTorchJob and shows it admitted, Karpenter
+# It then submits the GPU training example's PyTorchJob and shows it admitted, Karpenter
 # making a node for it, the PyTorchJob finishing, and Karpenter removing the
 # empty node. It shares .demo/ (kubeconfig, logs, pid files) and the ports
 # with make demo, so it stops that demo's tally and training operator;
@@ -69,7 +69,7 @@ echo $! >"$DEMO/training-operator.pid"
 wait_ready 120 "$OPERATOR_PROBE_ADDR" operator_running "the training operator"
 k apply -f examples/gpu-training/priority-classes.yaml
 
-say "Starting Karpenter (KWOK provider) with a NodePool of GPU nodes of the seed's flavor (log: $DEMO/karpenter.log)"
+say "Starting Karpenter (KWOK provider) with a NodePool of GPU nodes of the GPU training example's flavor (log: $DEMO/karpenter.log)"
 bash e2e/cluster/karpenter.sh crds "$KUBECONFIG_FILE"
 k apply -f - <<'EOF'
 apiVersion: karpenter.kwok.sh/v1alpha1
@@ -109,7 +109,7 @@ for f in resource-flavor cluster-queue local-queue; do
   printf '%s\n' '---'
   cat "examples/gpu-training/$f.yaml"
 done >"$CONFIG"
-say "Loading the seed's resource-flavor.yaml, cluster-queue.yaml and local-queue.yaml, unchanged, into ConfigMap $NAMESPACE/tally-config"
+say "Loading the GPU training example's resource-flavor.yaml, cluster-queue.yaml and local-queue.yaml, unchanged, into ConfigMap $NAMESPACE/tally-config"
 load_config
 start_tally
 k create namespace team-a --dry-run=client -o yaml | k apply -f - >/dev/null
@@ -117,7 +117,7 @@ ns_managed() { [ "$(k get namespace team-a -o jsonpath='{.metadata.labels.tally\
 wait_until 30 "namespace team-a (named by LocalQueue team-a-queue) labelled tally.dev/managed=true" ns_managed
 wait_until 30 "service account default in team-a" k get serviceaccount default -n team-a
 
-# --- the seed's PyTorchJob -----------------------------------------------------
+# --- the GPU training example's PyTorchJob -----------------------------------------------------
 k delete -f examples/gpu-training/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
 show() {
   echo
@@ -128,7 +128,7 @@ show() {
     awk '{print "node " $1 " " $2 ", " $3 " GPUs"}' || true
   k get pods -n team-a -o wide --no-headers 2>/dev/null | awk '{print "pod " $1 " " $3 " on " $7}' || true
 }
-say "Submitting the seed's PyTorchJob unchanged (1 master + 3 workers, 1 GPU each): no node can run it yet"
+say "Submitting the GPU training example's PyTorchJob unchanged (1 master + 3 workers, 1 GPU each): no node can run it yet"
 k apply -f examples/gpu-training/pytorch-job.yaml
 pytorchjob_succeeded() {
   [ "$(k get pytorchjob -n team-a pytorch-dist-mnist -o jsonpath='{.status.conditions[?(@.type=="Succeeded")].status}')" = True ]
@@ -136,11 +136,11 @@ pytorchjob_succeeded() {
 deadline=$((SECONDS + 180))
 until pytorchjob_succeeded; do
   show
-  [ $SECONDS -lt $deadline ] || die "the seed's PyTorchJob did not succeed in 180s"
+  [ $SECONDS -lt $deadline ] || die "the GPU training example's PyTorchJob did not succeed in 180s"
   sleep 2
 done
 show
-say "The seed's PyTorchJob Succeeded on Karpenter's node; its Events:"
+say "The GPU training example's PyTorchJob Succeeded on Karpenter's node; its Events:"
 k describe pytorchjob -n team-a pytorch-dist-mnist | sed -n '/^Events:/,$p'
 say "Waiting for Karpenter to remove the empty node (consolidateAfter: 10s)"
 no_karpenter_nodes() { [ -z "$(k get nodes -l karpenter.sh/nodepool -o name)" ]; }

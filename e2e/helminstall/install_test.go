@@ -37,7 +37,7 @@ const (
 	rulesUpdated = "webhook rules updated to the workload kinds"
 )
 
-// queueDoc is the smoke's ClusterQueue, on the seed's GPU flavor.
+// queueDoc is the smoke's ClusterQueue, on the GPU training example's GPU flavor.
 const queueDoc = `apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata:
@@ -98,12 +98,12 @@ func TestHelmInstall(t *testing.T) {
 	}
 	helm := helmCommand(env, cluster.Kubeconfig, dir)
 
-	seedFlavor, err := os.ReadFile(filepath.Join(env.Root, "examples", "gpu-training", "resource-flavor.yaml"))
+	exampleFlavor, err := os.ReadFile(filepath.Join(env.Root, "examples", "gpu-training", "resource-flavor.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	config := filepath.Join(dir, "queues.yaml")
-	if err := os.WriteFile(config, []byte(string(seedFlavor)+"---\n"+queueDoc), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(string(exampleFlavor)+"---\n"+queueDoc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	installed := time.Now()
