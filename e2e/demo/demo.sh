@@ -142,7 +142,7 @@ k apply -f "$JOBS_DIR/30-team-b-training.yaml"
 wait_until 60 "tally admitting team B's Jobs" admitted_at_least team-b 1
 show
 say "tally status: each ClusterQueue's Jobs, usage, quota and borrowing"
-"$TALLY_BIN" status --kubeconfig "$KUBECONFIG_FILE" --namespace "$NAMESPACE"
+"$TALLY_BIN" status --kubeconfig "$KUBECONFIG_FILE" --tally-namespace "$NAMESPACE"
 
 say "Submitting an urgent 2-GPU Job for team A (tally.dev/priority-class: high)"
 k apply -f "$JOBS_DIR/40-team-a-urgent.yaml"
