@@ -18,13 +18,14 @@ import (
 	"tally.dev/tally/e2e/perf/scenario"
 )
 
-// The GPU training example on nodes that an autoscaler makes: a kwok cluster of its
-// own with no GPU node (one CPU node), Karpenter with its KWOK provider
-// (e2e/cluster/karpenter.sh) and a NodePool of GPU instance types whose
-// nodes carry the example flavor's label and taint, the training operator,
-// and tally with the GPU training example's manifests as its config. The rows share the
-// cluster, one after the other; each starts once Karpenter has removed the
-// nodes of the one before. What is checked is the pods and the nodes.
+// The GPU training example on nodes that an autoscaler makes: a kwok
+// cluster of its own with no GPU node (one CPU node), Karpenter with its
+// KWOK provider (e2e/cluster/karpenter.sh) and a NodePool of GPU instance
+// types whose nodes carry the label and taint of the example's flavor,
+// the training operator, and tally with the GPU training example's
+// manifests as its config. The rows share the cluster, one after the
+// other; each starts once Karpenter has removed the nodes of the one
+// before. What is checked is the pods and the nodes.
 func TestKarpenter(t *testing.T) {
 	s := setup(t)
 	build := testContext(t, 20*time.Minute)
@@ -96,7 +97,8 @@ func TestKarpenter(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Three PyTorchJobs of 4 GPUs (a master and three workers, 1 GPU
-		// each) in the GPU training example's 10-GPU ClusterQueue: two fit, one waits.
+		// each) in the GPU training example's 10-GPU ClusterQueue: two
+		// fit, one waits.
 		created := time.Now()
 		var names []string
 		for i := range 3 {
@@ -167,8 +169,8 @@ func TestKarpenter(t *testing.T) {
 	})
 
 	t.Run("a flavor Karpenter cannot make: timed out, requeued, set aside", func(t *testing.T) {
-		// The GPU training example's config with Kueue's waitForPodsReady pasted in, and a
-		// flavor whose label no NodePool gives.
+		// The GPU training example's config with Kueue's waitForPodsReady
+		// pasted in, and a flavor whose label no NodePool gives.
 		var docs []string
 		for _, f := range exampleFiles {
 			b, err := os.ReadFile(filepath.Join(k.env.Root, "examples", "gpu-training", f))
@@ -359,8 +361,8 @@ func startKarpenterCluster(ctx context.Context, t *testing.T, env framework.Env)
 	}
 	startOperator(ctx, t, karpenter, 2*time.Minute)
 
-	// tally as after kubectl apply -k deploy/, with the GPU training example's manifests,
-	// unchanged, as its config.
+	// tally as after kubectl apply -k deploy/, with the GPU training
+	// example's manifests, unchanged, as its config.
 	var docs []string
 	for _, f := range exampleFiles {
 		b, err := os.ReadFile(filepath.Join(env.Root, "examples", "gpu-training", f))

@@ -14,12 +14,13 @@ import (
 	"tally.dev/tally/e2e/framework"
 )
 
-// The GPU training example's Kueue manifests, loaded unchanged (see exampleFiles), bind
-// namespace team-a through the LocalQueue team-a-queue alone, with no
-// annotation: Jobs labelled kueue.x-k8s.io/queue-name are queued in
-// cluster-queue-a (10 GPUs) and never run past it, an unknown queue-name
-// is denied with the namespace's LocalQueues, and a Job that names no
-// queue is created unqueued with a warning.
+// The GPU training example's Kueue manifests, loaded unchanged (see
+// exampleFiles), bind namespace team-a through the LocalQueue
+// team-a-queue alone, with no annotation: Jobs labelled
+// kueue.x-k8s.io/queue-name are queued in cluster-queue-a (10 GPUs) and
+// never run past it, an unknown queue-name is denied with the namespace's
+// LocalQueues, and a Job that names no queue is created unqueued with a
+// warning.
 func TestGPUTrainingLocalQueue(t *testing.T) {
 	s := setup(t)
 	ctx := testContext(t, 4*time.Minute)

@@ -31,15 +31,16 @@ import (
 // tallyNamespace is tally's own namespace, holding its ConfigMap.
 const tallyNamespace = "tally-system"
 
-// exampleFiles are Kueue manifests of a user's setup guide, loaded into the
-// config unchanged: the ResourceFlavor nvidia-gpu-flavor, the ClusterQueue
-// cluster-queue-a (10 GPUs) and the LocalQueue team-a/team-a-queue.
+// exampleFiles are the Kueue manifests of examples/gpu-training, loaded
+// into the config unchanged: the ResourceFlavor nvidia-gpu-flavor, the
+// ClusterQueue cluster-queue-a (10 GPUs) and the LocalQueue
+// team-a/team-a-queue.
 var exampleFiles = []string{"resource-flavor.yaml", "cluster-queue.yaml", "local-queue.yaml"}
 
-// testConfig holds, besides the GPU training example's manifests, one ClusterQueue per
-// test, none in a cohort, so the tests cannot lend each other quota. The
-// nodes are those of e2e/cluster/nodes.yaml: two GPU nodes (8 GPUs each)
-// and two CPU nodes.
+// testConfig holds, besides the GPU training example's manifests, one
+// ClusterQueue per test, none in a cohort, so the tests cannot lend each
+// other quota. The nodes are those of e2e/cluster/nodes.yaml: two GPU
+// nodes (8 GPUs each) and two CPU nodes.
 const testConfig = `
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
@@ -286,8 +287,8 @@ func run(m *testing.M) int {
 	return code
 }
 
-// suiteConfig is the GPU training example's manifests, read from examples/gpu-training/ as
-// they are, followed by testConfig.
+// suiteConfig is the GPU training example's manifests, read from
+// examples/gpu-training/ as they are, followed by testConfig.
 func suiteConfig(root string) (string, error) {
 	var docs []string
 	for _, f := range exampleFiles {

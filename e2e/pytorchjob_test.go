@@ -28,10 +28,11 @@ import (
 // once tally un-suspends them, and deletes them when tally suspends them
 // again.
 
-// The GPU training example's PyTorchJob (examples/gpu-training/pytorch-job.yaml: a master and
-// three workers, 1 GPU each), submitted unchanged to the GPU training example's LocalQueue,
-// is queued, admitted into cluster-queue-a all at once and runs to
-// completion on nodes of the GPU training example's flavor. Three 4-GPU PyTorchJobs in the
+// The GPU training example's PyTorchJob
+// (examples/gpu-training/pytorch-job.yaml: a master and three workers, 1
+// GPU each), submitted unchanged to its LocalQueue team-a-queue, is
+// queued, admitted into cluster-queue-a all at once and runs to
+// completion on nodes of its flavor. Three 4-GPU PyTorchJobs in the
 // 10-GPU queue: two run, and the third has no pod until one finishes. A
 // PyTorchJob with an unknown queue-name is denied, naming the namespace's
 // LocalQueues.
@@ -129,10 +130,11 @@ func TestGPUTrainingPyTorchJob(t *testing.T) {
 }
 
 // In a ClusterQueue of 8 GPUs that preempts lower priorities, two 4-GPU
-// PyTorchJobs of the GPU training example's batch-low class run. A research-high one
-// arrives: exactly one low one is preempted, the training operator removes
-// its pods, and only then do the high one's pods start; the victim runs
-// again once the quota comes back. Pods never use more than 8 GPUs.
+// PyTorchJobs of the GPU training example's batch-low class run. A
+// research-high one arrives: exactly one low one is preempted, the
+// training operator removes its pods, and only then do the high one's
+// pods start; the victim runs again once the quota comes back. Pods never
+// use more than 8 GPUs.
 func TestPyTorchJobPreemption(t *testing.T) {
 	s := setup(t)
 	ctx := testContext(t, 5*time.Minute)
@@ -394,7 +396,7 @@ func bindByLocalQueue(ctx context.Context, t *testing.T, s *suite, ns, localQueu
 	}
 }
 
-// applyExamplePriorityClasses creates the PriorityClasses of the GPU training example's
+// applyExamplePriorityClasses creates the PriorityClasses of
 // examples/gpu-training/priority-classes.yaml, unless they exist.
 func applyExamplePriorityClasses(ctx context.Context, t *testing.T, s *suite) {
 	t.Helper()

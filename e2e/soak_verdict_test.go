@@ -66,14 +66,14 @@ var bystanders = []string{
 	"job 12:09:20.300 e2e-soak-b/low-1g-004 Unsuspended",
 }
 
-// The run of seed 1795694909522612400 that failed the soak when it read
-// Events' arrival times against the Job watch's: low-2g-095's first
-// Preempting Event arrived (33.608) after the Job watch saw it admitted
-// (33.596), so its admission seemed to come before its first preemption.
-// On the Job watch's clock it preempted low-2g-053 (suspended at 33.107),
-// was admitted (33.596), was preempted by medium-1g-097, preempted
-// low-1g-092 (suspended at 39.0) and was admitted again (39.44): no
-// thrash.
+// A timeline of the soak run of seed 1795694909522612400 whose watches
+// disagree: low-2g-095's first Preempting Event arrived (33.608) after
+// the Job watch saw it admitted (33.596), so read by the Events' arrival
+// times its admission would come before its first preemption. On the Job
+// watch's clock, the one the verdict reads, it preempted low-2g-053
+// (suspended at 33.107), was admitted (33.596), was preempted by
+// medium-1g-097, preempted low-1g-092 (suspended at 39.0) and was admitted
+// again (39.44): no thrash.
 func TestSoakVerdictReadsOneClock(t *testing.T) {
 	r := timeline(t, soakFixtureJobs(), append(slices.Clone(bystanders),
 		"job 12:09:28.200 e2e-soak-c/low-2g-053 Unsuspended",
@@ -99,7 +99,7 @@ func TestSoakVerdictReadsOneClock(t *testing.T) {
 		t.Log(n)
 	}
 	if len(errs) > 0 {
-		t.Errorf("the failed run's timeline is judged wrong:\n%s", strings.Join(errs, "\n"))
+		t.Errorf("a timeline with late Events, and no thrash on the Job watch's clock, is judged wrong:\n%s", strings.Join(errs, "\n"))
 	}
 }
 

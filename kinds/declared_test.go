@@ -12,8 +12,8 @@ import (
 	"tally.dev/tally/queues"
 )
 
-// trainJob is the kind DESIGN's example declares, with a second pod set
-// in a list.
+// trainJob is the kind that docs/kinds.md's example declares ("Declaring
+// a kind"), with a second pod set in a list.
 var trainJob = queues.WorkloadKind{
 	Name: "trainjobs.example.com", Group: "example.com", Version: "v1", Kind: "TrainJob",
 	SuspendPath: []string{"spec", "suspend"},

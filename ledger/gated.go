@@ -226,7 +226,8 @@ func byAge(a, b *corev1.Pod) int {
 // d). A pod beyond that (one too many) is
 // deleted once it has been beyond it for excessGrace; until then it
 // counts, and the workload is judged again when its grace ends. A pod
-// larger than every pod set's is left to run, as before.
+// larger than every pod set's is not deleted here: it runs on, and
+// counts.
 func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Workload, cfg *queues.Config, d *queues.PodDefaults, running []*corev1.Pod) []flavors.Resources {
 	slices.SortFunc(running, func(a, b *corev1.Pod) int {
 		if da, db := a.DeletionTimestamp != nil, b.DeletionTimestamp != nil; da != db {

@@ -183,9 +183,9 @@ func TestPyTorchJobGuard(t *testing.T) {
 	}
 }
 
-// BenchmarkPyTorchJobWebhook measures the handler on the GPU training example's shape of
-// PyTorchJob (a master and workers), reporting the median and 99th
-// percentile latency of single requests.
+// BenchmarkPyTorchJobWebhook measures the handler on the GPU training
+// example's shape of PyTorchJob (a master and workers), reporting the
+// median and 99th percentile latency of single requests.
 func BenchmarkPyTorchJobWebhook(b *testing.B) {
 	benchWebhook(b, nil, pyTorchJobRequest(admissionv1.Create, pyTorchJobJSON(`, "labels": {"app": "train"}`, `{"cleanPodPolicy": "Running"}`, ""), ""))
 }

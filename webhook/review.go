@@ -27,8 +27,8 @@ import (
 // review and decodeObject read them in one pass each, into the type the
 // request names. Anything else (another version, a partial or foreign
 // kind, a body that does not decode, or an unstructured object) goes to
-// the decoder as before, so every answer to a malformed request stays
-// what it was.
+// controller-runtime's decoder, so a malformed request gets the answer
+// controller-runtime's webhook gives it.
 //
 // A handler that names the Go type of its requests' objects (objectMaker)
 // gets the object decoded with the request, in the same pass, rather
@@ -163,8 +163,8 @@ func (rv review) typed(body []byte) (admission.Request, bool) {
 	}
 	k := &tr.Kind
 	gvk := schema.GroupVersionKind(k.gvk)
-	// A zero object was not in the body (or was {}): the decoder says
-	// which, as before.
+	// A zero object was not in the body (or was {}): controller-runtime's
+	// decoder says which.
 	if k.seen != 1 || k.obj == nil || tr.Object != any(k.obj) || reflect.ValueOf(k.obj).Elem().IsZero() {
 		return admission.Request{}, false
 	}

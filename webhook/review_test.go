@@ -144,8 +144,8 @@ func (m *typedSeen) Handle(ctx context.Context, req admission.Request) admission
 
 // TestTypedReview: Review hands the Job mutator a create's object decoded
 // with the request when the request names its kind before its object and
-// the body holds no hostile quantity; otherwise the bytes, as before. The
-// answer is the same either way as controller-runtime's webhook's alone.
+// the body holds no hostile quantity; otherwise the bytes. The answer is
+// the same either way as controller-runtime's webhook's alone.
 func TestTypedReview(t *testing.T) {
 	job := rawJob(`,"labels":{"a":"b"}`, `,"parallelism":2`, "", `{"cpu":"500m"}`)
 	jobKind := `"kind":{"group":"batch","version":"v1","kind":"Job"}`

@@ -3,12 +3,12 @@
 #
 # Starts (or reuses) a local kwok cluster "tally-demo", runs tally against it
 # in the background with self-signed certificates and registered webhooks,
-# loads examples/demo/queues.yaml with the GPU training example's ClusterQueue and LocalQueue,
-# binds namespace team-a by its LocalQueues and team-b by annotation, and
-# submits the plain Jobs of e2e/demo/jobs/ and the GPU training example's PyTorchJob
-# (examples/gpu-training/pytorch-job.yaml, run by the Kubeflow training
-# operator). It then shows them queue, borrow, get preempted and finish, and
-# leaves everything running:
+# loads examples/demo/queues.yaml with the GPU training example's ClusterQueue
+# and LocalQueue, binds namespace team-a by its LocalQueues and team-b by
+# annotation, and submits the plain Jobs of e2e/demo/jobs/ and the GPU
+# training example's PyTorchJob (examples/gpu-training/pytorch-job.yaml, run
+# by the Kubeflow training operator). It then shows them queue, borrow, get
+# preempted and finish, and leaves everything running:
 #   .demo/kubeconfig              the cluster's kubeconfig
 #   .demo/tally.log               tally's log (pid in .demo/tally.pid)
 #   .demo/training-operator.log   the training operator's log (pid in
@@ -37,8 +37,8 @@ SELECTOR=app.kubernetes.io/part-of=tally-demo
 
 # shellcheck source=e2e/demo/lib.sh
 . e2e/demo/lib.sh
-# KARPENTER=1 (make demo KARPENTER=1): the GPU training example's PyTorchJob on GPU nodes
-# that Karpenter makes, instead (e2e/demo/karpenter.sh).
+# KARPENTER=1 (make demo KARPENTER=1): the GPU training example's PyTorchJob
+# on GPU nodes that Karpenter makes, instead (e2e/demo/karpenter.sh).
 [ "${KARPENTER:-}" != 1 ] || exec bash e2e/demo/karpenter.sh
 
 # --- tools -------------------------------------------------------------------
@@ -75,8 +75,9 @@ k apply -f examples/gpu-training/priority-classes.yaml
 
 # --- config ------------------------------------------------------------------
 stop_tally
-# The demo's queues, then the GPU training example's ClusterQueue and LocalQueue unchanged
-# (its ResourceFlavor is the demo's nvidia-gpu-flavor, with the same labels).
+# The demo's queues, then the GPU training example's ClusterQueue and
+# LocalQueue unchanged (its ResourceFlavor is the demo's nvidia-gpu-flavor,
+# with the same labels).
 CONFIG=$DEMO/queues.yaml
 {
   cat examples/demo/queues.yaml

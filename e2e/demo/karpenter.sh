@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The demo behind `make demo KARPENTER=1`: the GPU training example on GPU nodes
-# that an autoscaler makes.
+# The demo behind `make demo KARPENTER=1`: the GPU training example on GPU
+# nodes that an autoscaler makes.
 #
-# Starts (or reuses) a local kwok cluster "tally-demo-karpenter" with one
-# CPU node and no GPU node, and runs on the host, in the background, the
-# training operator, Karpenter with its KWOK cloud provider
-# (e2e/cluster/karpenter.sh; built into the toolchain the first time) and
-# tally with the GPU training example's manifests (examples/gpu-training/) unchanged as its
-# config. A NodePool "gpu" makes nodes of the GPU training example's flavor (its label and
-# taint) from the instance types of e2e/cluster/karpenter-instance-types.json.
-# It then submits the GPU training example's PyTorchJob and shows it admitted, Karpenter
-# making a node for it, the PyTorchJob finishing, and Karpenter removing the
-# empty node. It shares .demo/ (kubeconfig, logs, pid files) and the ports
-# with make demo, so it stops that demo's tally and training operator;
-# e2e/demo/down.sh (make demo-down) removes both demos.
+# Starts (or reuses) a local kwok cluster "tally-demo-karpenter" with one CPU
+# node and no GPU node, and runs on the host, in the background, the training
+# operator, Karpenter with its KWOK cloud provider (e2e/cluster/karpenter.sh;
+# built into the toolchain the first time) and tally with the GPU training
+# example's manifests (examples/gpu-training/) unchanged as its config. A
+# NodePool "gpu" makes nodes of the GPU training example's flavor (its label
+# and taint) from the instance types of
+# e2e/cluster/karpenter-instance-types.json. It then submits the GPU training
+# example's PyTorchJob and shows it admitted, Karpenter making a node for it,
+# the PyTorchJob finishing, and Karpenter removing the empty node. It shares
+# .demo/ (kubeconfig, logs, pid files) and the ports with make demo, so it
+# stops that demo's tally and training operator; e2e/demo/down.sh (make
+# demo-down) removes both demos.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -117,7 +118,7 @@ ns_managed() { [ "$(k get namespace team-a -o jsonpath='{.metadata.labels.tally\
 wait_until 30 "namespace team-a (named by LocalQueue team-a-queue) labelled tally.dev/managed=true" ns_managed
 wait_until 30 "service account default in team-a" k get serviceaccount default -n team-a
 
-# --- the GPU training example's PyTorchJob -----------------------------------------------------
+# --- the GPU training example's PyTorchJob -----------------------------------
 k delete -f examples/gpu-training/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
 show() {
   echo

@@ -24,7 +24,8 @@ import (
 var TrainJobGVK = schema.GroupVersionKind{Group: "e2e.tally.dev", Version: "v1", Kind: "TrainJob"}
 
 // TrainJobKind is the WorkloadKind document that declares TrainJob, as
-// DESIGN's example does.
+// docs/kinds.md's example ("Declaring a kind") does, in group
+// e2e.tally.dev and with the worker pod set alone.
 const TrainJobKind = `apiVersion: tally.dev/v1
 kind: WorkloadKind
 metadata: {name: trainjobs.e2e.tally.dev}

@@ -37,7 +37,8 @@ const (
 	rulesUpdated = "webhook rules updated to the workload kinds"
 )
 
-// queueDoc is the smoke's ClusterQueue, on the GPU training example's GPU flavor.
+// queueDoc is the smoke's ClusterQueue, on the GPU flavor of
+// examples/gpu-training.
 const queueDoc = `apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata:

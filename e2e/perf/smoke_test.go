@@ -34,7 +34,7 @@ func TestSmoke(t *testing.T) { smoke(t, false, false, false) }
 // TestSmokePods runs it with the runner playing the Jobs' pods
 // (Options.Pods): each admitted Job's pod goes through tally's pod gate,
 // which the API server calls once per pod, and the pods' ends (succeeded,
-// or deleted when preempted) let every Job finish as before.
+// or deleted when preempted) let every Job finish, as in TestSmoke.
 func TestSmokePods(t *testing.T) { smoke(t, false, false, true) }
 
 // TestSmokeReplay runs the replay reference on bench/smoke.yaml: the replay admits

@@ -236,7 +236,7 @@ func TestExplainNew(t *testing.T) {
 
 // TestExplainFinishedLabelOff: with --finished-label=off finished Jobs
 // keep their admitted label; explain reads their conditions, so they are
-// run-time samples as before (the same estimate as TestExplainPending),
+// run-time samples all the same (the same estimate as TestExplainPending),
 // and a finished target is said to be finished.
 func TestExplainFinishedLabelOff(t *testing.T) {
 	unlabel := func(o *kinds.Object) *kinds.Object {
