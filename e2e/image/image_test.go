@@ -268,7 +268,7 @@ func TestImage(t *testing.T) {
 		// serve --help prints serve's flags and exits 0; --help and help
 		// list the commands.
 		out, err := c.run(t, "serve", "--help")
-		if err != nil || !strings.Contains(out, "Usage of tally serve:") || !strings.Contains(out, "-leader-elect") {
+		if err != nil || !strings.Contains(out, "Usage: tally serve [flags]") || !strings.Contains(out, "-leader-elect") {
 			t.Errorf("tally serve --help: %v, output:\n%s", err, out)
 		}
 		for _, args := range [][]string{{"help"}, {"--help"}} {
