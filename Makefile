@@ -12,8 +12,10 @@ TOOL_BINARIES := etcd kube-apiserver kube-controller-manager kube-scheduler kube
 
 GO ?= go
 BIN := $(CURDIR)/bin/tally
-TEST_TIMEOUT ?= 45m
-E2E_TIMEOUT ?= 45m
+# The e2e package builds the operators it has not built before (about 23
+# minutes on 2 busy cores), then runs about 30 minutes of tests.
+TEST_TIMEOUT ?= 60m
+E2E_TIMEOUT ?= 60m
 # One test binary at a time: the envtest and e2e suites each run a control
 # plane, and two of them at once on a small machine make timings meaningless.
 TEST_PARALLEL ?= 1
