@@ -57,27 +57,11 @@ import (
 func (l *Ledger) gatedPodLocked(p *corev1.Pod, c podClaim) {
 	held := kinds.Gated(p) && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 	if !held {
-		l.ungatedLocked(p.UID)
+		l.pods.ungate(p.UID)
 		return
 	}
-	if l.gated[c.owner] == nil {
-		l.gated[c.owner] = map[types.UID]bool{}
-	}
-	l.gated[c.owner][p.UID] = true
-	l.gatedOwner[p.UID] = c.owner
+	l.pods.gate(p.UID, c.owner)
 	l.judgePodsLocked(c.owner)
-}
-
-// ungatedLocked forgets pod as gated.
-func (l *Ledger) ungatedLocked(pod types.UID) {
-	owner, ok := l.gatedOwner[pod]
-	if !ok {
-		return
-	}
-	delete(l.gatedOwner, pod)
-	if delete(l.gated[owner], pod); len(l.gated[owner]) == 0 {
-		delete(l.gated, owner)
-	}
 }
 
 // excessGrace is how long a running pod stays beyond what its workload
@@ -90,28 +74,22 @@ const excessGrace = 5 * time.Second
 func (l *Ledger) judgePodsLocked(uid types.UID) {
 	e := l.jobs[uid]
 	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil || l.ctx == nil {
-		delete(l.excess, uid)
+		l.pods.setExcess(uid, nil)
 		return
 	}
-	if len(l.gated[uid]) == 0 && int64(l.livePods[uid]) <= e.W.PodCount() && len(l.excess[uid]) == 0 {
+	if l.pods.gatedOf(uid) == 0 && int64(l.pods.liveOf(uid)) <= e.W.PodCount() && len(l.pods.excessOf(uid)) == 0 {
 		return
 	}
-	if l.gating[uid] {
-		l.regate[uid] = true
+	if !l.pods.startJudging(uid) {
 		return
 	}
-	l.gating[uid] = true
 	l.inflight.Add(1)
 	l.spawn(func() {
 		defer l.inflight.Done()
 		for {
 			l.judgePods(l.ctx, uid)
 			l.mu.Lock()
-			again := l.regate[uid]
-			delete(l.regate, uid)
-			if !again {
-				delete(l.gating, uid)
-			}
+			again := l.pods.judged(uid)
 			l.mu.Unlock()
 			if !again {
 				return
@@ -127,7 +105,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	l.mu.Lock()
 	e := l.jobs[uid]
 	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil {
-		delete(l.excess, uid)
+		l.pods.setExcess(uid, nil)
 		l.mu.Unlock()
 		return
 	}
@@ -153,7 +131,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 		// A running pod counts for uid if the ledger counts it so: a
 		// pod once counted stays counted when its controller releases
 		// it (see onPod), and so may be one too many.
-		if l.podOwner[p.UID] != uid && !l.podOfLocked(claimOf(p), w.Namespace, k) {
+		if o, _ := l.pods.ownerOf(p.UID); o != uid && !l.podOfLocked(claimOf(p), w.Namespace, k) {
 			continue
 		}
 		if kinds.Gated(p) {
@@ -257,7 +235,7 @@ func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Work
 	l.mu.Lock()
 	since := map[types.UID]time.Time{}
 	for _, p := range beyond {
-		t, ok := l.excess[uid][p.UID]
+		t, ok := l.pods.excessOf(uid)[p.UID]
 		if !ok {
 			t = now
 		}
@@ -266,11 +244,7 @@ func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Work
 			due = append(due, p)
 		}
 	}
-	if len(since) == 0 {
-		delete(l.excess, uid)
-	} else {
-		l.excess[uid] = since
-	}
+	l.pods.setExcess(uid, since)
 	l.mu.Unlock()
 	again := len(due) < len(beyond)
 	for _, p := range due {

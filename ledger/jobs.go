@@ -141,7 +141,7 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) mach
 		// Ordered as the config in force says.
 		w = l.podsReadyConfigLocked().Order(w)
 	}
-	v := inspect.Observe(l.cfg, o, w, l.livePods[o.Meta.UID])
+	v := inspect.Observe(l.cfg, o, w, l.pods.liveOf(o.Meta.UID))
 	if o.Suspended && !o.Finished {
 		v.Restore = l.restoreDueLocked(o, w)
 	}
@@ -188,16 +188,14 @@ func (l *Ledger) onJobDelete(obj any) {
 	uid := m.GetUID()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.parts, uid)
-	delete(l.partNS, uid)
 	e := l.jobs[uid]
+	l.pods.forget(uid, e)
 	if e == nil {
 		return
 	}
 	delete(l.jobs, uid)
 	delete(l.late, uid)
 	delete(l.echoes, uid)
-	delete(l.unready, e)
 	l.metrics.notePending(l.cfg, e, true)
 	l.noteLocalLocked(e)
 	if e.Claim != nil {
@@ -208,9 +206,9 @@ func (l *Ledger) onJobDelete(obj any) {
 	}
 	// Its pods may outlive it: its quota, and its preemptor's wait, last
 	// until they are gone (pods.go).
-	l.step(e, machine.Forget(l.livePods[uid] > 0))
+	l.step(e, machine.Forget(l.pods.liveOf(uid) > 0))
 	if e.Charged != nil {
-		l.ghosts[uid] = e
+		l.pods.haunt(uid, e)
 	}
 	l.wakePass()
 }

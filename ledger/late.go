@@ -79,12 +79,12 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 // admitted exempts nothing.
 // Before the informers have synced an owner may not be known yet, and o is
 // taken as part of it: captureManaged looks again after the sync. It
-// records what o is part of in parts, for its pods' claims (pods.go).
+// records what o is part of in the pod book, for its pods' claims (pods.go).
 func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
 	uid := o.Meta.UID
 	ref := l.opts.Kinds.Owner(o)
 	if ref == nil {
-		delete(l.parts, uid)
+		l.pods.dropPart(uid)
 		return false
 	}
 	part := false
@@ -93,18 +93,18 @@ func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
 		// done before its submitter Job says so): they stay parts.
 		ran := e.Phase() == machine.Assumed || e.Phase() == machine.Admitted || e.Phase() == machine.Evicting || e.Phase() == machine.Finished
 		part = ran && e.W != nil && e.W.Namespace == o.Meta.Namespace
-	} else if _, ok := l.parts[ref.UID]; ok {
-		part = l.partNS[ref.UID] == o.Meta.Namespace
+	} else if _, ns, ok := l.pods.partOf(ref.UID); ok {
+		part = ns == o.Meta.Namespace
 	} else {
 		return !l.synced
 	}
 	if !part {
-		delete(l.parts, uid)
+		l.pods.dropPart(uid)
 		return false
 	}
-	if l.parts[uid] != ref.UID {
-		l.parts[uid], l.partNS[uid] = ref.UID, o.Meta.Namespace
-		if root := l.rootOfLocked(ref.UID); root != "" {
+	if of, _, _ := l.pods.partOf(uid); of != ref.UID {
+		l.pods.setPart(uid, ref.UID, o.Meta.Namespace)
+		if root := l.pods.rootOf(ref.UID, l.known); root != "" {
 			if e := l.jobs[root]; e != nil && e.W != nil {
 				l.reverifyLocked(root, e.W.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.W)))
 			}
@@ -113,25 +113,8 @@ func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
 	return true
 }
 
-// maxPartDepth bounds the chains of parts the ledger follows: a Job of a
-// JobSet of a TrainJob is two parts deep.
-const maxPartDepth = 4
-
-// rootOfLocked follows parts from uid to the workload that holds their
-// quota, "" when the chain ends elsewhere or runs too deep.
-func (l *Ledger) rootOfLocked(uid types.UID) types.UID {
-	for range maxPartDepth {
-		if e := l.jobs[uid]; e != nil {
-			return uid
-		}
-		next, ok := l.parts[uid]
-		if !ok {
-			return ""
-		}
-		uid = next
-	}
-	return ""
-}
+// known says whether the ledger knows workload uid.
+func (l *Ledger) known(uid types.UID) bool { return l.jobs[uid] != nil }
 
 // captureManaged looks for unrecorded running Jobs in every managed
 // namespace: after the informers sync, since a Job may be seen before its

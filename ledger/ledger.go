@@ -130,45 +130,13 @@ type Ledger struct {
 	// holding holds the entries charged with quota, by the queue they
 	// are charged in (holdLocked); a queue's set stays once made.
 	holding map[string]map[*entry]struct{}
-	// livePods counts, per workload UID, its pods that have not
-	// terminated; podOwner maps each of them to its workload (pods.go).
-	livePods map[types.UID]int
-	// readyOwner maps each counted pod that is ready (or succeeded) to
-	// its workload, and readyPods counts them per workload
-	// (podsready.go).
-	readyOwner map[types.UID]types.UID
-	readyPods  map[types.UID]int
+	// pods is the bookkeeping of pods by workload (podbook.go).
+	pods podBook
 	// after, when set (by tests), schedules f after d in place of
 	// afterFunc's timers.
 	after func(d time.Duration, f func())
-	// unready holds the admitted workloads that may still wait for their
-	// pods to be ready (blockedLocked).
-	unready  map[*entry]struct{}
-	podOwner map[types.UID]types.UID
-	// unverified holds, by the workload they name, the live pods whose
-	// claim to it does not check out yet, and claimed the workload each
-	// of them names; parts maps each Job that is part of a workload
-	// holding quota (or to a part of it) to what it is part of, and
-	// partNS to its namespace (late.go, pods.go).
-	unverified map[types.UID]map[types.UID]podClaim
-	claimed    map[types.UID]types.UID
-	parts      map[types.UID]types.UID
-	partNS     map[types.UID]string
-	// gated holds, by the workload they claim, the pods that tally's
-	// scheduling gate holds for it, and gatedOwner the workload each
-	// claims; gating marks the workloads whose gated pods are being
-	// judged, and regate those to judge again after (gated.go).
-	gated      map[types.UID]map[types.UID]bool
-	gatedOwner map[types.UID]types.UID
-	gating     map[types.UID]bool
-	regate     map[types.UID]bool
-	// excess holds, by workload, its running pods beyond what it was
-	// admitted with, and since when (gated.go).
-	excess map[types.UID]map[types.UID]time.Time
-	// ghosts are deleted workloads whose pods still run: they hold their
-	// quota until the pods are gone. adopted: the pods of workloads
-	// deleted before the ledger started have been counted (adoptOrphans).
-	ghosts  map[types.UID]*entry
+	// adopted: the pods of workloads deleted before the ledger started
+	// have been counted (adoptOrphans).
 	adopted bool
 	// echoes are the admission writes whose version the watch has not
 	// brought yet (tally_watch_delay_seconds).
@@ -286,21 +254,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		yielding:        map[*entry]*entry{},
 		late:            map[types.UID]*entry{},
 		holding:         map[string]map[*entry]struct{}{},
-		livePods:        map[types.UID]int{},
-		readyOwner:      map[types.UID]types.UID{},
-		readyPods:       map[types.UID]int{},
-		unready:         map[*entry]struct{}{},
-		podOwner:        map[types.UID]types.UID{},
-		unverified:      map[types.UID]map[types.UID]podClaim{},
-		claimed:         map[types.UID]types.UID{},
-		parts:           map[types.UID]types.UID{},
-		partNS:          map[types.UID]string{},
-		gated:           map[types.UID]map[types.UID]bool{},
-		gatedOwner:      map[types.UID]types.UID{},
-		gating:          map[types.UID]bool{},
-		regate:          map[types.UID]bool{},
-		excess:          map[types.UID]map[types.UID]time.Time{},
-		ghosts:          map[types.UID]*entry{},
+		pods:            newPodBook(),
 		echoes:          map[types.UID]awaitedVersion{},
 		lists:           map[string][]*queues.Workload{},
 		stale:           map[string]struct{}{},

@@ -187,7 +187,7 @@ func BenchmarkPodEvent(b *testing.B) {
 	for _, p := range pods {
 		l.onPod(p)
 	}
-	if got := l.livePods["uid-0"]; got != 4 {
+	if got := l.pods.liveOf("uid-0"); got != 4 {
 		b.Fatalf("uid-0 has %d live pods counted, want 4", got)
 	}
 	done := make([]*corev1.Pod, len(pods))

@@ -341,7 +341,7 @@ func recountedMetrics(l *Ledger) map[string]float64 {
 			out[fmt.Sprintf(`tally_pending_workloads{cluster_queue=%q,status="inadmissible"}`, e.W.Queue)]++
 		}
 	}
-	for _, es := range []map[types.UID]*entry{l.jobs, l.ghosts} {
+	for _, es := range []map[types.UID]*entry{l.jobs, l.pods.ghosts} {
 		for _, e := range es {
 			if e.W == nil || e.localQueue == "" {
 				continue

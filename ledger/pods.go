@@ -148,41 +148,28 @@ func (l *Ledger) onPod(obj any) {
 	// A pod once counted stays counted until it terminates or names
 	// another workload: the garbage collector removes the owner
 	// references of a deleted workload's orphaned pods, which still run.
-	counted := live && (l.podOwner[p.UID] == c.owner || l.verifiedLocked(c))
-	l.unverify(p.UID)
+	was, _ := l.pods.ownerOf(p.UID)
+	counted := live && (was == c.owner || l.verifiedLocked(c))
+	l.pods.unverify(p.UID)
 	if c.owner != p.UID {
 		l.gatedPodLocked(p, c)
 	}
 	if live && !counted {
-		if l.unverified[c.owner] == nil {
-			l.unverified[c.owner] = map[types.UID]podClaim{}
-		}
-		l.unverified[c.owner][p.UID] = c
-		l.claimed[p.UID] = c.owner
+		l.pods.doubt(p.UID, c)
 	}
 	l.setPodLocked(p.UID, c.owner, counted)
 	// A counted pod that succeeds stays ready for its workload.
-	l.setReadyLocked(p.UID, c.owner, podReady(p) && (counted || l.readyOwner[p.UID] == c.owner))
+	l.setReadyLocked(p.UID, c.owner, podReady(p) && (counted || l.pods.readyFor(p.UID, c.owner)))
 }
 
 func (l *Ledger) onPodDelete(obj any) {
 	if p, ok := obj.(*corev1.Pod); ok {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		l.unverify(p.UID)
-		l.ungatedLocked(p.UID)
+		l.pods.unverify(p.UID)
+		l.pods.ungate(p.UID)
 		l.setPodLocked(p.UID, "", false)
 		l.setReadyLocked(p.UID, "", false)
-	}
-}
-
-// unverify forgets pod's unverified claim, if it has one.
-func (l *Ledger) unverify(pod types.UID) {
-	if owner, ok := l.claimed[pod]; ok {
-		delete(l.claimed, pod)
-		if delete(l.unverified[owner], pod); len(l.unverified[owner]) == 0 {
-			delete(l.unverified, owner)
-		}
 	}
 }
 
@@ -191,7 +178,7 @@ func (l *Ledger) unverify(pod types.UID) {
 func (l *Ledger) verifiedLocked(c podClaim) bool {
 	e := l.jobs[c.owner]
 	if e == nil {
-		e = l.ghosts[c.owner]
+		e = l.pods.ghost(c.owner)
 	}
 	if e == nil || e.W == nil {
 		return false
@@ -205,7 +192,7 @@ func (l *Ledger) podOfLocked(c podClaim, ns string, k kinds.Kind) bool {
 	if c.ns != ns || c.ctrl == "" {
 		return false
 	}
-	if c.ctrl == c.owner || l.rootOfLocked(c.ctrl) == c.owner {
+	if c.ctrl == c.owner || l.pods.rootOf(c.ctrl, l.known) == c.owner {
 		return true
 	}
 	return k != nil && slices.Contains(kinds.PodParents(k), c.ctrlKind)
@@ -215,9 +202,9 @@ func (l *Ledger) podOfLocked(c podClaim, ns string, k kinds.Kind) bool {
 // namespace ns and kind k, and were waiting for it (or for a part of it)
 // to be seen.
 func (l *Ledger) reverifyLocked(owner types.UID, ns string, k kinds.Kind) {
-	for pod, c := range l.unverified[owner] {
+	for pod, c := range l.pods.doubted(owner) {
 		if l.podOfLocked(c, ns, k) {
-			l.unverify(pod)
+			l.pods.unverify(pod)
 			l.setPodLocked(pod, owner, true)
 		}
 	}
@@ -226,7 +213,7 @@ func (l *Ledger) reverifyLocked(owner types.UID, ns string, k kinds.Kind) {
 // setPodLocked records whether pod (of workload owner) is live, and
 // settles the workload when its count of live pods crosses zero.
 func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
-	was, seen := l.podOwner[pod]
+	was, seen := l.pods.ownerOf(pod)
 	if seen && was != owner && owner != "" {
 		// A pod's labels may change; count it under its new owner.
 		l.setPodLocked(pod, "", false)
@@ -236,20 +223,16 @@ func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
 		return
 	}
 	if live {
-		l.podOwner[pod] = owner
-		l.livePods[owner]++
-		if l.livePods[owner] == 1 {
+		if l.pods.count(pod, owner) {
 			l.podsChangedLocked(owner)
 		}
 		// One pod more than the workload's count has it judged.
 		l.judgePodsLocked(owner)
 		return
 	}
-	delete(l.podOwner, pod)
 	// A pod that ends may leave room for one the gate holds.
 	l.judgePodsLocked(was)
-	if l.livePods[was]--; l.livePods[was] <= 0 {
-		delete(l.livePods, was)
+	if _, last := l.pods.uncount(pod); last {
 		l.podsChangedLocked(was)
 	}
 }
@@ -258,9 +241,9 @@ func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
 // live pods again or none left: a finished or stopped workload keeps its
 // quota while it has pods, and frees it when they are gone.
 func (l *Ledger) podsChangedLocked(uid types.UID) {
-	if g := l.ghosts[uid]; g != nil {
-		if l.livePods[uid] == 0 {
-			delete(l.ghosts, uid)
+	if g := l.pods.ghost(uid); g != nil {
+		if l.pods.liveOf(uid) == 0 {
+			l.pods.exorcise(uid)
 			l.releaseLocked(g, false)
 			l.victimFreedLocked(uid)
 		}
@@ -271,7 +254,7 @@ func (l *Ledger) podsChangedLocked(uid types.UID) {
 		return
 	}
 	o := e.seen
-	o.W, o.Pods = e.W, l.livePods[uid]
+	o.W, o.Pods = e.W, l.pods.liveOf(uid)
 	l.foldLocked(e, *e, o)
 }
 
@@ -323,10 +306,10 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 	for _, o := range orphans {
 		p, owner := o.p, types.UID(o.p.Labels[queues.LabelWorkload])
 		w := queues.NewWorkload(&p.ObjectMeta, "", "", []queues.PodTemplate{{Name: queues.MainPodSet, Count: 1, Spec: &p.Spec}}, o.queue, 0)
-		g := l.ghosts[owner]
+		g := l.pods.ghost(owner)
 		if g == nil {
 			g = &entry{Entry: machine.Ghost(w)}
-			l.ghosts[owner] = g
+			l.pods.haunt(owner, g)
 		}
 		sum := queues.UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])
 		if g.Charged != nil {
@@ -334,11 +317,11 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 			l.releaseLocked(g, false)
 		}
 		l.chargeLocked(g, o.queue, sum)
-		l.unverify(p.UID)
+		l.pods.unverify(p.UID)
 		l.setPodLocked(p.UID, owner, true)
 	}
 	if len(orphans) > 0 {
-		l.log.Info("counting the pods of deleted workloads until they are gone", "pods", len(orphans), "workloads", len(l.ghosts))
+		l.log.Info("counting the pods of deleted workloads until they are gone", "pods", len(orphans), "workloads", len(l.pods.ghosts))
 	}
 }
 

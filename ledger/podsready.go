@@ -29,9 +29,9 @@ import (
 // workloads waits for its pods.
 //
 // A pod counts as ready while it is Ready, and once it has succeeded (as
-// Kueue counts a workload's succeeded pods): readyOwner maps each such
-// pod, among those the ledger counts for a workload (pods.go), to that
-// workload, and readyPods counts them per workload.
+// Kueue counts a workload's succeeded pods): the pod book counts each
+// such pod, among those counted for a workload (pods.go), as ready for
+// that workload (podBook.setReady).
 
 // podReady says whether p counts as ready for its workload.
 func podReady(p *corev1.Pod) bool {
@@ -51,18 +51,12 @@ func podReady(p *corev1.Pod) bool {
 
 // setReadyLocked records whether pod, of workload owner, counts as ready.
 func (l *Ledger) setReadyLocked(pod, owner types.UID, ready bool) {
-	was, seen := l.readyOwner[pod]
-	if seen && (!ready || was != owner) {
-		delete(l.readyOwner, pod)
-		if l.readyPods[was]--; l.readyPods[was] <= 0 {
-			delete(l.readyPods, was)
-		}
-		l.readyChangedLocked(was)
+	lost, gained := l.pods.setReady(pod, owner, ready)
+	if lost != "" {
+		l.readyChangedLocked(lost)
 	}
-	if ready && (!seen || was != owner) {
-		l.readyOwner[pod] = owner
-		l.readyPods[owner]++
-		l.readyChangedLocked(owner)
+	if gained != "" {
+		l.readyChangedLocked(gained)
 	}
 }
 
@@ -70,7 +64,7 @@ func (l *Ledger) setReadyLocked(pod, owner types.UID, ready bool) {
 // controller starts (queues.Workload.StartCount), not those an
 // autoscaler may add, which its quota covers too.
 func (l *Ledger) podsReadyLocked(e *entry) bool {
-	return e.W != nil && int64(l.readyPods[e.W.UID]) >= e.W.StartCount()
+	return e.W != nil && int64(l.pods.readyOf(e.W.UID)) >= e.W.StartCount()
 }
 
 // readyChangedLocked notes a change in the count of workload uid's ready
@@ -95,7 +89,7 @@ func (l *Ledger) readyChangedLocked(uid types.UID) {
 		}
 		return
 	}
-	l.unready[e] = struct{}{}
+	l.pods.awaitReady(e)
 	if pr.RecoveryTimeout > 0 {
 		l.armPodsReadyLocked(e, l.opts.Clock.Now().Add(pr.RecoveryTimeout))
 	}
@@ -121,7 +115,7 @@ func (l *Ledger) admittedNowLocked(e *entry) {
 	if e.podsReady {
 		return
 	}
-	l.unready[e] = struct{}{}
+	l.pods.awaitReady(e)
 	from := e.AdmittedAt
 	if from.IsZero() {
 		from = l.opts.Clock.Now()
@@ -180,10 +174,10 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 		at = at.Truncate(time.Second).Add(time.Second)
 	}
 	msg := fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; requeued, not admitted again before %s (backoff %s, eviction %d)",
-		min(int64(l.readyPods[uid]), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), at.UTC().Format(time.RFC3339), wait, n)
+		min(int64(l.pods.readyOf(uid)), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), at.UTC().Format(time.RFC3339), wait, n)
 	if limit := pr.BackoffLimitCount; limit != nil && n > *limit {
 		msg = fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; evicted %d times, more than backoffLimitCount %d allows: set aside as inadmissible (its pods did not start in flavor %s)",
-			min(int64(l.readyPods[uid]), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), n, *limit, flavorsOf(e.Charged))
+			min(int64(l.pods.readyOf(uid)), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), n, *limit, flavorsOf(e.Charged))
 	}
 	l.step(e, machine.Requeue(now))
 	return write{e: e, w: e.W, suspend: e.suspend, message: msg}, map[string]any{
@@ -223,10 +217,10 @@ func (l *Ledger) blockedLocked() map[string]bool {
 		return nil
 	}
 	var out map[string]bool
-	for e := range l.unready {
+	for e := range l.pods.unready {
 		if e.W == nil || l.jobs[e.W.UID] != e || e.Phase() != machine.Admitted || l.podsReadyLocked(e) {
 			// Ready, or not admitted any more, since.
-			delete(l.unready, e)
+			l.pods.doneWaiting(e)
 			continue
 		}
 		if out == nil {

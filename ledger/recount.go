@@ -219,7 +219,7 @@ func (l *Ledger) recountUsage() {
 		}
 		u.Add(c)
 	}
-	for _, e := range l.ghosts {
+	for _, e := range l.pods.ghosts {
 		add(e.ChargedQueue, e.Charged)
 	}
 	for _, e := range l.jobs {

@@ -855,15 +855,18 @@ func (s *scenario) report() {
 		if e.Claim != nil && e.Claim.Usage != nil {
 			line += " claim: " + e.Claim.Usage.Describe()
 		}
-		if n := s.l.livePods[e.W.UID]; n > 0 {
+		if n := s.l.pods.liveOf(e.W.UID); n > 0 {
 			line += fmt.Sprintf(" pods=%d", n)
 		}
 		lines = append(lines, line)
 	}
-	for _, e := range s.l.ghosts {
-		lines = append(lines, fmt.Sprintf("  %s: deleted pods=%d charged: %s", e.W.Name, s.l.livePods[e.W.UID], e.Charged.Describe()))
+	for _, e := range s.l.pods.ghosts {
+		lines = append(lines, fmt.Sprintf("  %s: deleted pods=%d charged: %s", e.W.Name, s.l.pods.liveOf(e.W.UID), e.Charged.Describe()))
 	}
 	s.checkHolding()
+	if err := s.l.pods.check(); err != nil {
+		s.t.Errorf("pod book: %v", err)
+	}
 	sort.Strings(lines)
 	for _, q := range queues.SortedKeys(s.l.usage) {
 		lines = append(lines, fmt.Sprintf("  usage %s: %s", q, s.l.usage[q].Describe()))
@@ -881,7 +884,7 @@ func (s *scenario) checkHolding() {
 			want[e] = true
 		}
 	}
-	for _, e := range s.l.ghosts {
+	for _, e := range s.l.pods.ghosts {
 		if e.Charged != nil {
 			want[e] = true
 		}

@@ -1,0 +1,265 @@
+package ledger
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podBook is the ledger's bookkeeping of pods, by workload UID: which pods
+// count for which workload, which of them are ready, which wait for their
+// claim to check out, which tally's gate holds, which run beyond their
+// workload's count, and the workloads that are deleted while their pods
+// still run. It does no I/O and holds no lock: the ledger's lock covers it,
+// and the ledger decides what a change means (pods.go, podsready.go,
+// gated.go). Its invariants, which check verifies:
+//
+//   - counted: owner maps each counted pod to its workload, and live counts
+//     them per workload; a workload with none has no live entry.
+//   - ready: readyOwner maps each pod that counts as ready to its workload,
+//     and ready counts them per workload, with no zero entries.
+//   - unverified: claimed maps each pod whose claim does not check out yet
+//     to the workload it names, and unverified holds it under that
+//     workload; no workload holds an empty set.
+//   - gated: gatedOwner maps each pod tally's gate holds to the workload it
+//     claims, and gated holds it under that workload; no empty sets.
+//   - judging: regate holds only workloads that gating holds.
+//
+// parts maps each Job that is part of a workload holding quota to what it
+// is part of (partNS its namespace, late.go); excess holds, by workload,
+// its running pods beyond its count and since when; ghosts the deleted
+// workloads whose pods still run; unready the admitted workloads that may
+// still wait for their pods to be ready.
+type podBook struct {
+	live       map[types.UID]int
+	owner      map[types.UID]types.UID
+	ready      map[types.UID]int
+	readyOwner map[types.UID]types.UID
+	unverified map[types.UID]map[types.UID]podClaim
+	claimed    map[types.UID]types.UID
+	parts      map[types.UID]types.UID
+	partNS     map[types.UID]string
+	gated      map[types.UID]map[types.UID]bool
+	gatedOwner map[types.UID]types.UID
+	gating     map[types.UID]bool
+	regate     map[types.UID]bool
+	excess     map[types.UID]map[types.UID]time.Time
+	ghosts     map[types.UID]*entry
+	unready    map[*entry]struct{}
+}
+
+func newPodBook() podBook {
+	return podBook{
+		live: map[types.UID]int{}, owner: map[types.UID]types.UID{},
+		ready: map[types.UID]int{}, readyOwner: map[types.UID]types.UID{},
+		unverified: map[types.UID]map[types.UID]podClaim{}, claimed: map[types.UID]types.UID{},
+		parts: map[types.UID]types.UID{}, partNS: map[types.UID]string{},
+		gated: map[types.UID]map[types.UID]bool{}, gatedOwner: map[types.UID]types.UID{},
+		gating: map[types.UID]bool{}, regate: map[types.UID]bool{},
+		excess: map[types.UID]map[types.UID]time.Time{},
+		ghosts: map[types.UID]*entry{}, unready: map[*entry]struct{}{},
+	}
+}
+
+// liveOf is how many counted pods workload uid has.
+func (b *podBook) liveOf(uid types.UID) int { return b.live[uid] }
+
+// ownerOf is the workload pod is counted for, if it is.
+func (b *podBook) ownerOf(pod types.UID) (types.UID, bool) {
+	o, ok := b.owner[pod]
+	return o, ok
+}
+
+// count counts pod, not counted yet, for workload owner; first says it is
+// the workload's only counted pod now.
+func (b *podBook) count(pod, owner types.UID) (first bool) {
+	b.owner[pod] = owner
+	b.live[owner]++
+	return b.live[owner] == 1
+}
+
+// uncount stops counting pod, counted for workload owner; last says the
+// workload has no counted pod left.
+func (b *podBook) uncount(pod types.UID) (owner types.UID, last bool) {
+	owner = b.owner[pod]
+	delete(b.owner, pod)
+	if b.live[owner]--; b.live[owner] <= 0 {
+		delete(b.live, owner)
+		return owner, true
+	}
+	return owner, false
+}
+
+// readyOf is how many of workload uid's counted pods are ready.
+func (b *podBook) readyOf(uid types.UID) int { return b.ready[uid] }
+
+// readyFor says whether pod counts as ready for workload owner.
+func (b *podBook) readyFor(pod, owner types.UID) bool {
+	o, ok := b.readyOwner[pod]
+	return ok && o == owner
+}
+
+// setReady records whether pod, of workload owner, counts as ready. It
+// returns the workloads whose count of ready pods changed: lost one that
+// lost it, gained one that gained it ("" for none).
+func (b *podBook) setReady(pod, owner types.UID, ready bool) (lost, gained types.UID) {
+	was, seen := b.readyOwner[pod]
+	if seen && (!ready || was != owner) {
+		delete(b.readyOwner, pod)
+		if b.ready[was]--; b.ready[was] <= 0 {
+			delete(b.ready, was)
+		}
+		lost = was
+	}
+	if ready && (!seen || was != owner) {
+		b.readyOwner[pod] = owner
+		b.ready[owner]++
+		gained = owner
+	}
+	return lost, gained
+}
+
+// doubt notes pod's claim c, which does not check out yet.
+func (b *podBook) doubt(pod types.UID, c podClaim) {
+	if b.unverified[c.owner] == nil {
+		b.unverified[c.owner] = map[types.UID]podClaim{}
+	}
+	b.unverified[c.owner][pod] = c
+	b.claimed[pod] = c.owner
+}
+
+// unverify forgets pod's unverified claim, if it has one.
+func (b *podBook) unverify(pod types.UID) {
+	if owner, ok := b.claimed[pod]; ok {
+		delete(b.claimed, pod)
+		if delete(b.unverified[owner], pod); len(b.unverified[owner]) == 0 {
+			delete(b.unverified, owner)
+		}
+	}
+}
+
+// doubted is the unverified claims to workload owner, by pod; the caller
+// may unverify them as it ranges over it.
+func (b *podBook) doubted(owner types.UID) map[types.UID]podClaim { return b.unverified[owner] }
+
+// setPart records that Job uid, of namespace ns, is part of of.
+func (b *podBook) setPart(uid, of types.UID, ns string) {
+	b.parts[uid], b.partNS[uid] = of, ns
+}
+
+// dropPart forgets what Job uid is part of.
+func (b *podBook) dropPart(uid types.UID) {
+	delete(b.parts, uid)
+	delete(b.partNS, uid)
+}
+
+// partOf is what Job uid is part of, and its namespace.
+func (b *podBook) partOf(uid types.UID) (of types.UID, ns string, ok bool) {
+	of, ok = b.parts[uid]
+	return of, b.partNS[uid], ok
+}
+
+// maxPartDepth bounds the chains of parts the ledger follows: a Job of a
+// JobSet of a TrainJob is two parts deep.
+const maxPartDepth = 4
+
+// rootOf follows parts from uid to the workload that holds their quota
+// (one known says it knows), "" when the chain ends elsewhere or runs too
+// deep.
+func (b *podBook) rootOf(uid types.UID, known func(types.UID) bool) types.UID {
+	for range maxPartDepth {
+		if known(uid) {
+			return uid
+		}
+		next, ok := b.parts[uid]
+		if !ok {
+			return ""
+		}
+		uid = next
+	}
+	return ""
+}
+
+// gate notes that tally's gate holds pod, which claims workload owner.
+func (b *podBook) gate(pod, owner types.UID) {
+	if b.gated[owner] == nil {
+		b.gated[owner] = map[types.UID]bool{}
+	}
+	b.gated[owner][pod] = true
+	b.gatedOwner[pod] = owner
+}
+
+// ungate forgets pod as gated.
+func (b *podBook) ungate(pod types.UID) {
+	owner, ok := b.gatedOwner[pod]
+	if !ok {
+		return
+	}
+	delete(b.gatedOwner, pod)
+	if delete(b.gated[owner], pod); len(b.gated[owner]) == 0 {
+		delete(b.gated, owner)
+	}
+}
+
+// gatedOf is how many of workload uid's pods the gate holds.
+func (b *podBook) gatedOf(uid types.UID) int { return len(b.gated[uid]) }
+
+// startJudging marks workload uid's pods as being judged; false if they
+// already are, and then they are judged again after (judged).
+func (b *podBook) startJudging(uid types.UID) bool {
+	if b.gating[uid] {
+		b.regate[uid] = true
+		return false
+	}
+	b.gating[uid] = true
+	return true
+}
+
+// judged ends a judgement of workload uid's pods; again says another was
+// asked for meanwhile, and the judgement goes on.
+func (b *podBook) judged(uid types.UID) (again bool) {
+	again = b.regate[uid]
+	delete(b.regate, uid)
+	if !again {
+		delete(b.gating, uid)
+	}
+	return again
+}
+
+// excessOf holds workload uid's running pods found beyond its count, and
+// since when; the map must not be modified.
+func (b *podBook) excessOf(uid types.UID) map[types.UID]time.Time { return b.excess[uid] }
+
+// setExcess replaces workload uid's pods beyond its count; an empty since
+// forgets them.
+func (b *podBook) setExcess(uid types.UID, since map[types.UID]time.Time) {
+	if len(since) == 0 {
+		delete(b.excess, uid)
+		return
+	}
+	b.excess[uid] = since
+}
+
+// ghost is deleted workload uid, whose pods still run; nil if none.
+func (b *podBook) ghost(uid types.UID) *entry { return b.ghosts[uid] }
+
+// haunt keeps e, of deleted workload uid, until its pods are gone.
+func (b *podBook) haunt(uid types.UID, e *entry) { b.ghosts[uid] = e }
+
+// exorcise forgets deleted workload uid.
+func (b *podBook) exorcise(uid types.UID) { delete(b.ghosts, uid) }
+
+// awaitReady notes admitted workload e as one that may wait for its pods
+// to be ready; doneWaiting forgets it.
+func (b *podBook) awaitReady(e *entry)  { b.unready[e] = struct{}{} }
+func (b *podBook) doneWaiting(e *entry) { delete(b.unready, e) }
+
+// forget drops what the book keeps of deleted workload uid (entry e, nil
+// if unknown) as a workload: what it is part of, and its wait for ready
+// pods. Its pods are counted on until they are gone.
+func (b *podBook) forget(uid types.UID, e *entry) {
+	b.dropPart(uid)
+	if e != nil {
+		b.doneWaiting(e)
+	}
+}

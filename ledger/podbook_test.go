@@ -1,0 +1,260 @@
+package ledger
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// check verifies the invariants written on podBook.
+func (b *podBook) check() error {
+	counted := map[types.UID]int{}
+	for _, o := range b.owner {
+		counted[o]++
+	}
+	if err := sameCounts("live", counted, b.live); err != nil {
+		return err
+	}
+	ready := map[types.UID]int{}
+	for _, o := range b.readyOwner {
+		ready[o]++
+	}
+	if err := sameCounts("ready", ready, b.ready); err != nil {
+		return err
+	}
+	for pod, o := range b.claimed {
+		if _, ok := b.unverified[o][pod]; !ok {
+			return fmt.Errorf("unverified: pod %s claims %s, which does not hold it", pod, o)
+		}
+	}
+	n := 0
+	for o, pods := range b.unverified {
+		if len(pods) == 0 {
+			return fmt.Errorf("unverified: empty set for %s", o)
+		}
+		n += len(pods)
+	}
+	if n != len(b.claimed) {
+		return fmt.Errorf("unverified: %d pods held, %d claimed", n, len(b.claimed))
+	}
+	for pod, o := range b.gatedOwner {
+		if !b.gated[o][pod] {
+			return fmt.Errorf("gated: pod %s of %s not held under it", pod, o)
+		}
+	}
+	n = 0
+	for o, pods := range b.gated {
+		if len(pods) == 0 {
+			return fmt.Errorf("gated: empty set for %s", o)
+		}
+		n += len(pods)
+	}
+	if n != len(b.gatedOwner) {
+		return fmt.Errorf("gated: %d pods held, %d owned", n, len(b.gatedOwner))
+	}
+	for uid := range b.regate {
+		if !b.gating[uid] {
+			return fmt.Errorf("judging: %s to judge again, not being judged", uid)
+		}
+	}
+	return nil
+}
+
+func sameCounts(what string, want, got map[types.UID]int) error {
+	if len(want) != len(got) {
+		return fmt.Errorf("%s: %d workloads counted, want %d (%v, want %v)", what, len(got), len(want), got, want)
+	}
+	for o, n := range want {
+		if got[o] != n {
+			return fmt.Errorf("%s: %s counts %d, want %d", what, o, got[o], n)
+		}
+	}
+	return nil
+}
+
+func TestPodBookCount(t *testing.T) {
+	b := newPodBook()
+	if !b.count("p1", "w") {
+		t.Errorf("the first pod counted is not first")
+	}
+	if b.count("p2", "w") {
+		t.Errorf("the second pod counted is first")
+	}
+	if o, ok := b.ownerOf("p2"); !ok || o != "w" {
+		t.Errorf("ownerOf(p2) = %q, %v", o, ok)
+	}
+	if got := b.liveOf("w"); got != 2 {
+		t.Errorf("liveOf(w) = %d, want 2", got)
+	}
+	if o, last := b.uncount("p1"); o != "w" || last {
+		t.Errorf("uncount(p1) = %q, %v; want w, false", o, last)
+	}
+	if o, last := b.uncount("p2"); o != "w" || !last {
+		t.Errorf("uncount(p2) = %q, %v; want w, true", o, last)
+	}
+	if _, ok := b.live["w"]; ok {
+		t.Errorf("a workload without pods keeps a live entry")
+	}
+	if err := b.check(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestPodBookReady(t *testing.T) {
+	type step struct {
+		pod, owner   types.UID
+		ready        bool
+		lost, gained types.UID
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  map[types.UID]int
+	}{
+		{"ready once", []step{{"p", "w", true, "", "w"}, {"p", "w", true, "", ""}}, map[types.UID]int{"w": 1}},
+		{"ready then not", []step{{"p", "w", true, "", "w"}, {"p", "w", false, "w", ""}}, map[types.UID]int{}},
+		{"not ready, never seen", []step{{"p", "w", false, "", ""}}, map[types.UID]int{}},
+		{"moves to another workload", []step{{"p", "w", true, "", "w"}, {"p", "v", true, "w", "v"}}, map[types.UID]int{"v": 1}},
+		{"two pods", []step{{"p", "w", true, "", "w"}, {"q", "w", true, "", "w"}, {"p", "", false, "w", ""}}, map[types.UID]int{"w": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newPodBook()
+			for i, s := range tc.steps {
+				lost, gained := b.setReady(s.pod, s.owner, s.ready)
+				if lost != s.lost || gained != s.gained {
+					t.Errorf("step %d: setReady(%s, %s, %v) = %q, %q; want %q, %q", i, s.pod, s.owner, s.ready, lost, gained, s.lost, s.gained)
+				}
+				if err := b.check(); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			if err := sameCounts("ready", tc.want, b.ready); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestPodBookUnverified(t *testing.T) {
+	b := newPodBook()
+	b.doubt("p1", podClaim{owner: "w", ns: "a"})
+	b.doubt("p2", podClaim{owner: "w", ns: "b"})
+	b.doubt("p3", podClaim{owner: "v", ns: "a"})
+	if err := b.check(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(b.doubted("w")); got != 2 {
+		t.Errorf("doubted(w) has %d pods, want 2", got)
+	}
+	for pod := range b.doubted("w") {
+		b.unverify(pod)
+	}
+	b.unverify("p-unknown")
+	if err := b.check(); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.doubted("w")) != 0 || len(b.doubted("v")) != 1 {
+		t.Errorf("after unverifying w's pods: w %d, v %d; want 0, 1", len(b.doubted("w")), len(b.doubted("v")))
+	}
+	if _, ok := b.unverified["w"]; ok {
+		t.Errorf("a workload without unverified pods keeps a set")
+	}
+}
+
+func TestPodBookRootOf(t *testing.T) {
+	b := newPodBook()
+	// A TrainJob t makes a JobSet s, whose Job j is a part of it.
+	b.setPart("s", "t", "ns")
+	b.setPart("j", "s", "ns")
+	// A chain longer than maxPartDepth.
+	for i := range maxPartDepth + 1 {
+		b.setPart(types.UID(fmt.Sprint("d", i)), types.UID(fmt.Sprint("d", i+1)), "ns")
+	}
+	deep := types.UID(fmt.Sprint("d", maxPartDepth+1))
+	known := func(uid types.UID) bool { return uid == "t" || uid == deep }
+	for _, tc := range []struct {
+		uid, want types.UID
+	}{
+		{"t", "t"}, {"s", "t"}, {"j", "t"}, {"x", ""},
+		// d1 is maxPartDepth parts from deep, d2 one fewer.
+		{"d0", ""}, {"d1", ""}, {"d2", deep},
+	} {
+		if got := b.rootOf(tc.uid, known); got != tc.want {
+			t.Errorf("rootOf(%s) = %q, want %q", tc.uid, got, tc.want)
+		}
+	}
+	if of, ns, ok := b.partOf("j"); of != "s" || ns != "ns" || !ok {
+		t.Errorf("partOf(j) = %q, %q, %v", of, ns, ok)
+	}
+	b.forget("s", nil)
+	if got := b.rootOf("j", known); got != "" {
+		t.Errorf("rootOf(j) after its JobSet is forgotten = %q, want none", got)
+	}
+}
+
+func TestPodBookGatedAndJudging(t *testing.T) {
+	b := newPodBook()
+	b.gate("p1", "w")
+	b.gate("p2", "w")
+	b.gate("p2", "w")
+	if got := b.gatedOf("w"); got != 2 {
+		t.Errorf("gatedOf(w) = %d, want 2", got)
+	}
+	b.ungate("p1")
+	b.ungate("p2")
+	b.ungate("p3")
+	if err := b.check(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.gated["w"]; ok {
+		t.Errorf("a workload without gated pods keeps a set")
+	}
+
+	if !b.startJudging("w") {
+		t.Fatalf("the first judgement does not start")
+	}
+	if b.startJudging("w") || b.startJudging("w") {
+		t.Fatalf("a judgement starts while one is under way")
+	}
+	if err := b.check(); err != nil {
+		t.Fatal(err)
+	}
+	if !b.judged("w") {
+		t.Errorf("a judgement asked for meanwhile is not run")
+	}
+	if b.judged("w") {
+		t.Errorf("two asks ran two more judgements")
+	}
+	if !b.startJudging("w") {
+		t.Errorf("a judgement does not start after the last ended")
+	}
+}
+
+func TestPodBookExcessAndGhosts(t *testing.T) {
+	b := newPodBook()
+	now := time.Unix(100, 0)
+	b.setExcess("w", map[types.UID]time.Time{"p": now})
+	if got := b.excessOf("w")["p"]; !got.Equal(now) {
+		t.Errorf("excessOf(w)[p] = %v, want %v", got, now)
+	}
+	b.setExcess("w", map[types.UID]time.Time{})
+	if _, ok := b.excess["w"]; ok {
+		t.Errorf("an empty set of pods beyond the count is kept")
+	}
+	e := &entry{}
+	b.haunt("w", e)
+	if b.ghost("w") != e {
+		t.Errorf("ghost(w) is not the entry kept")
+	}
+	b.exorcise("w")
+	if b.ghost("w") != nil {
+		t.Errorf("ghost(w) is kept after exorcise")
+	}
+	b.awaitReady(e)
+	b.forget("w", e)
+	if len(b.unready) != 0 {
+		t.Errorf("a forgotten workload still waits for ready pods")
+	}
+}
