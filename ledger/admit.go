@@ -131,26 +131,26 @@ func (l *Ledger) decide() []write {
 	// The victims' preemptors that gave up change what their cohorts
 	// decide: known before the scope is.
 	yield := l.yieldLocked()
-	scope := l.passScopeLocked()
+	scope := l.passCache.scope(l.cfg, len(l.late) > 0)
 	// Fair sharing's metrics read every queue's share.
 	fair := l.cfg.HasFairSharing()
 	usageScope := scope
 	if fair {
 		usageScope = nil
 	}
-	usage := l.scratch.usage
+	usage := l.passCache.scratch.usage
 	if usage == nil {
 		usage = map[string]queues.Usage{}
-		l.scratch.usage = usage
+		l.passCache.scratch.usage = usage
 	}
 	clear(usage)
 	inScope(l.usage, usageScope, func(q string, u queues.Usage) { usage[q] = u })
 	if !l.pools.For(l.cfg) {
 		l.pools = queues.NewPools(l.cfg, l.usage)
 	}
-	snap := queues.NewSnapshotPooled(l.cfg, usage, l.namespaceLabelsLocked(), l.pools)
+	snap := queues.NewSnapshotPooled(l.cfg, usage, l.passCache.namespaceLabels(l.namespaces), l.pools)
 	late := l.decideLateLocked(snap)
-	lists := l.listsLocked(scope)
+	lists := l.passCache.listsOf(l.pending, scope)
 	if blocked := l.blockedLocked(); len(blocked) > 0 {
 		// waitForPodsReady's blockAdmission: these cohorts wait for the
 		// pods of a workload they admitted.
@@ -160,8 +160,8 @@ func (l *Ledger) decide() []write {
 			}
 		}
 	}
-	runs := l.runsLocked(lists)
-	snap.Tails, snap.Settled = l.tails, l.settledLocked(runs, lists)
+	runs := l.passCache.runs(lists)
+	snap.Tails, snap.Settled = l.passCache.tails, l.passCache.settledFunc(runs, lists)
 	snap.AdmittedIn = l.admittedLocked(scope)
 	for e := range l.reserved {
 		if e.InTree {
@@ -172,8 +172,7 @@ func (l *Ledger) decide() []write {
 	clear(l.reserved)
 	snap.Yield = yield
 	snap.Budget = budget
-	snap.Rotate = l.passes
-	l.passes++
+	snap.Rotate = l.passCache.rotate()
 	var never []*entry
 	// A pass observes a queue's Workloads one after another, mostly.
 	var runQ string
@@ -214,13 +213,13 @@ func (l *Ledger) decide() []write {
 		}
 		l.event(w, corev1.EventTypeNormal, ReasonPending, "%s", v.Message())
 	})
-	l.settleLocked(runs, lists)
+	l.passCache.settle(runs, lists)
 	for _, e := range never {
 		l.step(e, machine.Reject)
 	}
 	for _, q := range decided.Rest {
 		// What the pass did not reach is decided by the next one.
-		l.touchLocked(q)
+		l.passCache.touch(q)
 	}
 	l.bounded.Store(decided.Full)
 	l.short.Store(decided.Full && short)
@@ -296,7 +295,7 @@ func (l *Ledger) wakeAfter(d time.Duration) {
 // entry's own candidate record. A queue's list is built once a pass; the
 // function is called only during the pass, under the ledger's lock.
 func (l *Ledger) admittedLocked(scope map[string]struct{}) func(string) []*queues.Admitted {
-	sc := &l.scratch
+	sc := &l.passCache.scratch
 	if sc.candidates == nil {
 		sc.candidates, sc.built = map[string][]*queues.Admitted{}, map[string]bool{}
 	}
@@ -334,8 +333,8 @@ func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
 	for v, p := range l.yielding {
 		if l.jobs[v.W.UID] != v || l.jobs[p.W.UID] != p || p.Phase().Label() != queues.StatePending || v.Phase() == machine.Finished {
 			delete(l.yielding, v)
-			l.touchLocked(v.W.Queue)
-			l.touchLocked(p.W.Queue)
+			l.passCache.touch(v.W.Queue)
+			l.passCache.touch(p.W.Queue)
 			continue
 		}
 		if v.InTree {

@@ -46,8 +46,8 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 		next.requeuedAt = l.opts.Clock.Now().UnixNano()
 	}
 	if changesPass(e, &next) {
-		l.touchEntryLocked(e)
-		l.touchEntryLocked(&next)
+		l.passCache.touchEntry(e)
+		l.passCache.touchEntry(&next)
 	}
 	// Admitted now, and not back from an eviction whose write failed.
 	nowAdmitted := now == machine.Admitted && was != machine.Admitted && was != machine.Evicting

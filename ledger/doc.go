@@ -80,7 +80,7 @@
 //     pending tree and one usage cell set, and notes its queue as changed.
 //     A pass decides, and reads, only the cohorts (and lone queues) with
 //     a changed queue, on pending lists rebuilt only where a tree changed
-//     (dirty.go); a config, priority, namespace-label change or a recount
+//     (passcache.go); a config, priority, namespace-label change or a recount
 //     has it decide every queue. Nor does it walk the end of a list that
 //     waited in the pass before, for the same reason (settled.go).
 //   - A pass decides no more writes than it can send at once: the free

@@ -279,8 +279,7 @@ func (l *Ledger) insertPendingLocked(e *entry) {
 	}
 	t.ReplaceOrInsert(e)
 	e.InTree = true
-	l.stale[e.W.Queue] = struct{}{}
-	l.touchLocked(e.W.Queue)
+	l.passCache.treeChanged(e.W.Queue)
 }
 
 func (l *Ledger) removePendingLocked(e *entry) {
@@ -291,12 +290,11 @@ func (l *Ledger) removePendingLocked(e *entry) {
 		t.Delete(e)
 		if t.Len() == 0 {
 			delete(l.pending, e.W.Queue)
-			l.dropListLocked(e.W.Queue)
+			l.passCache.drop(e.W.Queue)
 		}
 	}
 	e.InTree = false
-	l.stale[e.W.Queue] = struct{}{}
-	l.touchLocked(e.W.Queue)
+	l.passCache.treeChanged(e.W.Queue)
 }
 
 func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
@@ -337,7 +335,7 @@ func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
 	}
 	l.movePoolsLocked(queue, cur, u, +1)
 	cur.Add(u)
-	l.touchLocked(queue)
+	l.passCache.touch(queue)
 	l.metrics.setUsage(l.cfg, queue, cur, u)
 }
 
@@ -348,7 +346,7 @@ func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
 		if len(cur) == 0 {
 			delete(l.usage, queue)
 		}
-		l.touchLocked(queue)
+		l.passCache.touch(queue)
 		l.metrics.setUsage(l.cfg, queue, cur, u)
 	}
 }
@@ -397,10 +395,7 @@ func (l *Ledger) priorityOf(p priorityRef) int32 {
 // rebuilds the pending trees; inadmissible Jobs get another chance.
 func (l *Ledger) rebuildPendingLocked() {
 	l.pending = map[string]*btree.BTreeG[*entry]{}
-	for q := range l.lists {
-		l.dropListLocked(q)
-	}
-	l.touchAllLocked()
+	l.passCache.dropAll()
 	for _, e := range l.jobs {
 		// The trees it was in are gone.
 		e.InTree = false

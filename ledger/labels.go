@@ -37,8 +37,7 @@ func (l *Ledger) onNamespace(obj any) {
 	}
 	if old == nil || !labels.Equals(old.labels, info.labels) {
 		// The passes' namespaceSelectors read the labels.
-		l.nsLabels = nil
-		l.touchAllLocked()
+		l.passCache.namespacesChanged()
 	}
 	managed := l.managedLocked(ns.Name, info)
 	if l.relabelDueLocked(ns.Name, info) {
@@ -99,8 +98,7 @@ func (l *Ledger) onNamespaceDelete(obj any) {
 		l.mu.Lock()
 		delete(l.namespaces, ns.Name)
 		l.metrics.bindNamespace(l.cfg, ns.Name, "")
-		l.nsLabels = nil
-		l.touchAllLocked()
+		l.passCache.namespacesChanged()
 		l.mu.Unlock()
 	}
 }

@@ -132,6 +132,8 @@ type Ledger struct {
 	holding map[string]map[*entry]struct{}
 	// pods is the bookkeeping of pods by workload (podbook.go).
 	pods podBook
+	// passCache is what a pass keeps for the next (passcache.go).
+	passCache passCache
 	// after, when set (by tests), schedules f after d in place of
 	// afterFunc's timers.
 	after func(d time.Duration, f func())
@@ -143,24 +145,6 @@ type Ledger struct {
 	echoes map[types.UID]awaitedVersion
 	// effects is the effects of the fold in progress, kept for its array.
 	effects []machine.Effect
-	// lists are the pending lists, in admission order, as the last pass
-	// that decided each queue built them; stale holds the queues whose
-	// tree changed since (dirty.go).
-	lists map[string][]*queues.Workload
-	stale map[string]struct{}
-	// settled holds the lists' ends whose waiting a pass has seen, and
-	// tails describe those lists' ends (queues.NewTail; settled.go).
-	tails   map[string]*queues.Tail
-	settled map[string]settledTail
-	// scratch is what a pass builds, kept for the next pass to build in.
-	scratch passScratch
-	// dirty holds the queues whose pass inputs changed since the last
-	// pass; allDirty: every queue's may have (dirty.go).
-	dirty    map[string]struct{}
-	allDirty bool
-	// nsLabels are the namespaces' labels the passes read; nil after a
-	// namespace changed.
-	nsLabels map[string]labels.Set
 	// ctx is Start's, for work started from informer handlers.
 	ctx context.Context
 	// writeSlots bounds the writes in flight; inflight counts them.
@@ -174,9 +158,7 @@ type Ledger struct {
 	// tokens (Options.Budget), by a timer; while short, the label writes
 	// wait. budgetWake: that timer is set.
 	bounded, short, budgetWake atomic.Bool
-	// passes counts the passes, to rotate where a bounded one starts.
-	passes int
-	synced bool
+	synced                     bool
 	// started: this replica's ledger runs (it leads).
 	started bool
 	wake    chan struct{}
@@ -255,13 +237,8 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		late:            map[types.UID]*entry{},
 		holding:         map[string]map[*entry]struct{}{},
 		pods:            newPodBook(),
+		passCache:       newPassCache(),
 		echoes:          map[types.UID]awaitedVersion{},
-		lists:           map[string][]*queues.Workload{},
-		stale:           map[string]struct{}{},
-		tails:           map[string]*queues.Tail{},
-		settled:         map[string]settledTail{},
-		dirty:           map[string]struct{}{},
-		allDirty:        true,
 		ctx:             context.Background(),
 		wake:            make(chan struct{}, 1),
 		arrive:          make(chan struct{}, 1),

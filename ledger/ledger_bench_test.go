@@ -88,7 +88,7 @@ func BenchmarkAdmissionPass(b *testing.B) {
 	}{
 		{"all-changed", func(l *Ledger, _ int) {
 			l.mu.Lock()
-			l.touchAllLocked()
+			l.passCache.touchAll()
 			l.mu.Unlock()
 		}},
 		{"one-queue-changed", func(l *Ledger, i int) {

@@ -84,7 +84,7 @@ func (l *Ledger) readyChangedLocked(uid types.UID) {
 	e.podsReady = ready
 	if ready {
 		if pr.BlockAdmission {
-			l.touchLocked(e.W.Queue)
+			l.passCache.touch(e.W.Queue)
 			l.wakePass()
 		}
 		return

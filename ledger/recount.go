@@ -240,7 +240,7 @@ func (l *Ledger) recountUsage() {
 	l.metrics.observeUsage(l.cfg, l.usage, fresh)
 	l.usage = fresh
 	l.pools = nil
-	l.touchAllLocked()
+	l.passCache.touchAll()
 	if l.cfg != nil {
 		if shares := l.metrics.observeShares(queues.NewSnapshot(l.cfg, queues.CloneUsages(fresh), nil)); len(shares) > 0 {
 			l.log.Info("fair shares", "shares", shares)

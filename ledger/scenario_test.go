@@ -1003,12 +1003,12 @@ func cmpOr(s, def string) string {
 }
 
 // TestScenariosScopedLikeFull: a pass decides only the queues whose inputs
-// changed (dirty.go); every scenario ends the same when every pass decides
+// changed (passcache.go); every scenario ends the same when every pass decides
 // every queue.
 func TestScenariosScopedLikeFull(t *testing.T) {
 	eachScenario(t, func(t *testing.T, _, script string) {
 		scoped := runScenario(t, script)
-		full := runScenario(t, script, func(s *scenario) { s.l.touchAllLocked() })
+		full := runScenario(t, script, func(s *scenario) { s.l.passCache.touchAll() })
 		if scoped != full {
 			t.Errorf("scoped passes differ from full passes:\n%s", lineDiff(full, scoped))
 		}
@@ -1102,7 +1102,7 @@ func randomScenario(t *testing.T, seed uint64, full bool) string {
 		s.step(step)
 		s.report()
 		if full {
-			s.l.touchAllLocked()
+			s.l.passCache.touchAll()
 		}
 		s.clock.Step(time.Second)
 	}

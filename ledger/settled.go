@@ -7,8 +7,8 @@ import "tally.dev/tally/queues"
 // Workload there already has its Queued Event, and its Pending Event for
 // that reason, so observing it again writes nothing. settled remembers,
 // by queue, which end that is; a pass learns it from what it observes,
-// and forgets it when the list is made again (listsLocked,
-// dropListLocked). What it rests on, an entry's queued and lastCode,
+// and forgets it when the list is made again (passCache.listsOf,
+// passCache.drop). What it rests on, an entry's queued and lastCode,
 // changes only in the observer, or as the entry leaves its tree
 // (admitted, preempting), which has the list made again.
 
@@ -42,13 +42,13 @@ func (t *tailRun) observe(pos int, wait bool, code string) {
 	t.furthest = max(t.furthest, pos)
 }
 
-// runsLocked makes the tailRuns of a pass over lists, each empty. Those
+// runs makes the tailRuns of a pass over lists, each empty. Those
 // of other queues are left as they are: the pass reads only its own.
-func (l *Ledger) runsLocked(lists map[string][]*queues.Workload) map[string]*tailRun {
-	runs := l.scratch.runs
+func (c *passCache) runs(lists map[string][]*queues.Workload) map[string]*tailRun {
+	runs := c.scratch.runs
 	if runs == nil {
 		runs = map[string]*tailRun{}
-		l.scratch.runs = runs
+		c.scratch.runs = runs
 	}
 	for q := range lists {
 		if t := runs[q]; t != nil {
@@ -60,12 +60,12 @@ func (l *Ledger) runsLocked(lists map[string][]*queues.Workload) map[string]*tai
 	return runs
 }
 
-// settledLocked is the pass's queues.Snapshot.Settled: it says whether
+// settledFunc is the pass's queues.Snapshot.Settled: it says whether
 // queue's list from index from on is settled with code, and if so counts
 // those positions as observed, waiting for it.
-func (l *Ledger) settledLocked(runs map[string]*tailRun, lists map[string][]*queues.Workload) func(string, int, string) bool {
+func (c *passCache) settledFunc(runs map[string]*tailRun, lists map[string][]*queues.Workload) func(string, int, string) bool {
 	return func(q string, from int, code string) bool {
-		m, ok := l.settled[q]
+		m, ok := c.settled[q]
 		t := runs[q]
 		if !ok || t == nil || from < m.from || code != m.code {
 			return false
@@ -76,17 +76,17 @@ func (l *Ledger) settledLocked(runs map[string]*tailRun, lists map[string][]*que
 	}
 }
 
-// settleLocked keeps, after a pass, what it found settled: the end of
+// settle keeps, after a pass, what it found settled: the end of
 // each list that waited, observed to its last position, for one reason.
 // An end learnt before stays unless the pass observed a position in it.
-func (l *Ledger) settleLocked(runs map[string]*tailRun, lists map[string][]*queues.Workload) {
+func (c *passCache) settle(runs map[string]*tailRun, lists map[string][]*queues.Workload) {
 	for q := range lists {
 		t := runs[q]
-		switch m, ok := l.settled[q]; {
+		switch m, ok := c.settled[q]; {
 		case t.run && t.last == len(lists[q]):
-			l.settled[q] = settledTail{from: t.start - 1, code: t.code}
+			c.settled[q] = settledTail{from: t.start - 1, code: t.code}
 		case ok && t.furthest > m.from:
-			delete(l.settled, q)
+			delete(c.settled, q)
 		}
 	}
 }

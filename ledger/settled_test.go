@@ -36,17 +36,17 @@ func TestTailRun(t *testing.T) {
 		{"a first walk's admission, then the second walk", nil, []obs{{5, false, ""}, w(1, "a"), w(2, "a"), w(3, "a"), w(4, "a"), w(6, "a"), w(7, "a"), w(8, "a"), w(9, "a"), w(10, "a")}, &settledTail{5, "a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &Ledger{settled: map[string]settledTail{}}
+			c := newPassCache()
 			if tc.before != nil {
-				l.settled["q"] = *tc.before
+				c.settled["q"] = *tc.before
 			}
 			lists := map[string][]*queues.Workload{"q": make([]*queues.Workload, 10)}
-			runs := l.runsLocked(lists)
+			runs := c.runs(lists)
 			for _, o := range tc.seen {
 				runs["q"].observe(o.pos, o.wait, o.code)
 			}
-			l.settleLocked(runs, lists)
-			got, ok := l.settled["q"]
+			c.settle(runs, lists)
+			got, ok := c.settled["q"]
 			if ok != (tc.want != nil) || ok && got != *tc.want {
 				t.Errorf("settled %v (%v), want %v", got, ok, tc.want)
 			}
@@ -81,7 +81,7 @@ func TestSettledTailsWriteNothing(t *testing.T) {
 	}
 	for q := range nQueues {
 		name := fmt.Sprintf("cq-%d", q)
-		if m, ok := l.settled[name]; !ok || m.from != 0 {
+		if m, ok := l.passCache.settled[name]; !ok || m.from != 0 {
 			t.Fatalf("%s: settled %v (%v), want all of it", name, m, ok)
 		}
 	}
@@ -89,8 +89,8 @@ func TestSettledTailsWriteNothing(t *testing.T) {
 	// An entry of cq-3's end made to look as if it had no Queued Event
 	// would get one if its list were walked.
 	l.mu.Lock()
-	l.lists["cq-3"][7].Tag.(*entry).queued = false
-	l.touchAllLocked()
+	l.passCache.lists["cq-3"][7].Tag.(*entry).queued = false
+	l.passCache.touchAll()
 	l.mu.Unlock()
 	l.decide()
 	if got := events(); len(got) != 0 {
@@ -103,7 +103,7 @@ func TestSettledTailsWriteNothing(t *testing.T) {
 	if got := events(); got[ReasonQueued] != 2 || got[ReasonPending] != 1 {
 		t.Fatalf("after a new Job: Events %v, want 2 Queued (the new Job's, the unqueued one's) and 1 Pending", got)
 	}
-	if m, ok := l.settled["cq-3"]; !ok || m.from != 0 {
+	if m, ok := l.passCache.settled["cq-3"]; !ok || m.from != 0 {
 		t.Fatalf("cq-3: settled %v (%v), want all of it", m, ok)
 	}
 }
