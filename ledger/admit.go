@@ -282,7 +282,7 @@ func (l *Ledger) wakeAfter(d time.Duration) {
 	if d <= 0 || !l.budgetWake.CompareAndSwap(false, true) {
 		return
 	}
-	l.afterFunc(d, func() {
+	l.opts.Clock.AfterFunc(d, func() {
 		l.budgetWake.Store(false)
 		l.wakePass()
 	})

@@ -1,11 +1,8 @@
 package ledger
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
 	"tally.dev/tally/ledger/machine"
 )
@@ -87,10 +84,10 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 			l.victimFreedLocked(e.W.UID)
 		case machine.FoldAgain:
 			uid, rv := e.W.UID, e.rv
-			l.afterFunc(f.After, func() { l.foldAgain(uid, rv) })
+			l.opts.Clock.AfterFunc(f.After, func() { l.foldAgain(uid, rv) })
 		case machine.RecheckLater:
 			uid, rv := e.W.UID, e.rv
-			time.AfterFunc(f.After, func() { l.recheckVictim(uid, rv) })
+			l.opts.Clock.AfterFunc(f.After, func() { l.recheckVictim(uid, rv) })
 		}
 	}
 	l.holdLocked(e)
@@ -113,23 +110,4 @@ func (l *Ledger) foldAgain(uid types.UID, rv string) {
 	if e := l.jobs[uid]; e != nil && e.rv == rv {
 		l.foldLocked(e, *e, e.seen)
 	}
-}
-
-// afterFunc calls f once d has passed on the ledger's clock: with the real
-// clock a runtime timer (no goroutine waits for it), with another (a test's
-// fake clock) a goroutine on that clock's timer.
-func (l *Ledger) afterFunc(d time.Duration, f func()) {
-	if l.after != nil {
-		l.after(d, f)
-		return
-	}
-	if _, real := l.opts.Clock.(clock.RealClock); real {
-		time.AfterFunc(d, f)
-		return
-	}
-	t := l.opts.Clock.NewTimer(d)
-	go func() {
-		<-t.C()
-		f()
-	}()
 }

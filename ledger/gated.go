@@ -265,7 +265,7 @@ func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Work
 			p.Name, w.Key(), w.PodCount(), excessGrace)
 	}
 	if again {
-		l.afterFunc(excessGrace, func() {
+		l.opts.Clock.AfterFunc(excessGrace, func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.judgePodsLocked(uid)

@@ -55,7 +55,9 @@ type Options struct {
 	// a pass decides no more writes than that, nor than free Workers, and
 	// while passes want more of it than is free, the label writes wait.
 	Budget func() (tokens, qps float64)
-	Clock  clock.WithTicker
+	// Clock is what every time and timer of the ledger is read from;
+	// the real clock when nil.
+	Clock clock.WithTickerAndDelayedExecution
 	// Held, when set, is asked before every write, which is refused
 	// while it returns an error (see Lease.Held).
 	Held func() error
@@ -134,9 +136,6 @@ type Ledger struct {
 	pods podBook
 	// passCache is what a pass keeps for the next (passcache.go).
 	passCache passCache
-	// after, when set (by tests), schedules f after d in place of
-	// afterFunc's timers.
-	after func(d time.Duration, f func())
 	// adopted: the pods of workloads deleted before the ledger started
 	// have been counted (adoptOrphans).
 	adopted bool

@@ -127,7 +127,7 @@ func (l *Ledger) admittedNowLocked(e *entry) {
 func (l *Ledger) armPodsReadyLocked(e *entry, deadline time.Time) {
 	e.readyDeadline = deadline
 	uid := e.W.UID
-	l.afterFunc(max(deadline.Sub(l.opts.Clock.Now()), 0), func() { l.podsReadyDue(uid) })
+	l.opts.Clock.AfterFunc(max(deadline.Sub(l.opts.Clock.Now()), 0), func() { l.podsReadyDue(uid) })
 }
 
 // podsReadyDue evicts workload uid if it is still admitted without all

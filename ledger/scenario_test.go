@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -262,6 +263,18 @@ type scenarioTimer struct {
 	f  func()
 }
 
+// scenarioClock is the scenario's fake clock, whose AfterFunc timers run
+// in order at the step that passes them (runTimers).
+type scenarioClock struct {
+	*clocktesting.FakeClock
+	s *scenario
+}
+
+func (c scenarioClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.s.timers = append(c.s.timers, scenarioTimer{at: c.Now().Add(d), f: f})
+	return c.NewTimer(d)
+}
+
 // runTimers runs the timers the clock has passed, in order.
 func (s *scenario) runTimers() {
 	for {
@@ -309,16 +322,13 @@ func runScenario(t *testing.T, script string, after ...func(*scenario)) string {
 
 func (s *scenario) newLedger(cfg *queues.Config) {
 	s.reg = prometheus.NewRegistry()
-	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: s.clock, Registry: s.reg,
+	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: scenarioClock{s.clock, s}, Registry: s.reg,
 		Events: s.modes.Events, FinishedLabel: s.modes.FinishedLabel, AdmissionPatch: s.modes.AdmissionPatch})
 	s.l.cfg = cfg
 	s.l.metrics.observeConfig(cfg, s.l.usage)
 	s.l.synced = true
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
 	s.l.spawn = func(f func()) { f() }
-	s.l.after = func(d time.Duration, f func()) {
-		s.timers = append(s.timers, scenarioTimer{at: s.clock.Now().Add(d), f: f})
-	}
 	s.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
 		var out []*kinds.Object
 		for _, n := range queues.SortedKeys(s.objects) {
