@@ -72,7 +72,7 @@ func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 			l.log.Info("no admission pass", "reason", err.Error())
 			go func() {
 				<-l.opts.Clock.After(time.Second)
-				l.wakePass()
+				l.writer.wakePass()
 			}()
 			return 0, false
 		}
@@ -82,7 +82,7 @@ func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 	took := l.opts.Clock.Since(start)
 	l.metrics.passSeconds.Observe(took.Seconds())
 	if len(adms) > 0 {
-		l.writeAll(ctx, adms)
+		l.writer.writeAll(ctx, adms)
 	}
 	return took, len(adms) > 0
 }
@@ -110,8 +110,7 @@ func (l *Ledger) decide() []write {
 	drains := l.drainLocked()
 	if len(l.pending) == 0 && len(l.late) == 0 {
 		// Nothing waits: nothing wants the budget.
-		l.bounded.Store(false)
-		l.short.Store(false)
+		l.writer.stopped(false, false)
 		return drains
 	}
 	// A pass decides no more writes than it can send at once. Decided
@@ -120,12 +119,12 @@ func (l *Ledger) decide() []write {
 	// arrives meanwhile would be decided only behind them. After a pass
 	// that stopped at its budget, the next waits until the budget is
 	// worth a pass (writeChunk).
-	budget, short, wait := l.writeBudget()
-	if budget < 1 || l.bounded.Load() && budget < l.writeChunk() {
+	budget, short, wait := l.writer.free()
+	if budget < 1 || l.writer.bounded.Load() && budget < l.writer.chunk() {
 		// The queues stay dirty: the pass that has a budget decides them.
-		l.bounded.Store(true)
-		l.short.Store(short)
-		l.wakeAfter(wait)
+		l.writer.bounded.Store(true)
+		l.writer.short.Store(short)
+		l.writer.wakeAfter(wait)
 		return drains
 	}
 	// The victims' preemptors that gave up change what their cohorts
@@ -221,8 +220,7 @@ func (l *Ledger) decide() []write {
 		// What the pass did not reach is decided by the next one.
 		l.passCache.touch(q)
 	}
-	l.bounded.Store(decided.Full)
-	l.short.Store(decided.Full && short)
+	l.writer.stopped(decided.Full, short)
 	out := append(make([]write, 0, len(drains)+len(late)+len(decided.Admissions)), drains...)
 	out = append(out, late...)
 	for _, d := range decided.Admissions {
@@ -243,49 +241,6 @@ func (l *Ledger) decide() []write {
 		l.metrics.observeShares(snap)
 	}
 	return out
-}
-
-// writeBudget is how many writes a pass may decide now: the free write
-// slots, or fewer, the client's free tokens (short). When short, wait is
-// how long until a pass's worth of tokens is free (writeChunk).
-func (l *Ledger) writeBudget() (n int, short bool, wait time.Duration) {
-	n = cap(l.writeSlots) - len(l.writeSlots)
-	if l.opts.Budget == nil {
-		return n, false, 0
-	}
-	tokens, qps := l.opts.Budget()
-	if t := int(max(tokens, 0)); t < n {
-		need := float64(l.writeChunk())
-		if !l.bounded.Load() {
-			need = 1
-		}
-		return t, true, time.Duration(max(need-tokens, 0) / qps * float64(time.Second))
-	}
-	return n, false, 0
-}
-
-// writeChunk is the least budget a pass waits for after one that stopped
-// at its budget: half the write slots, or what the client may send in
-// 100ms, whichever is less. Passes that each decide a write or two would
-// cost, at scale, more than the writes.
-func (l *Ledger) writeChunk() int {
-	n := cap(l.writeSlots) / 2
-	if l.opts.Budget != nil {
-		_, qps := l.opts.Budget()
-		n = min(n, int(qps/10))
-	}
-	return max(n, 1)
-}
-
-// wakeAfter asks for a pass in d, unless one is asked for already.
-func (l *Ledger) wakeAfter(d time.Duration) {
-	if d <= 0 || !l.budgetWake.CompareAndSwap(false, true) {
-		return
-	}
-	l.opts.Clock.AfterFunc(d, func() {
-		l.budgetWake.Store(false)
-		l.wakePass()
-	})
 }
 
 // admittedLocked returns the pass's queues.Snapshot.AdmittedIn: it lists
@@ -381,57 +336,8 @@ func (e *entry) waitingSince() time.Time {
 	return time.Unix(0, e.requeuedAt)
 }
 
-// writeAll starts the writes, at most Workers at a time, and returns
-// without waiting for them: the next pass need not wait, since every write
-// in flight has its Job set aside (assumed, evicting) until it is done.
-func (l *Ledger) writeAll(ctx context.Context, writes []write) {
-	for _, w := range writes {
-		select {
-		case l.writeSlots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		l.inflight.Add(1)
-		select {
-		case l.writers <- queuedWrite{ctx, w}:
-		default:
-			go l.writer(ctx, queuedWrite{ctx, w})
-		}
-	}
-}
-
-// queuedWrite is a write and the context it is made in.
-type queuedWrite struct {
-	ctx context.Context
-	w   write
-}
-
-// writer makes w, then each write that writeAll hands it while it waits,
-// until ctx ends. A write handed to a writer that has made others before
-// runs on the stack they grew: one goroutine per write grew a new stack
-// each time, to encode its patch and send it. No more writers run than
-// writes ever ran at once (writeSlots' capacity): writeAll starts one
-// only when none waits.
-func (l *Ledger) writer(ctx context.Context, w queuedWrite) {
-	for {
-		l.write(w.ctx, w.w)
-		select {
-		case w = <-l.writers:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// write makes one write and frees its slot.
+// write makes one write: the writer's do.
 func (l *Ledger) write(ctx context.Context, w write) {
-	defer func() {
-		<-l.writeSlots
-		if l.bounded.Load() && cap(l.writeSlots)-len(l.writeSlots) >= l.writeChunk() {
-			l.wakePass()
-		}
-		l.inflight.Done()
-	}()
 	switch {
 	case w.late:
 		l.capture(ctx, w)

@@ -56,9 +56,9 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 		case machine.JoinTree:
 			l.insertPendingLocked(e)
 		case machine.Arrive:
-			l.wakeOnArrival()
+			l.writer.wakeOnArrival()
 		case machine.Pass:
-			l.wakePass()
+			l.writer.wakePass()
 		case machine.Reserve:
 			l.addUsageLocked(f.Queue, f.Usage)
 		case machine.Unreserve:
@@ -67,13 +67,13 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 			l.reserved[e] = true
 		case machine.Charge:
 			l.addUsageLocked(f.Queue, f.Usage)
-			l.wakePass()
+			l.writer.wakePass()
 		case machine.Release:
 			l.subUsageLocked(f.Queue, f.Usage)
 			if f.Finished {
 				l.event(e.W, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", f.Usage.Describe())
 			}
-			l.wakePass()
+			l.writer.wakePass()
 		case machine.Yield:
 			l.subUsageLocked(f.Queue, f.Usage)
 		case machine.Unyield:

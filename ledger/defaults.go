@@ -84,7 +84,7 @@ func (l *Ledger) namespaceDefaultsChanged(ns string, only func(*kinds.Object) bo
 	synced := l.synced
 	l.mu.Unlock()
 	if synced {
-		l.spawn(func() { l.reobserve(ns, only) })
+		l.writer.spawn(func() { l.reobserve(ns, only) })
 	}
 }
 
@@ -108,7 +108,7 @@ func (l *Ledger) setRuntimeClass(obj any, deleted bool) {
 	synced := l.synced
 	l.mu.Unlock()
 	if synced {
-		l.spawn(func() { l.reobserve("", nil) })
+		l.writer.spawn(func() { l.reobserve("", nil) })
 	}
 }
 

@@ -83,9 +83,7 @@ func (l *Ledger) judgePodsLocked(uid types.UID) {
 	if !l.pods.startJudging(uid) {
 		return
 	}
-	l.inflight.Add(1)
-	l.spawn(func() {
-		defer l.inflight.Done()
+	l.writer.goTracked(func() {
 		for {
 			l.judgePods(l.ctx, uid)
 			l.mu.Lock()
@@ -408,9 +406,7 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 		message: fmt.Sprintf("Pod %s asks for %s more than the pods it was admitted with (a container another admission webhook added?); requeued to be admitted and charged with pod overhead %s",
 			p.Name, excess, ann),
 	}
-	l.inflight.Add(1)
-	l.spawn(func() {
-		defer l.inflight.Done()
+	l.writer.goTracked(func() {
 		l.requeue(l.ctx, w)
 	})
 }

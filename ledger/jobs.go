@@ -210,7 +210,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	if e.Charged != nil {
 		l.pods.haunt(uid, e)
 	}
-	l.wakePass()
+	l.writer.wakePass()
 }
 
 // recheckVictim frees an evicted Job held back by suspensionUnseen, if
@@ -305,7 +305,7 @@ func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
 	e.Charged, e.ChargedQueue = u, queue
 	l.holdLocked(e)
 	l.noteLocalLocked(e)
-	l.wakePass()
+	l.writer.wakePass()
 }
 
 // holdLocked files e in the holding set of the queue it is charged in,
@@ -380,7 +380,7 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 	e.Charged, e.ChargedQueue = nil, ""
 	l.holdLocked(e)
 	l.noteLocalLocked(e)
-	l.wakePass()
+	l.writer.wakePass()
 }
 
 // priorityOf resolves a Job's priority (queues.Config.Priority): its
@@ -404,7 +404,7 @@ func (l *Ledger) rebuildPendingLocked() {
 		}
 		l.step(e, machine.Rebuild(l.priorityOf(e.prio), l.podsReadyConfigLocked()))
 	}
-	l.wakePass()
+	l.writer.wakePass()
 }
 
 // priorityClassOf names the class a Job's priority is derived from, as

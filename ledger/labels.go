@@ -176,7 +176,7 @@ const labelWorkers = 8
 // gives a stopped preemption victim its candidate affinity back.
 func (l *Ledger) runLabelWorkers(ctx context.Context) {
 	for range labelWorkers {
-		go l.runJobQueue(ctx, l.labelQueue, func() bool { return l.awaitWriteBudget(ctx) }, false)
+		go l.runJobQueue(ctx, l.labelQueue, func() bool { return l.writer.awaitBudget(ctx) }, false)
 	}
 }
 
@@ -241,7 +241,7 @@ const lazyLabelRecheck = 10 * time.Millisecond
 
 // awaitAdmissionsQuiet waits until admissionsQuiet; false if ctx ended.
 func (l *Ledger) awaitAdmissionsQuiet(ctx context.Context) bool {
-	for !l.admissionsQuiet() {
+	for !l.writer.quiet() {
 		select {
 		case <-ctx.Done():
 			return false
@@ -249,30 +249,6 @@ func (l *Ledger) awaitAdmissionsQuiet(ctx context.Context) bool {
 		}
 	}
 	return true
-}
-
-// awaitWriteBudget holds a label write while the admission passes want
-// more of the client's budget than is free (Ledger.short): admissions and
-// preemptions go first. False if ctx ended.
-func (l *Ledger) awaitWriteBudget(ctx context.Context) bool {
-	for l.short.Load() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-l.opts.Clock.After(labelBudgetRecheck):
-		}
-	}
-	return true
-}
-
-// labelBudgetRecheck is how often a label write held by awaitWriteBudget
-// looks again.
-const labelBudgetRecheck = 50 * time.Millisecond
-
-// admissionsQuiet says that no admission, preemption or capture write is
-// in flight and no admission pass is asked for.
-func (l *Ledger) admissionsQuiet() bool {
-	return len(l.writeSlots) == 0 && len(l.wake) == 0 && len(l.arrive) == 0
 }
 
 // syncJobLabel makes the label or affinity write due for uid; lazy: for

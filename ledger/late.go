@@ -66,7 +66,7 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 	e.W = o.WorkloadIn(queue, l.priorityOf(e.prio), l.defaultsLocked(meta.Namespace))
 	e.W.Tag = e
 	l.late[meta.UID] = e
-	l.wakePass()
+	l.writer.wakePass()
 }
 
 // partOfQueuedLocked says whether o is part of a workload that holds its

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -136,6 +135,8 @@ type Ledger struct {
 	pods podBook
 	// passCache is what a pass keeps for the next (passcache.go).
 	passCache passCache
+	// writer runs the writes and wakes the passes (writer.go).
+	writer *writer
 	// adopted: the pods of workloads deleted before the ledger started
 	// have been counted (adoptOrphans).
 	adopted bool
@@ -145,25 +146,10 @@ type Ledger struct {
 	// effects is the effects of the fold in progress, kept for its array.
 	effects []machine.Effect
 	// ctx is Start's, for work started from informer handlers.
-	ctx context.Context
-	// writeSlots bounds the writes in flight; inflight counts them.
-	writeSlots chan struct{}
-	inflight   sync.WaitGroup
-	// writers hands a write to a writer that waits for one.
-	writers chan queuedWrite
-	// bounded: the last pass stopped at its budget (see decide), and
-	// the next is asked for once a pass's worth is free (writeChunk):
-	// by the write that frees the slots, or, short of the client's
-	// tokens (Options.Budget), by a timer; while short, the label writes
-	// wait. budgetWake: that timer is set.
-	bounded, short, budgetWake atomic.Bool
-	synced                     bool
+	ctx    context.Context
+	synced bool
 	// started: this replica's ledger runs (it leads).
-	started bool
-	wake    chan struct{}
-	// arrive is poked by a Job that starts waiting: after a pass that
-	// decided nothing, arrivals alone are coalesced (see arrivalDelay).
-	arrive     chan struct{}
+	started    bool
 	labelQueue workqueue.TypedRateLimitingInterface[types.UID]
 	// finishedQueue holds the finished labels due, with
 	// FinishedLabelLazy (runFinishedLabelWorker).
@@ -172,9 +158,6 @@ type Ledger struct {
 	metrics       *metrics
 	// listJobs lists the informers' workloads, for the recount.
 	listJobs func(context.Context) ([]*kinds.Object, error)
-	// spawn runs work that must not hold up an informer handler: in a
-	// goroutine of its own.
-	spawn func(func())
 	// watched are the registered kinds the API server serves, which the
 	// ledger watches (set by Start).
 	watched []kinds.Kind
@@ -218,8 +201,6 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	}
 	l := &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
-		writeSlots:      make(chan struct{}, opts.Workers),
-		writers:         make(chan queuedWrite),
 		jobs:            map[types.UID]*entry{},
 		pending:         map[string]*btree.BTreeG[*entry]{},
 		usage:           map[string]queues.Usage{},
@@ -239,8 +220,6 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		passCache:       newPassCache(),
 		echoes:          map[types.UID]awaitedVersion{},
 		ctx:             context.Background(),
-		wake:            make(chan struct{}, 1),
-		arrive:          make(chan struct{}, 1),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
 		finishedQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
@@ -252,10 +231,10 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	if opts.Held != nil {
 		l.client = fenced{Client: cl, held: opts.Held, log: log}
 	}
+	l.writer = newWriter(opts.Workers, opts.Budget, opts.Clock, l.write)
 	l.listJobs = func(ctx context.Context) ([]*kinds.Object, error) {
 		return l.listWatched(ctx, client.UnsafeDisableDeepCopy)
 	}
-	l.spawn = func(f func()) { go f() }
 	return l
 }
 
@@ -315,13 +294,13 @@ func (l *Ledger) Start(ctx context.Context) error {
 		go l.runFinishedLabelWorker(ctx)
 	}
 	go l.runNamespaceWorker(ctx)
-	l.wakePass()
+	l.writer.wakePass()
 
 	recount := l.opts.Clock.NewTicker(l.opts.Recount)
 	defer recount.Stop()
 	// Writes in flight finish (or fail with the context) before Start
 	// returns.
-	defer l.inflight.Wait()
+	defer l.writer.inflight.Wait()
 	// After a pass that decided nothing, a Job that starts waiting is
 	// decided by the next pass that something else wakes (quota freed,
 	// a victim gone, a config change), or arrivalDelay later: it may fit
@@ -345,10 +324,10 @@ func (l *Ledger) Start(ctx context.Context) error {
 			l.adoptOrphans(ctx)
 		case <-recount.C():
 			l.recount(ctx)
-			l.wakePass()
-		case <-l.wake:
+			l.writer.wakePass()
+		case <-l.writer.wake:
 		case <-arrivals:
-		case <-l.arrive:
+		case <-l.writer.arrive:
 			if idle {
 				if arrivals == nil {
 					arrivals = l.opts.Clock.After(arrivalDelay)
@@ -370,26 +349,6 @@ func (l *Ledger) Start(ctx context.Context) error {
 		}
 	}
 }
-
-// wakePass asks for an admission pass; pokes coalesce.
-func (l *Ledger) wakePass() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
-// wakeOnArrival asks for a pass for a Job that starts waiting.
-func (l *Ledger) wakeOnArrival() {
-	select {
-	case l.arrive <- struct{}{}:
-	default:
-	}
-}
-
-// arrivalDelay is the longest a Job that starts waiting after a pass that
-// decided nothing waits for the next pass.
-const arrivalDelay = 100 * time.Millisecond
 
 func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any), del func(any)) error {
 	inf, err := l.cache.GetInformer(ctx, obj)
@@ -460,7 +419,7 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))
 	l.mu.Unlock()
 	if remap {
-		l.spawn(func() { l.reobserve("", nil) })
+		l.writer.spawn(func() { l.reobserve("", nil) })
 	}
 }
 

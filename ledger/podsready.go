@@ -85,7 +85,7 @@ func (l *Ledger) readyChangedLocked(uid types.UID) {
 	if ready {
 		if pr.BlockAdmission {
 			l.passCache.touch(e.W.Queue)
-			l.wakePass()
+			l.writer.wakePass()
 		}
 		return
 	}
@@ -139,9 +139,7 @@ func (l *Ledger) podsReadyDue(uid types.UID) {
 		return
 	}
 	if w, ann, ok := l.timeOutLocked(uid); ok {
-		l.inflight.Add(1)
-		l.spawn(func() {
-			defer l.inflight.Done()
+		l.writer.goTracked(func() {
 			l.timeOut(l.ctx, w, ann)
 		})
 	}

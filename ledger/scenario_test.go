@@ -328,7 +328,7 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l.metrics.observeConfig(cfg, s.l.usage)
 	s.l.synced = true
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
-	s.l.spawn = func(f func()) { f() }
+	s.l.writer.spawn = func(f func()) { f() }
 	s.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
 		var out []*kinds.Object
 		for _, n := range queues.SortedKeys(s.objects) {
@@ -391,8 +391,8 @@ func (s *scenario) step(f []string) {
 				fmt.Fprintf(&s.out, "write: admit %s in %s (%s)\n", w.w.Name, strings.Join(w.a.Flavors, "+"), w.a.Annotation(w.w))
 			}
 		}
-		if s.l.bounded.Load() {
-			fmt.Fprintf(&s.out, "pass: stopped at its budget; short of tokens (labels wait): %v; next pass asked for by a timer: %v\n", s.l.short.Load(), s.l.budgetWake.Load())
+		if s.l.writer.bounded.Load() {
+			fmt.Fprintf(&s.out, "pass: stopped at its budget; short of tokens (labels wait): %v; next pass asked for by a timer: %v\n", s.l.writer.short.Load(), s.l.writer.budgetWake.Load())
 		}
 	case "landed":
 		w, ok := s.writes[name]
@@ -490,7 +490,7 @@ func (s *scenario) step(f []string) {
 		if err != nil {
 			s.t.Fatalf("budget %s: %v", strings.Join(f[1:], " "), err)
 		}
-		s.l.opts.Budget = func() (float64, float64) { return tokens, qps }
+		s.l.writer.budget = func() (float64, float64) { return tokens, qps }
 	case "mode":
 		for _, kv := range f[1:] {
 			k, v, _ := strings.Cut(kv, "=")
