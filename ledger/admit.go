@@ -110,7 +110,7 @@ func (l *Ledger) decide() []write {
 	drains := l.drainLocked()
 	if len(l.pending) == 0 && len(l.late) == 0 {
 		// Nothing waits: nothing wants the budget.
-		l.writer.stopped(false, false)
+		l.writer.noteBudget(false, false)
 		return drains
 	}
 	// A pass decides no more writes than it can send at once. Decided
@@ -220,7 +220,7 @@ func (l *Ledger) decide() []write {
 		// What the pass did not reach is decided by the next one.
 		l.passCache.touch(q)
 	}
-	l.writer.stopped(decided.Full, short)
+	l.writer.noteBudget(decided.Full, short)
 	out := append(make([]write, 0, len(drains)+len(late)+len(decided.Admissions)), drains...)
 	out = append(out, late...)
 	for _, d := range decided.Admissions {

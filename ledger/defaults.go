@@ -1,8 +1,6 @@
 package ledger
 
 import (
-	"context"
-
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,10 +129,8 @@ func (l *Ledger) defaultsLocked(ns string) *queues.PodDefaults {
 // namespaces when ns is "") that only says (all when nil), from the
 // cache, so that they are built with the defaults now in force.
 func (l *Ledger) reobserve(ns string, only func(*kinds.Object) bool) {
-	ctx := l.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx, release := l.writer.context()
+	defer release()
 	objs, err := l.listJobs(ctx)
 	if err != nil {
 		l.log.Error(err, "listing workloads to apply changed LimitRanges, RuntimeClasses, ResourceClaimTemplates or device class mappings; they apply from their next change", "namespace", ns)

@@ -73,7 +73,7 @@ const excessGrace = 5 * time.Second
 // beyond it before: now, or after the judgement under way.
 func (l *Ledger) judgePodsLocked(uid types.UID) {
 	e := l.jobs[uid]
-	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil || l.ctx == nil {
+	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil || l.writer.stopped() {
 		l.pods.setExcess(uid, nil)
 		return
 	}
@@ -83,9 +83,9 @@ func (l *Ledger) judgePodsLocked(uid types.UID) {
 	if !l.pods.startJudging(uid) {
 		return
 	}
-	l.writer.goTracked(func() {
+	l.writer.goTracked(func(ctx context.Context) {
 		for {
-			l.judgePods(l.ctx, uid)
+			l.judgePods(ctx, uid)
 			l.mu.Lock()
 			again := l.pods.judged(uid)
 			l.mu.Unlock()
@@ -406,8 +406,8 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 		message: fmt.Sprintf("Pod %s asks for %s more than the pods it was admitted with (a container another admission webhook added?); requeued to be admitted and charged with pod overhead %s",
 			p.Name, excess, ann),
 	}
-	l.writer.goTracked(func() {
-		l.requeue(l.ctx, w)
+	l.writer.goTracked(func(ctx context.Context) {
+		l.requeue(ctx, w)
 	})
 }
 

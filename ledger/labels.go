@@ -46,7 +46,11 @@ func (l *Ledger) onNamespace(obj any) {
 	wasManaged := old != nil && l.managedLocked(ns.Name, old)
 	switch {
 	case managed && !wasManaged && l.synced:
-		go l.captureNamespace(l.ctx, ns.Name)
+		go func() {
+			ctx, release := l.writer.context()
+			defer release()
+			l.captureNamespace(ctx, ns.Name)
+		}()
 	case !managed && wasManaged:
 		l.unboundLocked(ns.Name, old.queue)
 	}

@@ -219,7 +219,6 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		pods:            newPodBook(),
 		passCache:       newPassCache(),
 		echoes:          map[types.UID]awaitedVersion{},
-		ctx:             context.Background(),
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
 		finishedQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
@@ -253,7 +252,8 @@ func (l *Ledger) Start(ctx context.Context) error {
 		l.metrics.observeConfig(l.cfg, l.usage)
 	}
 	l.mu.Unlock()
-	l.ctx = ctx
+	// The work started outside the passes ends with ctx.
+	defer context.AfterFunc(ctx, l.writer.stop)()
 	configChanged := l.store.Subscribe()
 
 	if err := l.watch(ctx, &corev1.Namespace{}, l.onNamespace, l.onNamespaceDelete); err != nil {

@@ -135,12 +135,12 @@ func (l *Ledger) armPodsReadyLocked(e *entry, deadline time.Time) {
 func (l *Ledger) podsReadyDue(uid types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.ctx == nil {
+	if l.writer.stopped() {
 		return
 	}
 	if w, ann, ok := l.timeOutLocked(uid); ok {
-		l.writer.goTracked(func() {
-			l.timeOut(l.ctx, w, ann)
+		l.writer.goTracked(func(ctx context.Context) {
+			l.timeOut(ctx, w, ann)
 		})
 	}
 }

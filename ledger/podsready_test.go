@@ -74,9 +74,9 @@ func (s *scenario) entry(name string) entry {
 // With blockAdmission its queue admits nothing else meanwhile.
 func TestPodsReadyTimeout(t *testing.T) {
 	s := newScenario(t)
-	// The deadlines' timers do nothing without a context: the test runs
-	// each deadline itself (timeOut), on the fake clock.
-	s.l.ctx = nil
+	// The deadlines' timers do nothing once the ledger stopped: the test
+	// runs each deadline itself (timeOut), on the fake clock.
+	s.l.writer.stop()
 	limit := int32(1)
 	s.l.cfg.PodsReady = &queues.PodsReady{Timeout: time.Minute, BlockAdmission: true, BackoffLimitCount: &limit,
 		BackoffBase: 10 * time.Second, BackoffMax: time.Hour}
@@ -148,7 +148,7 @@ func TestPodsReadyTimeout(t *testing.T) {
 // has succeeded since, leave the workload admitted.
 func TestPodsReadyInTime(t *testing.T) {
 	s := newScenario(t)
-	s.l.ctx = nil
+	s.l.writer.stop()
 	s.l.cfg.PodsReady = &queues.PodsReady{Timeout: time.Minute, BackoffBase: time.Minute}
 	s.step([]string{"create", "a", "pytorch", "workers=1"})
 	s.step([]string{"pass"})
@@ -202,7 +202,7 @@ func TestPodsReadyAutoscaling(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScenario(t)
-			s.l.ctx = nil
+			s.l.writer.stop()
 			s.l.cfg.PodsReady = &queues.PodsReady{Timeout: time.Minute, BlockAdmission: true, BackoffBase: time.Minute, BackoffMax: time.Hour}
 			s.step(append([]string{"create", "a"}, tc.create...))
 			s.step([]string{"pass"})

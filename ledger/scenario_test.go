@@ -596,7 +596,7 @@ func (s *scenario) step(f []string) {
 			}
 		}
 		s.l.cfg.PodsReady = pr
-		s.l.ctx = nil
+		s.l.writer.stop()
 	case "ready":
 		// ready NAME PODS READY: NAME's PODS pods run, READY of them Ready.
 		n, err1 := strconv.Atoi(f[2])

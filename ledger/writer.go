@@ -38,6 +38,10 @@ type writer struct {
 	// spawn runs work that must not hold up an informer handler: in a
 	// goroutine of its own.
 	spawn func(func())
+	// done is closed when the ledger stops (stop): the work it started
+	// ends, and no more starts.
+	done     chan struct{}
+	stopOnce sync.Once
 }
 
 func newWriter(workers int, budget func() (tokens, qps float64), clk clock.WithTickerAndDelayedExecution, do func(context.Context, write)) *writer {
@@ -46,7 +50,37 @@ func newWriter(workers int, budget func() (tokens, qps float64), clk clock.WithT
 		wake: make(chan struct{}, 1), arrive: make(chan struct{}, 1),
 		budget: budget, clock: clk, do: do,
 		spawn: func(f func()) { go f() },
+		done:  make(chan struct{}),
 	}
+}
+
+// stop ends the work the ledger started (context) and has no more
+// start (stopped).
+func (w *writer) stop() { w.stopOnce.Do(func() { close(w.done) }) }
+
+// stopped says whether the ledger stopped.
+func (w *writer) stopped() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// context returns a context for work the ledger starts outside a pass,
+// which ends when the ledger stops, or when release is called, as it
+// must be once the work is done.
+func (w *writer) context() (ctx context.Context, release context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-w.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // wakePass asks for an admission pass; pokes coalesce.
@@ -75,12 +109,15 @@ func (w *writer) quiet() bool {
 	return len(w.slots) == 0 && len(w.wake) == 0 && len(w.arrive) == 0
 }
 
-// goTracked runs f as spawn does, counted in flight: Start waits for it.
-func (w *writer) goTracked(f func()) {
+// goTracked runs f as spawn does, counted in flight (Start waits for
+// it), with a context that ends when the ledger stops.
+func (w *writer) goTracked(f func(context.Context)) {
 	w.inflight.Add(1)
 	w.spawn(func() {
 		defer w.inflight.Done()
-		f()
+		ctx, release := w.context()
+		defer release()
+		f(ctx)
 	})
 }
 
@@ -116,9 +153,9 @@ func (w *writer) chunk() int {
 	return max(n, 1)
 }
 
-// stopped notes whether the pass just decided stopped at its budget
+// noteBudget notes whether the pass just decided stopped at its budget
 // (full), and whether it was short of the client's tokens.
-func (w *writer) stopped(full, short bool) {
+func (w *writer) noteBudget(full, short bool) {
 	w.bounded.Store(full)
 	w.short.Store(full && short)
 }

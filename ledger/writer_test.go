@@ -126,7 +126,7 @@ func TestWriterWriteAll(t *testing.T) {
 
 	var mu sync.Mutex
 	ran := false
-	w.goTracked(func() {
+	w.goTracked(func(context.Context) {
 		time.Sleep(10 * time.Millisecond)
 		mu.Lock()
 		ran = true
@@ -138,6 +138,23 @@ func TestWriterWriteAll(t *testing.T) {
 	if !ran {
 		t.Errorf("the wait for tracked work returned before it ended")
 	}
+
+	// Stopped, the work's context ends, and stays ended for new work.
+	ended := make(chan error, 2)
+	w.goTracked(func(ctx context.Context) {
+		w.stop()
+		<-ctx.Done()
+		ended <- ctx.Err()
+	})
+	w.goTracked(func(ctx context.Context) {
+		<-ctx.Done()
+		ended <- ctx.Err()
+	})
+	w.inflight.Wait()
+	if !w.stopped() || <-ended == nil || <-ended == nil {
+		t.Errorf("work whose ledger stopped did not see its context end")
+	}
+	w.stop()
 }
 
 // TestWriterAwaitBudget: label writes wait while passes are short of
@@ -148,13 +165,13 @@ func TestWriterAwaitBudget(t *testing.T) {
 	if !w.awaitBudget(context.Background()) {
 		t.Fatalf("a writer that is not short held a label write")
 	}
-	w.stopped(true, true)
+	w.noteBudget(true, true)
 	got := make(chan bool)
 	go func() { got <- w.awaitBudget(context.Background()) }()
 	for !clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
-	w.stopped(false, true)
+	w.noteBudget(false, true)
 	if w.short.Load() {
 		t.Fatalf("a pass that did not stop at its budget left the writer short")
 	}
@@ -162,7 +179,7 @@ func TestWriterAwaitBudget(t *testing.T) {
 	if !<-got {
 		t.Errorf("a label write held while short gave up")
 	}
-	w.stopped(true, true)
+	w.noteBudget(true, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if w.awaitBudget(ctx) {
