@@ -36,7 +36,7 @@ func (l *Ledger) setClaimTemplate(obj any, deleted bool) {
 		return
 	}
 	l.mu.Lock()
-	setNamed(l.claimTemplates, t.Namespace, t.Name, t, deleted)
+	setNamed(l.inputs.claimTemplates, t.Namespace, t.Name, t, deleted)
 	l.namespaceDefaultsChanged(t.Namespace, namesTemplate(t.Name))
 }
 

@@ -24,7 +24,7 @@ type entry struct {
 	rv string
 	// generation is the object's metadata.generation, which changes
 	// with its spec; defaultsGen the ledger's count of changes to pod
-	// defaults when W was built (defaults.go).
+	// defaults when W was built (podInputs.gen).
 	generation  int64
 	defaultsGen uint64
 	// refs are the objects its pod sets were read from (kinds.Object.Refs),
@@ -112,7 +112,7 @@ func (l *Ledger) onJob(obj any) {
 	}
 	next := *e
 	next.note(o)
-	next.defaultsGen = l.defaultsGen
+	next.defaultsGen = l.inputs.gen
 	l.foldLocked(e, next, l.observeLocked(o, e, next.prio))
 }
 
@@ -133,7 +133,7 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) mach
 	// A change of pod defaults rebuilds a waiting workload only: one
 	// admitted keeps what it was admitted with, which its pods got.
 	// So does a change of the objects its pod sets were read from.
-	stale := e.defaultsGen != l.defaultsGen || e.refsVersion != o.RefsVersion
+	stale := e.defaultsGen != l.inputs.gen || e.refsVersion != o.RefsVersion
 	if !e.builtFrom(o, queue, priority) || stale && (e.Phase() == machine.Pending || e.Phase() == machine.Inadmissible) {
 		w = o.WorkloadIn(queue, priority, l.defaultsLocked(o.Meta.Namespace))
 		w.Tag = e
@@ -388,7 +388,7 @@ func (l *Ledger) releaseLocked(e *entry, finished bool) {
 // globalDefault PriorityClass, else 0. A template's numeric priority is
 // never read (see kinds.Object.PriorityClassName).
 func (l *Ledger) priorityOf(p priorityRef) int32 {
-	return l.cfg.Priority(p.workloadClass, p.podClass, l.priorities)
+	return l.cfg.Priority(p.workloadClass, p.podClass, l.inputs.priorities)
 }
 
 // rebuildPendingLocked recomputes the priority of every waiting Job and
@@ -416,7 +416,7 @@ func (l *Ledger) priorityClassOf(p priorityRef) string {
 			return p.workloadClass
 		}
 	}
-	if _, ok := l.priorities[p.podClass]; ok {
+	if _, ok := l.inputs.priorities[p.podClass]; ok {
 		return p.podClass
 	}
 	return ""

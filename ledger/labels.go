@@ -2,8 +2,6 @@ package ledger
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -114,11 +112,9 @@ func (l *Ledger) onPriorityClass(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if old, ok := l.priorityClasses[pc.Name]; ok && old.Value == pc.Value && old.GlobalDefault == pc.GlobalDefault {
+	if !l.inputs.setPriorityClass(pc, false) {
 		return
 	}
-	l.priorityClasses[pc.Name] = schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: pc.Name}, Value: pc.Value, GlobalDefault: pc.GlobalDefault}
-	l.priorities = queues.PodPriorities(slices.Collect(maps.Values(l.priorityClasses)))
 	if l.synced {
 		l.rebuildPendingLocked()
 	}
@@ -127,8 +123,7 @@ func (l *Ledger) onPriorityClass(obj any) {
 func (l *Ledger) onPriorityClassDelete(obj any) {
 	if pc, ok := obj.(*schedulingv1.PriorityClass); ok {
 		l.mu.Lock()
-		delete(l.priorityClasses, pc.Name)
-		l.priorities = queues.PodPriorities(slices.Collect(maps.Values(l.priorityClasses)))
+		l.inputs.setPriorityClass(pc, true)
 		l.rebuildPendingLocked()
 		l.mu.Unlock()
 	}

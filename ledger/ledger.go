@@ -100,23 +100,10 @@ type Ledger struct {
 	// or for another config, they are counted again by the next pass.
 	pools      *queues.Pools
 	namespaces map[string]*nsInfo
-	// priorityClasses holds the cluster's PriorityClasses (their name,
-	// value and globalDefault), and priorities what they make of a pod
-	// template's priorityClassName (queues.PodPriorities).
-	priorityClasses map[string]schedulingv1.PriorityClass
-	priorities      map[string]int32
-	// limitRanges holds each namespace's LimitRanges by name, overheads
-	// each RuntimeClass's pod overhead, podDefaults what they make of
-	// each namespace's pods (nil for none), and defaultsGen counts their
-	// changes (defaults.go).
-	limitRanges map[string]map[string]*corev1.LimitRange
-	// claimTemplates holds each namespace's ResourceClaimTemplates by
-	// name, stripped (claims.go).
-	claimTemplates map[string]map[string]*resourcev1.ResourceClaimTemplate
-	overheads      map[string]corev1.ResourceList
-	podDefaults    map[string]*queues.PodDefaults
-	defaultsGen    uint64
-	cfg            *queues.Config
+	// inputs are the cluster's objects that shape a workload's charge
+	// and priority besides its own (defaults.go).
+	inputs podInputs
+	cfg    *queues.Config
 	// waitingOn maps a preemption victim to the preemptor waiting for it.
 	waitingOn map[types.UID]*entry
 	// reserved holds preemptors whose victims are gone, until the next
@@ -145,9 +132,7 @@ type Ledger struct {
 	echoes map[types.UID]awaitedVersion
 	// effects is the effects of the fold in progress, kept for its array.
 	effects []machine.Effect
-	// ctx is Start's, for work started from informer handlers.
-	ctx    context.Context
-	synced bool
+	synced  bool
 	// started: this replica's ledger runs (it leads).
 	started    bool
 	labelQueue workqueue.TypedRateLimitingInterface[types.UID]
@@ -201,24 +186,19 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	}
 	l := &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
-		jobs:            map[types.UID]*entry{},
-		pending:         map[string]*btree.BTreeG[*entry]{},
-		usage:           map[string]queues.Usage{},
-		namespaces:      map[string]*nsInfo{},
-		priorities:      map[string]int32{},
-		priorityClasses: map[string]schedulingv1.PriorityClass{},
-		limitRanges:     map[string]map[string]*corev1.LimitRange{},
-		claimTemplates:  map[string]map[string]*resourcev1.ResourceClaimTemplate{},
-		overheads:       map[string]corev1.ResourceList{},
-		podDefaults:     map[string]*queues.PodDefaults{},
-		waitingOn:       map[types.UID]*entry{},
-		reserved:        map[*entry]bool{},
-		yielding:        map[*entry]*entry{},
-		late:            map[types.UID]*entry{},
-		holding:         map[string]map[*entry]struct{}{},
-		pods:            newPodBook(),
-		passCache:       newPassCache(),
-		echoes:          map[types.UID]awaitedVersion{},
+		jobs:       map[types.UID]*entry{},
+		pending:    map[string]*btree.BTreeG[*entry]{},
+		usage:      map[string]queues.Usage{},
+		namespaces: map[string]*nsInfo{},
+		waitingOn:  map[types.UID]*entry{},
+		reserved:   map[*entry]bool{},
+		yielding:   map[*entry]*entry{},
+		late:       map[types.UID]*entry{},
+		holding:    map[string]map[*entry]struct{}{},
+		pods:       newPodBook(),
+		inputs:     newPodInputs(),
+		passCache:  newPassCache(),
+		echoes:     map[types.UID]awaitedVersion{},
 		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
 		finishedQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
@@ -411,8 +391,7 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	remap := l.cfg != nil && !maps.Equal(l.cfg.DeviceClasses, cfg.DeviceClasses) && l.synced
 	l.cfg = cfg
 	// The pod defaults carry the config (what the queues cover).
-	clear(l.podDefaults)
-	l.defaultsGen++
+	l.inputs.allChanged()
 	l.metrics.observeConfig(cfg, l.usage)
 	l.rebuildPendingLocked()
 	l.relabelLocked()

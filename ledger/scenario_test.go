@@ -344,7 +344,7 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 func (s *scenario) priorityClass(n int) string {
 	name := fmt.Sprintf("prio-%d", n)
 	s.l.mu.Lock()
-	s.l.priorities[name] = int32(n)
+	s.l.inputs.priorities[name] = int32(n)
 	s.l.mu.Unlock()
 	return name
 }
@@ -618,9 +618,9 @@ func (s *scenario) step(f []string) {
 		_, ann := s.timeOut(name)
 		fmt.Fprintf(&s.out, "write: evict %s requeues=%v requeue-at=%v evicted-at=%v\n", name, ann[queues.AnnotationRequeues], ann[queues.AnnotationRequeueAt], ann[queues.AnnotationEvictedAt])
 	case "restart":
-		cfg, classes := s.l.cfg, s.l.priorities
+		cfg, classes := s.l.cfg, s.l.inputs.priorities
 		s.newLedger(cfg)
-		s.l.priorities = classes
+		s.l.inputs.priorities = classes
 		live := s.pods
 		s.pods = map[string]int{}
 		replayPods := func() {
