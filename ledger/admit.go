@@ -162,13 +162,13 @@ func (l *Ledger) decide() []write {
 	runs := l.passCache.runs(lists)
 	snap.Tails, snap.Settled = l.passCache.tails, l.passCache.settledFunc(runs, lists)
 	snap.AdmittedIn = l.admittedLocked(scope)
-	for e := range l.reserved {
+	for e := range l.preempt.reserved {
 		if e.InTree {
 			snap.Reserved = append(snap.Reserved, e.W)
 		}
 	}
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
-	clear(l.reserved)
+	clear(l.preempt.reserved)
 	snap.Yield = yield
 	snap.Budget = budget
 	snap.Rotate = l.passCache.rotate()
@@ -281,13 +281,13 @@ func (l *Ledger) admittedLocked(scope map[string]struct{}) func(string) []*queue
 // yieldLocked lists the victims back in their queues whose preemptors
 // still wait, and forgets the victims whose preemptors do not.
 func (l *Ledger) yieldLocked() map[*queues.Workload]*queues.Workload {
-	if len(l.yielding) == 0 {
+	if len(l.preempt.yielding) == 0 {
 		return nil
 	}
 	out := map[*queues.Workload]*queues.Workload{}
-	for v, p := range l.yielding {
+	for v, p := range l.preempt.yielding {
 		if l.jobs[v.W.UID] != v || l.jobs[p.W.UID] != p || p.Phase().Label() != queues.StatePending || v.Phase() == machine.Finished {
-			delete(l.yielding, v)
+			delete(l.preempt.yielding, v)
 			l.passCache.touch(v.W.Queue)
 			l.passCache.touch(p.W.Queue)
 			continue
@@ -319,8 +319,8 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 		ve := v.W.Tag.(*entry)
 		moved := p.Moved[i]
 		l.step(ve, machine.Evict(moved, l.opts.Clock.Now()))
-		l.waitingOn[v.W.UID] = pe
-		l.yielding[ve] = pe
+		l.preempt.waitingOn[v.W.UID] = pe
+		l.preempt.yielding[ve] = pe
 		writes = append(writes, write{e: ve, w: ve.W, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend, cause: v.Cause})
 	}
 	l.metrics.preempted.Add(float64(len(p.Victims)))

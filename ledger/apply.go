@@ -64,7 +64,7 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 		case machine.Unreserve:
 			l.subUsageLocked(f.Queue, f.Usage)
 		case machine.TryFirst:
-			l.reserved[e] = true
+			l.preempt.reserved[e] = true
 		case machine.Charge:
 			l.addUsageLocked(f.Queue, f.Usage)
 			l.writer.wakePass()

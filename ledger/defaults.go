@@ -207,7 +207,7 @@ func (l *Ledger) defaultsLocked(ns string) *queues.PodDefaults {
 func (l *Ledger) reobserve(ns string, only func(*kinds.Object) bool) {
 	ctx, release := l.writer.context()
 	defer release()
-	objs, err := l.listJobs(ctx)
+	objs, err := l.watches.list(ctx)
 	if err != nil {
 		l.log.Error(err, "listing workloads to apply changed LimitRanges, RuntimeClasses, ResourceClaimTemplates or device class mappings; they apply from their next change", "namespace", ns)
 		return

@@ -201,7 +201,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	if e.Claim != nil {
 		// Its victims free nobody now.
 		for v := range e.Claim.Victims {
-			delete(l.waitingOn, v)
+			delete(l.preempt.waitingOn, v)
 		}
 	}
 	// Its pods may outlive it: its quota, and its preemptor's wait, last
@@ -262,11 +262,11 @@ func (l *Ledger) candidatesLocked(w *queues.Workload, userAnn string) ([]corev1.
 // its preemptor waits for no other victim, the preemptor's claim is given
 // back and it rejoins its queue, to be tried first in the next pass.
 func (l *Ledger) victimFreedLocked(victim types.UID) {
-	p := l.waitingOn[victim]
+	p := l.preempt.waitingOn[victim]
 	if p == nil {
 		return
 	}
-	delete(l.waitingOn, victim)
+	delete(l.preempt.waitingOn, victim)
 	l.step(p, machine.VictimGone(victim, l.jobs[p.W.UID] == p))
 }
 

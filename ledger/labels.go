@@ -39,7 +39,7 @@ func (l *Ledger) onNamespace(obj any) {
 	}
 	managed := l.managedLocked(ns.Name, info)
 	if l.relabelDueLocked(ns.Name, info) {
-		l.nsQueue.Add(ns.Name)
+		l.labels.namespaces.Add(ns.Name)
 	}
 	wasManaged := old != nil && l.managedLocked(ns.Name, old)
 	switch {
@@ -76,7 +76,7 @@ func (l *Ledger) relabelDueLocked(name string, info *nsInfo) bool {
 func (l *Ledger) relabelLocked() {
 	for name, info := range l.namespaces {
 		if l.relabelDueLocked(name, info) {
-			l.nsQueue.Add(name)
+			l.labels.namespaces.Add(name)
 		}
 	}
 }
@@ -132,17 +132,17 @@ func (l *Ledger) onPriorityClassDelete(obj any) {
 // runNamespaceWorker repairs the tally.dev/managed label.
 func (l *Ledger) runNamespaceWorker(ctx context.Context) {
 	for {
-		name, shutdown := l.nsQueue.Get()
+		name, shutdown := l.labels.namespaces.Get()
 		if shutdown {
 			return
 		}
 		if err := l.syncNamespace(ctx, name); err != nil {
 			l.log.Error(err, "repairing namespace label", "namespace", name)
-			l.nsQueue.AddRateLimited(name)
+			l.labels.namespaces.AddRateLimited(name)
 		} else {
-			l.nsQueue.Forget(name)
+			l.labels.namespaces.Forget(name)
 		}
-		l.nsQueue.Done(name)
+		l.labels.namespaces.Done(name)
 	}
 }
 
@@ -175,7 +175,7 @@ const labelWorkers = 8
 // gives a stopped preemption victim its candidate affinity back.
 func (l *Ledger) runLabelWorkers(ctx context.Context) {
 	for range labelWorkers {
-		go l.runJobQueue(ctx, l.labelQueue, func() bool { return l.writer.awaitBudget(ctx) }, false)
+		go l.runJobQueue(ctx, l.labels.jobs, func() bool { return l.writer.awaitBudget(ctx) }, false)
 	}
 }
 
@@ -216,11 +216,11 @@ func (l *Ledger) relabelJobLocked(e *entry) {
 		case FinishedLabelOff:
 			return
 		case FinishedLabelLazy:
-			l.finishedQueue.Add(e.W.UID)
+			l.labels.finished.Add(e.W.UID)
 			return
 		}
 	}
-	l.labelQueue.Add(e.W.UID)
+	l.labels.jobs.Add(e.W.UID)
 }
 
 // runFinishedLabelWorker writes the finished labels of FinishedLabelLazy:
@@ -229,7 +229,7 @@ func (l *Ledger) relabelJobLocked(e *entry) {
 // quiet (admissionsQuiet).
 func (l *Ledger) runFinishedLabelWorker(ctx context.Context) {
 	limiter := rate.NewLimiter(rate.Limit(l.opts.FinishedLabelRate), 1)
-	l.runJobQueue(ctx, l.finishedQueue, func() bool {
+	l.runJobQueue(ctx, l.labels.finished, func() bool {
 		return limiter.Wait(ctx) == nil && l.awaitAdmissionsQuiet(ctx)
 	}, true)
 }
@@ -280,7 +280,7 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID, lazy bool) err
 	if want == string(queues.StateFinished) && l.opts.FinishedLabel != FinishedLabelEager && !lazy {
 		// Asked for before it finished: the mode decides.
 		if l.opts.FinishedLabel == FinishedLabelLazy {
-			l.finishedQueue.Add(uid)
+			l.labels.finished.Add(uid)
 		}
 		return nil
 	}

@@ -104,14 +104,8 @@ type Ledger struct {
 	// and priority besides its own (defaults.go).
 	inputs podInputs
 	cfg    *queues.Config
-	// waitingOn maps a preemption victim to the preemptor waiting for it.
-	waitingOn map[types.UID]*entry
-	// reserved holds preemptors whose victims are gone, until the next
-	// pass tries them first.
-	reserved map[*entry]bool
-	// yielding maps a preemption victim to its preemptor until the
-	// preemptor is admitted: until then the victim is not (Snapshot.Yield).
-	yielding map[*entry]*entry
+	// preempt is the preemptions under way (admit.go).
+	preempt preemptions
 	// late holds running Jobs of managed namespaces that tally has no
 	// record of, for the next pass to capture (see late.go).
 	late map[types.UID]*entry
@@ -134,24 +128,42 @@ type Ledger struct {
 	effects []machine.Effect
 	synced  bool
 	// started: this replica's ledger runs (it leads).
-	started    bool
-	labelQueue workqueue.TypedRateLimitingInterface[types.UID]
-	// finishedQueue holds the finished labels due, with
-	// FinishedLabelLazy (runFinishedLabelWorker).
-	finishedQueue workqueue.TypedRateLimitingInterface[types.UID]
-	nsQueue       workqueue.TypedRateLimitingInterface[string]
-	metrics       *metrics
-	// listJobs lists the informers' workloads, for the recount.
-	listJobs func(context.Context) ([]*kinds.Object, error)
-	// watched are the registered kinds the API server serves, which the
-	// ledger watches (set by Start).
-	watched []kinds.Kind
-	// watchedRefs are the kinds of object that watched kinds read their
-	// pod sets from, which the ledger watches too (refs.go).
-	watchedRefs []schema.GroupVersionKind
-	// handlersSynced report, per watch, that its handler has been given
-	// the informer's initial list.
-	handlersSynced []toolscache.InformerSynced
+	started bool
+	labels  labelQueues
+	metrics *metrics
+	watches watches
+}
+
+// preemptions are the preemptions under way: waitingOn maps a victim to
+// the preemptor waiting for it; reserved holds preemptors whose victims
+// are gone, until the next pass tries them first; yielding maps a victim
+// to its preemptor until the preemptor is admitted: until then the victim
+// is not (Snapshot.Yield).
+type preemptions struct {
+	waitingOn map[types.UID]*entry
+	reserved  map[*entry]bool
+	yielding  map[*entry]*entry
+}
+
+// labelQueues are the queues of label writes: those of the workloads'
+// state labels (jobs), of the finished label when it is lazy
+// (FinishedLabelLazy, runFinishedLabelWorker), and of the namespaces'
+// tally.dev/managed label.
+type labelQueues struct {
+	jobs, finished workqueue.TypedRateLimitingInterface[types.UID]
+	namespaces     workqueue.TypedRateLimitingInterface[string]
+}
+
+// watches are what the ledger watches: the registered kinds the API
+// server serves (set by Start), the kinds of object that they read their
+// pod sets from (refs.go), and, per watch, whether its handler has been
+// given the informer's initial list. list lists the watched kinds'
+// workloads from the cache, for the recount.
+type watches struct {
+	kinds  []kinds.Kind
+	refs   []schema.GroupVersionKind
+	synced []toolscache.InformerSynced
+	list   func(context.Context) ([]*kinds.Object, error)
 }
 
 type nsInfo struct {
@@ -190,28 +202,28 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		pending:    map[string]*btree.BTreeG[*entry]{},
 		usage:      map[string]queues.Usage{},
 		namespaces: map[string]*nsInfo{},
-		waitingOn:  map[types.UID]*entry{},
-		reserved:   map[*entry]bool{},
-		yielding:   map[*entry]*entry{},
+		preempt:    preemptions{waitingOn: map[types.UID]*entry{}, reserved: map[*entry]bool{}, yielding: map[*entry]*entry{}},
 		late:       map[types.UID]*entry{},
 		holding:    map[string]map[*entry]struct{}{},
 		pods:       newPodBook(),
 		inputs:     newPodInputs(),
 		passCache:  newPassCache(),
 		echoes:     map[types.UID]awaitedVersion{},
-		labelQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
-			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
-		finishedQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
-			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_finished_labels"}),
-		nsQueue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
+		labels: labelQueues{
+			jobs: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
+				workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_job_labels"}),
+			finished: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
+				workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "tally_finished_labels"}),
+			namespaces: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+				workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
+		},
 		metrics: newMetrics(opts.Registry),
 	}
 	if opts.Held != nil {
 		l.client = fenced{Client: cl, held: opts.Held, log: log}
 	}
 	l.writer = newWriter(opts.Workers, opts.Budget, opts.Clock, l.write)
-	l.listJobs = func(ctx context.Context) ([]*kinds.Object, error) {
+	l.watches.list = func(ctx context.Context) ([]*kinds.Object, error) {
 		return l.listWatched(ctx, client.UnsafeDisableDeepCopy)
 	}
 	return l
@@ -223,9 +235,9 @@ func (l *Ledger) NeedLeaderElection() bool { return true }
 // Start registers the informer handlers, waits for them to sync, and runs
 // admission passes until ctx ends.
 func (l *Ledger) Start(ctx context.Context) error {
-	defer l.labelQueue.ShutDown()
-	defer l.finishedQueue.ShutDown()
-	defer l.nsQueue.ShutDown()
+	defer l.labels.jobs.ShutDown()
+	defer l.labels.finished.ShutDown()
+	defer l.labels.namespaces.ShutDown()
 	l.mu.Lock()
 	l.cfg, l.started = l.store.Load(), true
 	if l.cfg != nil {
@@ -259,7 +271,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	}
 	// The first pass waits until every handler has been given what the
 	// informers listed: workloads, and the pods that hold quota.
-	if !l.cache.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), l.handlersSynced...) {
+	if !l.cache.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), l.watches.synced...) {
 		return fmt.Errorf("ledger: informers did not sync: %w", ctx.Err())
 	}
 	l.adoptOrphans(ctx)
@@ -267,7 +279,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	l.synced = true
 	l.mu.Unlock()
 	l.captureManaged(ctx)
-	l.log.Info("ledger synced", "workloads", len(l.jobs), "namespaces", len(l.namespaces), "kinds", len(l.watched))
+	l.log.Info("ledger synced", "workloads", len(l.jobs), "namespaces", len(l.namespaces), "kinds", len(l.watches.kinds))
 
 	l.runLabelWorkers(ctx)
 	if l.opts.FinishedLabel == FinishedLabelLazy {
@@ -348,7 +360,7 @@ func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any),
 	if err != nil {
 		return fmt.Errorf("ledger: handler for %T: %w", obj, err)
 	}
-	l.handlersSynced = append(l.handlersSynced, reg.HasSynced)
+	l.watches.synced = append(l.watches.synced, reg.HasSynced)
 	return nil
 }
 
@@ -360,7 +372,7 @@ func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any),
 func (l *Ledger) watchKinds(ctx context.Context) error {
 	for _, k := range l.opts.Kinds.All() {
 		gvk := k.GVK()
-		if slices.ContainsFunc(l.watched, func(w kinds.Kind) bool { return w.GVK() == gvk }) {
+		if slices.ContainsFunc(l.watches.kinds, func(w kinds.Kind) bool { return w.GVK() == gvk }) {
 			continue
 		}
 		if _, typed := k.New().(*batchv1.Job); !typed {
@@ -373,7 +385,7 @@ func (l *Ledger) watchKinds(ctx context.Context) error {
 		if err := l.watch(ctx, k.New(), l.onJob, l.onJobDelete); err != nil {
 			return err
 		}
-		l.watched = append(l.watched, k)
+		l.watches.kinds = append(l.watches.kinds, k)
 		l.log.V(1).Info("watching a workload kind", "kind", gvk.String())
 	}
 	return l.watchReferences(ctx)
@@ -405,7 +417,7 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 // listWatched lists the workloads of every watched kind from the cache.
 func (l *Ledger) listWatched(ctx context.Context, opts ...client.ListOption) ([]*kinds.Object, error) {
 	var out []*kinds.Object
-	for _, k := range l.watched {
+	for _, k := range l.watches.kinds {
 		list := k.NewList()
 		if err := l.cache.List(ctx, list, opts...); err != nil {
 			return nil, fmt.Errorf("listing %s: %w", k.GVK().Kind, err)

@@ -43,11 +43,11 @@ func namespace(name string, labels, annotations map[string]string) *corev1.Names
 // queuedNamespaces drains the namespace label queue.
 func queuedNamespaces(l *Ledger) map[string]bool {
 	out := map[string]bool{}
-	for l.nsQueue.Len() > 0 {
-		n, _ := l.nsQueue.Get()
+	for l.labels.namespaces.Len() > 0 {
+		n, _ := l.labels.namespaces.Get()
 		out[n] = true
-		l.nsQueue.Done(n)
-		l.nsQueue.Forget(n)
+		l.labels.namespaces.Done(n)
+		l.labels.namespaces.Forget(n)
 	}
 	return out
 }

@@ -345,11 +345,11 @@ func (l *Ledger) ownerGone(ctx context.Context, p *corev1.Pod) bool {
 		return false
 	}
 	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
-	i := slices.IndexFunc(l.watched, func(k kinds.Kind) bool { return k.GVK() == gvk })
+	i := slices.IndexFunc(l.watches.kinds, func(k kinds.Kind) bool { return k.GVK() == gvk })
 	if i < 0 {
 		return false
 	}
-	obj := l.watched[i].New()
+	obj := l.watches.kinds[i].New()
 	err := l.cache.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, obj)
 	switch {
 	case apierrors.IsNotFound(err):

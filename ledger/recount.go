@@ -72,7 +72,7 @@ type suspect struct {
 // is none.
 func (l *Ledger) recount(ctx context.Context) <-chan struct{} {
 	var suspects map[types.UID]suspect
-	if jobs, err := l.listJobs(ctx); err != nil {
+	if jobs, err := l.watches.list(ctx); err != nil {
 		l.log.Error(err, "listing Jobs for the recount")
 	} else {
 		l.mu.Lock()
@@ -161,7 +161,7 @@ func missedKind(e *entry, job *kinds.Object) string {
 // repair is the second look of a recount: it replays what the ledger still
 // misses of the suspects.
 func (l *Ledger) repair(ctx context.Context, suspects map[types.UID]suspect) {
-	jobs, err := l.listJobs(ctx)
+	jobs, err := l.watches.list(ctx)
 	if err != nil {
 		l.log.Error(err, "listing Jobs for the recount")
 		return

@@ -35,7 +35,7 @@ func newRecountFixture(t *testing.T, rec record.EventRecorder) *recountFixture {
 	f.l.cfg = benchConfig(t, 1)
 	f.l.synced = true
 	f.l.namespaces["ns-cq-0"] = &nsInfo{}
-	f.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
+	f.l.watches.list = func(context.Context) ([]*kinds.Object, error) {
 		out := make([]batchv1.Job, 0, len(f.informer))
 		for _, j := range f.informer {
 			out = append(out, *j)
@@ -256,8 +256,8 @@ func TestRecountConfirmsOnlySettledDifferences(t *testing.T) {
 	f.seen(racing)
 	f.informer[racing.UID] = jobAt(racing, "2", func(j *batchv1.Job) { j.Annotations["example.com/note"] = "x" })
 	racingAdmitted := jobAt(racing, "3", markAdmitted)
-	list, lists := l.listJobs, 0
-	l.listJobs = func(ctx context.Context) ([]*kinds.Object, error) {
+	list, lists := l.watches.list, 0
+	l.watches.list = func(ctx context.Context) ([]*kinds.Object, error) {
 		jobs, err := list(ctx)
 		if lists++; lists == 2 {
 			f.seen(racingAdmitted)

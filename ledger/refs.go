@@ -25,7 +25,7 @@ import (
 func (l *Ledger) watchReferences(ctx context.Context) error {
 	for _, k := range l.opts.Kinds.All() {
 		for _, ref := range kinds.References(k) {
-			if slices.Contains(l.watchedRefs, ref.GVK) {
+			if slices.Contains(l.watches.refs, ref.GVK) {
 				continue
 			}
 			if _, err := l.client.RESTMapper().RESTMapping(ref.GVK.GroupKind(), ref.GVK.Version); err != nil {
@@ -38,7 +38,7 @@ func (l *Ledger) watchReferences(ctx context.Context) error {
 			if err := l.watch(ctx, u, l.onReferenced, l.onReferenced); err != nil {
 				return err
 			}
-			l.watchedRefs = append(l.watchedRefs, ref.GVK)
+			l.watches.refs = append(l.watches.refs, ref.GVK)
 		}
 	}
 	return nil

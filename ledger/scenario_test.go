@@ -329,7 +329,7 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l.synced = true
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
 	s.l.writer.spawn = func(f func()) { f() }
-	s.l.listJobs = func(context.Context) ([]*kinds.Object, error) {
+	s.l.watches.list = func(context.Context) ([]*kinds.Object, error) {
 		var out []*kinds.Object
 		for _, n := range queues.SortedKeys(s.objects) {
 			o, _ := s.l.opts.Kinds.Of(s.objects[n])
@@ -514,7 +514,7 @@ func (s *scenario) step(f []string) {
 				Get() (types.UID, bool)
 				Done(types.UID)
 			}
-		}{{"label worker", s.l.labelQueue}, {"lazy finished", s.l.finishedQueue}} {
+		}{{"label worker", s.l.labels.jobs}, {"lazy finished", s.l.labels.finished}} {
 			var uids []string
 			for q.queue.Len() > 0 {
 				uid, _ := q.queue.Get()
