@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -147,9 +148,9 @@ func (l *Ledger) decide() []write {
 	if !l.pools.For(l.cfg) {
 		l.pools = queues.NewPools(l.cfg, l.usage)
 	}
-	snap := queues.NewSnapshotPooled(l.cfg, usage, l.passCache.namespaceLabels(l.namespaces), l.pools)
+	snap := queues.NewSnapshotPooled(l.cfg, usage, l.passCache.namespaceLabels(l.namespaceLabelsLocked), l.pools)
 	late := l.decideLateLocked(snap)
-	lists := l.passCache.listsOf(l.pending, scope)
+	lists := listsOf(&l.passCache, l.pending, entryWorkload, scope)
 	if blocked := l.blockedLocked(); len(blocked) > 0 {
 		// waitForPodsReady's blockAdmission: these cohorts wait for the
 		// pods of a workload they admitted.
@@ -465,7 +466,7 @@ func (l *Ledger) echoedLocked(uid types.UID, rv string) {
 // admitted records an admission write that landed.
 func (l *Ledger) admitted(adm write, now time.Time) {
 	l.mu.Lock()
-	l.metrics.observeAdmission(l.cfg, adm.e, adm.w.Queue, l.priorityClassOf(adm.e.prio), now.Sub(adm.waitingSince))
+	l.metrics.observeAdmission(l.cfg, &adm.e.workloadMetrics, &adm.e.Entry, adm.w.Queue, l.priorityClassOf(adm.e.prio), now.Sub(adm.waitingSince))
 	l.mu.Unlock()
 	l.event(adm.w, corev1.EventTypeNormal, ReasonAdmitted, "Admitted by ClusterQueue %s in flavor %s (%s%s) after %s",
 		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), podSetsNote(adm.w), now.Sub(adm.w.Created).Round(time.Second))
@@ -476,7 +477,7 @@ func (l *Ledger) admitted(adm write, now time.Time) {
 func (l *Ledger) observeEviction(w write, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.metrics.observeEviction(l.cfg, w.e, w.w.Queue, reason, l.priorityClassOf(w.e.prio))
+	l.metrics.observeEviction(l.cfg, &w.e.workloadMetrics, &w.e.Entry, w.w.Queue, reason, l.priorityClassOf(w.e.prio))
 	if w.preemptor != nil && w.preemptor.W != nil {
 		l.metrics.observePreemption(w.preemptor.W.Queue, w.cause)
 	}
@@ -558,3 +559,15 @@ func podSetsNote(w *queues.Workload) string {
 	}
 	return "; " + strings.Join(parts, ", ")
 }
+
+// namespaceLabelsLocked returns the labels of every known namespace.
+func (l *Ledger) namespaceLabelsLocked() map[string]labels.Set {
+	out := make(map[string]labels.Set, len(l.namespaces))
+	for n, info := range l.namespaces {
+		out[n] = info.labels
+	}
+	return out
+}
+
+// entryWorkload is e's Workload.
+func entryWorkload(e *entry) *queues.Workload { return e.W }

@@ -43,8 +43,8 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 		next.requeuedAt = l.opts.Clock.Now().UnixNano()
 	}
 	if changesPass(e, &next) {
-		l.passCache.touchEntry(e)
-		l.passCache.touchEntry(&next)
+		touchEntry(&l.passCache, e)
+		touchEntry(&l.passCache, &next)
 	}
 	// Admitted now, and not back from an eviction whose write failed.
 	nowAdmitted := now == machine.Admitted && was != machine.Admitted && was != machine.Evicting
@@ -110,4 +110,30 @@ func (l *Ledger) foldAgain(uid types.UID, rv string) {
 	if e := l.jobs[uid]; e != nil && e.rv == rv {
 		l.foldLocked(e, *e, e.seen)
 	}
+}
+
+// changesPass says whether an entry going from e to next changes what a
+// pass reads: its place in a tree, its phase (an admitted workload is a
+// preemption candidate, an assumed one is not), its quota, its claim, or
+// its queue and priority.
+func changesPass(e, next *entry) bool {
+	if e.Phase() != next.Phase() || e.InTree != next.InTree || e.ChargedQueue != next.ChargedQueue || (e.Claim == nil) != (next.Claim == nil) {
+		return true
+	}
+	if e.W == next.W {
+		return false
+	}
+	if e.W == nil || next.W == nil || next.InTree {
+		return true
+	}
+	return e.W.Queue != next.W.Queue || e.W.Priority != next.W.Priority
+}
+
+// touchEntry notes in c a change of entry e, which may have been queued
+// in, or hold quota in, a queue.
+func touchEntry(c *passCache, e *entry) {
+	if e.W != nil {
+		c.touch(e.W.Queue)
+	}
+	c.touch(e.ChargedQueue)
 }

@@ -67,17 +67,10 @@ type entry struct {
 	podsReady     bool
 	readyDeadline time.Time
 
-	// pendingAs is how tally_pending_workloads counts it (0: not at
-	// all, 1: active, 2: inadmissible), in pendingIn's ClusterQueue
-	// (metrics.notePending).
-	pendingAs uint8
-	pendingIn *queueMetrics
-	// localQueue is its LocalQueue (localQueueOf), and local how the
-	// LocalQueue metrics count it (metrics.noteLocal).
-	localQueue string
-	local      localCount
-	queued     bool   // the Queued event was written
-	lastCode   string // the reason of the last machine.Pending/machine.Inadmissible event
+	// workloadMetrics is what the metrics keep of it (metrics.go).
+	workloadMetrics
+	queued   bool   // the Queued event was written
+	lastCode string // the reason of the last machine.Pending/machine.Inadmissible event
 }
 
 // priorityRef is what a Job's priority is derived from: its
@@ -196,7 +189,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	delete(l.jobs, uid)
 	delete(l.late, uid)
 	delete(l.echoes, uid)
-	l.metrics.notePending(l.cfg, e, true)
+	l.metrics.notePending(l.cfg, &e.workloadMetrics, &e.Entry, true)
 	l.noteLocalLocked(e)
 	if e.Claim != nil {
 		// Its victims free nobody now.
@@ -429,4 +422,19 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// notePendingLocked keeps tally_pending_workloads in step with e, whose
+// phase or queue may have changed.
+func (l *Ledger) notePendingLocked(e *entry) {
+	if as := pendingStatus(&e.Entry, false); as == e.pendingAs && (as == 0 || e.pendingIn.name == e.W.Queue) {
+		return
+	}
+	l.metrics.notePending(l.cfg, &e.workloadMetrics, &e.Entry, e.W == nil || l.jobs[e.W.UID] != e)
+}
+
+// noteLocalLocked keeps the LocalQueue metrics in step with e, which may
+// have changed.
+func (l *Ledger) noteLocalLocked(e *entry) {
+	l.metrics.noteLocal(l.cfg, &e.workloadMetrics, &e.Entry, e.W == nil || l.jobs[e.W.UID] != e, l.priorityClassOf(e.prio))
 }

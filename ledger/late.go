@@ -26,7 +26,7 @@ import (
 // Reasons of the late-capture Events.
 const (
 	ReasonAdmittedLate  = "AdmittedLate"
-	ReasonSuspendedLate = "SuspendedLate"
+	ReasonSuspendedLate = evictedSuspendedLate
 )
 
 // noteUnrecordedLocked looks at a workload without a tally.dev/state

@@ -113,11 +113,11 @@ type Ledger struct {
 	// are charged in (holdLocked); a queue's set stays once made.
 	holding map[string]map[*entry]struct{}
 	// pods is the bookkeeping of pods by workload (podbook.go).
-	pods podBook
+	pods podBook[*entry]
 	// passCache is what a pass keeps for the next (passcache.go).
 	passCache passCache
 	// writer runs the writes and wakes the passes (writer.go).
-	writer *writer
+	writer *writer[write]
 	// adopted: the pods of workloads deleted before the ledger started
 	// have been counted (adoptOrphans).
 	adopted bool
@@ -205,7 +205,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		preempt:    preemptions{waitingOn: map[types.UID]*entry{}, reserved: map[*entry]bool{}, yielding: map[*entry]*entry{}},
 		late:       map[types.UID]*entry{},
 		holding:    map[string]map[*entry]struct{}{},
-		pods:       newPodBook(),
+		pods:       newPodBook[*entry](),
 		inputs:     newPodInputs(),
 		passCache:  newPassCache(),
 		echoes:     map[types.UID]awaitedVersion{},

@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"cmp"
+
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,7 +123,7 @@ type localCount struct {
 
 // localQueueOf is the LocalQueue of a workload whose labels are labels.
 func localQueueOf(labels map[string]string) string {
-	return firstNonEmpty(labels[queues.LabelKueueQueueName], queues.DefaultLocalQueue)
+	return cmp.Or(labels[queues.LabelKueueQueueName], queues.DefaultLocalQueue)
 }
 
 // local returns the metrics of LocalQueue k, made (its gauges at 0) if it
@@ -153,17 +155,17 @@ func (m *metrics) local(cfg *queues.Config, k localKey) *localMetrics {
 // localOf returns the metrics of e's LocalQueue, made if need be (the
 // caller calls forgetLocalIfDone after counting in it); nil when e has
 // none.
-func (m *metrics) localOf(cfg *queues.Config, e *entry) *localMetrics {
-	if e == nil || e.W == nil || e.localQueue == "" {
+func (m *metrics) localOf(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry) *localMetrics {
+	if e == nil || e.W == nil || wm.localQueue == "" {
 		return nil
 	}
-	return m.local(cfg, localKey{e.W.Namespace, e.localQueue})
+	return m.local(cfg, localKey{e.W.Namespace, wm.localQueue})
 }
 
 // setLocalStatus sets the status series of a LocalQueue that the config
 // or its namespace has, and removes them from one that neither has.
 func (m *metrics) setLocalStatus(cfg *queues.Config, lm *localMetrics) {
-	cq := firstNonEmpty(lm.config, lm.annotation)
+	cq := cmp.Or(lm.config, lm.annotation)
 	if cq == "" {
 		for _, s := range lqStatuses {
 			m.lq.status.DeleteLabelValues(lm.name, lm.namespace, s)
@@ -218,19 +220,13 @@ func (m *metrics) bindNamespace(cfg *queues.Config, ns, queue string) {
 	m.forgetLocalIfDone(lm)
 }
 
-// noteLocalLocked keeps the LocalQueue metrics in step with e, which may
-// have changed.
-func (l *Ledger) noteLocalLocked(e *entry) {
-	l.metrics.noteLocal(l.cfg, e, e.W == nil || l.jobs[e.W.UID] != e, l.priorityClassOf(e.prio))
-}
-
 // noteLocal keeps the LocalQueue metrics in step with e, which may have
 // changed; gone says it has left the ledger (a deleted workload whose
 // pods still run keeps its quota, and counts in the resource series
 // only); class is its priority class.
-func (m *metrics) noteLocal(cfg *queues.Config, e *entry, gone bool, class string) {
+func (m *metrics) noteLocal(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry, gone bool, class string) {
 	var next localCount
-	if e.W != nil && e.localQueue != "" {
+	if e.W != nil && wm.localQueue != "" {
 		if !gone {
 			phase := e.Phase()
 			next.pending = pendingStatus(e, false)
@@ -242,15 +238,15 @@ func (m *metrics) noteLocal(cfg *queues.Config, e *entry, gone bool, class strin
 			next.usage = e.Charged
 		}
 	}
-	cur := e.local
+	cur := wm.local
 	counts := next.pending != 0 || next.reserving || next.finished || next.usage != nil
-	same := cur.in != nil && e.W != nil && cur.in.namespace == e.W.Namespace && cur.in.name == e.localQueue
+	same := cur.in != nil && e.W != nil && cur.in.namespace == e.W.Namespace && cur.in.name == wm.localQueue
 	if (same || cur.in == nil && !counts) && cur.pending == next.pending && cur.reserving == next.reserving &&
 		cur.admitted == next.admitted && cur.finished == next.finished && cur.usage.Equal(next.usage) {
 		return
 	}
 	if counts {
-		next.in = m.local(cfg, localKey{e.W.Namespace, e.localQueue})
+		next.in = m.local(cfg, localKey{e.W.Namespace, wm.localQueue})
 		if next.finished && !cur.finished && cur.admitted {
 			// Kueue counts a workload that finishes after its admission.
 			next.in.classes[class] = true
@@ -263,7 +259,7 @@ func (m *metrics) noteLocal(cfg *queues.Config, e *entry, gone bool, class strin
 	if next.in != nil {
 		m.countLocal(next.in, next, +1)
 	}
-	e.local = next
+	wm.local = next
 	if cur.in != nil && cur.in != next.in {
 		m.forgetLocalIfDone(cur.in)
 	}

@@ -36,7 +36,7 @@ const (
 	evictedPreempted = "Preempted"
 	// evictedSuspendedLate: found running without tally's admission and
 	// suspended, as it does not fit (late.go; Kueue has no such reason).
-	evictedSuspendedLate = ReasonSuspendedLate
+	evictedSuspendedLate = "SuspendedLate"
 	// evictedResized: suspended to be admitted again at the size its pods
 	// turned out to have (gated.go; Kueue has no such reason).
 	evictedResized = "PodsLarger"
@@ -117,6 +117,18 @@ func (s admissionSeries) observe(wait time.Duration) {
 }
 
 // queueMetrics is what the metrics keep of one ClusterQueue.
+// workloadMetrics is what the metrics keep of one workload (the ledger's
+// entry embeds it): how tally_pending_workloads counts it (0: not at
+// all, 1: active, 2: inadmissible), in pendingIn's ClusterQueue
+// (metrics.notePending); its LocalQueue (localQueueOf), and how the
+// LocalQueue metrics count it (metrics.noteLocal).
+type workloadMetrics struct {
+	pendingAs  uint8
+	pendingIn  *queueMetrics
+	localQueue string
+	local      localCount
+}
+
 type queueMetrics struct {
 	name string
 	// cohort is the cohort label of its resource series.
@@ -293,18 +305,9 @@ func (m *metrics) observeUsage(cfg *queues.Config, old, fresh map[string]queues.
 	}
 }
 
-// notePendingLocked keeps tally_pending_workloads in step with e, whose
-// phase or queue may have changed.
-func (l *Ledger) notePendingLocked(e *entry) {
-	if as := pendingStatus(e, false); as == e.pendingAs && (as == 0 || e.pendingIn.name == e.W.Queue) {
-		return
-	}
-	l.metrics.notePending(l.cfg, e, e.W == nil || l.jobs[e.W.UID] != e)
-}
-
 // pendingStatus is how tally_pending_workloads counts e (see
-// entry.pendingAs); gone says it has left the ledger.
-func pendingStatus(e *entry, gone bool) uint8 {
+// workloadMetrics.pendingAs); gone says it has left the ledger.
+func pendingStatus(e *machine.Entry, gone bool) uint8 {
 	if gone || e.W == nil {
 		return 0
 	}
@@ -320,23 +323,23 @@ func pendingStatus(e *entry, gone bool) uint8 {
 // notePending keeps tally_pending_workloads in step with e, whose phase or
 // queue may have changed; gone says it has left the ledger. A workload
 // counts as active while pending, as inadmissible while inadmissible.
-func (m *metrics) notePending(cfg *queues.Config, e *entry, gone bool) {
+func (m *metrics) notePending(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry, gone bool) {
 	as := pendingStatus(e, gone)
-	if as == e.pendingAs && (as == 0 || e.pendingIn.name == e.W.Queue) {
+	if as == wm.pendingAs && (as == 0 || wm.pendingIn.name == e.W.Queue) {
 		return
 	}
-	if q := e.pendingIn; q != nil {
-		i := e.pendingAs - 1
+	if q := wm.pendingIn; q != nil {
+		i := wm.pendingAs - 1
 		q.pending[i]--
 		q.pendingGauge[i].Set(float64(q.pending[i]))
-		e.pendingAs, e.pendingIn = 0, nil
+		wm.pendingAs, wm.pendingIn = 0, nil
 		m.forgetIfDone(q)
 	}
 	if as != 0 {
 		q := m.queue(cfg, e.W.Queue)
 		q.pending[as-1]++
 		q.pendingGauge[as-1].Set(float64(q.pending[as-1]))
-		e.pendingAs, e.pendingIn = as, q
+		wm.pendingAs, wm.pendingIn = as, q
 	}
 }
 
@@ -459,7 +462,7 @@ func (m *metrics) forgetIfDone(q *queueMetrics) {
 // observeAdmission counts the admission of e that landed, in queue, wait
 // after it started waiting: in tally, quota is reserved and the workload
 // admitted at once. class is its priority class.
-func (m *metrics) observeAdmission(cfg *queues.Config, e *entry, queue, class string, wait time.Duration) {
+func (m *metrics) observeAdmission(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry, queue, class string, wait time.Duration) {
 	s, ok := m.admissions[[2]string{queue, class}]
 	if !ok {
 		s = admissionSeries{admitted: m.admitted.WithLabelValues(queue, class), reserved: m.reserved.WithLabelValues(queue, class),
@@ -467,7 +470,7 @@ func (m *metrics) observeAdmission(cfg *queues.Config, e *entry, queue, class st
 		m.admissions[[2]string{queue, class}] = s
 	}
 	s.observe(wait)
-	if lm := m.localOf(cfg, e); lm != nil {
+	if lm := m.localOf(cfg, wm, e); lm != nil {
 		ls, ok := lm.admissions[class]
 		if !ok {
 			lm.classes[class] = true
@@ -485,9 +488,9 @@ func (m *metrics) observeAdmission(cfg *queues.Config, e *entry, queue, class st
 // observeEviction counts the eviction of e, from queue, for reason, that
 // landed; class is its priority class. Every eviction reason is counted
 // here: a new one is a new evicted* constant.
-func (m *metrics) observeEviction(cfg *queues.Config, e *entry, queue, reason, class string) {
+func (m *metrics) observeEviction(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry, queue, reason, class string) {
 	m.evicted.WithLabelValues(queue, reason, "", class).Inc()
-	if lm := m.localOf(cfg, e); lm != nil {
+	if lm := m.localOf(cfg, wm, e); lm != nil {
 		lm.evictions[[2]string{reason, class}] = true
 		m.lq.evicted.WithLabelValues(lm.name, lm.namespace, reason, "", class).Inc()
 		m.forgetLocalIfDone(lm)
@@ -522,4 +525,16 @@ func (m *metrics) observeShares(s *queues.Snapshot) map[string]int64 {
 		m.share.WithLabelValues(name, cq.Cohort).Set(float64(shares[name]))
 	}
 	return shares
+}
+
+// unionKeys is the set of the keys of a and b.
+func unionKeys(a, b map[string]queues.Usage) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }

@@ -64,15 +64,6 @@ func (c *passCache) touchAll() {
 	c.allDirty = true
 }
 
-// touchEntry notes a change of entry e, which may have been queued in,
-// or hold quota in, a queue.
-func (c *passCache) touchEntry(e *entry) {
-	if e.W != nil {
-		c.touch(e.W.Queue)
-	}
-	c.touch(e.ChargedQueue)
-}
-
 // treeChanged notes that queue q's pending tree changed: its list is
 // built again by the next pass that decides it.
 func (c *passCache) treeChanged(q string) {
@@ -91,23 +82,6 @@ func (c *passCache) namespacesChanged() {
 func (c *passCache) rotate() int {
 	c.passes++
 	return c.passes - 1
-}
-
-// changesPass says whether an entry going from e to next changes what a
-// pass reads: its place in a tree, its phase (an admitted workload is a
-// preemption candidate, an assumed one is not), its quota, its claim, or
-// its queue and priority.
-func changesPass(e, next *entry) bool {
-	if e.Phase() != next.Phase() || e.InTree != next.InTree || e.ChargedQueue != next.ChargedQueue || (e.Claim == nil) != (next.Claim == nil) {
-		return true
-	}
-	if e.W == next.W {
-		return false
-	}
-	if e.W == nil || next.W == nil || next.InTree {
-		return true
-	}
-	return e.W.Queue != next.W.Queue || e.W.Priority != next.W.Priority
 }
 
 // scope returns the queues the pass about to run decides under cfg: those
@@ -165,38 +139,36 @@ func inScope[V any](m map[string]V, scope map[string]struct{}, f func(q string, 
 	}
 }
 
-// namespaceLabels returns the labels of every namespace of namespaces,
-// for the pass's namespaceSelectors; the map is rebuilt only after a
-// namespace changed, and must not be modified.
-func (c *passCache) namespaceLabels(namespaces map[string]*nsInfo) map[string]labels.Set {
+// namespaceLabels returns the labels of every namespace, for the pass's
+// namespaceSelectors, as build makes them; the map is built again only
+// after a namespace changed, and must not be modified.
+func (c *passCache) namespaceLabels(build func() map[string]labels.Set) map[string]labels.Set {
 	if c.nsLabels == nil {
-		c.nsLabels = make(map[string]labels.Set, len(namespaces))
-		for n, info := range namespaces {
-			c.nsLabels[n] = info.labels
-		}
+		c.nsLabels = build()
 	}
 	return c.nsLabels
 }
 
-// listsOf returns the pending lists of the trees pending of the queues
-// the pass decides (scope, see passCache.scope), in admission order. A list is rebuilt from
+// listsOf returns the pending lists, of c, of the queues the pass decides
+// (scope, see passCache.scope), in admission order: the Workloads (as
+// workload reads them) of their trees in pending. A list is rebuilt from
 // its tree only when the tree changed since: the others are last pass's.
 // A list's Tail is made once a pass has settled its end (settled.go), and
 // kept until the list is rebuilt: a list that changes every pass would
 // pay for one and never use it.
-func (c *passCache) listsOf(pending map[string]*btree.BTreeG[*entry], scope map[string]struct{}) map[string][]*queues.Workload {
+func listsOf[E any](c *passCache, pending map[string]*btree.BTreeG[E], workload func(E) *queues.Workload, scope map[string]struct{}) map[string][]*queues.Workload {
 	lists := c.scratch.lists
 	if lists == nil {
 		lists = map[string][]*queues.Workload{}
 		c.scratch.lists = lists
 	}
 	clear(lists)
-	inScope(pending, scope, func(q string, t *btree.BTreeG[*entry]) {
+	inScope(pending, scope, func(q string, t *btree.BTreeG[E]) {
 		list, built := c.lists[q]
 		if _, stale := c.stale[q]; stale || !built {
 			clear(list)
 			list = list[:0]
-			t.Ascend(func(e *entry) bool { list = append(list, e.W); return true })
+			t.Ascend(func(e E) bool { list = append(list, workload(e)); return true })
 			c.lists[q] = list
 			delete(c.tails, q)
 			delete(c.settled, q)

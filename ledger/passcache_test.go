@@ -81,7 +81,7 @@ func TestPassCacheLists(t *testing.T) {
 	pending := map[string]*btree.BTreeG[*entry]{"q": tree, "r": btree.NewG(32, lessEntry)}
 	names := func(scope map[string]struct{}) string {
 		var out []string
-		for _, w := range c.listsOf(pending, scope)["q"] {
+		for _, w := range listsOf(&c, pending, entryWorkload, scope)["q"] {
 			out = append(out, w.Name)
 		}
 		return strings.Join(out, ",")
@@ -151,7 +151,7 @@ func TestPassCacheScope(t *testing.T) {
 	if c.nsLabels != nil || c.scope(cfg, false) != nil {
 		t.Errorf("a namespace change kept the labels, or did not scope every queue")
 	}
-	if got := c.namespaceLabels(map[string]*nsInfo{"a": {labels: labels.Set{"k": "v"}}}); got["a"]["k"] != "v" {
+	if got := c.namespaceLabels(func() map[string]labels.Set { return map[string]labels.Set{"a": {"k": "v"}} }); got["a"]["k"] != "v" {
 		t.Errorf("namespaceLabels = %v", got)
 	}
 	if a, b := c.rotate(), c.rotate(); a != 0 || b != 1 {

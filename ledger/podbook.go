@@ -6,7 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// podBook is the ledger's bookkeeping of pods, by workload UID: which pods
+// podBook is the ledger's bookkeeping of pods, by workload UID (W is
+// what the ledger keeps of a workload, its entry): which pods
 // count for which workload, which of them are ready, which wait for their
 // claim to check out, which tally's gate holds, which run beyond their
 // workload's count, and the workloads that are deleted while their pods
@@ -30,7 +31,7 @@ import (
 // its running pods beyond its count and since when; ghosts the deleted
 // workloads whose pods still run; unready the admitted workloads that may
 // still wait for their pods to be ready.
-type podBook struct {
+type podBook[W comparable] struct {
 	live       map[types.UID]int
 	owner      map[types.UID]types.UID
 	ready      map[types.UID]int
@@ -44,12 +45,20 @@ type podBook struct {
 	gating     map[types.UID]bool
 	regate     map[types.UID]bool
 	excess     map[types.UID]map[types.UID]time.Time
-	ghosts     map[types.UID]*entry
-	unready    map[*entry]struct{}
+	ghosts     map[types.UID]W
+	unready    map[W]struct{}
 }
 
-func newPodBook() podBook {
-	return podBook{
+// podClaim is what a pod says of itself: the workload its LabelWorkload
+// names, its namespace, and its controller owner.
+type podClaim struct {
+	owner, ctrl types.UID
+	ns          string
+	ctrlKind    string // "" when it has no controller owner
+}
+
+func newPodBook[W comparable]() podBook[W] {
+	return podBook[W]{
 		live: map[types.UID]int{}, owner: map[types.UID]types.UID{},
 		ready: map[types.UID]int{}, readyOwner: map[types.UID]types.UID{},
 		unverified: map[types.UID]map[types.UID]podClaim{}, claimed: map[types.UID]types.UID{},
@@ -57,22 +66,22 @@ func newPodBook() podBook {
 		gated: map[types.UID]map[types.UID]bool{}, gatedOwner: map[types.UID]types.UID{},
 		gating: map[types.UID]bool{}, regate: map[types.UID]bool{},
 		excess: map[types.UID]map[types.UID]time.Time{},
-		ghosts: map[types.UID]*entry{}, unready: map[*entry]struct{}{},
+		ghosts: map[types.UID]W{}, unready: map[W]struct{}{},
 	}
 }
 
 // liveOf is how many counted pods workload uid has.
-func (b *podBook) liveOf(uid types.UID) int { return b.live[uid] }
+func (b *podBook[W]) liveOf(uid types.UID) int { return b.live[uid] }
 
 // ownerOf is the workload pod is counted for, if it is.
-func (b *podBook) ownerOf(pod types.UID) (types.UID, bool) {
+func (b *podBook[W]) ownerOf(pod types.UID) (types.UID, bool) {
 	o, ok := b.owner[pod]
 	return o, ok
 }
 
 // count counts pod, not counted yet, for workload owner; first says it is
 // the workload's only counted pod now.
-func (b *podBook) count(pod, owner types.UID) (first bool) {
+func (b *podBook[W]) count(pod, owner types.UID) (first bool) {
 	b.owner[pod] = owner
 	b.live[owner]++
 	return b.live[owner] == 1
@@ -80,7 +89,7 @@ func (b *podBook) count(pod, owner types.UID) (first bool) {
 
 // uncount stops counting pod, counted for workload owner; last says the
 // workload has no counted pod left.
-func (b *podBook) uncount(pod types.UID) (owner types.UID, last bool) {
+func (b *podBook[W]) uncount(pod types.UID) (owner types.UID, last bool) {
 	owner = b.owner[pod]
 	delete(b.owner, pod)
 	if b.live[owner]--; b.live[owner] <= 0 {
@@ -91,10 +100,10 @@ func (b *podBook) uncount(pod types.UID) (owner types.UID, last bool) {
 }
 
 // readyOf is how many of workload uid's counted pods are ready.
-func (b *podBook) readyOf(uid types.UID) int { return b.ready[uid] }
+func (b *podBook[W]) readyOf(uid types.UID) int { return b.ready[uid] }
 
 // readyFor says whether pod counts as ready for workload owner.
-func (b *podBook) readyFor(pod, owner types.UID) bool {
+func (b *podBook[W]) readyFor(pod, owner types.UID) bool {
 	o, ok := b.readyOwner[pod]
 	return ok && o == owner
 }
@@ -102,7 +111,7 @@ func (b *podBook) readyFor(pod, owner types.UID) bool {
 // setReady records whether pod, of workload owner, counts as ready. It
 // returns the workloads whose count of ready pods changed: lost one that
 // lost it, gained one that gained it ("" for none).
-func (b *podBook) setReady(pod, owner types.UID, ready bool) (lost, gained types.UID) {
+func (b *podBook[W]) setReady(pod, owner types.UID, ready bool) (lost, gained types.UID) {
 	was, seen := b.readyOwner[pod]
 	if seen && (!ready || was != owner) {
 		delete(b.readyOwner, pod)
@@ -120,7 +129,7 @@ func (b *podBook) setReady(pod, owner types.UID, ready bool) (lost, gained types
 }
 
 // doubt notes pod's claim c, which does not check out yet.
-func (b *podBook) doubt(pod types.UID, c podClaim) {
+func (b *podBook[W]) doubt(pod types.UID, c podClaim) {
 	if b.unverified[c.owner] == nil {
 		b.unverified[c.owner] = map[types.UID]podClaim{}
 	}
@@ -129,7 +138,7 @@ func (b *podBook) doubt(pod types.UID, c podClaim) {
 }
 
 // unverify forgets pod's unverified claim, if it has one.
-func (b *podBook) unverify(pod types.UID) {
+func (b *podBook[W]) unverify(pod types.UID) {
 	if owner, ok := b.claimed[pod]; ok {
 		delete(b.claimed, pod)
 		if delete(b.unverified[owner], pod); len(b.unverified[owner]) == 0 {
@@ -140,21 +149,21 @@ func (b *podBook) unverify(pod types.UID) {
 
 // doubted is the unverified claims to workload owner, by pod; the caller
 // may unverify them as it ranges over it.
-func (b *podBook) doubted(owner types.UID) map[types.UID]podClaim { return b.unverified[owner] }
+func (b *podBook[W]) doubted(owner types.UID) map[types.UID]podClaim { return b.unverified[owner] }
 
 // setPart records that Job uid, of namespace ns, is part of of.
-func (b *podBook) setPart(uid, of types.UID, ns string) {
+func (b *podBook[W]) setPart(uid, of types.UID, ns string) {
 	b.parts[uid], b.partNS[uid] = of, ns
 }
 
 // dropPart forgets what Job uid is part of.
-func (b *podBook) dropPart(uid types.UID) {
+func (b *podBook[W]) dropPart(uid types.UID) {
 	delete(b.parts, uid)
 	delete(b.partNS, uid)
 }
 
 // partOf is what Job uid is part of, and its namespace.
-func (b *podBook) partOf(uid types.UID) (of types.UID, ns string, ok bool) {
+func (b *podBook[W]) partOf(uid types.UID) (of types.UID, ns string, ok bool) {
 	of, ok = b.parts[uid]
 	return of, b.partNS[uid], ok
 }
@@ -166,7 +175,7 @@ const maxPartDepth = 4
 // rootOf follows parts from uid to the workload that holds their quota
 // (one known says it knows), "" when the chain ends elsewhere or runs too
 // deep.
-func (b *podBook) rootOf(uid types.UID, known func(types.UID) bool) types.UID {
+func (b *podBook[W]) rootOf(uid types.UID, known func(types.UID) bool) types.UID {
 	for range maxPartDepth {
 		if known(uid) {
 			return uid
@@ -181,7 +190,7 @@ func (b *podBook) rootOf(uid types.UID, known func(types.UID) bool) types.UID {
 }
 
 // gate notes that tally's gate holds pod, which claims workload owner.
-func (b *podBook) gate(pod, owner types.UID) {
+func (b *podBook[W]) gate(pod, owner types.UID) {
 	if b.gated[owner] == nil {
 		b.gated[owner] = map[types.UID]bool{}
 	}
@@ -190,7 +199,7 @@ func (b *podBook) gate(pod, owner types.UID) {
 }
 
 // ungate forgets pod as gated.
-func (b *podBook) ungate(pod types.UID) {
+func (b *podBook[W]) ungate(pod types.UID) {
 	owner, ok := b.gatedOwner[pod]
 	if !ok {
 		return
@@ -202,11 +211,11 @@ func (b *podBook) ungate(pod types.UID) {
 }
 
 // gatedOf is how many of workload uid's pods the gate holds.
-func (b *podBook) gatedOf(uid types.UID) int { return len(b.gated[uid]) }
+func (b *podBook[W]) gatedOf(uid types.UID) int { return len(b.gated[uid]) }
 
 // startJudging marks workload uid's pods as being judged; false if they
 // already are, and then they are judged again after (judged).
-func (b *podBook) startJudging(uid types.UID) bool {
+func (b *podBook[W]) startJudging(uid types.UID) bool {
 	if b.gating[uid] {
 		b.regate[uid] = true
 		return false
@@ -217,7 +226,7 @@ func (b *podBook) startJudging(uid types.UID) bool {
 
 // judged ends a judgement of workload uid's pods; again says another was
 // asked for meanwhile, and the judgement goes on.
-func (b *podBook) judged(uid types.UID) (again bool) {
+func (b *podBook[W]) judged(uid types.UID) (again bool) {
 	again = b.regate[uid]
 	delete(b.regate, uid)
 	if !again {
@@ -228,11 +237,11 @@ func (b *podBook) judged(uid types.UID) (again bool) {
 
 // excessOf holds workload uid's running pods found beyond its count, and
 // since when; the map must not be modified.
-func (b *podBook) excessOf(uid types.UID) map[types.UID]time.Time { return b.excess[uid] }
+func (b *podBook[W]) excessOf(uid types.UID) map[types.UID]time.Time { return b.excess[uid] }
 
 // setExcess replaces workload uid's pods beyond its count; an empty since
 // forgets them.
-func (b *podBook) setExcess(uid types.UID, since map[types.UID]time.Time) {
+func (b *podBook[W]) setExcess(uid types.UID, since map[types.UID]time.Time) {
 	if len(since) == 0 {
 		delete(b.excess, uid)
 		return
@@ -240,26 +249,28 @@ func (b *podBook) setExcess(uid types.UID, since map[types.UID]time.Time) {
 	b.excess[uid] = since
 }
 
-// ghost is deleted workload uid, whose pods still run; nil if none.
-func (b *podBook) ghost(uid types.UID) *entry { return b.ghosts[uid] }
+// ghost is deleted workload uid, whose pods still run; the zero W if
+// none.
+func (b *podBook[W]) ghost(uid types.UID) W { return b.ghosts[uid] }
 
 // haunt keeps e, of deleted workload uid, until its pods are gone.
-func (b *podBook) haunt(uid types.UID, e *entry) { b.ghosts[uid] = e }
+func (b *podBook[W]) haunt(uid types.UID, e W) { b.ghosts[uid] = e }
 
 // exorcise forgets deleted workload uid.
-func (b *podBook) exorcise(uid types.UID) { delete(b.ghosts, uid) }
+func (b *podBook[W]) exorcise(uid types.UID) { delete(b.ghosts, uid) }
 
 // awaitReady notes admitted workload e as one that may wait for its pods
 // to be ready; doneWaiting forgets it.
-func (b *podBook) awaitReady(e *entry)  { b.unready[e] = struct{}{} }
-func (b *podBook) doneWaiting(e *entry) { delete(b.unready, e) }
+func (b *podBook[W]) awaitReady(e W)  { b.unready[e] = struct{}{} }
+func (b *podBook[W]) doneWaiting(e W) { delete(b.unready, e) }
 
-// forget drops what the book keeps of deleted workload uid (entry e, nil
-// if unknown) as a workload: what it is part of, and its wait for ready
+// forget drops what the book keeps of deleted workload uid (e, the zero
+// W if unknown) as a workload: what it is part of, and its wait for ready
 // pods. Its pods are counted on until they are gone.
-func (b *podBook) forget(uid types.UID, e *entry) {
+func (b *podBook[W]) forget(uid types.UID, e W) {
 	b.dropPart(uid)
-	if e != nil {
+	var none W
+	if e != none {
 		b.doneWaiting(e)
 	}
 }

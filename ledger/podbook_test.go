@@ -9,7 +9,7 @@ import (
 )
 
 // check verifies the invariants written on podBook.
-func (b *podBook) check() error {
+func (b *podBook[W]) check() error {
 	counted := map[types.UID]int{}
 	for _, o := range b.owner {
 		counted[o]++
@@ -75,7 +75,7 @@ func sameCounts(what string, want, got map[types.UID]int) error {
 }
 
 func TestPodBookCount(t *testing.T) {
-	b := newPodBook()
+	b := newPodBook[*entry]()
 	if !b.count("p1", "w") {
 		t.Errorf("the first pod counted is not first")
 	}
@@ -120,7 +120,7 @@ func TestPodBookReady(t *testing.T) {
 		{"two pods", []step{{"p", "w", true, "", "w"}, {"q", "w", true, "", "w"}, {"p", "", false, "w", ""}}, map[types.UID]int{"w": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newPodBook()
+			b := newPodBook[*entry]()
 			for i, s := range tc.steps {
 				lost, gained := b.setReady(s.pod, s.owner, s.ready)
 				if lost != s.lost || gained != s.gained {
@@ -138,7 +138,7 @@ func TestPodBookReady(t *testing.T) {
 }
 
 func TestPodBookUnverified(t *testing.T) {
-	b := newPodBook()
+	b := newPodBook[*entry]()
 	b.doubt("p1", podClaim{owner: "w", ns: "a"})
 	b.doubt("p2", podClaim{owner: "w", ns: "b"})
 	b.doubt("p3", podClaim{owner: "v", ns: "a"})
@@ -164,7 +164,7 @@ func TestPodBookUnverified(t *testing.T) {
 }
 
 func TestPodBookRootOf(t *testing.T) {
-	b := newPodBook()
+	b := newPodBook[*entry]()
 	// A TrainJob t makes a JobSet s, whose Job j is a part of it.
 	b.setPart("s", "t", "ns")
 	b.setPart("j", "s", "ns")
@@ -195,7 +195,7 @@ func TestPodBookRootOf(t *testing.T) {
 }
 
 func TestPodBookGatedAndJudging(t *testing.T) {
-	b := newPodBook()
+	b := newPodBook[*entry]()
 	b.gate("p1", "w")
 	b.gate("p2", "w")
 	b.gate("p2", "w")
@@ -233,7 +233,7 @@ func TestPodBookGatedAndJudging(t *testing.T) {
 }
 
 func TestPodBookExcessAndGhosts(t *testing.T) {
-	b := newPodBook()
+	b := newPodBook[*entry]()
 	now := time.Unix(100, 0)
 	b.setExcess("w", map[types.UID]time.Time{"p": now})
 	if got := b.excessOf("w")["p"]; !got.Equal(now) {

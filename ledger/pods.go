@@ -49,14 +49,6 @@ func podSelector() labels.Selector {
 // the workload's quota, not a maker who names the workload as the pod's
 // controller.
 
-// podClaim is what a pod says of itself: the workload its LabelWorkload
-// names, its namespace, and its controller owner.
-type podClaim struct {
-	owner, ctrl types.UID
-	ns          string
-	ctrlKind    string // "" when it has no controller owner
-}
-
 func claimOf(p *corev1.Pod) podClaim {
 	c := podClaim{owner: types.UID(p.Labels[queues.LabelWorkload]), ns: p.Namespace}
 	if kinds.IsPodWorkload(p) {

@@ -250,14 +250,3 @@ func (l *Ledger) recountUsage() {
 		l.metrics.drift.Add(float64(drift))
 	}
 }
-
-func unionKeys(a, b map[string]queues.Usage) map[string]bool {
-	out := map[string]bool{}
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
-	}
-	return out
-}

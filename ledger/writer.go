@@ -9,18 +9,18 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// writer runs the ledger's writes and wakes its passes. It owns the write
+// writer runs the ledger's writes (each a W) and wakes its passes. It owns the write
 // slots that bound the writes in flight (Options.Workers), the goroutines
 // that make them, what a pass may decide of the client's budget
 // (Options.Budget), and the pokes that ask for a pass. Everything in it is
 // a channel or an atomic: it is used with and without the ledger's lock.
-type writer struct {
+type writer[W any] struct {
 	// slots bounds the writes in flight; inflight counts them and the
 	// other work the ledger waits for before Start returns.
 	slots    chan struct{}
 	inflight sync.WaitGroup
 	// handoff hands a write to a goroutine that waits for one.
-	handoff chan queuedWrite
+	handoff chan queuedWrite[W]
 	// bounded: the last pass stopped at its budget (see decide), and
 	// the next is asked for once a pass's worth is free (chunk): by the
 	// write that frees the slots, or, short of the client's tokens
@@ -34,7 +34,7 @@ type writer struct {
 	budget       func() (tokens, qps float64)
 	clock        clock.WithTickerAndDelayedExecution
 	// do makes one write.
-	do func(context.Context, write)
+	do func(context.Context, W)
 	// spawn runs work that must not hold up an informer handler: in a
 	// goroutine of its own.
 	spawn func(func())
@@ -44,9 +44,9 @@ type writer struct {
 	stopOnce sync.Once
 }
 
-func newWriter(workers int, budget func() (tokens, qps float64), clk clock.WithTickerAndDelayedExecution, do func(context.Context, write)) *writer {
-	return &writer{
-		slots: make(chan struct{}, workers), handoff: make(chan queuedWrite),
+func newWriter[W any](workers int, budget func() (tokens, qps float64), clk clock.WithTickerAndDelayedExecution, do func(context.Context, W)) *writer[W] {
+	return &writer[W]{
+		slots: make(chan struct{}, workers), handoff: make(chan queuedWrite[W]),
 		wake: make(chan struct{}, 1), arrive: make(chan struct{}, 1),
 		budget: budget, clock: clk, do: do,
 		spawn: func(f func()) { go f() },
@@ -56,10 +56,10 @@ func newWriter(workers int, budget func() (tokens, qps float64), clk clock.WithT
 
 // stop ends the work the ledger started (context) and has no more
 // start (stopped).
-func (w *writer) stop() { w.stopOnce.Do(func() { close(w.done) }) }
+func (w *writer[W]) stop() { w.stopOnce.Do(func() { close(w.done) }) }
 
 // stopped says whether the ledger stopped.
-func (w *writer) stopped() bool {
+func (w *writer[W]) stopped() bool {
 	select {
 	case <-w.done:
 		return true
@@ -71,7 +71,7 @@ func (w *writer) stopped() bool {
 // context returns a context for work the ledger starts outside a pass,
 // which ends when the ledger stops, or when release is called, as it
 // must be once the work is done.
-func (w *writer) context() (ctx context.Context, release context.CancelFunc) {
+func (w *writer[W]) context() (ctx context.Context, release context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -84,7 +84,7 @@ func (w *writer) context() (ctx context.Context, release context.CancelFunc) {
 }
 
 // wakePass asks for an admission pass; pokes coalesce.
-func (w *writer) wakePass() {
+func (w *writer[W]) wakePass() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -92,7 +92,7 @@ func (w *writer) wakePass() {
 }
 
 // wakeOnArrival asks for a pass for a Job that starts waiting.
-func (w *writer) wakeOnArrival() {
+func (w *writer[W]) wakeOnArrival() {
 	select {
 	case w.arrive <- struct{}{}:
 	default:
@@ -105,13 +105,13 @@ const arrivalDelay = 100 * time.Millisecond
 
 // quiet says that no admission, preemption or capture write is in flight
 // and no admission pass is asked for.
-func (w *writer) quiet() bool {
+func (w *writer[W]) quiet() bool {
 	return len(w.slots) == 0 && len(w.wake) == 0 && len(w.arrive) == 0
 }
 
 // goTracked runs f as spawn does, counted in flight (Start waits for
 // it), with a context that ends when the ledger stops.
-func (w *writer) goTracked(f func(context.Context)) {
+func (w *writer[W]) goTracked(f func(context.Context)) {
 	w.inflight.Add(1)
 	w.spawn(func() {
 		defer w.inflight.Done()
@@ -124,7 +124,7 @@ func (w *writer) goTracked(f func(context.Context)) {
 // free is how many writes a pass may decide now: the free write slots,
 // or fewer, the client's free tokens (short). When short, wait is how
 // long until a pass's worth of tokens is free (chunk).
-func (w *writer) free() (n int, short bool, wait time.Duration) {
+func (w *writer[W]) free() (n int, short bool, wait time.Duration) {
 	n = cap(w.slots) - len(w.slots)
 	if w.budget == nil {
 		return n, false, 0
@@ -144,7 +144,7 @@ func (w *writer) free() (n int, short bool, wait time.Duration) {
 // its budget: half the write slots, or what the client may send in
 // 100ms, whichever is less. Passes that each decide a write or two would
 // cost, at scale, more than the writes.
-func (w *writer) chunk() int {
+func (w *writer[W]) chunk() int {
 	n := cap(w.slots) / 2
 	if w.budget != nil {
 		_, qps := w.budget()
@@ -155,13 +155,13 @@ func (w *writer) chunk() int {
 
 // noteBudget notes whether the pass just decided stopped at its budget
 // (full), and whether it was short of the client's tokens.
-func (w *writer) noteBudget(full, short bool) {
+func (w *writer[W]) noteBudget(full, short bool) {
 	w.bounded.Store(full)
 	w.short.Store(full && short)
 }
 
 // wakeAfter asks for a pass in d, unless one is asked for already.
-func (w *writer) wakeAfter(d time.Duration) {
+func (w *writer[W]) wakeAfter(d time.Duration) {
 	if d <= 0 || !w.budgetWake.CompareAndSwap(false, true) {
 		return
 	}
@@ -174,7 +174,7 @@ func (w *writer) wakeAfter(d time.Duration) {
 // awaitBudget holds a label write while the admission passes want more
 // of the client's budget than is free (short): admissions and
 // preemptions go first. False if ctx ended.
-func (w *writer) awaitBudget(ctx context.Context) bool {
+func (w *writer[W]) awaitBudget(ctx context.Context) bool {
 	for w.short.Load() {
 		select {
 		case <-ctx.Done():
@@ -192,7 +192,7 @@ const labelBudgetRecheck = 50 * time.Millisecond
 // writeAll starts the writes, at most Workers at a time, and returns
 // without waiting for them: the next pass need not wait, since every write
 // in flight has its Job set aside (assumed, evicting) until it is done.
-func (w *writer) writeAll(ctx context.Context, writes []write) {
+func (w *writer[W]) writeAll(ctx context.Context, writes []W) {
 	for _, wr := range writes {
 		select {
 		case w.slots <- struct{}{}:
@@ -201,17 +201,17 @@ func (w *writer) writeAll(ctx context.Context, writes []write) {
 		}
 		w.inflight.Add(1)
 		select {
-		case w.handoff <- queuedWrite{ctx, wr}:
+		case w.handoff <- queuedWrite[W]{ctx, wr}:
 		default:
-			go w.run(ctx, queuedWrite{ctx, wr})
+			go w.run(ctx, queuedWrite[W]{ctx, wr})
 		}
 	}
 }
 
 // queuedWrite is a write and the context it is made in.
-type queuedWrite struct {
+type queuedWrite[W any] struct {
 	ctx context.Context
-	w   write
+	w   W
 }
 
 // run makes q, then each write that writeAll hands it while it waits,
@@ -220,7 +220,7 @@ type queuedWrite struct {
 // stack each time, to encode its patch and send it. No more of them run
 // than writes ever ran at once (the slots' capacity): writeAll starts one
 // only when none waits.
-func (w *writer) run(ctx context.Context, q queuedWrite) {
+func (w *writer[W]) run(ctx context.Context, q queuedWrite[W]) {
 	for {
 		w.one(q.ctx, q.w)
 		select {
@@ -233,7 +233,7 @@ func (w *writer) run(ctx context.Context, q queuedWrite) {
 
 // one makes one write and frees its slot; once a pass's worth of slots
 // is free after a pass that stopped at its budget, it asks for a pass.
-func (w *writer) one(ctx context.Context, wr write) {
+func (w *writer[W]) one(ctx context.Context, wr W) {
 	defer func() {
 		<-w.slots
 		if w.bounded.Load() && cap(w.slots)-len(w.slots) >= w.chunk() {

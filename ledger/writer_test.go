@@ -32,7 +32,7 @@ func TestWriterFree(t *testing.T) {
 		{name: "bounded waits for a chunk", workers: 8, budget: func() (float64, float64) { return 1, 100 }, bounded: true, n: 1, short: true, wait: 30 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWriter(tc.workers, tc.budget, clocktesting.NewFakeClock(time.Unix(0, 0)), nil)
+			w := newWriter[write](tc.workers, tc.budget, clocktesting.NewFakeClock(time.Unix(0, 0)), nil)
 			for range tc.inFlight {
 				w.slots <- struct{}{}
 			}
@@ -43,10 +43,10 @@ func TestWriterFree(t *testing.T) {
 			}
 		})
 	}
-	if got := newWriter(8, func() (float64, float64) { return 0, 5 }, nil, nil).chunk(); got != 1 {
+	if got := newWriter[write](8, func() (float64, float64) { return 0, 5 }, nil, nil).chunk(); got != 1 {
 		t.Errorf("chunk with 5 QPS = %d, want at least 1", got)
 	}
-	if got := newWriter(128, nil, nil, nil).chunk(); got != 64 {
+	if got := newWriter[write](128, nil, nil, nil).chunk(); got != 64 {
 		t.Errorf("chunk without a budget = %d, want half the slots, 64", got)
 	}
 }
@@ -56,7 +56,7 @@ func TestWriterFree(t *testing.T) {
 // flight.
 func TestWriterWakes(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWriter(4, nil, clk, nil)
+	w := newWriter[write](4, nil, clk, nil)
 	if !w.quiet() {
 		t.Fatalf("a new writer is not quiet")
 	}
@@ -92,7 +92,7 @@ func TestWriterWakes(t *testing.T) {
 func TestWriterWriteAll(t *testing.T) {
 	var made, now, most atomic.Int32
 	release := make(chan struct{})
-	w := newWriter(4, nil, nil, func(context.Context, write) {
+	w := newWriter[write](4, nil, nil, func(context.Context, write) {
 		n := now.Add(1)
 		for {
 			m := most.Load()
@@ -161,7 +161,7 @@ func TestWriterWriteAll(t *testing.T) {
 // tokens, and give up when their context ends.
 func TestWriterAwaitBudget(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	w := newWriter(4, nil, clk, nil)
+	w := newWriter[write](4, nil, clk, nil)
 	if !w.awaitBudget(context.Background()) {
 		t.Fatalf("a writer that is not short held a label write")
 	}

@@ -36,10 +36,14 @@ func (f *fromList) Set(v string) error {
 	return nil
 }
 
+// trace, when set, is where the walks print each call they make.
+var trace io.Writer
+
 func main() {
 	dir := flag.String("dir", "ledger", "the directory of the package to measure")
 	typeName := flag.String("type", "Ledger", "the struct type whose fields and methods are counted")
 	var froms fromList
+	traceOn := flag.Bool("trace", false, "print to stderr each use of a name declared in another file, and each call of the walks, indented by depth")
 	flag.Var(&froms, "from", "start function of a call walk: a method of -type or a function of the package (repeatable, or a comma list; default onJob)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: go run ./hack/ledgermap [-dir DIR] [-type NAME] [-from NAME[,NAME...]]\n\n")
@@ -60,6 +64,9 @@ func main() {
 	}
 	if len(pkg.typeErrors) > 0 {
 		fmt.Fprintf(os.Stderr, "ledgermap: warning: %d type errors, counts may be incomplete; first: %v\n", len(pkg.typeErrors), pkg.typeErrors[0])
+	}
+	if *traceOn {
+		trace = os.Stderr
 	}
 	rep, err := measure(pkg, *typeName, froms)
 	if err != nil {
@@ -289,6 +296,9 @@ func (p *pkgInfo) fileGraph() []map[int]bool {
 		to, ok2 := fileOf[p.fset.File(decl.Pos())]
 		if ok1 && ok2 && from != to {
 			graph[from][to] = true
+			if trace != nil {
+				fmt.Fprintf(trace, "uses %s -> %s: %s\n", p.names[from], p.names[to], decl.Name())
+			}
 		}
 	}
 	return graph
@@ -436,6 +446,7 @@ func (p *pkgInfo) walk(named *types.Named, from string) (walk, error) {
 	w := walk{from: from}
 	expanded := map[*types.Func]bool{}
 	visited := map[int]bool{}
+	depth := 0
 	var expand func(fn *types.Func)
 	expand = func(fn *types.Func) {
 		d := decls[fn]
@@ -452,11 +463,21 @@ func (p *pkgInfo) walk(named *types.Named, from string) (walk, error) {
 			}
 			w.stops++
 			to := decls[callee].file
-			if to != d.file && visited[to] {
+			back := to != d.file && visited[to]
+			if back {
 				w.returns++
 			}
+			if trace != nil {
+				mark := ""
+				if back {
+					mark = " (back)"
+				}
+				fmt.Fprintf(trace, "%s%s -> %s %s%s\n", strings.Repeat("  ", depth), fn.Name(), callee.Name(), p.names[to], mark)
+			}
 			if !expanded[callee] {
+				depth++
 				expand(callee)
+				depth--
 			}
 			return true
 		})
