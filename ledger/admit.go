@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,46 +21,6 @@ import (
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
-
-// write is one decided write, an admission or a preemption, with what it
-// needs copied out from under the lock.
-type write struct {
-	e            *entry
-	w            *queues.Workload
-	rv           string
-	a            queues.Assignment
-	userAffinity string
-	combos       [][]*flavors.Flavor
-	// paths and suspend are the entry's pod template and suspend field
-	// paths, and resume the suspend field's value that lets it run (see
-	// entry).
-	paths   [][]string
-	suspend []string
-	resume  any
-	// overhead, for a requeue at its pods' size, is the new
-	// AnnotationPodOverhead (gated.go).
-	overhead string
-	// src is the object's content where a pod template path crosses a
-	// list (see kinds.MergePatch.SetIn).
-	src map[string]any
-	// preemptor is set for a preemption: the Job that waits for this one.
-	preemptor *entry
-	// late is set for the capture of an unrecorded running Job.
-	late bool
-	// stop is set for the eviction of a workload its stopped queue
-	// drains (stop.go).
-	stop queues.Stop
-	// moved, for a preemption, is the victim's quota its preemptor's
-	// claim took over.
-	moved   queues.Usage
-	message string
-	// cause, for a preemption, is why the victim was chosen
-	// (queues.Victim.Cause).
-	cause string
-	// waitingSince is when the admitted workload started waiting: its
-	// creation, or its last return to its queue after it ran.
-	waitingSince time.Time
-}
 
 // pass runs one admission pass: decide under the lock on a snapshot of
 // usage, assume the admitted Jobs' quota, then write outside the lock.
@@ -419,13 +380,6 @@ func (l *Ledger) admit(ctx context.Context, adm write) {
 	l.admitted(adm, now)
 }
 
-// awaitedVersion is an admission write whose version the watch has yet to bring:
-// that version, and when the write's answer came.
-type awaitedVersion struct {
-	rv uint64
-	at time.Time
-}
-
 // awaitEcho times how long the watch takes to bring version rv of
 // workload uid, which an admission write made (tally_watch_delay_seconds).
 // Resource versions are opaque to clients, but etcd's are increasing
@@ -571,3 +525,34 @@ func (l *Ledger) namespaceLabelsLocked() map[string]labels.Set {
 
 // entryWorkload is e's Workload.
 func entryWorkload(e *entry) *queues.Workload { return e.W }
+
+// encodeAdmission turns the admission's merge patch into the write of the
+// mode in force: its type, body and options.
+func (l *Ledger) encodeAdmission(ctx context.Context, adm write, merge []byte) (client.Patch, []client.PatchOption, error) {
+	var cached client.Object
+	mode := l.opts.AdmissionPatch
+	if l.target(adm).MergeOnly() {
+		// Only a merge patch removes one scheduling gate among others'
+		// that apply cannot take from their managers.
+		mode = AdmissionPatchMerge
+	}
+	if mode == AdmissionPatchJSON {
+		// The JSON patch is built on the informer's copy. If the
+		// informer already holds a newer one, the write would conflict:
+		// it fails so without being sent.
+		gvk := kinds.GVKOf(adm.w)
+		k := l.opts.Kinds.For(gvk)
+		if k == nil {
+			return nil, nil, fmt.Errorf("%s is no longer a declared kind", gvk.Kind)
+		}
+		cached = k.New()
+		if err := l.cache.Get(ctx, client.ObjectKey{Namespace: adm.w.Namespace, Name: adm.w.Name}, cached); err != nil {
+			return nil, nil, err
+		}
+		if cached.GetResourceVersion() != adm.rv {
+			return nil, nil, apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: k.Resource()}, adm.w.Name,
+				fmt.Errorf("the informer holds version %s, the decision saw %s", cached.GetResourceVersion(), adm.rv))
+		}
+	}
+	return EncodeAdmission(mode, kinds.Ref(adm.w), cached, adm.rv, merge)
+}

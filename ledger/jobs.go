@@ -1,8 +1,6 @@
 package ledger
 
 import (
-	"time"
-
 	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,73 +12,6 @@ import (
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
-
-// entry is the ledger's record of one managed workload: its place in the
-// state machine (machine.Entry), and beside it what the ledger keeps of
-// its object for its writes, and its own bookkeeping of Events and
-// metrics.
-type entry struct {
-	machine.Entry
-	rv string
-	// generation is the object's metadata.generation, which changes
-	// with its spec; defaultsGen the ledger's count of changes to pod
-	// defaults when W was built (podInputs.gen).
-	generation  int64
-	defaultsGen uint64
-	// refs are the objects its pod sets were read from (kinds.Object.Refs),
-	// refsVersion their versions then.
-	refs        []kinds.ObjectRef
-	refsVersion string
-	// paths are the JSON paths of the pod templates, by pod set in
-	// W.PodSets order, and suspend that of the suspend field.
-	paths   [][]string
-	suspend []string
-	// src is the object's content, for the patches of a kind whose pod
-	// templates sit in lists (see kinds.MergePatch.SetIn); nil for a Job.
-	src map[string]any
-	// candidate describes it to a pass as a preemption candidate while it
-	// is admitted (admittedLocked).
-	candidate queues.Admitted
-	// held says it is in the holding set of queue heldIn (holdLocked).
-	held   bool
-	heldIn string
-
-	userAffinity string // the tally.dev/user-affinity annotation
-	overhead     string // the tally.dev/pod-overhead annotation
-	// resume is the suspend field's value that lets it run
-	// (kinds.Object.SuspendValue).
-	resume any
-	prio   priorityRef
-	// requeuedAt is when it last went back to its queue after it ran
-	// (an eviction, or a late capture that suspended it), in Unix
-	// nanoseconds; its admission wait counts from then, else from its
-	// creation.
-	requeuedAt int64
-	// seen is its last view, folded again when its count of live pods
-	// changes.
-	seen machine.Observed
-	// requeues is its tally.dev/requeues annotation; podsReady says
-	// whether all its pods were ready when last counted, and
-	// readyDeadline is when it is evicted unless they are
-	// (waitForPodsReady, podsready.go).
-	requeues      int32
-	podsReady     bool
-	readyDeadline time.Time
-
-	// workloadMetrics is what the metrics keep of it (metrics.go).
-	workloadMetrics
-	queued   bool   // the Queued event was written
-	lastCode string // the reason of the last machine.Pending/machine.Inadmissible event
-}
-
-// priorityRef is what a Job's priority is derived from: its
-// WorkloadPriorityClass label, else its pod templates' PriorityClass.
-type priorityRef struct {
-	workloadClass string
-	podClass      string
-}
-
-func lessEntry(a, b *entry) bool { return queues.Before(a.W, b.W) }
 
 // onJob folds one workload object's new state into the ledger.
 func (l *Ledger) onJob(obj any) {

@@ -1,17 +1,14 @@
 package ledger
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,37 +84,6 @@ func ParseMode[T ~string](name, v string, values []T) (T, error) {
 		names[i] = string(x)
 	}
 	return "", fmt.Errorf("--%s: %q is not one of %s", name, v, strings.Join(names, ", "))
-}
-
-// encodeAdmission turns the admission's merge patch into the write of the
-// mode in force: its type, body and options.
-func (l *Ledger) encodeAdmission(ctx context.Context, adm write, merge []byte) (client.Patch, []client.PatchOption, error) {
-	var cached client.Object
-	mode := l.opts.AdmissionPatch
-	if l.target(adm).MergeOnly() {
-		// Only a merge patch removes one scheduling gate among others'
-		// that apply cannot take from their managers.
-		mode = AdmissionPatchMerge
-	}
-	if mode == AdmissionPatchJSON {
-		// The JSON patch is built on the informer's copy. If the
-		// informer already holds a newer one, the write would conflict:
-		// it fails so without being sent.
-		gvk := kinds.GVKOf(adm.w)
-		k := l.opts.Kinds.For(gvk)
-		if k == nil {
-			return nil, nil, fmt.Errorf("%s is no longer a declared kind", gvk.Kind)
-		}
-		cached = k.New()
-		if err := l.cache.Get(ctx, client.ObjectKey{Namespace: adm.w.Namespace, Name: adm.w.Name}, cached); err != nil {
-			return nil, nil, err
-		}
-		if cached.GetResourceVersion() != adm.rv {
-			return nil, nil, apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: k.Resource()}, adm.w.Name,
-				fmt.Errorf("the informer holds version %s, the decision saw %s", cached.GetResourceVersion(), adm.rv))
-		}
-	}
-	return EncodeAdmission(mode, kinds.Ref(adm.w), cached, adm.rv, merge)
 }
 
 // EncodeAdmission encodes an admission's merge patch, guarded by
