@@ -15,6 +15,49 @@
 // which sends them as client-go's recorders do but drops an Event that
 // finds its queue full before making it.
 //
+// # The rooms
+//
+// The Ledger (ledger.go) holds the books every decision reads, the jobs'
+// entries, the pending trees, usage by queue, the namespaces and the
+// config, under its one lock, and beside them rooms, each a type that
+// owns one kind of state and its invariants, does no I/O, holds no lock
+// of its own, and uses nothing of the ledger's but the records it is
+// given:
+//
+//	room                 file           state
+//	podBook              podbook.go     the pods each workload counts, ready, unverified,
+//	                                    gated or beyond its count; parts; ghosts
+//	passCache            passcache.go   the queues changed since the last pass, pending
+//	                     settled.go     lists and their settled ends, the pass's scratch
+//	writer               writer.go      write slots, writes in flight, the client's budget,
+//	                                    the pokes that ask for a pass, the work's lifetime
+//	podInputs            podinputs.go   LimitRanges, RuntimeClasses, ResourceClaimTemplates,
+//	                                    PriorityClasses, the pod defaults made of them
+//	metrics              metrics.go     Kueue's metrics, per ClusterQueue and LocalQueue,
+//	                     localmetrics.go and what they keep of each workload (workloadMetrics)
+//	entry, write         entry.go       a workload's record beside its machine.Entry; a
+//	                                    decided write
+//
+// Who calls whom:
+//
+//	informers ──▶ onJob, onPod, on… (jobs.go, pods.go, defaults.go, labels.go, claims.go)
+//	                 │ read the object (machine.Observe), fold it (machine.React), or step
+//	                 ▼
+//	              step / foldLocked ──▶ apply (apply.go): the effects, in one place
+//	                 │                    ├─▶ pending trees, usage, holding (jobs.go)
+//	                 │                    ├─▶ passCache (what changed), writer (wake)
+//	                 │                    ├─▶ metrics, Events (events.go), labels (labels.go)
+//	                 │                    └─▶ pods judged, ready timers (gated.go, podsready.go)
+//	Start (start.go) ──▶ pass (admit.go): decide under the lock, on passCache's lists,
+//	                     queues.Decide ──▶ writer.writeAll ──▶ Ledger.write: admit,
+//	                     evict, capture, drain ──▶ step with the outcome
+//
+// New and Start (start.go) wire the rooms and the informers; nothing in
+// the ledger calls back into them. go run ./hack/ledgermap measures the
+// package: the Ledger's fields and methods, the strongly connected
+// components of its files' uses, and the call walk from an informer
+// event.
+//
 // # The state machine
 //
 // Each workload the ledger knows has an entry: a machine.Entry (its
@@ -103,7 +146,9 @@
 //     (Lease.Held) it decides no pass and sends no write once its last
 //     renewal is as old as the renew deadline (fence.go).
 //
-// It may import tally's kinds, queues, flavors, ledger/machine and inspect packages
-// (inspect.Observe reads a workload for the state machine), the
-// Kubernetes API machinery and controller-runtime; never webhook or main.
+// It may import tally's kinds, queues, flavors, ledger/machine and
+// ledger/inspect packages (machine.Observe reads a workload for the state
+// machine, from the fields inspect.StatusOf copies out of a kinds.Object),
+// the Kubernetes API machinery and controller-runtime; never webhook or
+// main.
 package ledger

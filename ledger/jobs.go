@@ -65,7 +65,7 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) mach
 		// Ordered as the config in force says.
 		w = l.podsReadyConfigLocked().Order(w)
 	}
-	v := inspect.Observe(l.cfg, o, w, l.pods.liveOf(o.Meta.UID))
+	v := machine.Observe(l.cfg, inspect.StatusOf(o), w, l.pods.liveOf(o.Meta.UID))
 	if o.Suspended && !o.Finished {
 		v.Restore = l.restoreDueLocked(o, w)
 	}
@@ -92,7 +92,7 @@ func (e *entry) note(o *kinds.Object) {
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
 	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]
 	e.refs, e.refsVersion = o.Refs, o.RefsVersion
-	e.requeues = inspect.Requeues(meta.Annotations)
+	e.requeues = machine.Requeues(meta.Annotations)
 	e.localQueue = localQueueOf(meta.Labels)
 	e.resume = o.SuspendValue(false)
 	e.prio = priorityRef{

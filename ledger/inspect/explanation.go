@@ -549,7 +549,7 @@ func refs(rs []WorkloadRef, ends bool) []string {
 // again, and, w being its Workload (nil: not said), which time its queue
 // orders it by (requeuingStrategy.timestamp).
 func podsReadyNotes(cfg *queues.Config, w *queues.Workload, ann map[string]string, now time.Time) []string {
-	n := Requeues(ann)
+	n := machine.Requeues(ann)
 	if n == 0 {
 		return nil
 	}

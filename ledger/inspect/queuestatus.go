@@ -108,7 +108,7 @@ func statusEntry(cfg *queues.Config, job *kinds.Object, name string, d *queues.P
 	}
 	before := machine.FromLabels(w, queues.State(job.Meta.Labels[queues.LabelState]), name,
 		queues.UsageOf(cfg, w, job.Meta.Annotations[queues.AnnotationFlavors]))
-	e, _ := machine.React(before, Observe(cfg, job, w, 0), time.Time{}, nil)
+	e, _ := machine.React(before, machine.Observe(cfg, StatusOf(job), w, 0), time.Time{}, nil)
 	return e
 }
 
