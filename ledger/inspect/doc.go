@@ -3,8 +3,8 @@
 // books) what they show, and never imports the ledger's runtime.
 //
 // Status rebuilds every ClusterQueue's books from a list of workloads,
-// folding each with the state machine as the ledger does (Observe reads a
-// workload into the machine's input, for the ledger too), and
+// folding each with the state machine as the ledger does
+// (machine.Observe, on the fields StatusOf copies, for the ledger too), and
 // WriteStatus prints them; Explain says where one workload stands,
 // replaying admission passes (queues.Decide) to estimate its start, and
 // WriteExplanation prints it. Dashboard builds the dashboard's view from
