@@ -63,6 +63,10 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 			l.addUsageLocked(f.Queue, f.Usage)
 		case machine.Unreserve:
 			l.subUsageLocked(f.Queue, f.Usage)
+		case machine.Grew:
+			l.addUsageLocked(f.Queue, f.Usage)
+		case machine.Shrank:
+			l.subUsageLocked(f.Queue, f.Usage)
 		case machine.TryFirst:
 			l.preempt.reserved[e] = true
 		case machine.Charge:

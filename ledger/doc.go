@@ -72,7 +72,8 @@
 // a preemption's victims, EvictionFailed when its write fails and
 // VictimGone when one has given its quota back, Rollback
 // when an admission write fails, Requeue and RequeueFailed for a workload
-// whose pods are larger (gated.go), not ready in time (podsready.go) or
+// whose pods are larger (gated.go), Grow and Shrink for one charged in
+// place for them (gated.go), not ready in time (podsready.go) or
 // drained by its stopped queue (stop.go), Capture and Captured for a late
 // capture (late.go), Forget when a workload is deleted, Recheck when an
 // evicted one's wait is over and Rebuild when the pending trees are built

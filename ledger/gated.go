@@ -302,10 +302,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 	}
 	ann := addOverhead(e.overhead, excess)
 	queue := e.ChargedQueue
-	e.Charged = e.Charged.Clone()
-	e.Charged.Add(delta)
-	l.addUsageLocked(queue, delta)
-	l.noteLocalLocked(e)
+	l.step(e, machine.Grow(delta))
 	l.mu.Unlock()
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{queues.AnnotationPodOverhead: ann}}})
 	if err == nil {
@@ -313,12 +310,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 	}
 	if err != nil {
 		l.mu.Lock()
-		if e.Charged != nil && e.ChargedQueue == queue {
-			e.Charged = e.Charged.Clone()
-			e.Charged.Sub(delta)
-			l.subUsageLocked(queue, delta)
-			l.noteLocalLocked(e)
-		}
+		l.step(e, machine.Shrink(queue, delta))
 		l.mu.Unlock()
 		l.log.Info("recording a workload's pod overhead failed; its larger pods wait", "job", w.Key(), "err", err.Error())
 		return nil, false

@@ -49,8 +49,8 @@
 // React folds one informer view (Observed); the other steps (steps.go)
 // are the ledger's own decisions and the outcomes of its writes. The
 // effects are a closed set (LeaveTree, JoinTree, Arrive, Pass, Charge,
-// Release, Yield, Unyield, Reserve, Unreserve, TryFirst, Relabel, Freed,
-// RecheckLater). FromLabels
+// Release, Yield, Unyield, Reserve, Unreserve, Grew, Shrank, TryFirst,
+// Relabel, Freed, RecheckLater, FoldAgain). FromLabels
 // builds the entry a workload's labels describe, for the read side
 // (tally status, tally explain), which folds it with React as the ledger
 // would.

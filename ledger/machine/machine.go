@@ -171,6 +171,17 @@ type (
 		Queue string
 		Usage queues.Usage
 	}
+	// Grew adds to a queue's usage what an admitted workload's charge
+	// grew by in place, and Shrank takes it off, without asking for a
+	// pass (Grow, Shrink).
+	Grew struct {
+		Queue string
+		Usage queues.Usage
+	}
+	Shrank struct {
+		Queue string
+		Usage queues.Usage
+	}
 	// FoldAgain folds the workload's last view again after a while (the
 	// end of its backoff), unless it has changed since.
 	FoldAgain struct{ After time.Duration }
@@ -198,6 +209,11 @@ func (Pass) effect()    {}
 func (y Yield) String() string   { return fmt.Sprintf("yield %s %s", y.Queue, usageString(y.Usage)) }
 func (u Unyield) String() string { return fmt.Sprintf("unyield %s %s", u.Queue, usageString(u.Usage)) }
 func (Pass) String() string      { return "pass" }
+
+func (Grew) effect()            {}
+func (Shrank) effect()          {}
+func (g Grew) String() string   { return fmt.Sprintf("grew %s %s", g.Queue, usageString(g.Usage)) }
+func (s Shrank) String() string { return fmt.Sprintf("shrank %s %s", s.Queue, usageString(s.Usage)) }
 
 func (LeaveTree) effect()    {}
 func (JoinTree) effect()     {}

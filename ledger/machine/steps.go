@@ -102,6 +102,34 @@ func RequeueFailed(e Entry, effects []Effect) (Entry, []Effect) {
 	return e, effects
 }
 
+// Grow charges an admitted workload delta more, in place: its pods ask
+// for more than its pod sets (a container another admission webhook
+// added), and its queue has room for the difference (the ledger judges
+// that). A workload not admitted, or charged nothing, is left alone.
+func Grow(delta queues.Usage) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if e.phase != Admitted || e.Charged == nil {
+			return e, effects
+		}
+		e.Charged = e.Charged.Clone()
+		e.Charged.Add(delta)
+		return e, append(effects, Grew{Queue: e.ChargedQueue, Usage: delta})
+	}
+}
+
+// Shrink takes back what Grow charged in queue once the write that
+// records it failed, if the workload is still charged there.
+func Shrink(queue string, delta queues.Usage) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		if e.Charged == nil || e.ChargedQueue != queue {
+			return e, effects
+		}
+		e.Charged = e.Charged.Clone()
+		e.Charged.Sub(delta)
+		return e, append(effects, Shrank{Queue: queue, Usage: delta})
+	}
+}
+
 // Forget is the step of a deleted workload. If it holds quota and podsLive
 // says its pods still run, it becomes a ghost: finished, holding its quota
 // until they are gone. Else its quota is returned and its preemptor, if

@@ -60,6 +60,11 @@ func TestSteps(t *testing.T) {
 		{"the last victim gone, preemptor forgotten", lastVictim, VictimGone("v2", false), Pending, "-", "unreserve q cpu=2 in flavor default; pass"},
 		{"a victim gone, no claim", queued, VictimGone("v2", true), Pending, "-", "join-tree; try-first; pass"},
 		{"forget a preemptor", claimant, Forget(false), Pending, "-", "unreserve q cpu=2 in flavor default; freed"},
+		{"grow", admitted, Grow(u1), Admitted, "cpu=3 in flavor default", "grew q cpu=1 in flavor default"},
+		{"grow one not admitted", assumed, Grow(u1), Assumed, "cpu=2 in flavor default", ""},
+		{"shrink", admitted, Shrink("q", u1), Admitted, "cpu=1 in flavor default", "shrank q cpu=1 in flavor default"},
+		{"shrink, charged elsewhere since", admitted, Shrink("r", u1), Admitted, "cpu=2 in flavor default", ""},
+		{"shrink, released since", queued, Shrink("q", u1), Pending, "-", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.e.Charged.Clone()
