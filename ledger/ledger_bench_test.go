@@ -173,7 +173,14 @@ func BenchmarkMemoryPerPendingJob(b *testing.B) {
 // claims check out: a pod starts, then terminates.
 func BenchmarkPodEvent(b *testing.B) {
 	const n, nQueues = 100_000, 1000
-	l := newBenchLedger(b, nQueues, n, 0)
+	l := newBenchLedger(b, nQueues, 0, 0)
+	for i := range n {
+		// Each runs its 4 pods: no pod is one too many, to be judged.
+		j := benchJob(i, nQueues, false)
+		j.Spec.Parallelism = ptr.To(int32(4))
+		j.Labels[queues.LabelState] = string(queues.StateAdmitted)
+		l.onJob(StripJobOrDie(j))
+	}
 	pods := make([]*corev1.Pod, 0, 4*n)
 	for i := range n {
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
