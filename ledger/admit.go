@@ -80,7 +80,7 @@ func (l *Ledger) decide() []write {
 	// limit with their quota assumed, and a Job of higher priority that
 	// arrives meanwhile would be decided only behind them. After a pass
 	// that stopped at its budget, the next waits until the budget is
-	// worth a pass (writeChunk).
+	// worth a pass (writer.chunk).
 	budget, short, wait := l.writer.free()
 	if budget < 1 || l.writer.bounded.Load() && budget < l.writer.chunk() {
 		// The queues stay dirty: the pass that has a budget decides them.

@@ -226,7 +226,7 @@ func (l *Ledger) relabelJobLocked(e *entry) {
 // runFinishedLabelWorker writes the finished labels of FinishedLabelLazy:
 // one write per workload however often it was asked for, at most
 // FinishedLabelRate a second, and only while the admission writes are
-// quiet (admissionsQuiet).
+// quiet (writer.quiet).
 func (l *Ledger) runFinishedLabelWorker(ctx context.Context) {
 	limiter := rate.NewLimiter(rate.Limit(l.opts.FinishedLabelRate), 1)
 	l.runJobQueue(ctx, l.labels.finished, func() bool {
@@ -238,7 +238,7 @@ func (l *Ledger) runFinishedLabelWorker(ctx context.Context) {
 // admission writes to be quiet looks again.
 const lazyLabelRecheck = 10 * time.Millisecond
 
-// awaitAdmissionsQuiet waits until admissionsQuiet; false if ctx ended.
+// awaitAdmissionsQuiet waits until the writer is quiet; false if ctx ended.
 func (l *Ledger) awaitAdmissionsQuiet(ctx context.Context) bool {
 	for !l.writer.quiet() {
 		select {

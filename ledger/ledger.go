@@ -94,7 +94,7 @@ type Ledger struct {
 	pools      *queues.Pools
 	namespaces map[string]*nsInfo
 	// inputs are the cluster's objects that shape a workload's charge
-	// and priority besides its own (defaults.go).
+	// and priority besides its own (podinputs.go).
 	inputs podInputs
 	cfg    *queues.Config
 	// preempt is the preemptions under way (admit.go).
