@@ -39,10 +39,15 @@ func (f *fromList) Set(v string) error {
 // trace, when set, is where the walks print each call they make.
 var trace io.Writer
 
+// syncOnly has the walks leave out the bodies of function literals: the
+// work an event hands to a goroutine, a timer or a callback.
+var syncOnly bool
+
 func main() {
 	dir := flag.String("dir", "ledger", "the directory of the package to measure")
 	typeName := flag.String("type", "Ledger", "the struct type whose fields and methods are counted")
 	var froms fromList
+	flag.BoolVar(&syncOnly, "sync", false, "walk only what runs before the start function returns: no function literal's body")
 	traceOn := flag.Bool("trace", false, "print to stderr each use of a name declared in another file, and each call of the walks, indented by depth")
 	flag.Var(&froms, "from", "start function of a call walk: a method of -type or a function of the package (repeatable, or a comma list; default onJob)")
 	flag.Usage = func() {
@@ -453,6 +458,9 @@ func (p *pkgInfo) walk(named *types.Named, from string) (walk, error) {
 		expanded[fn] = true
 		visited[d.file] = true
 		ast.Inspect(d.decl.Body, func(n ast.Node) bool {
+			if _, lit := n.(*ast.FuncLit); lit && syncOnly {
+				return false
+			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
 				return true

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"go/types"
 	"reflect"
 	"sort"
 	"strings"
@@ -155,5 +156,21 @@ func TestLedger(t *testing.T) {
 	}
 	if r.largest > 10 {
 		t.Errorf("the ledger's largest strongly connected component of files is %d files, want at most 10: %v", r.largest, r.sccs)
+	}
+}
+
+// TestSyncWalk: with syncOnly, the walk leaves out the body of finish's
+// function literal, and with it the only call it follows (helperB, and
+// the three calls under it).
+func TestSyncWalk(t *testing.T) {
+	p := loadFixture(t)
+	syncOnly = true
+	defer func() { syncOnly = false }()
+	w, err := p.walk(p.pkg.Scope().Lookup("Box").Type().(*types.Named), "finish")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (walk{from: "finish", stops: 0, files: 1, returns: 0}); w != want {
+		t.Errorf("walk = %+v, want %+v", w, want)
 	}
 }
