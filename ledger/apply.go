@@ -46,10 +46,8 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 		touchEntry(&l.passCache, e)
 		touchEntry(&l.passCache, &next)
 	}
-	// Admitted now, and not back from an eviction whose write failed.
-	nowAdmitted := now == machine.Admitted && was != machine.Admitted && was != machine.Evicting
-	// Admitted, and shrunk: pods beyond its new count may still run.
-	shrunk := now == machine.Admitted && was == machine.Admitted && e.W != nil && next.W != nil && next.W.PodCount() < e.W.PodCount()
+	// Started and Shrunk are carried out once the books follow the entry.
+	var judge machine.Effect
 	*e = next
 	for _, f := range effects {
 		switch f := f.(type) {
@@ -71,13 +69,13 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 			l.preempt.reserved[e] = true
 		case machine.Charge:
 			l.addUsageLocked(f.Queue, f.Usage)
-			l.writer.wakePass()
 		case machine.Release:
 			l.subUsageLocked(f.Queue, f.Usage)
 			if f.Finished {
 				l.event(e.W, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", f.Usage.Describe())
 			}
-			l.writer.wakePass()
+		case machine.Started, machine.Shrunk:
+			judge = f
 		case machine.Yield:
 			l.subUsageLocked(f.Queue, f.Usage)
 		case machine.Unyield:
@@ -97,11 +95,12 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 	l.holdLocked(e)
 	l.notePendingLocked(e)
 	l.noteLocalLocked(e)
-	if nowAdmitted && e.W != nil {
+	switch judge.(type) {
+	case machine.Started:
 		// The pods the gate held while it waited may run now.
 		l.judgePodsLocked(e.W.UID)
 		l.admittedNowLocked(e)
-	} else if shrunk {
+	case machine.Shrunk:
 		l.judgePodsLocked(e.W.UID)
 	}
 }

@@ -48,7 +48,7 @@
 //
 // React folds one informer view (Observed); the other steps (steps.go)
 // are the ledger's own decisions and the outcomes of its writes. The
-// effects are a closed set (LeaveTree, JoinTree, Arrive, Pass, Charge,
+// effects are a closed set (Started, Shrunk, LeaveTree, JoinTree, Arrive, Pass, Charge,
 // Release, Yield, Unyield, Reserve, Unreserve, Grew, Shrank, TryFirst,
 // Relabel, Freed, RecheckLater, FoldAgain). FromLabels
 // builds the entry a workload's labels describe, for the read side

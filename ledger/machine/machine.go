@@ -127,13 +127,19 @@ type (
 	JoinTree struct{}
 	// Arrive asks for a pass for a workload that starts waiting.
 	Arrive struct{}
-	// Charge adds usage to a queue's.
+	// Started says the workload runs now: its pods that tally's gate
+	// held while it waited are judged, and its wait for ready pods starts.
+	Started struct{}
+	// Shrunk says an admitted workload has fewer pods now: pods beyond
+	// its new count may still run, and are judged.
+	Shrunk struct{}
+	// Charge adds usage to a queue's (a Pass follows it).
 	Charge struct {
 		Queue string
 		Usage queues.Usage
 	}
-	// Release takes usage off a queue's; finished (the workload completed)
-	// records a QuotaReleased Event.
+	// Release takes usage off a queue's (a Pass follows it); finished (the
+	// workload completed) records a QuotaReleased Event.
 	Release struct {
 		Queue    string
 		Usage    queues.Usage
@@ -210,6 +216,10 @@ func (y Yield) String() string   { return fmt.Sprintf("yield %s %s", y.Queue, us
 func (u Unyield) String() string { return fmt.Sprintf("unyield %s %s", u.Queue, usageString(u.Usage)) }
 func (Pass) String() string      { return "pass" }
 
+func (Started) effect()         {}
+func (Shrunk) effect()          {}
+func (Started) String() string  { return "started" }
+func (Shrunk) String() string   { return "shrunk" }
 func (Grew) effect()            {}
 func (Shrank) effect()          {}
 func (g Grew) String() string   { return fmt.Sprintf("grew %s %s", g.Queue, usageString(g.Usage)) }
@@ -280,8 +290,15 @@ func React(e Entry, o Observed, now time.Time, effects []Effect) (Entry, []Effec
 		e.W = o.W
 	case !o.Suspended:
 		effects = e.leave(effects)
+		was, wasW := e.phase, e.W
 		e.W = o.W
 		e.phase = Admitted
+		switch {
+		case was != Admitted:
+			effects = append(effects, Started{})
+		case wasW != nil && o.W != nil && o.W.PodCount() < wasW.PodCount():
+			effects = append(effects, Shrunk{})
+		}
 		if e.Charged == nil || !o.Usage.Equal(e.Charged) || e.ChargedQueue != o.W.Queue {
 			effects = e.release(effects, false)
 			effects = e.charge(effects, o.W.Queue, o.Usage)
@@ -395,7 +412,7 @@ func (e *Entry) release(effects []Effect, finished bool) []Effect {
 	if e.Charged == nil {
 		return effects
 	}
-	effects = append(effects, Release{Queue: e.ChargedQueue, Usage: e.Charged, Finished: finished})
+	effects = append(effects, Release{Queue: e.ChargedQueue, Usage: e.Charged, Finished: finished}, Pass{})
 	e.Charged, e.ChargedQueue = nil, ""
 	return effects
 }
@@ -405,7 +422,7 @@ func (e *Entry) charge(effects []Effect, queue string, u queues.Usage) []Effect 
 		return effects
 	}
 	e.Charged, e.ChargedQueue = u, queue
-	return append(effects, Charge{Queue: queue, Usage: u})
+	return append(effects, Charge{Queue: queue, Usage: u}, Pass{})
 }
 
 // suspendGrace is how long after an eviction a Job that the job

@@ -35,6 +35,9 @@ func effectsString(fx []Effect) string {
 func TestReact(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 10, 0, time.UTC)
 	w2, w3 := reactWorkload(2), reactWorkload(3)
+	// twoPods is w2 with a second pod, since scaled down to w2's one.
+	twoPods := (&queues.Workload{Namespace: "ns", Name: "j", UID: "uid-j", Queue: "q",
+		PodSets: []queues.PodSet{{Name: "main", Count: 2, Requests: w2.PodSets[0].Requests}}}).Seal()
 	u2 := cpuIn("default", 2)
 
 	// The entries, by phase.
@@ -70,7 +73,7 @@ func TestReact(t *testing.T) {
 	doneHolding := Entry{phase: Finished, W: w2, LabelState: "finished", Charged: u2, ChargedQueue: "q"}
 
 	const (
-		freeAndQueue = "release q cpu=2 in flavor default; relabel; freed; join-tree; arrive"
+		freeAndQueue = "release q cpu=2 in flavor default; pass; relabel; freed; join-tree; arrive"
 	)
 	for _, tc := range []struct {
 		name    string
@@ -82,47 +85,49 @@ func TestReact(t *testing.T) {
 		fx      string
 	}{
 		{"pending waits", queued, waits, Pending, true, "nil", "leave-tree; join-tree; arrive"},
-		{"pending runs", queued, runs, Admitted, false, "cpu=2 in flavor default", "leave-tree; charge q cpu=2 in flavor default"},
+		{"admitted runs fewer pods", Entry{phase: Admitted, W: twoPods, Charged: u2, ChargedQueue: "q"}, runs, Admitted, false, "cpu=2 in flavor default", "shrunk"},
+		{"admitted runs on", admittedE, runs, Admitted, false, "cpu=2 in flavor default", ""},
+		{"pending runs", queued, runs, Admitted, false, "cpu=2 in flavor default", "leave-tree; started; charge q cpu=2 in flavor default; pass"},
 		{"pending finishes", queued, fin, Finished, false, "nil", "leave-tree; freed; relabel"},
 		{"pending to restore", queued, restore, Pending, true, "nil", "relabel; leave-tree; join-tree; arrive"},
 		{"parked after a conflict: its next version queues", parked, waits, Pending, true, "nil", "join-tree; arrive"},
 		{"preemptor waits for its victims", claimant, waits, Pending, false, "nil", ""},
-		{"preemptor un-suspended by its owner", claimant, runs, Admitted, false, "cpu=2 in flavor default", "charge q cpu=2 in flavor default"},
+		{"preemptor un-suspended by its owner", claimant, runs, Admitted, false, "cpu=2 in flavor default", "started; charge q cpu=2 in flavor default; pass"},
 		{"assumed: write in flight", assumedE, waits, Assumed, false, "cpu=2 in flavor default", ""},
-		{"assumed: write landed", assumedE, runs, Admitted, false, "cpu=2 in flavor default", ""},
+		{"assumed: write landed", assumedE, runs, Admitted, false, "cpu=2 in flavor default", "started"},
 		{"assumed: landed in another flavor", assumedE, runsElsewhere, Admitted, false, "cpu=2 in flavor spot",
-			"release q cpu=2 in flavor default; charge q cpu=2 in flavor spot"},
-		{"assumed: finished", assumedE, fin, Finished, false, "nil", "release q cpu=2 in flavor default finished; freed; relabel"},
+			"started; release q cpu=2 in flavor default; pass; charge q cpu=2 in flavor spot; pass"},
+		{"assumed: finished", assumedE, fin, Finished, false, "nil", "release q cpu=2 in flavor default finished; pass; freed; relabel"},
 		{"capturing: write in flight", capturingE, waits, Capturing, false, "cpu=2 in flavor default", ""},
-		{"capturing: landed, fits", capturingE, runs, Admitted, false, "cpu=2 in flavor default", ""},
-		{"captured: seen", captured, runs, Admitted, false, "cpu=2 in flavor default", ""},
+		{"capturing: landed, fits", capturingE, runs, Admitted, false, "cpu=2 in flavor default", "started"},
+		{"captured: seen", captured, runs, Admitted, false, "cpu=2 in flavor default", "started"},
 		{"admitted runs on", admittedE, runs, Admitted, false, "cpu=2 in flavor default", ""},
 		{"admitted: suspended, pods run", admittedE, podsRun, Evicting, false, "cpu=2 in flavor default", ""},
 		{"admitted: suspended and stopped", admittedE, stopped, Pending, true, "nil", freeAndQueue},
 		{"admitted: stopped, affinity to restore", admittedE, stoppedToRestore, Pending, true, "nil", freeAndQueue},
-		{"admitted: finished", admittedE, fin, Finished, false, "nil", "release q cpu=2 in flavor default finished; freed; relabel"},
+		{"admitted: finished", admittedE, fin, Finished, false, "nil", "release q cpu=2 in flavor default finished; pass; freed; relabel"},
 		{"preempted: pods run", preempted, podsRun, Evicting, false, "-", ""},
 		{"preempted: stale view", preempted, runs, Evicting, false, "-", ""},
 		{"preempted: no pods, stop unseen", preempted, waits, Evicting, false, "-", "recheck after 2s"},
 		{"preempted: stopped before the eviction", preempted, stoppedBefore, Evicting, false, "-", "recheck after 2s"},
 		{"preempted: stopped since", preempted, stopped, Pending, true, "nil",
-			"release q nothing; relabel; freed; join-tree; arrive"},
-		{"preempted: finished", preempted, fin, Finished, false, "nil", "release q nothing finished; freed; relabel"},
+			"release q nothing; pass; relabel; freed; join-tree; arrive"},
+		{"preempted: finished", preempted, fin, Finished, false, "nil", "release q nothing finished; pass; freed; relabel"},
 		{"suspended by its owner: stopped", suspendedByOwner, waits, Pending, true, "nil", freeAndQueue},
 		{"suspended by its owner: un-suspended again", suspendedByOwner, runs, Evicting, false, "cpu=2 in flavor default", ""},
 		{"inadmissible: same shape", never, waits, Inadmissible, false, "nil", ""},
 		{"inadmissible: to restore", never, restore, Inadmissible, false, "nil", "relabel"},
 		{"inadmissible: reshaped", never, waitsBigger, Pending, true, "nil", "join-tree; arrive"},
-		{"inadmissible: runs", never, runs, Admitted, false, "cpu=2 in flavor default", "charge q cpu=2 in flavor default"},
+		{"inadmissible: runs", never, runs, Admitted, false, "cpu=2 in flavor default", "started; charge q cpu=2 in flavor default; pass"},
 		{"finished again", done, fin, Finished, false, "nil", "freed"},
 		{"admitted: finished, workers run", admittedE, finPods, Finished, false, "cpu=2 in flavor default", "relabel"},
 		{"finished holding: workers run on", doneHolding, finPods, Finished, false, "cpu=2 in flavor default", ""},
-		{"finished holding: pods gone", doneHolding, fin, Finished, false, "nil", "release q cpu=2 in flavor default finished; freed"},
-		{"finished, pods seen after a restart", done, finPods, Finished, false, "cpu=2 in flavor default", "charge q cpu=2 in flavor default"},
+		{"finished holding: pods gone", doneHolding, fin, Finished, false, "nil", "release q cpu=2 in flavor default finished; pass; freed"},
+		{"finished, pods seen after a restart", done, finPods, Finished, false, "cpu=2 in flavor default", "charge q cpu=2 in flavor default; pass"},
 		{"admitted: stopped, counted pods run", admittedE, stoppedPods, Evicting, false, "cpu=2 in flavor default", ""},
 		{"preempted: counted pods run", preempted, stoppedPods, Evicting, false, "-", ""},
 		{"suspended, pods seen after a restart", queued, stoppedPods, Evicting, false, "cpu=2 in flavor default",
-			"leave-tree; charge q cpu=2 in flavor default"},
+			"leave-tree; charge q cpu=2 in flavor default; pass"},
 		{"suspended after a restart, pods gone", queued, stoppedWasAdmitted, Pending, true, "nil", "leave-tree; join-tree; arrive"},
 		{"finished, label not yet written", doneUnlabelled, fin, Finished, false, "nil", "freed; relabel"},
 	} {
@@ -177,7 +182,7 @@ func TestRecheckFold(t *testing.T) {
 		fx   string
 	}{
 		{"evicting", Entry{phase: Evicting, W: w, Charged: cpuIn("default", 2), ChargedQueue: "q", EvictedAt: time.Now()}, Observed{},
-			Pending, "release q cpu=2 in flavor default; relabel; freed; join-tree"},
+			Pending, "release q cpu=2 in flavor default; pass; relabel; freed; join-tree"},
 		{"admitted since", Entry{phase: Admitted, W: w, Charged: cpuIn("default", 2), ChargedQueue: "q"}, Observed{}, Admitted, ""},
 		{"freed since", Entry{phase: Pending, W: w, InTree: true}, Observed{}, Pending, ""},
 		{"evicting, counted pods run", Entry{phase: Evicting, W: w, Charged: cpuIn("default", 2), ChargedQueue: "q",
