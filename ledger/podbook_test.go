@@ -24,40 +24,37 @@ func (b *podBook[W]) check() error {
 	if err := sameCounts("ready", ready, b.ready); err != nil {
 		return err
 	}
-	for pod, o := range b.claimed {
-		if _, ok := b.unverified[o][pod]; !ok {
-			return fmt.Errorf("unverified: pod %s claims %s, which does not hold it", pod, o)
-		}
+	if err := sameSets("unverified", b.unverified, b.claimed); err != nil {
+		return err
 	}
-	n := 0
-	for o, pods := range b.unverified {
-		if len(pods) == 0 {
-			return fmt.Errorf("unverified: empty set for %s", o)
-		}
-		n += len(pods)
-	}
-	if n != len(b.claimed) {
-		return fmt.Errorf("unverified: %d pods held, %d claimed", n, len(b.claimed))
-	}
-	for pod, o := range b.gatedOwner {
-		if !b.gated[o][pod] {
-			return fmt.Errorf("gated: pod %s of %s not held under it", pod, o)
-		}
-	}
-	n = 0
-	for o, pods := range b.gated {
-		if len(pods) == 0 {
-			return fmt.Errorf("gated: empty set for %s", o)
-		}
-		n += len(pods)
-	}
-	if n != len(b.gatedOwner) {
-		return fmt.Errorf("gated: %d pods held, %d owned", n, len(b.gatedOwner))
+	if err := sameSets("gated", b.gated, b.gatedOwner); err != nil {
+		return err
 	}
 	for uid := range b.regate {
 		if !b.gating[uid] {
 			return fmt.Errorf("judging: %s to judge again, not being judged", uid)
 		}
+	}
+	return nil
+}
+
+// sameSets checks that owners maps each pod to the workload whose set in
+// sets holds it, and that sets holds no other pod and no empty set.
+func sameSets[V any](what string, sets map[types.UID]map[types.UID]V, owners map[types.UID]types.UID) error {
+	n := 0
+	for o, pods := range sets {
+		if len(pods) == 0 {
+			return fmt.Errorf("%s: empty set for %s", what, o)
+		}
+		for pod := range pods {
+			if owners[pod] != o {
+				return fmt.Errorf("%s: pod %s held under %s, owned by %q", what, pod, o, owners[pod])
+			}
+		}
+		n += len(pods)
+	}
+	if n != len(owners) {
+		return fmt.Errorf("%s: %d pods held, %d owned", what, n, len(owners))
 	}
 	return nil
 }
@@ -256,5 +253,24 @@ func TestPodBookExcessAndGhosts(t *testing.T) {
 	b.forget("w", e)
 	if len(b.unready) != 0 {
 		t.Errorf("a forgotten workload still waits for ready pods")
+	}
+}
+
+// TestPodBookCheck: the invariants check fails on a book that breaks one.
+func TestPodBookCheck(t *testing.T) {
+	for name, breakIt := range map[string]func(b *podBook[*entry]){
+		"counted, not in live": func(b *podBook[*entry]) { b.owner["p"] = "w" },
+		"live zero entry":      func(b *podBook[*entry]) { b.live["w"] = 0 },
+		"ready, not counted":   func(b *podBook[*entry]) { b.ready["w"] = 1 },
+		"claimed, not held":    func(b *podBook[*entry]) { b.claimed["p"] = "w" },
+		"empty unverified set": func(b *podBook[*entry]) { b.unverified["w"] = map[types.UID]podClaim{} },
+		"gated under another":  func(b *podBook[*entry]) { b.gate("p", "w"); b.gatedOwner["p"] = "v" },
+		"regate, not judging":  func(b *podBook[*entry]) { b.regate["w"] = true },
+	} {
+		b := newPodBook[*entry]()
+		breakIt(&b)
+		if b.check() == nil {
+			t.Errorf("%s: check passed", name)
+		}
 	}
 }
