@@ -68,7 +68,7 @@ package main
 // registered metric must be named somewhere. The registered metrics are
 // those ledger.Setup registers for tally serve: the ledger's (ledger.New)
 // and the Event queue's (ledger.NewEventQueue, tally_events_dropped_total,
-// which ledger.MetricNames does not list), recorded from their collectors'
+// which metrics.Names does not list), recorded from their collectors'
 // descriptions. tally_job_labels, tally_finished_labels and
 // tally_namespace_labels are not metrics: they are the names of the
 // ledger's workqueues, which tally's /metrics does expose, as the name and
@@ -101,6 +101,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"tally.dev/tally/ledger"
+	"tally.dev/tally/ledger/metrics"
 )
 
 // docProblem is one untrue thing in a document. line 0: the documents as
@@ -1023,9 +1024,9 @@ func servedMetrics(t *testing.T) (registered map[string]bool, workqueues []strin
 	if rec.err != nil {
 		t.Fatal(rec.err)
 	}
-	for _, n := range ledger.MetricNames() {
+	for _, n := range metrics.Names() {
 		if _, ok := rec.names[n]; !ok {
-			t.Errorf("ledger.MetricNames lists %s, which ledger.New did not register", n)
+			t.Errorf("metrics.Names lists %s, which ledger.New did not register", n)
 		}
 	}
 	for n := range rec.names {

@@ -19,6 +19,7 @@ import (
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -42,7 +43,7 @@ func (l *Ledger) pass(ctx context.Context) (time.Duration, bool) {
 	start := l.opts.Clock.Now()
 	adms := l.decide()
 	took := l.opts.Clock.Since(start)
-	l.metrics.passSeconds.Observe(took.Seconds())
+	l.metrics.ObservePass(took)
 	if len(adms) > 0 {
 		l.writer.writeAll(ctx, adms)
 	}
@@ -70,7 +71,7 @@ func (l *Ledger) decide() []write {
 		return nil
 	}
 	drains := l.drainLocked()
-	if len(l.pending) == 0 && len(l.late) == 0 {
+	if len(l.books.pending) == 0 && len(l.late) == 0 {
 		// Nothing waits: nothing wants the budget.
 		l.writer.noteBudget(false, false)
 		return drains
@@ -105,13 +106,13 @@ func (l *Ledger) decide() []write {
 		l.passCache.scratch.usage = usage
 	}
 	clear(usage)
-	inScope(l.usage, usageScope, func(q string, u queues.Usage) { usage[q] = u })
-	if !l.pools.For(l.cfg) {
-		l.pools = queues.NewPools(l.cfg, l.usage)
+	inScope(l.books.usage, usageScope, func(q string, u queues.Usage) { usage[q] = u })
+	if !l.books.pools.For(l.cfg) {
+		l.books.pools = queues.NewPools(l.cfg, l.books.usage)
 	}
-	snap := queues.NewSnapshotPooled(l.cfg, usage, l.passCache.namespaceLabels(l.namespaceLabelsLocked), l.pools)
+	snap := queues.NewSnapshotPooled(l.cfg, usage, l.passCache.namespaceLabels(l.namespaceLabelsLocked), l.books.pools)
 	late := l.decideLateLocked(snap)
-	lists := listsOf(&l.passCache, l.pending, entryWorkload, scope)
+	lists := listsOf(&l.passCache, l.books.pending, entryWorkload, scope)
 	if blocked := l.blockedLocked(); len(blocked) > 0 {
 		// waitForPodsReady's blockAdmission: these cohorts wait for the
 		// pods of a workload they admitted.
@@ -197,10 +198,10 @@ func (l *Ledger) decide() []write {
 		out = append(out, l.preemptLocked(p)...)
 	}
 	if len(lists) > 0 {
-		l.metrics.observeAttempt(len(decided.Admissions) > 0)
+		l.metrics.ObserveAttempt(len(decided.Admissions) > 0)
 	}
 	if fair {
-		l.metrics.observeShares(snap)
+		l.metrics.ObserveShares(snap)
 	}
 	return out
 }
@@ -228,7 +229,7 @@ func (l *Ledger) admittedLocked(scope map[string]struct{}) func(string) []*queue
 		sc.built[q] = true
 		clear(list)
 		list = list[:0]
-		for e := range l.holding[q] {
+		for e := range l.books.holding[q] {
 			if e.Phase() != machine.Admitted {
 				continue
 			}
@@ -285,7 +286,7 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 		l.preempt.yielding[ve] = pe
 		writes = append(writes, write{e: ve, w: ve.W, preemptor: pe, moved: moved, message: p.VictimMessage(v), suspend: ve.suspend, cause: v.Cause})
 	}
-	l.metrics.preempted.Add(float64(len(p.Victims)))
+	l.metrics.Preempting(len(p.Victims))
 	return writes
 }
 
@@ -354,7 +355,7 @@ func (l *Ledger) target(w write) kinds.Target {
 
 // evicted records a preemption write that landed.
 func (l *Ledger) evicted(w write) {
-	l.observeEviction(w, evictedPreempted)
+	l.observeEviction(w, metrics.EvictedPreempted)
 	l.event(w.w, corev1.EventTypeWarning, ReasonPreempted, "%s", w.message)
 }
 
@@ -397,7 +398,7 @@ func (l *Ledger) awaitEcho(uid types.UID, rv string) {
 	}
 	if seen, err := strconv.ParseUint(e.rv, 10, 64); err == nil && seen >= v {
 		// The watch was faster than the write's answer.
-		l.metrics.watchDelay.Observe(0)
+		l.metrics.ObserveWatchDelay(0)
 		return
 	}
 	l.echoes[uid] = awaitedVersion{rv: v, at: l.opts.Clock.Now()}
@@ -414,13 +415,13 @@ func (l *Ledger) echoedLocked(uid types.UID, rv string) {
 		return
 	}
 	delete(l.echoes, uid)
-	l.metrics.watchDelay.Observe(l.opts.Clock.Since(m.at).Seconds())
+	l.metrics.ObserveWatchDelay(l.opts.Clock.Since(m.at))
 }
 
 // admitted records an admission write that landed.
 func (l *Ledger) admitted(adm write, now time.Time) {
 	l.mu.Lock()
-	l.metrics.observeAdmission(l.cfg, &adm.e.workloadMetrics, &adm.e.Entry, adm.w.Queue, l.priorityClassOf(adm.e.prio), now.Sub(adm.waitingSince))
+	l.metrics.ObserveAdmission(l.cfg, &adm.e.metrics, &adm.e.Entry, adm.w.Queue, l.priorityClassOf(adm.e.prio), now.Sub(adm.waitingSince))
 	l.mu.Unlock()
 	l.event(adm.w, corev1.EventTypeNormal, ReasonAdmitted, "Admitted by ClusterQueue %s in flavor %s (%s%s) after %s",
 		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), podSetsNote(adm.w), now.Sub(adm.w.Created).Round(time.Second))
@@ -431,9 +432,9 @@ func (l *Ledger) admitted(adm write, now time.Time) {
 func (l *Ledger) observeEviction(w write, reason string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.metrics.observeEviction(l.cfg, &w.e.workloadMetrics, &w.e.Entry, w.w.Queue, reason, l.priorityClassOf(w.e.prio))
+	l.metrics.ObserveEviction(l.cfg, &w.e.metrics, &w.e.Entry, w.w.Queue, reason, l.priorityClassOf(w.e.prio))
 	if w.preemptor != nil && w.preemptor.W != nil {
-		l.metrics.observePreemption(w.preemptor.W.Queue, w.cause)
+		l.metrics.ObservePreemption(w.preemptor.W.Queue, w.cause)
 	}
 }
 

@@ -29,10 +29,10 @@ func TestApplyLeavesTheTreeByTheOldVersion(t *testing.T) {
 	other := &entry{Entry: machine.New(machine.Pending)}
 	other.W = reactWorkload(1)
 	other.W.UID, other.W.Priority = "uid-other", 5
-	l.insertPendingLocked(other)
+	l.books.insert(other)
 	e := &entry{Entry: machine.New(machine.Pending)}
 	e.W = reactWorkload(2)
-	l.insertPendingLocked(e)
+	l.books.insert(e)
 	raised := *reactWorkload(2)
 	raised.Priority = 10
 	next := *e
@@ -40,7 +40,7 @@ func TestApplyLeavesTheTreeByTheOldVersion(t *testing.T) {
 	next.Entry, fx = machine.React(e.Entry, machine.Observed{W: &raised, Suspended: true}, time.Now(), nil)
 	l.apply(e, next, fx)
 	var order []string
-	l.pending["q"].Ascend(func(x *entry) bool { order = append(order, fmt.Sprintf("%s/%d", x.W.UID, x.W.Priority)); return true })
+	l.books.pending["q"].Ascend(func(x *entry) bool { order = append(order, fmt.Sprintf("%s/%d", x.W.UID, x.W.Priority)); return true })
 	if got := strings.Join(order, ","); got != "uid-j/10,uid-other/5" {
 		t.Errorf("tree holds %s, want uid-j/10,uid-other/5", got)
 	}

@@ -31,7 +31,7 @@ func (l *Ledger) Books() inspect.Books {
 		return b
 	}
 	b.Admitted = map[string]int{}
-	for q, set := range l.holding {
+	for q, set := range l.books.holding {
 		for e := range set {
 			if e.Phase() == machine.Admitted {
 				b.Admitted[q]++
@@ -39,7 +39,7 @@ func (l *Ledger) Books() inspect.Books {
 		}
 	}
 	b.Heads, b.Pending = map[string][]*queues.Workload{}, map[string]int{}
-	for q, t := range l.pending {
+	for q, t := range l.books.pending {
 		b.Pending[q] = t.Len()
 		t.Ascend(func(e *entry) bool {
 			w := *e.W
@@ -51,7 +51,7 @@ func (l *Ledger) Books() inspect.Books {
 	for ns, info := range l.namespaces {
 		b.Namespaces[ns] = info.labels
 	}
-	b.Usage = queues.CloneUsages(l.usage)
+	b.Usage = queues.CloneUsages(l.books.usage)
 	return b
 }
 

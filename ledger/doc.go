@@ -6,9 +6,8 @@
 // managed namespaces (annotated, or named by a LocalQueue of the config),
 // and loads the config ConfigMap (declaring its WorkloadKinds). Books
 // copies its books under its lock for the read-only dashboard, which
-// package inspect builds and serves (Dashboard); metrics.go keeps
-// Kueue's metrics as the books change (localmetrics.go those per
-// LocalQueue). modes.go holds the switches that
+// package inspect builds and serves (Dashboard); package metrics keeps
+// Kueue's metrics as the books change. modes.go holds the switches that
 // trade writes away (the finished label, the Queued and Pending Events,
 // the admission write's encoding); the defaults make every write below.
 // Its Events, and the config's and the flavors', go through an EventQueue,
@@ -17,14 +16,15 @@
 //
 // # The rooms
 //
-// The Ledger (ledger.go) holds the books every decision reads, the jobs'
-// entries, the pending trees, usage by queue, the namespaces and the
-// config, under its one lock, and beside them rooms, each a type that
+// The Ledger (ledger.go) holds the jobs' entries, the namespaces and the
+// config under its one lock, and beside them rooms, each a type that
 // owns one kind of state and its invariants, does no I/O, holds no lock
 // of its own, and uses nothing of the ledger's but the records it is
 // given:
 //
 //	room                 file           state
+//	books                books.go       pending trees, usage by queue and the cohorts' pools,
+//	                                    the entries charged in each queue
 //	podBook              podbook.go     the pods each workload counts, ready, unverified,
 //	                                    gated or beyond its count; parts; ghosts
 //	passCache            passcache.go   the queues changed since the last pass, pending
@@ -33,8 +33,8 @@
 //	                                    the pokes that ask for a pass, the work's lifetime
 //	podInputs            podinputs.go   LimitRanges, RuntimeClasses, ResourceClaimTemplates,
 //	                                    PriorityClasses, the pod defaults made of them
-//	metrics              metrics.go     Kueue's metrics, per ClusterQueue and LocalQueue,
-//	                     localmetrics.go and what they keep of each workload (workloadMetrics)
+//	metrics.Metrics      metrics/       Kueue's metrics, per ClusterQueue and LocalQueue,
+//	                                    and what they keep of each workload (metrics.Workload)
 //	entry, write         entry.go       a workload's record beside its machine.Entry; a
 //	                                    decided write
 //
@@ -44,11 +44,12 @@
 //	                 │ read the object (machine.Observe), fold it (machine.React), or step
 //	                 ▼
 //	              step / foldLocked ──▶ apply (apply.go): the effects, in one place
-//	                 │                    ├─▶ pending trees, usage, holding (jobs.go)
-//	                 │                    ├─▶ passCache (what changed), writer (wake)
-//	                 │                    ├─▶ metrics, Events (events.go), labels (labels.go)
+//	                 │                    ├─▶ books.take: trees, usage, holding; they note
+//	                 │                    │   the changed queues in passCache
+//	                 │                    ├─▶ writer (wake), Events (events.go), labels
+//	                 │                    ├─▶ metrics.Note
 //	                 │                    └─▶ pods judged, ready timers (gated.go, podsready.go)
-//	Start (start.go) ──▶ pass (admit.go): decide under the lock, on passCache's lists,
+//	Start (start.go) ──▶ pass (admit.go): decide under the lock, on books and passCache,
 //	                     queues.Decide ──▶ writer.writeAll ──▶ Ledger.write: admit,
 //	                     evict, capture, drain ──▶ step with the outcome
 //
@@ -77,9 +78,11 @@
 // drained by its stopped queue (stop.go), Capture and Captured for a late
 // capture (late.go), Forget when a workload is deleted, Recheck when an
 // evicted one's wait is over and Rebuild when the pending trees are built
-// again (jobs.go). Every one of them returns the new entry and a closed
-// set of effects, which Ledger.apply (apply.go) carries out in one
-// place: no file of this package assigns a phase.
+// again (jobs.go), Adopt for the ghost of a deleted workload whose pods
+// are found running at start (pods.go). Every one of them returns the
+// new entry and a closed set of effects, which Ledger.apply (apply.go)
+// carries out in one place: no file of this package assigns a phase or
+// a charge.
 //
 // A change in the count of a workload's live pods folds its last view
 // again with the new count (pods.go). A pod counts for the workload its tally.dev/workload label names only when
@@ -147,9 +150,10 @@
 //     (Lease.Held) it decides no pass and sends no write once its last
 //     renewal is as old as the renew deadline (fence.go).
 //
-// It may import tally's kinds, queues, flavors, ledger/machine and
-// ledger/inspect packages (machine.Observe reads a workload for the state
+// It may import tally's kinds, queues, flavors, ledger/machine,
+// ledger/metrics and ledger/inspect packages (machine.Observe reads a workload for the state
 // machine, from the fields inspect.StatusOf copies out of a kinds.Object),
 // the Kubernetes API machinery and controller-runtime; never webhook or
-// main.
+// main. Of its subpackages, metrics and inspect import only machine,
+// and machine none of them.
 package ledger

@@ -6,6 +6,7 @@ import (
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -61,8 +62,8 @@ type entry struct {
 	podsReady     bool
 	readyDeadline time.Time
 
-	// workloadMetrics is what the metrics keep of it (metrics.go).
-	workloadMetrics
+	// metrics is what the metrics keep of it.
+	metrics  metrics.Workload
 	queued   bool   // the Queued event was written
 	lastCode string // the reason of the last machine.Pending/machine.Inadmissible event
 }

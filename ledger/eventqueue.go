@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/record/util"
 	"k8s.io/client-go/tools/reference"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"tally.dev/tally/ledger/metrics"
 )
 
 // EventQueueLength is how many Events wait to be sent, as many as
@@ -69,7 +71,7 @@ func NewEventQueue(sink record.EventSink, scheme *runtime.Scheme, component stri
 		Sink: sink, Scheme: scheme, Component: component, Log: log,
 		queue:      make(chan *corev1.Event, EventQueueLength),
 		correlator: record.NewEventCorrelatorWithOptions(record.CorrelatorOptions{}),
-		dropped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		dropped: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_events_dropped_total",
 			Help: "Events dropped unsent because EventQueueLength Events were already waiting to be sent.",
 		})),

@@ -15,6 +15,7 @@ import (
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -292,7 +293,7 @@ func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p 
 		fr := l.flavorForLocked(e, r)
 		delta[fr] = delta[fr].Add(a.Mul(w.PodCount()))
 	}
-	used := l.usage[e.ChargedQueue]
+	used := l.books.usage[e.ChargedQueue]
 	for fr, a := range delta {
 		q, ok := l.cfg.QuotaOf(e.ChargedQueue, fr)
 		if !ok || used[fr].Add(a) > q.Nominal {
@@ -413,7 +414,7 @@ func (l *Ledger) requeue(ctx context.Context, w write) {
 		l.log.Info("requeue at the pods' size failed; its larger pods wait", "job", w.w.Key(), "err", err.Error())
 		return
 	}
-	l.observeEviction(w, evictedResized)
+	l.observeEviction(w, metrics.EvictedResized)
 	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
 }
 

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -93,7 +92,7 @@ func (e *entry) note(o *kinds.Object) {
 	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]
 	e.refs, e.refsVersion = o.Refs, o.RefsVersion
 	e.requeues = machine.Requeues(meta.Annotations)
-	e.localQueue = localQueueOf(meta.Labels)
+	e.metrics.SetLocalQueue(meta.Labels)
 	e.resume = o.SuspendValue(false)
 	e.prio = priorityRef{
 		workloadClass: firstNonEmpty(meta.Labels[queues.LabelPriorityClass], meta.Labels[queues.LabelKueuePriorityClass]),
@@ -120,8 +119,7 @@ func (l *Ledger) onJobDelete(obj any) {
 	delete(l.jobs, uid)
 	delete(l.late, uid)
 	delete(l.echoes, uid)
-	l.metrics.notePending(l.cfg, &e.workloadMetrics, &e.Entry, true)
-	l.noteLocalLocked(e)
+	l.noteMetricsLocked(e)
 	if e.Claim != nil {
 		// Its victims free nobody now.
 		for v := range e.Claim.Victims {
@@ -194,119 +192,6 @@ func (l *Ledger) victimFreedLocked(victim types.UID) {
 	l.step(p, machine.VictimGone(victim, l.jobs[p.W.UID] == p))
 }
 
-// insertPendingLocked puts a pending entry into its queue's tree.
-func (l *Ledger) insertPendingLocked(e *entry) {
-	t := l.pending[e.W.Queue]
-	if t == nil {
-		t = btree.NewG(32, lessEntry)
-		l.pending[e.W.Queue] = t
-	}
-	t.ReplaceOrInsert(e)
-	e.InTree = true
-	l.passCache.treeChanged(e.W.Queue)
-}
-
-func (l *Ledger) removePendingLocked(e *entry) {
-	if !e.InTree {
-		return
-	}
-	if t := l.pending[e.W.Queue]; t != nil {
-		t.Delete(e)
-		if t.Len() == 0 {
-			delete(l.pending, e.W.Queue)
-			l.passCache.drop(e.W.Queue)
-		}
-	}
-	e.InTree = false
-	l.passCache.treeChanged(e.W.Queue)
-}
-
-func (l *Ledger) chargeLocked(e *entry, queue string, u queues.Usage) {
-	if len(u) == 0 {
-		return
-	}
-	l.addUsageLocked(queue, u)
-	e.Charged, e.ChargedQueue = u, queue
-	l.holdLocked(e)
-	l.noteLocalLocked(e)
-	l.writer.wakePass()
-}
-
-// holdLocked files e in the holding set of the queue it is charged in,
-// or takes it out of holding once it holds no quota.
-func (l *Ledger) holdLocked(e *entry) {
-	if e.held && (e.Charged == nil || e.heldIn != e.ChargedQueue) {
-		delete(l.holding[e.heldIn], e)
-		e.held, e.heldIn = false, ""
-	}
-	if e.Charged == nil || e.held {
-		return
-	}
-	set := l.holding[e.ChargedQueue]
-	if set == nil {
-		set = map[*entry]struct{}{}
-		l.holding[e.ChargedQueue] = set
-	}
-	set[e] = struct{}{}
-	e.held, e.heldIn = true, e.ChargedQueue
-}
-
-func (l *Ledger) addUsageLocked(queue string, u queues.Usage) {
-	cur := l.usage[queue]
-	if cur == nil {
-		cur = queues.Usage{}
-		l.usage[queue] = cur
-	}
-	l.movePoolsLocked(queue, cur, u, +1)
-	cur.Add(u)
-	l.passCache.touch(queue)
-	l.metrics.setUsage(l.cfg, queue, cur, u)
-}
-
-func (l *Ledger) subUsageLocked(queue string, u queues.Usage) {
-	if cur := l.usage[queue]; cur != nil {
-		l.movePoolsLocked(queue, cur, u, -1)
-		cur.Sub(u)
-		if len(cur) == 0 {
-			delete(l.usage, queue)
-		}
-		l.passCache.touch(queue)
-		l.metrics.setUsage(l.cfg, queue, cur, u)
-	}
-}
-
-// movePoolsLocked moves the pools as queue's usage cur is about to have u
-// added (sign +1) or taken away (-1).
-func (l *Ledger) movePoolsLocked(queue string, cur, u queues.Usage, sign int) {
-	if !l.pools.For(l.cfg) {
-		return
-	}
-	for fr, a := range u {
-		before := cur[fr]
-		after := before.Add(a)
-		if sign < 0 {
-			after = before.Sub(a)
-		}
-		l.pools.Move(queue, fr, before, after)
-	}
-}
-
-// releaseLocked returns e's quota. finished says the Job completed, which
-// is worth a QuotaReleased event.
-func (l *Ledger) releaseLocked(e *entry, finished bool) {
-	if e.Charged == nil {
-		return
-	}
-	l.subUsageLocked(e.ChargedQueue, e.Charged)
-	if finished && e.W != nil {
-		l.event(e.W, corev1.EventTypeNormal, ReasonQuotaReleased, "Finished; released %s", e.Charged.Describe())
-	}
-	e.Charged, e.ChargedQueue = nil, ""
-	l.holdLocked(e)
-	l.noteLocalLocked(e)
-	l.writer.wakePass()
-}
-
 // priorityOf resolves a Job's priority (queues.Config.Priority): its
 // WorkloadPriorityClass, else its pod template's PriorityClass, else the
 // globalDefault PriorityClass, else 0. A template's numeric priority is
@@ -318,8 +203,7 @@ func (l *Ledger) priorityOf(p priorityRef) int32 {
 // rebuildPendingLocked recomputes the priority of every waiting Job and
 // rebuilds the pending trees; inadmissible Jobs get another chance.
 func (l *Ledger) rebuildPendingLocked() {
-	l.pending = map[string]*btree.BTreeG[*entry]{}
-	l.passCache.dropAll()
+	l.books.dropTrees()
 	for _, e := range l.jobs {
 		// The trees it was in are gone.
 		e.InTree = false
@@ -355,17 +239,8 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// notePendingLocked keeps tally_pending_workloads in step with e, whose
-// phase or queue may have changed.
-func (l *Ledger) notePendingLocked(e *entry) {
-	if as := pendingStatus(&e.Entry, false); as == e.pendingAs && (as == 0 || e.pendingIn.name == e.W.Queue) {
-		return
-	}
-	l.metrics.notePending(l.cfg, &e.workloadMetrics, &e.Entry, e.W == nil || l.jobs[e.W.UID] != e)
-}
-
-// noteLocalLocked keeps the LocalQueue metrics in step with e, which may
-// have changed.
-func (l *Ledger) noteLocalLocked(e *entry) {
-	l.metrics.noteLocal(l.cfg, &e.workloadMetrics, &e.Entry, e.W == nil || l.jobs[e.W.UID] != e, l.priorityClassOf(e.prio))
+// noteMetricsLocked keeps the metrics in step with e, which may have
+// changed.
+func (l *Ledger) noteMetricsLocked(e *entry) {
+	l.metrics.Note(l.cfg, &e.metrics, &e.Entry, e.W == nil || l.jobs[e.W.UID] != e, l.priorityClassOf(e.prio))
 }

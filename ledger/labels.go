@@ -31,7 +31,7 @@ func (l *Ledger) onNamespace(obj any) {
 	info := &nsInfo{labels: labels.Set(ns.Labels), queue: ns.Annotations[queues.AnnotationNamespaceQueue], hasLabel: ns.Labels[queues.LabelManaged] == "true"}
 	l.namespaces[ns.Name] = info
 	if old == nil || old.queue != info.queue {
-		l.metrics.bindNamespace(l.cfg, ns.Name, info.queue)
+		l.metrics.BindNamespace(l.cfg, ns.Name, info.queue)
 	}
 	if old == nil || !labels.Equals(old.labels, info.labels) {
 		// The passes' namespaceSelectors read the labels.
@@ -99,7 +99,7 @@ func (l *Ledger) onNamespaceDelete(obj any) {
 	if ns, ok := obj.(*corev1.Namespace); ok {
 		l.mu.Lock()
 		delete(l.namespaces, ns.Name)
-		l.metrics.bindNamespace(l.cfg, ns.Name, "")
+		l.metrics.BindNamespace(l.cfg, ns.Name, "")
 		l.passCache.namespacesChanged()
 		l.mu.Unlock()
 	}

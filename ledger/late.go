@@ -12,6 +12,7 @@ import (
 
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -26,7 +27,7 @@ import (
 // Reasons of the late-capture Events.
 const (
 	ReasonAdmittedLate  = "AdmittedLate"
-	ReasonSuspendedLate = evictedSuspendedLate
+	ReasonSuspendedLate = metrics.EvictedSuspendedLate
 )
 
 // noteUnrecordedLocked looks at a workload without a tally.dev/state
@@ -228,7 +229,7 @@ func (l *Ledger) captured(w write, err error) {
 			w.w.Namespace, w.w.Queue, strings.Join(w.a.Flavors, "+"), w.w.Total().String())
 		return
 	}
-	l.observeEviction(w, evictedSuspendedLate)
+	l.observeEviction(w, metrics.EvictedSuspendedLate)
 	l.event(w.w, corev1.EventTypeWarning, ReasonSuspendedLate,
 		"Was running without an admission from tally (created while its webhook was not called, or before namespace %s was bound) and does not fit: %s; suspended, it queues in ClusterQueue %s",
 		w.w.Namespace, w.message, w.w.Queue)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/google/btree"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +22,7 @@ import (
 
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -85,13 +85,10 @@ type Ledger struct {
 	// recent holds the last decisions, for the dashboard.
 	recent recentDecisions
 
-	mu      sync.Mutex
-	jobs    map[types.UID]*entry
-	pending map[string]*btree.BTreeG[*entry]
-	usage   map[string]queues.Usage
-	// pools are the cohorts' pools as usage has them, moved with it; nil,
-	// or for another config, they are counted again by the next pass.
-	pools      *queues.Pools
+	mu   sync.Mutex
+	jobs map[types.UID]*entry
+	// books are the pending trees, usage and holding (books.go).
+	books      books
 	namespaces map[string]*nsInfo
 	// inputs are the cluster's objects that shape a workload's charge
 	// and priority besides its own (podinputs.go).
@@ -102,9 +99,6 @@ type Ledger struct {
 	// late holds running Jobs of managed namespaces that tally has no
 	// record of, for the next pass to capture (see late.go).
 	late map[types.UID]*entry
-	// holding holds the entries charged with quota, by the queue they
-	// are charged in (holdLocked); a queue's set stays once made.
-	holding map[string]map[*entry]struct{}
 	// pods is the bookkeeping of pods by workload (podbook.go).
 	pods podBook[*entry]
 	// passCache is what a pass keeps for the next (passcache.go).
@@ -123,7 +117,7 @@ type Ledger struct {
 	// started: this replica's ledger runs (it leads).
 	started bool
 	labels  labelQueues
-	metrics *metrics
+	metrics *metrics.Metrics
 	watches watches
 }
 

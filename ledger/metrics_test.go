@@ -25,6 +25,7 @@ import (
 
 	"tally.dev/tally/kinds/kindstest"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 	"tally.dev/tally/queues/queuestest"
 )
@@ -343,10 +344,10 @@ func recountedMetrics(l *Ledger) map[string]float64 {
 	}
 	for _, es := range []map[types.UID]*entry{l.jobs, l.pods.ghosts} {
 		for _, e := range es {
-			if e.W == nil || e.localQueue == "" {
+			if e.W == nil || e.metrics.LocalQueue() == "" {
 				continue
 			}
-			lq := fmt.Sprintf(`name=%q,namespace=%q`, e.localQueue, e.W.Namespace)
+			lq := fmt.Sprintf(`name=%q,namespace=%q`, e.metrics.LocalQueue(), e.W.Namespace)
 			if l.jobs[e.W.UID] == e {
 				switch e.Phase() {
 				case machine.Pending:
@@ -364,17 +365,17 @@ func recountedMetrics(l *Ledger) map[string]float64 {
 				}
 			}
 			for fr, a := range e.Charged {
-				out[fmt.Sprintf(`tally_local_queue_resource_reservation{flavor=%q,%s,resource=%q}`, fr.Flavor, lq, fr.Resource)] += amountValue(fr.Resource, a)
+				out[fmt.Sprintf(`tally_local_queue_resource_reservation{flavor=%q,%s,resource=%q}`, fr.Flavor, lq, fr.Resource)] += metrics.AmountValue(fr.Resource, a)
 			}
 		}
 	}
-	for q, u := range l.usage {
+	for q, u := range l.books.usage {
 		cohort := ""
 		if cq := l.cfg.ClusterQueues[q]; cq != nil {
 			cohort = cq.Cohort
 		}
 		for fr, a := range u {
-			out[fmt.Sprintf(`tally_cluster_queue_resource_usage{cluster_queue=%q,cohort=%q,flavor=%q,resource=%q}`, q, cohort, fr.Flavor, fr.Resource)] = amountValue(fr.Resource, a)
+			out[fmt.Sprintf(`tally_cluster_queue_resource_usage{cluster_queue=%q,cohort=%q,flavor=%q,resource=%q}`, q, cohort, fr.Flavor, fr.Resource)] = metrics.AmountValue(fr.Resource, a)
 		}
 	}
 	return out
@@ -447,7 +448,7 @@ func TestQuotaMetricsFollowConfig(t *testing.T) {
 
 	l.reconfigure(first)
 	l.mu.Lock()
-	l.addUsageLocked("qy", queues.Usage{gpu: 3})
+	l.books.add(l.cfg, "qy", queues.Usage{gpu: 3})
 	l.mu.Unlock()
 	check("first config", merge(map[string]float64{
 		cell("tally_cluster_queue_nominal_quota", "qx", "c1", "f1", "cpu"):            1.5,
@@ -473,7 +474,7 @@ func TestQuotaMetricsFollowConfig(t *testing.T) {
 	}, status("qx", 1, 0, 0), status("qy", 0, 1, 0)))
 
 	l.mu.Lock()
-	l.addUsageLocked("qx", queues.Usage{{Flavor: "f1", Resource: "cpu"}: 250})
+	l.books.add(l.cfg, "qx", queues.Usage{{Flavor: "f1", Resource: "cpu"}: 250})
 	l.mu.Unlock()
 	l.reconfigure(second)
 	check("second config", merge(map[string]float64{
@@ -490,7 +491,7 @@ func TestQuotaMetricsFollowConfig(t *testing.T) {
 	}, status("qx", 1, 0, 0), status("qy", 0, 0, 1)))
 
 	l.mu.Lock()
-	l.subUsageLocked("qy", queues.Usage{gpu: 3})
+	l.books.sub(l.cfg, "qy", queues.Usage{gpu: 3})
 	l.mu.Unlock()
 	check("qy released", merge(map[string]float64{
 		cell("tally_cluster_queue_nominal_quota", "qx", "c2", "f1", "cpu"):      3,
@@ -541,7 +542,7 @@ func TestDashboardQueriesKnownMetrics(t *testing.T) {
 	if len(exprs) == 0 {
 		t.Fatal("the dashboard has no queries")
 	}
-	known := MetricNames()
+	known := metrics.Names()
 	used := map[string]bool{}
 	name := regexp.MustCompile(`\btally_[a-z_]+`)
 	for _, e := range exprs {

@@ -236,8 +236,7 @@ func (l *Ledger) podsChangedLocked(uid types.UID) {
 	if g := l.pods.ghost(uid); g != nil {
 		if l.pods.liveOf(uid) == 0 {
 			l.pods.exorcise(uid)
-			l.releaseLocked(g, false)
-			l.victimFreedLocked(uid)
+			l.step(g, machine.Forget(false))
 		}
 		return
 	}
@@ -303,12 +302,7 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 			g = &entry{Entry: machine.Ghost(w)}
 			l.pods.haunt(owner, g)
 		}
-		sum := queues.UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])
-		if g.Charged != nil {
-			sum.Add(g.Charged)
-			l.releaseLocked(g, false)
-		}
-		l.chargeLocked(g, o.queue, sum)
+		l.step(g, machine.Adopt(o.queue, queues.UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])))
 		l.pods.unverify(p.UID)
 		l.setPodLocked(p.UID, owner, true)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -200,7 +201,7 @@ func (l *Ledger) timeOut(ctx context.Context, w write, annotations map[string]an
 
 // timedOut records an eviction for pods not ready in time that landed.
 func (l *Ledger) timedOut(w write) {
-	l.observeEviction(w, evictedPodsReady)
+	l.observeEviction(w, metrics.EvictedPodsReady)
 	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
 }
 

@@ -201,7 +201,7 @@ func (l *Ledger) repair(ctx context.Context, suspects map[types.UID]suspect) {
 		} else {
 			l.onJob(r.job)
 		}
-		l.metrics.repairs.WithLabelValues(r.kind).Inc()
+		l.metrics.Repaired(r.kind)
 	}
 }
 
@@ -231,22 +231,19 @@ func (l *Ledger) recountUsage() {
 		}
 	}
 	drift := 0
-	for _, q := range queues.SortedKeys(unionKeys(fresh, l.usage)) {
-		if !fresh[q].Equal(l.usage[q]) {
+	for _, q := range queues.SortedKeys(queues.UnionKeys(fresh, l.books.usage)) {
+		if !fresh[q].Equal(l.books.usage[q]) {
 			drift++
-			l.log.Info("usage drift repaired", "clusterQueue", q, "kept", l.usage[q].Describe(), "recounted", fresh[q].Describe())
+			l.log.Info("usage drift repaired", "clusterQueue", q, "kept", l.books.usage[q].Describe(), "recounted", fresh[q].Describe())
 		}
 	}
-	l.metrics.observeUsage(l.cfg, l.usage, fresh)
-	l.usage = fresh
-	l.pools = nil
-	l.passCache.touchAll()
+	l.books.recounted(l.cfg, fresh)
 	if l.cfg != nil {
-		if shares := l.metrics.observeShares(queues.NewSnapshot(l.cfg, queues.CloneUsages(fresh), nil)); len(shares) > 0 {
+		if shares := l.metrics.ObserveShares(queues.NewSnapshot(l.cfg, queues.CloneUsages(fresh), nil)); len(shares) > 0 {
 			l.log.Info("fair shares", "shares", shares)
 		}
 	}
 	if drift > 0 {
-		l.metrics.drift.Add(float64(drift))
+		l.metrics.Drifted(drift)
 	}
 }

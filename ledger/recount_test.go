@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
@@ -111,11 +113,13 @@ func markFinished(j *batchv1.Job) {
 var repairKinds = []string{missedAdmission, missedFinish, missedDelete, missedUpdate}
 
 // repairCounts reads tally_recount_repairs_total, which every Ledger of
-// the test binary shares: tests compare two readings.
-func repairCounts(t *testing.T, l *Ledger) map[string]float64 {
+// the test binary shares (controller-runtime's registry): tests compare
+// two readings.
+func repairCounts(t *testing.T, _ *Ledger) map[string]float64 {
+	got := gather(t, ctrlmetrics.Registry)
 	out := map[string]float64{}
 	for _, k := range repairKinds {
-		out[k] = metricValue(t, l.metrics.repairs.WithLabelValues(k))
+		out[k] = got[fmt.Sprintf("tally_recount_repairs_total{kind=%q}", k)]
 	}
 	return out
 }
@@ -142,7 +146,7 @@ func checkUsage(t *testing.T, l *Ledger, want queues.Usage) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if got := l.usage["cq-0"]; !got.Equal(want) {
+	if got := l.books.usage["cq-0"]; !got.Equal(want) {
 		t.Errorf("cq-0 uses %q, want %q", got.Describe(), want.Describe())
 	}
 }

@@ -54,7 +54,7 @@ func TestRollbackAfterConflict(t *testing.T) {
 			if e.Phase() != machine.Pending || e.Charged != nil {
 				t.Errorf("after the rollback: %s, charged %v; want pending, uncharged", e.Phase(), e.Charged)
 			}
-			for fr, q := range l.usage["cq-0"] {
+			for fr, q := range l.books.usage["cq-0"] {
 				if q != 0 {
 					t.Errorf("after the rollback cq-0 still uses %v of %v", q, fr)
 				}

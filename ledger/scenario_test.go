@@ -325,7 +325,7 @@ func (s *scenario) newLedger(cfg *queues.Config) {
 	s.l = New(nil, nil, queues.NewStore(nil), s.rec, logr.Discard(), Options{Clock: scenarioClock{s.clock, s}, Registry: s.reg,
 		Events: s.modes.Events, FinishedLabel: s.modes.FinishedLabel, AdmissionPatch: s.modes.AdmissionPatch})
 	s.l.cfg = cfg
-	s.l.metrics.observeConfig(cfg, s.l.usage)
+	s.l.metrics.ObserveConfig(cfg, s.l.books.usage)
 	s.l.synced = true
 	s.l.namespaces["ns"] = &nsInfo{queue: "q"}
 	s.l.writer.spawn = func(f func()) { f() }
@@ -878,8 +878,8 @@ func (s *scenario) report() {
 		s.t.Errorf("pod book: %v", err)
 	}
 	sort.Strings(lines)
-	for _, q := range queues.SortedKeys(s.l.usage) {
-		lines = append(lines, fmt.Sprintf("  usage %s: %s", q, s.l.usage[q].Describe()))
+	for _, q := range queues.SortedKeys(s.l.books.usage) {
+		lines = append(lines, fmt.Sprintf("  usage %s: %s", q, s.l.books.usage[q].Describe()))
 	}
 	fmt.Fprintln(&s.out, strings.Join(lines, "\n"))
 }
@@ -900,7 +900,7 @@ func (s *scenario) checkHolding() {
 		}
 	}
 	n := 0
-	for q, set := range s.l.holding {
+	for q, set := range s.l.books.holding {
 		for e := range set {
 			n++
 			if !want[e] || e.ChargedQueue != q {

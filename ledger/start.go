@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/google/btree"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -54,12 +54,9 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	l := &Ledger{
 		client: cl, cache: c, store: store, recorder: recorder, opts: opts, log: log,
 		jobs:       map[types.UID]*entry{},
-		pending:    map[string]*btree.BTreeG[*entry]{},
-		usage:      map[string]queues.Usage{},
 		namespaces: map[string]*nsInfo{},
 		preempt:    preemptions{waitingOn: map[types.UID]*entry{}, reserved: map[*entry]bool{}, yielding: map[*entry]*entry{}},
 		late:       map[types.UID]*entry{},
-		holding:    map[string]map[*entry]struct{}{},
 		pods:       newPodBook[*entry](),
 		inputs:     newPodInputs(),
 		passCache:  newPassCache(),
@@ -72,11 +69,12 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 			namespaces: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 				workqueue.TypedRateLimitingQueueConfig[string]{Name: "tally_namespace_labels"}),
 		},
-		metrics: newMetrics(opts.Registry),
+		metrics: metrics.New(opts.Registry),
 	}
 	if opts.Held != nil {
 		l.client = fenced{Client: cl, held: opts.Held, log: log}
 	}
+	l.books = newBooks(&l.passCache, l.metrics)
 	l.writer = newWriter(opts.Workers, opts.Budget, opts.Clock, l.write)
 	l.watches.list = func(ctx context.Context) ([]*kinds.Object, error) {
 		return l.listWatched(ctx, client.UnsafeDisableDeepCopy)
@@ -96,7 +94,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	l.mu.Lock()
 	l.cfg, l.started = l.store.Load(), true
 	if l.cfg != nil {
-		l.metrics.observeConfig(l.cfg, l.usage)
+		l.metrics.ObserveConfig(l.cfg, l.books.usage)
 	}
 	l.mu.Unlock()
 	// The work started outside the passes ends with ctx.
@@ -259,7 +257,7 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	l.cfg = cfg
 	// The pod defaults carry the config (what the queues cover).
 	l.inputs.allChanged()
-	l.metrics.observeConfig(cfg, l.usage)
+	l.metrics.ObserveConfig(cfg, l.books.usage)
 	l.rebuildPendingLocked()
 	l.relabelLocked()
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))

@@ -25,7 +25,7 @@ func (l *Ledger) drainLocked() []write {
 		return nil
 	}
 	var admitted []*queues.Workload
-	for _, set := range l.holding {
+	for _, set := range l.books.holding {
 		for e := range set {
 			if e.W != nil && e.Phase() == machine.Admitted {
 				admitted = append(admitted, e.W)

@@ -194,7 +194,27 @@ type (
 	// TryFirst puts a preemptor whose victims are gone first in the next
 	// pass.
 	TryFirst struct{}
+	// Requeued says the workload is back in its queue after it ran
+	// (admitted, evicting, running unrecorded or being captured): Kueue's
+	// requeue, from which its next admission's wait counts.
+	Requeued struct{}
 )
+
+func (Requeued) effect()        {}
+func (Requeued) String() string { return "requeued" }
+
+// requeued appends Requeued to effects when e, which was in phase was,
+// is pending now after it ran.
+func requeued(was Phase, e *Entry, effects []Effect) []Effect {
+	if e.phase != Pending {
+		return effects
+	}
+	switch was {
+	case Admitted, Evicting, Unrecorded, Capturing:
+		return append(effects, Requeued{})
+	}
+	return effects
+}
 
 func (Reserve) effect()   {}
 func (Unreserve) effect() {}
@@ -260,6 +280,12 @@ func (r RecheckLater) String() string { return "recheck after " + r.After.String
 // returns the new entry and what the ledger is to do about the change,
 // appended to effects. now is the time of the view. It changes nothing else.
 func React(e Entry, o Observed, now time.Time, effects []Effect) (Entry, []Effect) {
+	was := e.phase
+	e, effects = react(e, o, now, effects)
+	return e, requeued(was, &e, effects)
+}
+
+func react(e Entry, o Observed, now time.Time, effects []Effect) (Entry, []Effect) {
 	if !o.AdmittedAt.IsZero() {
 		e.AdmittedAt = o.AdmittedAt
 	}
@@ -384,7 +410,7 @@ func Recheck(last Observed) Step {
 		effects = e.free(effects)
 		effects = e.leave(effects)
 		e.phase = Pending
-		return e, e.join(effects)
+		return e, append(e.join(effects), Requeued{})
 	}
 }
 

@@ -73,7 +73,7 @@ func TestReact(t *testing.T) {
 	doneHolding := Entry{phase: Finished, W: w2, LabelState: "finished", Charged: u2, ChargedQueue: "q"}
 
 	const (
-		freeAndQueue = "release q cpu=2 in flavor default; pass; relabel; freed; join-tree; arrive"
+		freeAndQueue = "release q cpu=2 in flavor default; pass; relabel; freed; join-tree; arrive; requeued"
 	)
 	for _, tc := range []struct {
 		name    string
@@ -111,7 +111,7 @@ func TestReact(t *testing.T) {
 		{"preempted: no pods, stop unseen", preempted, waits, Evicting, false, "-", "recheck after 2s"},
 		{"preempted: stopped before the eviction", preempted, stoppedBefore, Evicting, false, "-", "recheck after 2s"},
 		{"preempted: stopped since", preempted, stopped, Pending, true, "nil",
-			"release q nothing; pass; relabel; freed; join-tree; arrive"},
+			"release q nothing; pass; relabel; freed; join-tree; arrive; requeued"},
 		{"preempted: finished", preempted, fin, Finished, false, "nil", "release q nothing finished; pass; freed; relabel"},
 		{"suspended by its owner: stopped", suspendedByOwner, waits, Pending, true, "nil", freeAndQueue},
 		{"suspended by its owner: un-suspended again", suspendedByOwner, runs, Evicting, false, "cpu=2 in flavor default", ""},
@@ -182,7 +182,7 @@ func TestRecheckFold(t *testing.T) {
 		fx   string
 	}{
 		{"evicting", Entry{phase: Evicting, W: w, Charged: cpuIn("default", 2), ChargedQueue: "q", EvictedAt: time.Now()}, Observed{},
-			Pending, "release q cpu=2 in flavor default; pass; relabel; freed; join-tree"},
+			Pending, "release q cpu=2 in flavor default; pass; relabel; freed; join-tree; requeued"},
 		{"admitted since", Entry{phase: Admitted, W: w, Charged: cpuIn("default", 2), ChargedQueue: "q"}, Observed{}, Admitted, ""},
 		{"freed since", Entry{phase: Pending, W: w, InTree: true}, Observed{}, Pending, ""},
 		{"evicting, counted pods run", Entry{phase: Evicting, W: w, Charged: cpuIn("default", 2), ChargedQueue: "q",

@@ -130,6 +130,20 @@ func Shrink(queue string, delta queues.Usage) Step {
 	}
 }
 
+// Adopt charges a deleted workload's ghost (Ghost) u more in queue, for
+// one more of its pods found running: it is charged in queue what it was
+// charged and u.
+func Adopt(queue string, u queues.Usage) Step {
+	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		sum := u.Clone()
+		if e.Charged != nil {
+			sum.Add(e.Charged)
+			effects = e.release(effects, false)
+		}
+		return e, e.charge(effects, queue, sum)
+	}
+}
+
 // Forget is the step of a deleted workload. If it holds quota and podsLive
 // says its pods still run, it becomes a ghost: finished, holding its quota
 // until they are gone. Else its quota is returned and its preemptor, if
@@ -168,6 +182,7 @@ func Capture(queue string, u queues.Usage) Step {
 // view has come.
 func Captured(ok, fits, rejoin bool) Step {
 	return func(e Entry, effects []Effect) (Entry, []Effect) {
+		was := e.phase
 		if e.phase == Capturing {
 			e.phase = Unrecorded
 		}
@@ -178,7 +193,7 @@ func Captured(ok, fits, rejoin bool) Step {
 		if !fits && rejoin && !e.InTree && e.Charged == nil {
 			e.phase = Pending
 			effects = e.join(effects)
-			effects = append(effects, Pass{})
+			effects = requeued(was, &e, append(effects, Pass{}))
 		}
 		return e, effects
 	}

@@ -1,4 +1,4 @@
-package ledger
+package metrics
 
 import (
 	"errors"
@@ -15,13 +15,6 @@ import (
 	"tally.dev/tally/queues"
 )
 
-// The ledger's metrics. Those named after one of Kueue's (tally_X for
-// kueue_X) have its labels and meaning, as far as tally's model allows
-// (docs/operations.md, "Metrics", says where they differ); the others are tally's own.
-// All are kept from the ledger's own events, under its lock, at the cost
-// of the change: no metric walks the workloads. Only the replica that
-// leads runs the ledger, so only its series move.
-
 // Label values, as Kueue's.
 const (
 	pendingActive       = "active"
@@ -31,18 +24,18 @@ const (
 	cqStatusActive      = "active"
 	cqStatusTerminating = "terminating"
 
-	// evictedPreempted: suspended by tally to make room for another
+	// EvictedPreempted: suspended by tally to make room for another
 	// workload (Kueue's reason of the same name).
-	evictedPreempted = "Preempted"
-	// evictedSuspendedLate: found running without tally's admission and
+	EvictedPreempted = "Preempted"
+	// EvictedSuspendedLate: found running without tally's admission and
 	// suspended, as it does not fit (late.go; Kueue has no such reason).
-	evictedSuspendedLate = "SuspendedLate"
-	// evictedResized: suspended to be admitted again at the size its pods
+	EvictedSuspendedLate = "SuspendedLate"
+	// EvictedResized: suspended to be admitted again at the size its pods
 	// turned out to have (gated.go; Kueue has no such reason).
-	evictedResized = "PodsLarger"
-	// evictedPodsReady: its pods were not ready in time (podsready.go;
+	EvictedResized = "PodsLarger"
+	// EvictedPodsReady: its pods were not ready in time (podsready.go;
 	// Kueue's reason of the same name).
-	evictedPodsReady = "PodsReadyTimeout"
+	EvictedPodsReady = "PodsReadyTimeout"
 
 	attemptSuccess      = "success"
 	attemptInadmissible = "inadmissible"
@@ -62,7 +55,9 @@ var (
 // doubling up to 10240s (about 2h50m).
 var waitBuckets = append([]float64{1}, prometheus.ExponentialBuckets(2.5, 2, 13)...)
 
-type metrics struct {
+// Metrics are the ledger's metrics and what they keep to move at the cost
+// of a change. Its methods are called under the ledger's lock.
+type Metrics struct {
 	// names are the metric names, in registration order.
 	names []string
 
@@ -117,12 +112,12 @@ func (s admissionSeries) observe(wait time.Duration) {
 }
 
 // queueMetrics is what the metrics keep of one ClusterQueue.
-// workloadMetrics is what the metrics keep of one workload (the ledger's
+// Workload is what the metrics keep of one workload (the ledger's
 // entry embeds it): how tally_pending_workloads counts it (0: not at
 // all, 1: active, 2: inadmissible), in pendingIn's ClusterQueue
-// (metrics.notePending); its LocalQueue (localQueueOf), and how the
-// LocalQueue metrics count it (metrics.noteLocal).
-type workloadMetrics struct {
+// (notePending); its LocalQueue (localQueueOf), and how the
+// LocalQueue metrics count it (noteLocal).
+type Workload struct {
 	pendingAs  uint8
 	pendingIn  *queueMetrics
 	localQueue string
@@ -147,25 +142,25 @@ type queueMetrics struct {
 	pendingGauge [2]prometheus.Gauge
 }
 
-// newMetrics makes the ledger's metrics and registers them with reg
+// New makes the ledger's metrics and registers them with reg
 // (controller-runtime's registry when nil).
-func newMetrics(reg prometheus.Registerer) *metrics {
+func New(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	m := &metrics{queues: map[string]*queueMetrics{}, locals: map[localKey]*localMetrics{}, admissions: map[[2]string]admissionSeries{}}
+	m := &Metrics{queues: map[string]*queueMetrics{}, locals: map[localKey]*localMetrics{}, admissions: map[[2]string]admissionSeries{}}
 	resourceLabels := []string{"cluster_queue", "cohort", "flavor", "resource"}
 	gauges := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		m.names = append(m.names, name)
-		return register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+		return Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
 	}
 	counters := func(name, help string, labels ...string) *prometheus.CounterVec {
 		m.names = append(m.names, name)
-		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+		return Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 	}
 	histograms := func(name, help string, labels ...string) *prometheus.HistogramVec {
 		m.names = append(m.names, name)
-		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: waitBuckets}, labels))
+		return Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: waitBuckets}, labels))
 	}
 
 	m.pending = gauges("tally_pending_workloads",
@@ -208,22 +203,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		"Weighted dominant-resource share of each ClusterQueue in a cohort with fair sharing (0 within nominal quota; 1000 = borrowing all the cohort lends).",
 		"cluster_queue", "cohort")
 	m.names = append(m.names, "tally_preemptions_total")
-	m.preempted = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	m.preempted = Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tally_preemptions_total", Help: "Workloads a pass decided to preempt, whether or not the preemption write then landed (tally_preempted_workloads_total counts those that landed).",
 	}))
 	m.names = append(m.names, "tally_usage_drift_repairs_total")
-	m.drift = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+	m.drift = Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tally_usage_drift_repairs_total", Help: "ClusterQueues whose usage a recount had to repair.",
 	}))
 	m.repairs = counters("tally_recount_repairs_total",
 		"Job events the ledger missed and a recount replayed, by kind: missed-admission, missed-finish, missed-delete, missed-update.", "kind")
 	m.names = append(m.names, "tally_admission_pass_seconds")
-	m.passSeconds = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+	m.passSeconds = Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "tally_admission_pass_seconds", Help: "Time one admission pass holds the ledger.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 	}))
 	m.names = append(m.names, "tally_watch_delay_seconds")
-	m.watchDelay = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+	m.watchDelay = Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "tally_watch_delay_seconds",
 		Help:    "Time from the answer to an admission write until the ledger's watch brings that version of the workload: how far its view, and so the quota it sees freed, lags behind the API server.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
@@ -231,17 +226,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// MetricNames lists the names of the ledger's metrics, sorted (a
-// histogram's series add _bucket, _sum and _count to its name).
-func MetricNames() []string {
-	names := append([]string(nil), newMetrics(prometheus.NewRegistry()).names...)
+// Names lists the names of the ledger's metrics, sorted (a histogram's
+// series add _bucket, _sum and _count to its name).
+func Names() []string {
+	names := append([]string(nil), New(prometheus.NewRegistry()).names...)
 	sort.Strings(names)
 	return names
 }
 
-// register registers c with reg, reusing an already registered collector
+// Register registers c with reg, reusing an already registered collector
 // of the same name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
@@ -253,9 +248,32 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-// amountValue is a in the resource's standard unit, as Kueue reports it:
+// ObservePass records how long one admission pass held the ledger.
+func (m *Metrics) ObservePass(took time.Duration) { m.passSeconds.Observe(took.Seconds()) }
+
+// ObserveWatchDelay records how long after an admission write's answer
+// the watch brought that version of the workload.
+func (m *Metrics) ObserveWatchDelay(d time.Duration) { m.watchDelay.Observe(d.Seconds()) }
+
+// Preempting counts victims a pass decided to preempt.
+func (m *Metrics) Preempting(victims int) { m.preempted.Add(float64(victims)) }
+
+// Repaired counts a missed Job event a recount replayed, by kind.
+func (m *Metrics) Repaired(kind string) { m.repairs.WithLabelValues(kind).Inc() }
+
+// Drifted counts ClusterQueues whose usage a recount had to repair.
+func (m *Metrics) Drifted(queues int) { m.drift.Add(float64(queues)) }
+
+// SetLocalQueue records the LocalQueue of a workload whose labels are
+// labels (localQueueOf).
+func (wm *Workload) SetLocalQueue(labels map[string]string) { wm.localQueue = localQueueOf(labels) }
+
+// LocalQueue is the LocalQueue the workload counts in.
+func (wm *Workload) LocalQueue() string { return wm.localQueue }
+
+// AmountValue is a in the resource's standard unit, as Kueue reports it:
 // cpu in cores (tally counts millicores), +Inf for Unlimited.
-func amountValue(r corev1.ResourceName, a flavors.Amount) float64 {
+func AmountValue(r corev1.ResourceName, a flavors.Amount) float64 {
 	if a.IsUnlimited() {
 		return math.Inf(1)
 	}
@@ -267,7 +285,7 @@ func amountValue(r corev1.ResourceName, a flavors.Amount) float64 {
 
 // queue returns the metrics of the ClusterQueue named name, made (with
 // its pending gauges at 0) if it has none yet; cfg is the config in force.
-func (m *metrics) queue(cfg *queues.Config, name string) *queueMetrics {
+func (m *Metrics) queue(cfg *queues.Config, name string) *queueMetrics {
 	if q := m.queues[name]; q != nil {
 		return q
 	}
@@ -287,10 +305,10 @@ func (m *metrics) queue(cfg *queues.Config, name string) *queueMetrics {
 
 // setUsage sets the usage gauge of the cells of queue named in changed to
 // their value in cur: 0 for a cell cur no longer holds.
-func (m *metrics) setUsage(cfg *queues.Config, queue string, cur, changed queues.Usage) {
+func (m *Metrics) SetUsage(cfg *queues.Config, queue string, cur, changed queues.Usage) {
 	q := m.queue(cfg, queue)
 	for fr := range changed {
-		m.usage.WithLabelValues(queue, q.cohort, fr.Flavor, string(fr.Resource)).Set(amountValue(fr.Resource, cur[fr]))
+		m.usage.WithLabelValues(queue, q.cohort, fr.Flavor, string(fr.Resource)).Set(AmountValue(fr.Resource, cur[fr]))
 	}
 	q.used = len(cur) > 0
 	m.forgetIfDone(q)
@@ -298,15 +316,15 @@ func (m *metrics) setUsage(cfg *queues.Config, queue string, cur, changed queues
 
 // observeUsage sets the usage gauge to a recount's totals, fresh, where
 // the gauge showed old: a cell in old only reads 0.
-func (m *metrics) observeUsage(cfg *queues.Config, old, fresh map[string]queues.Usage) {
-	for q := range unionKeys(old, fresh) {
-		m.setUsage(cfg, q, fresh[q], old[q])
-		m.setUsage(cfg, q, fresh[q], fresh[q])
+func (m *Metrics) ObserveUsage(cfg *queues.Config, old, fresh map[string]queues.Usage) {
+	for q := range queues.UnionKeys(old, fresh) {
+		m.SetUsage(cfg, q, fresh[q], old[q])
+		m.SetUsage(cfg, q, fresh[q], fresh[q])
 	}
 }
 
 // pendingStatus is how tally_pending_workloads counts e (see
-// workloadMetrics.pendingAs); gone says it has left the ledger.
+// Workload.pendingAs); gone says it has left the ledger.
 func pendingStatus(e *machine.Entry, gone bool) uint8 {
 	if gone || e.W == nil {
 		return 0
@@ -320,10 +338,19 @@ func pendingStatus(e *machine.Entry, gone bool) uint8 {
 	return 0
 }
 
+// Note keeps the metrics in step with workload e (wm what they keep of
+// it), which may have changed; gone says it has left the ledger (a
+// deleted workload whose pods still run keeps its quota, and counts in the
+// resource series only); class is its priority class.
+func (m *Metrics) Note(cfg *queues.Config, wm *Workload, e *machine.Entry, gone bool, class string) {
+	m.notePending(cfg, wm, e, gone)
+	m.noteLocal(cfg, wm, e, gone, class)
+}
+
 // notePending keeps tally_pending_workloads in step with e, whose phase or
 // queue may have changed; gone says it has left the ledger. A workload
 // counts as active while pending, as inadmissible while inadmissible.
-func (m *metrics) notePending(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry, gone bool) {
+func (m *Metrics) notePending(cfg *queues.Config, wm *Workload, e *machine.Entry, gone bool) {
 	as := pendingStatus(e, gone)
 	if as == wm.pendingAs && (as == 0 || wm.pendingIn.name == e.W.Queue) {
 		return
@@ -344,7 +371,7 @@ func (m *metrics) notePending(cfg *queues.Config, wm *workloadMetrics, e *machin
 }
 
 // setStatus reports status as the ClusterQueue's.
-func (m *metrics) setStatus(queue, status string) {
+func (m *Metrics) setStatus(queue, status string) {
 	for _, s := range cqStatuses {
 		v := 0.0
 		if s == status {
@@ -358,7 +385,7 @@ func (m *metrics) setStatus(queue, status string) {
 // and a usage series for each of its quota cells, its status, and the
 // series of ClusterQueues and cells that went away removed. usage is the
 // ledger's.
-func (m *metrics) observeConfig(cfg *queues.Config, usage map[string]queues.Usage) {
+func (m *Metrics) ObserveConfig(cfg *queues.Config, usage map[string]queues.Usage) {
 	for _, name := range cfg.QueueNames {
 		cq := cfg.ClusterQueues[name]
 		q := m.queue(cfg, name)
@@ -368,7 +395,7 @@ func (m *metrics) observeConfig(cfg *queues.Config, usage map[string]queues.Usag
 			m.deleteResourceSeries(q)
 			q.cohort = cq.Cohort
 			for fr, a := range usage[name] {
-				m.usage.WithLabelValues(name, q.cohort, fr.Flavor, string(fr.Resource)).Set(amountValue(fr.Resource, a))
+				m.usage.WithLabelValues(name, q.cohort, fr.Flavor, string(fr.Resource)).Set(AmountValue(fr.Resource, a))
 			}
 		}
 		q.inConfig, q.removed = true, false
@@ -391,10 +418,10 @@ func (m *metrics) observeConfig(cfg *queues.Config, usage map[string]queues.Usag
 		q.quota = make(map[queues.FlavorResource]bool, len(cells))
 		for fr, quota := range cells {
 			labels := []string{name, q.cohort, fr.Flavor, string(fr.Resource)}
-			m.nominal.WithLabelValues(labels...).Set(amountValue(fr.Resource, quota.Nominal))
-			m.borrowing.WithLabelValues(labels...).Set(amountValue(fr.Resource, quota.BorrowingLimit))
-			m.lending.WithLabelValues(labels...).Set(amountValue(fr.Resource, quota.LendingLimit))
-			m.usage.WithLabelValues(labels...).Set(amountValue(fr.Resource, usage[name][fr]))
+			m.nominal.WithLabelValues(labels...).Set(AmountValue(fr.Resource, quota.Nominal))
+			m.borrowing.WithLabelValues(labels...).Set(AmountValue(fr.Resource, quota.BorrowingLimit))
+			m.lending.WithLabelValues(labels...).Set(AmountValue(fr.Resource, quota.LendingLimit))
+			m.usage.WithLabelValues(labels...).Set(AmountValue(fr.Resource, usage[name][fr]))
 			q.quota[fr] = true
 		}
 		if cq.StopPolicy == "Hold" || cq.StopPolicy == "HoldAndDrain" {
@@ -422,7 +449,7 @@ func (m *metrics) observeConfig(cfg *queues.Config, usage map[string]queues.Usag
 
 // deleteQuotaSeries removes the quota series of a cell, and its usage
 // series unless the queue uses it.
-func (m *metrics) deleteQuotaSeries(q *queueMetrics, fr queues.FlavorResource, used queues.Usage) {
+func (m *Metrics) deleteQuotaSeries(q *queueMetrics, fr queues.FlavorResource, used queues.Usage) {
 	labels := []string{q.name, q.cohort, fr.Flavor, string(fr.Resource)}
 	m.nominal.DeleteLabelValues(labels...)
 	m.borrowing.DeleteLabelValues(labels...)
@@ -433,7 +460,7 @@ func (m *metrics) deleteQuotaSeries(q *queueMetrics, fr queues.FlavorResource, u
 }
 
 // deleteResourceSeries removes every resource series of a ClusterQueue.
-func (m *metrics) deleteResourceSeries(q *queueMetrics) {
+func (m *Metrics) deleteResourceSeries(q *queueMetrics) {
 	match := prometheus.Labels{"cluster_queue": q.name}
 	for _, v := range []*prometheus.GaugeVec{m.usage, m.nominal, m.borrowing, m.lending} {
 		v.DeletePartialMatch(match)
@@ -443,7 +470,7 @@ func (m *metrics) deleteResourceSeries(q *queueMetrics) {
 
 // forgetIfDone removes every series of a ClusterQueue that the config in
 // force does not have once the ledger counts nothing in it.
-func (m *metrics) forgetIfDone(q *queueMetrics) {
+func (m *Metrics) forgetIfDone(q *queueMetrics) {
 	if q.inConfig || q.used || q.pending != [2]int{} || m.queues[q.name] != q {
 		return
 	}
@@ -462,7 +489,7 @@ func (m *metrics) forgetIfDone(q *queueMetrics) {
 // observeAdmission counts the admission of e that landed, in queue, wait
 // after it started waiting: in tally, quota is reserved and the workload
 // admitted at once. class is its priority class.
-func (m *metrics) observeAdmission(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry, queue, class string, wait time.Duration) {
+func (m *Metrics) ObserveAdmission(cfg *queues.Config, wm *Workload, e *machine.Entry, queue, class string, wait time.Duration) {
 	s, ok := m.admissions[[2]string{queue, class}]
 	if !ok {
 		s = admissionSeries{admitted: m.admitted.WithLabelValues(queue, class), reserved: m.reserved.WithLabelValues(queue, class),
@@ -488,7 +515,7 @@ func (m *metrics) observeAdmission(cfg *queues.Config, wm *workloadMetrics, e *m
 // observeEviction counts the eviction of e, from queue, for reason, that
 // landed; class is its priority class. Every eviction reason is counted
 // here: a new one is a new evicted* constant.
-func (m *metrics) observeEviction(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry, queue, reason, class string) {
+func (m *Metrics) ObserveEviction(cfg *queues.Config, wm *Workload, e *machine.Entry, queue, reason, class string) {
 	m.evicted.WithLabelValues(queue, reason, "", class).Inc()
 	if lm := m.localOf(cfg, wm, e); lm != nil {
 		lm.evictions[[2]string{reason, class}] = true
@@ -499,12 +526,12 @@ func (m *metrics) observeEviction(cfg *queues.Config, wm *workloadMetrics, e *ma
 
 // observePreemption counts a preemption that landed, decided for a
 // workload of queue, for reason (a queues.Preempt* value).
-func (m *metrics) observePreemption(queue, reason string) {
+func (m *Metrics) ObservePreemption(queue, reason string) {
 	m.preemptedWith.WithLabelValues(queue, reason).Inc()
 }
 
 // observeAttempt counts an admission pass over waiting workloads.
-func (m *metrics) observeAttempt(admitted bool) {
+func (m *Metrics) ObserveAttempt(admitted bool) {
 	if admitted {
 		m.attempts.WithLabelValues(attemptSuccess).Inc()
 	} else {
@@ -514,7 +541,7 @@ func (m *metrics) observeAttempt(admitted bool) {
 
 // observeShares sets the share gauge of every ClusterQueue in a cohort with
 // fair sharing and returns the shares.
-func (m *metrics) observeShares(s *queues.Snapshot) map[string]int64 {
+func (m *Metrics) ObserveShares(s *queues.Snapshot) map[string]int64 {
 	shares := map[string]int64{}
 	for _, name := range s.Config.QueueNames {
 		cq := s.Config.ClusterQueues[name]
@@ -525,16 +552,4 @@ func (m *metrics) observeShares(s *queues.Snapshot) map[string]int64 {
 		m.share.WithLabelValues(name, cq.Cohort).Set(float64(shares[name]))
 	}
 	return shares
-}
-
-// unionKeys is the set of the keys of a and b.
-func unionKeys(a, b map[string]queues.Usage) map[string]bool {
-	out := map[string]bool{}
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package ledger
+package metrics
 
 import (
 	"cmp"
@@ -128,7 +128,7 @@ func localQueueOf(labels map[string]string) string {
 
 // local returns the metrics of LocalQueue k, made (its gauges at 0) if it
 // has none yet.
-func (m *metrics) local(cfg *queues.Config, k localKey) *localMetrics {
+func (m *Metrics) local(cfg *queues.Config, k localKey) *localMetrics {
 	if lm := m.locals[k]; lm != nil {
 		return lm
 	}
@@ -155,7 +155,7 @@ func (m *metrics) local(cfg *queues.Config, k localKey) *localMetrics {
 // localOf returns the metrics of e's LocalQueue, made if need be (the
 // caller calls forgetLocalIfDone after counting in it); nil when e has
 // none.
-func (m *metrics) localOf(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry) *localMetrics {
+func (m *Metrics) localOf(cfg *queues.Config, wm *Workload, e *machine.Entry) *localMetrics {
 	if e == nil || e.W == nil || wm.localQueue == "" {
 		return nil
 	}
@@ -164,7 +164,7 @@ func (m *metrics) localOf(cfg *queues.Config, wm *workloadMetrics, e *machine.En
 
 // setLocalStatus sets the status series of a LocalQueue that the config
 // or its namespace has, and removes them from one that neither has.
-func (m *metrics) setLocalStatus(cfg *queues.Config, lm *localMetrics) {
+func (m *Metrics) setLocalStatus(cfg *queues.Config, lm *localMetrics) {
 	cq := cmp.Or(lm.config, lm.annotation)
 	if cq == "" {
 		for _, s := range lqStatuses {
@@ -191,7 +191,7 @@ func (m *metrics) setLocalStatus(cfg *queues.Config, lm *localMetrics) {
 // a status, and those that left it lose their status, and their series
 // once nothing counts in them. Every status is set again, as a
 // ClusterQueue may have changed.
-func (m *metrics) observeLocalConfig(cfg *queues.Config) {
+func (m *Metrics) observeLocalConfig(cfg *queues.Config) {
 	for key, cq := range cfg.LocalQueues {
 		ns, name, _ := strings.Cut(key, "/")
 		m.local(cfg, localKey{ns, name}).config = cq
@@ -206,7 +206,7 @@ func (m *metrics) observeLocalConfig(cfg *queues.Config) {
 // bindNamespace records that namespace ns is bound by its annotation to
 // ClusterQueue queue ("" for none, or once it is gone): its LocalQueue
 // "default" has series while it is.
-func (m *metrics) bindNamespace(cfg *queues.Config, ns, queue string) {
+func (m *Metrics) BindNamespace(cfg *queues.Config, ns, queue string) {
 	k := localKey{ns, queues.DefaultLocalQueue}
 	lm := m.locals[k]
 	if lm == nil && queue == "" {
@@ -224,7 +224,7 @@ func (m *metrics) bindNamespace(cfg *queues.Config, ns, queue string) {
 // changed; gone says it has left the ledger (a deleted workload whose
 // pods still run keeps its quota, and counts in the resource series
 // only); class is its priority class.
-func (m *metrics) noteLocal(cfg *queues.Config, wm *workloadMetrics, e *machine.Entry, gone bool, class string) {
+func (m *Metrics) noteLocal(cfg *queues.Config, wm *Workload, e *machine.Entry, gone bool, class string) {
 	var next localCount
 	if e.W != nil && wm.localQueue != "" {
 		if !gone {
@@ -266,7 +266,7 @@ func (m *metrics) noteLocal(cfg *queues.Config, wm *workloadMetrics, e *machine.
 }
 
 // countLocal adds (sign +1) or takes away (-1) what c counts in lm.
-func (m *metrics) countLocal(lm *localMetrics, c localCount, sign int) {
+func (m *Metrics) countLocal(lm *localMetrics, c localCount, sign int) {
 	if c.pending != 0 {
 		i := c.pending - 1
 		lm.pending[i] += sign
@@ -291,7 +291,7 @@ func (m *metrics) countLocal(lm *localMetrics, c localCount, sign int) {
 		lm.usage.Sub(c.usage)
 	}
 	for fr := range c.usage {
-		v := amountValue(fr.Resource, lm.usage[fr])
+		v := AmountValue(fr.Resource, lm.usage[fr])
 		g, ok := lm.cells[fr]
 		if !ok {
 			g = [2]prometheus.Gauge{m.lq.reservation.WithLabelValues(lm.name, lm.namespace, fr.Flavor, string(fr.Resource)),
@@ -305,7 +305,7 @@ func (m *metrics) countLocal(lm *localMetrics, c localCount, sign int) {
 
 // forgetLocalIfDone removes every series of a LocalQueue that neither the
 // config nor its namespace has once the ledger counts nothing in it.
-func (m *metrics) forgetLocalIfDone(lm *localMetrics) {
+func (m *Metrics) forgetLocalIfDone(lm *localMetrics) {
 	if lm.config != "" || lm.annotation != "" || lm.pending != [2]int{} || lm.reserving != 0 || lm.finished != 0 ||
 		len(lm.usage) > 0 || m.locals[lm.localKey] != lm {
 		return
