@@ -18,8 +18,11 @@
 //     outer call before the calls in its arguments), including calls inside
 //     function literals of a body. Only calls that go/types resolves to a
 //     function or method declared with a body in the package are followed;
-//     calls through function values, interface methods and calls into
-//     other packages are neither followed nor counted. A function's body is
+//     a call of a function or method of a package below the package's
+//     directory (ledger/machine for the ledger) counts as a stop into the
+//     file that declares it (machine/steps.go) but is not followed; calls
+//     through function values, interface methods and calls into other
+//     packages are neither followed nor counted. A function's body is
 //     expanded the first time it is reached, and every call reached counts
 //     as one stop. files is the number of distinct files reached (the
 //     start's included); returns counts the stops whose callee is declared

@@ -86,6 +86,7 @@ type pkgInfo struct {
 	fset       *token.FileSet
 	files      []*ast.File
 	names      []string // base file names, parallel to files
+	dir        string   // the package's directory, absolute
 	pkg        *types.Package
 	info       *types.Info
 	typeErrors []error
@@ -99,7 +100,11 @@ func load(dir string) (*pkgInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pkgInfo{fset: token.NewFileSet()}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	p := &pkgInfo{fset: token.NewFileSet(), dir: abs}
 	imports := map[string]bool{}
 	for _, name := range bp.GoFiles {
 		f, err := parser.ParseFile(p.fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
@@ -437,6 +442,45 @@ func (p *pkgInfo) callee(call *ast.CallExpr, decls map[*types.Func]funcDecl) *ty
 	return fn
 }
 
+// subpackageCallee returns, for a call of a function or method declared
+// in a package below the measured one's directory (ledger/machine for
+// the ledger), the file that declares it, relative to the directory
+// (machine/steps.go), and the function; "" for any other call. Such a
+// call counts as a stop but is not followed: the subpackage's own calls
+// are its own.
+func (p *pkgInfo) subpackageCallee(call *ast.CallExpr) (string, *types.Func) {
+	fun := ast.Unparen(call.Fun)
+	switch f := fun.(type) {
+	case *ast.IndexExpr:
+		fun = ast.Unparen(f.X)
+	case *ast.IndexListExpr:
+		fun = ast.Unparen(f.X)
+	}
+	var obj types.Object
+	switch f := fun.(type) {
+	case *ast.Ident:
+		obj = p.info.Uses[f]
+	case *ast.SelectorExpr:
+		if sel, ok := p.info.Selections[f]; ok {
+			if sel.Kind() == types.FieldVal {
+				return "", nil
+			}
+			obj = sel.Obj()
+		} else {
+			obj = p.info.Uses[f.Sel]
+		}
+	}
+	fn, ok := obj.(*types.Func)
+	if !ok || fn.Pkg() == nil || fn.Pkg() == p.pkg {
+		return "", nil
+	}
+	rel, err := filepath.Rel(p.dir, p.fset.Position(fn.Pos()).Filename)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") || filepath.IsAbs(rel) {
+		return "", nil
+	}
+	return filepath.ToSlash(rel), fn
+}
+
 // walk walks the call graph depth-first from the start function called
 // from, taking the calls of each body in the order their text starts.
 func (p *pkgInfo) walk(named *types.Named, from string) (walk, error) {
@@ -450,13 +494,13 @@ func (p *pkgInfo) walk(named *types.Named, from string) (walk, error) {
 	}
 	w := walk{from: from}
 	expanded := map[*types.Func]bool{}
-	visited := map[int]bool{}
+	visited := map[string]bool{}
 	depth := 0
 	var expand func(fn *types.Func)
 	expand = func(fn *types.Func) {
 		d := decls[fn]
 		expanded[fn] = true
-		visited[d.file] = true
+		visited[p.names[d.file]] = true
 		ast.Inspect(d.decl.Body, func(n ast.Node) bool {
 			if _, lit := n.(*ast.FuncLit); lit && syncOnly {
 				return false
@@ -466,23 +510,31 @@ func (p *pkgInfo) walk(named *types.Named, from string) (walk, error) {
 				return true
 			}
 			callee := p.callee(call, decls)
-			if callee == nil {
-				return true
+			var to string
+			switch {
+			case callee != nil:
+				to = p.names[decls[callee].file]
+			default:
+				sub, name := p.subpackageCallee(call)
+				if sub == "" {
+					return true
+				}
+				to, callee = sub, name
 			}
 			w.stops++
-			to := decls[callee].file
-			back := to != d.file && visited[to]
+			back := to != p.names[d.file] && visited[to]
 			if back {
 				w.returns++
 			}
+			visited[to] = true
 			if trace != nil {
 				mark := ""
 				if back {
 					mark = " (back)"
 				}
-				fmt.Fprintf(trace, "%s%s -> %s %s%s\n", strings.Repeat("  ", depth), fn.Name(), callee.Name(), p.names[to], mark)
+				fmt.Fprintf(trace, "%s%s -> %s %s%s\n", strings.Repeat("  ", depth), fn.Name(), callee.Name(), to, mark)
 			}
-			if !expanded[callee] {
+			if _, ok := decls[callee]; ok && !expanded[callee] {
 				depth++
 				expand(callee)
 				depth--

@@ -25,7 +25,7 @@ func loadFixture(t *testing.T) *pkgInfo {
 
 func TestFixtureReport(t *testing.T) {
 	p := loadFixture(t)
-	r, err := measure(p, "Box", []string{"Start", "helperC", "finish"})
+	r, err := measure(p, "Box", []string{"Start", "helperC", "finish", "pull"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +48,7 @@ func TestFixtureReport(t *testing.T) {
 		{from: "Start", stops: 9, files: 4, returns: 3},
 		{from: "helperC", stops: 1, files: 2, returns: 0},
 		{from: "finish", stops: 4, files: 4, returns: 1},
+		{from: "pull", stops: 2, files: 2, returns: 1},
 	}
 	if !reflect.DeepEqual(r.walks, want) {
 		t.Errorf("walks = %+v, want %+v", r.walks, want)
@@ -62,6 +63,7 @@ scc 3: a.go b.go c.go
 walk from Start: 9 stops, 4 files, 3 returns to a file already left
 walk from helperC: 1 stops, 2 files, 0 returns to a file already left
 walk from finish: 4 stops, 4 files, 1 returns to a file already left
+walk from pull: 2 stops, 2 files, 1 returns to a file already left
 `
 	if out.String() != wantOut {
 		t.Errorf("report:\n%s\nwant:\n%s", out.String(), wantOut)
