@@ -31,6 +31,9 @@
 // what it bubbled up between passes as usage changes, and reclaim walks
 // it (see ancestryOf). fair.go computes fair-sharing shares, of
 // ClusterQueues and of cohorts in a tree, and walks the tree by them.
+// topology.go places a pod set in a flavor's topology as Kueue's
+// topology-aware scheduling does (Domains.Place): the domains and pod
+// counts, or which level does not hold it and its largest domain.
 //
 // It may import tally's flavors package, the standard library, the
 // Kubernetes API types and machinery, k8s.io/component-helpers and the

@@ -1,0 +1,250 @@
+package queues
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"tally.dev/tally/flavors"
+)
+
+const nvgpu corev1.ResourceName = "nvidia.com/gpu"
+
+var rackTopology = &Topology{Name: "dc", Levels: []string{"block", "rack", "kubernetes.io/hostname"}}
+
+// leaves reads "b1/r1/n1=8 b1/r1/n2=4 ..." as leaves whose nodes have
+// that many GPUs free and room for 110 pods.
+func leaves(spec string) []TopologyLeaf {
+	var out []TopologyLeaf
+	for _, f := range strings.Fields(spec) {
+		path, n, _ := strings.Cut(f, "=")
+		var g int64
+		fmt.Sscan(n, &g)
+		out = append(out, TopologyLeaf{Values: strings.Split(path, "/"), Free: flavors.Resources{nvgpu: flavors.Amount(g), corev1.ResourcePods: 110}})
+	}
+	return out
+}
+
+// placed writes a placement as "b1/r1/n1:2 b1/r1/n2:2".
+func placed(p TopologyAssignment) string {
+	var s []string
+	for _, d := range p.Domains {
+		s = append(s, fmt.Sprintf("%s:%d", strings.Join(d.Values, "/"), d.Count))
+	}
+	return strings.Join(s, " ")
+}
+
+func TestPlace(t *testing.T) {
+	onePerGPU := flavors.Resources{nvgpu: 1}
+	eight := flavors.Resources{nvgpu: 8}
+	// Two blocks; b1 has racks of 8+8 and 4 GPUs, b2 one rack of 6+6.
+	dc := "b1/r1/n1=8 b1/r1/n2=8 b1/r2/n3=4 b2/r3/n4=6 b2/r3/n5=6"
+	for _, tc := range []struct {
+		name   string
+		leaves string
+		count  int32
+		perPod flavors.Resources
+		req    TopologyRequest
+		want   string // the placement, or the error
+	}{
+		{"required rack: the tightest rack that holds them", dc, 4, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack"},
+			"b1/r2/n3:4"},
+		{"required rack: the tightest of two that hold them", dc, 10, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack"},
+			"b2/r3/n4:6 b2/r3/n5:4"},
+		{"required rack: one that only the largest holds", dc, 16, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack"},
+			"b1/r1/n1:8 b1/r1/n2:8"},
+		{"required rack: none holds them", dc, 17, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack"},
+			`topology "dc": no rack domain holds 17 pods; the largest, b1/r1, holds 16`},
+		{"required block: racks of one block", dc, 20, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "block"},
+			"b1/r1/n1:8 b1/r1/n2:8 b1/r2/n3:4"},
+		{"preferred rack: climbs to a block", dc, 18, onePerGPU, TopologyRequest{Mode: TopologyPreferred, Level: "rack"},
+			"b1/r1/n1:8 b1/r1/n2:8 b1/r2/n3:2"},
+		// Above the level chosen, each level's pods go to the fewest of all
+		// the chosen domains' children, as in Kueue: r1 and r3 hold them,
+		// and r2, in the block chosen first, gets none.
+		{"preferred rack: spreads over blocks, the fewest racks", dc, 26, onePerGPU, TopologyRequest{Mode: TopologyPreferred, Level: "rack"},
+			"b1/r1/n1:8 b1/r1/n2:8 b2/r3/n4:6 b2/r3/n5:4"},
+		{"preferred rack: does not fit at all", dc, 33, onePerGPU, TopologyRequest{Mode: TopologyPreferred, Level: "rack"},
+			`topology "dc": its block domains hold 32 of 33 pods in all`},
+		{"preferred host: one host holds them", dc, 5, onePerGPU, TopologyRequest{Mode: TopologyPreferred, Level: "kubernetes.io/hostname"},
+			"b2/r3/n4:5"},
+		{"unconstrained: the fewest hosts, the tightest last", dc, 12, onePerGPU, TopologyRequest{Mode: TopologyUnconstrained},
+			"b1/r1/n1:8 b1/r2/n3:4"},
+		{"fragmented: two 8-GPU pods on hosts with 7, 7 and 8 free", "b1/r1/n1=7 b1/r1/n2=7 b1/r1/n3=8", 2, eight,
+			TopologyRequest{Mode: TopologyUnconstrained}, `topology "dc": its kubernetes.io/hostname domains hold 1 of 2 pods in all`},
+		{"fragmented, required rack: the rack's GPUs are not the pods'", "b1/r1/n1=7 b1/r1/n2=7 b1/r1/n3=8", 2, eight,
+			TopologyRequest{Mode: TopologyRequired, Level: "rack"}, `topology "dc": no rack domain holds 2 pods; the largest, b1/r1, holds 1`},
+		// b2 holds 3 slices, b1 5: b2 is the tighter fit. Below the slice
+		// level a domain's pods go to its children with the least room
+		// first, the tightest last.
+		{"slices of 4 in racks, within the tightest block", dc, 8, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "block", SliceSize: 4, SliceLevel: "rack"},
+			"b2/r3/n4:6 b2/r3/n5:2"},
+		{"slices of 4 in racks: more than a block holds", dc, 24, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "block", SliceSize: 4, SliceLevel: "rack"},
+			`topology "dc": no block domain holds 6 slices of 4 pods; the largest, b1, holds 5`},
+		{"slices of 4 in racks: a slice spans a rack's hosts", "b1/r1/n1=3 b1/r1/n2=3 b1/r2/n3=4", 8, onePerGPU,
+			TopologyRequest{Mode: TopologyRequired, Level: "block", SliceSize: 4, SliceLevel: "rack"},
+			"b1/r1/n1:3 b1/r1/n2:1 b1/r2/n3:4"},
+		{"slices of 4 in racks: a rack of 3+3 holds one", "b1/r1/n1=3 b1/r1/n2=3 b1/r2/n3=3", 8, onePerGPU,
+			TopologyRequest{Mode: TopologyRequired, Level: "block", SliceSize: 4, SliceLevel: "rack"},
+			`topology "dc": no block domain holds 2 slices of 4 pods; the largest, b1, holds 1`},
+		{"slices of 3 in racks across two racks", "b1/r1/n1=2 b1/r1/n2=2 b1/r2/n3=1 b1/r2/n4=2", 6, onePerGPU,
+			TopologyRequest{Mode: TopologyRequired, Level: "block", SliceSize: 3, SliceLevel: "rack"},
+			"b1/r1/n1:2 b1/r1/n2:1 b1/r2/n3:1 b1/r2/n4:2"},
+		{"slices of 2 on hosts", "b1/r1/n1=3 b1/r1/n2=3", 4, onePerGPU,
+			TopologyRequest{Mode: TopologyRequired, Level: "rack", SliceSize: 2, SliceLevel: "kubernetes.io/hostname"},
+			"b1/r1/n1:2 b1/r1/n2:2"},
+		{"no pods", dc, 0, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack"}, ""},
+		{"unknown level", dc, 1, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "zone"}, `topology "dc" has no level "zone"`},
+		{"slice level above the level", dc, 4, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack", SliceSize: 2, SliceLevel: "block"},
+			`the slice level "block" is above the level "rack"`},
+		{"pods that make no whole slices", dc, 5, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack", SliceSize: 2, SliceLevel: "rack"},
+			"5 pods do not make slices of 2"},
+		{"no nodes", "", 1, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack"},
+			`topology "dc": no rack domain holds 1 pods; it has no rack domains`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewDomains(rackTopology, leaves(tc.leaves)).Place(tc.count, tc.perPod, tc.req)
+			got := placed(p)
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlacePodsResource: a node holds no more pods than its pods
+// resource has room for.
+func TestPlacePodsResource(t *testing.T) {
+	l := []TopologyLeaf{
+		{Values: []string{"b", "r", "n1"}, Free: flavors.Resources{nvgpu: 8, corev1.ResourcePods: 1}},
+		{Values: []string{"b", "r", "n2"}, Free: flavors.Resources{nvgpu: 8, corev1.ResourcePods: 2}},
+	}
+	p, err := NewDomains(rackTopology, l).Place(3, flavors.Resources{nvgpu: 1}, TopologyRequest{Mode: TopologyRequired, Level: "rack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := placed(p); got != "b/r/n1:1 b/r/n2:2" {
+		t.Errorf("got %s, want b/r/n1:1 b/r/n2:2", got)
+	}
+}
+
+// TestNewDomainsSumsLeaves: with a rack as the lowest level, a rack's
+// nodes make one leaf with their capacity summed.
+func TestNewDomainsSumsLeaves(t *testing.T) {
+	racks := &Topology{Name: "racks", Levels: []string{"block", "rack"}}
+	d := NewDomains(racks, []TopologyLeaf{
+		{Values: []string{"b", "r1"}, Free: flavors.Resources{nvgpu: 4, corev1.ResourcePods: 10}},
+		{Values: []string{"b", "r1"}, Free: flavors.Resources{nvgpu: 4, corev1.ResourcePods: 10}},
+		{Values: []string{"b", "r2"}, Free: flavors.Resources{nvgpu: 6, corev1.ResourcePods: 10}},
+		{Values: []string{"b"}, Free: flavors.Resources{nvgpu: 100, corev1.ResourcePods: 10}}, // not one value per level
+	})
+	p, err := d.Place(8, flavors.Resources{nvgpu: 1}, TopologyRequest{Mode: TopologyRequired, Level: "rack"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := placed(p); got != "b/r1:8" {
+		t.Errorf("got %s, want b/r1:8", got)
+	}
+}
+
+// TestPlaceProperties places random pod sets on random trees and checks
+// what every placement must be: its counts sum to the pod set's, no leaf
+// gets more pods than fit in it, a required level's pods share one
+// domain of that level, every slice-level domain gets whole slices, and
+// a pod set that is not placed really does not fit (a required level: no
+// domain of it holds it; otherwise: the whole tree does not).
+func TestPlaceProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	levels := rackTopology.Levels
+	for i := range 600 {
+		var ls []TopologyLeaf
+		for b := range 1 + rng.IntN(3) {
+			for r := range 1 + rng.IntN(3) {
+				for n := range 1 + rng.IntN(4) {
+					ls = append(ls, TopologyLeaf{
+						Values: []string{fmt.Sprint("b", b), fmt.Sprint("r", b, r), fmt.Sprint("n", b, r, n)},
+						Free:   flavors.Resources{nvgpu: flavors.Amount(rng.IntN(9)), corev1.ResourcePods: flavors.Amount(1 + rng.IntN(8))},
+					})
+				}
+			}
+		}
+		per := int64(1 + rng.IntN(2))
+		req := TopologyRequest{Mode: TopologyMode(rng.IntN(3)), Level: levels[rng.IntN(3)]}
+		slice := int32(1)
+		if rng.IntN(3) == 0 {
+			slice = int32(2 + rng.IntN(2))
+			req.SliceSize = slice
+			req.SliceLevel = levels[len(levels)-1]
+			if req.Mode != TopologyUnconstrained {
+				req.SliceLevel = levels[slices.Index(levels, req.Level)+rng.IntN(len(levels)-slices.Index(levels, req.Level))]
+			}
+		}
+		count := slice * int32(1+rng.IntN(12))
+		name := fmt.Sprintf("case %d: %d pods of %d GPUs, %+v", i, count, per, req)
+		p, err := NewDomains(rackTopology, ls).Place(count, flavors.Resources{nvgpu: flavors.Amount(per)}, req)
+		capacity := map[string]int32{}
+		total := int32(0)
+		for _, l := range ls {
+			c := countIn(flavors.Resources{nvgpu: flavors.Amount(per), corev1.ResourcePods: 1}, l.Free)
+			capacity[strings.Join(l.Values, "/")] = c
+			total += c
+		}
+		var nf *NoFit
+		if errors.As(err, &nf) {
+			if slice == 1 && req.Mode != TopologyRequired && total >= count {
+				t.Errorf("%s: not placed (%v), but the tree holds %d pods", name, err, total)
+			}
+			if req.Mode == TopologyRequired && slice == 1 {
+				lvl := slices.Index(levels, req.Level)
+				per := map[string]int32{}
+				for k, c := range capacity {
+					per[strings.Join(strings.Split(k, "/")[:lvl+1], "/")] += c
+				}
+				for k, c := range per {
+					if c >= count {
+						t.Errorf("%s: not placed (%v), but %s holds %d", name, err, k, c)
+					}
+				}
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sum := int32(0)
+		domainsAt := map[string]bool{}
+		sliceDomains := map[string]int32{}
+		for _, d := range p.Domains {
+			key := strings.Join(d.Values, "/")
+			if d.Count > capacity[key] {
+				t.Errorf("%s: %s gets %d pods, holds %d", name, key, d.Count, capacity[key])
+			}
+			sum += d.Count
+			if req.Mode == TopologyRequired {
+				domainsAt[strings.Join(d.Values[:slices.Index(levels, req.Level)+1], "/")] = true
+			}
+			if slice > 1 {
+				sliceDomains[strings.Join(d.Values[:slices.Index(levels, req.SliceLevel)+1], "/")] += d.Count
+			}
+		}
+		if sum != count {
+			t.Errorf("%s: %d pods placed: %s", name, sum, placed(p))
+		}
+		if len(domainsAt) > 1 {
+			t.Errorf("%s: required %s, placed in %d of them: %s", name, req.Level, len(domainsAt), placed(p))
+		}
+		for k, n := range sliceDomains {
+			if n%slice != 0 {
+				t.Errorf("%s: %s gets %d pods, not whole slices of %d: %s", name, k, n, slice, placed(p))
+			}
+		}
+	}
+}
