@@ -3,6 +3,7 @@ package queues
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -36,8 +37,13 @@ import (
 //     none); below the slice level, each domain's pods go to its own
 //     children, those with the least room first and the tightest last.
 //
-// Leaders (a pod set grouped with another, podset-group-name), several
-// slice layers, balanced placement and node affinity are not weighed yet.
+// PlaceAll places a workload's pod sets in turn, each on what those
+// before it left. A group (podset-group-name: a leader such as a
+// PyTorchJob's master, and its workers) is placed by a simpler rule than
+// Kueue's leader-aware counts: the tightest domain at the level where the
+// leader, put where it costs the workers the least room, and then the
+// workers both fit. Several slice layers, balanced placement and node
+// affinity are not weighed yet.
 //
 // Place is a pure function of the tree, which it does not change.
 
@@ -181,10 +187,14 @@ type counts struct {
 	pods, slices int32
 }
 
-// assigning is the scratch of one Place.
+// assigning is the scratch of one placement: each domain's counts, what
+// the pod sets placed before it took of each leaf (used), and the domain
+// it is confined to (within, its values; nil for none).
 type assigning struct {
-	d     *Domains
-	count map[*domain]*counts
+	d      *Domains
+	count  map[*domain]*counts
+	used   map[*domain]flavors.Resources
+	within []string
 }
 
 func (p *assigning) of(dom *domain) *counts { return p.count[dom] }
@@ -193,41 +203,77 @@ func (p *assigning) of(dom *domain) *counts { return p.count[dom] }
 // pod's requests; each pod also takes one of the pods resource. An
 // invalid request is an error; one that does not fit is a *NoFit.
 func (d *Domains) Place(count int32, perPod flavors.Resources, req TopologyRequest) (TopologyAssignment, error) {
-	t := d.topology
-	if count <= 0 {
-		return TopologyAssignment{Levels: t.Levels}, nil
+	p := &assigning{d: d}
+	leaves, err := p.place(count, perPod, req)
+	return d.assignment(leaves), err
+}
+
+// leafCount is how many pods a placement gives a leaf.
+type leafCount struct {
+	leaf *domain
+	pods int32
+}
+
+// assignment is the TopologyAssignment of leaves.
+func (d *Domains) assignment(leaves []leafCount) TopologyAssignment {
+	out := TopologyAssignment{Levels: d.topology.Levels}
+	for _, l := range leaves {
+		out.Domains = append(out.Domains, DomainCount{Values: l.leaf.values, Count: l.pods})
 	}
-	level := len(t.Levels) - 1
-	if req.Mode != TopologyUnconstrained {
-		if level = slices.Index(t.Levels, req.Level); level < 0 {
-			return TopologyAssignment{}, fmt.Errorf("topology %q has no level %q", t.Name, req.Level)
-		}
-	}
-	slice, sliceLevel := max(req.SliceSize, 1), len(t.Levels)-1
-	if req.SliceLevel != "" {
-		if sliceLevel = slices.Index(t.Levels, req.SliceLevel); sliceLevel < 0 {
-			return TopologyAssignment{}, fmt.Errorf("topology %q has no level %q", t.Name, req.SliceLevel)
-		}
-	}
-	if sliceLevel < level {
-		return TopologyAssignment{}, fmt.Errorf("the slice level %q is above the level %q", t.Levels[sliceLevel], t.Levels[level])
-	}
-	if count%slice != 0 {
-		return TopologyAssignment{}, fmt.Errorf("%d pods do not make slices of %d", count, slice)
-	}
+	slices.SortFunc(out.Domains, func(a, b DomainCount) int { return slices.Compare(a.Values, b.Values) })
+	return out
+}
+
+// withPod is perPod and the one pod it is.
+func withPod(perPod flavors.Resources) flavors.Resources {
 	requests := flavors.Resources{corev1.ResourcePods: 1}
 	for r, a := range perPod {
 		requests[r] = requests[r].Add(a)
 	}
-	p := &assigning{d: d, count: map[*domain]*counts{}}
-	for _, root := range d.roots {
-		p.fill(root, 0, requests, slice, sliceLevel)
+	return requests
+}
+
+// levels resolves req's level and slice level.
+func (d *Domains) levels(count int32, req TopologyRequest) (level int, slice int32, sliceLevel int, err error) {
+	t := d.topology
+	level = len(t.Levels) - 1
+	if req.Mode != TopologyUnconstrained {
+		if level = slices.Index(t.Levels, req.Level); level < 0 {
+			return 0, 0, 0, fmt.Errorf("topology %q has no level %q", t.Name, req.Level)
+		}
 	}
+	slice, sliceLevel = max(req.SliceSize, 1), len(t.Levels)-1
+	if req.SliceLevel != "" {
+		if sliceLevel = slices.Index(t.Levels, req.SliceLevel); sliceLevel < 0 {
+			return 0, 0, 0, fmt.Errorf("topology %q has no level %q", t.Name, req.SliceLevel)
+		}
+	}
+	if sliceLevel < level {
+		return 0, 0, 0, fmt.Errorf("the slice level %q is above the level %q", t.Levels[sliceLevel], t.Levels[level])
+	}
+	if count%slice != 0 {
+		return 0, 0, 0, fmt.Errorf("%d pods do not make slices of %d", count, slice)
+	}
+	return level, slice, sliceLevel, nil
+}
+
+// place places count pods on what p.used leaves free, within p.within,
+// and returns the leaves given pods.
+func (p *assigning) place(count int32, perPod flavors.Resources, req TopologyRequest) ([]leafCount, error) {
+	t := p.d.topology
+	if count <= 0 {
+		return nil, nil
+	}
+	level, slice, sliceLevel, err := p.d.levels(count, req)
+	if err != nil {
+		return nil, err
+	}
+	p.fillAll(withPod(perPod), slice, sliceLevel)
 	unconstrained := req.Mode == TopologyUnconstrained
 
 	chosen, at, err := p.fitAt(level, count/slice, slice, req.Mode == TopologyRequired, unconstrained)
 	if err != nil {
-		return TopologyAssignment{}, err
+		return nil, err
 	}
 	// Below the chosen domains, level by level: above the slice level the
 	// slices go to the fewest domains of each level; at and below it
@@ -243,14 +289,53 @@ func (d *Domains) Place(count int32, perPod flavors.Resources, req TopologyReque
 		}
 		chosen = next
 	}
-	out := TopologyAssignment{Levels: t.Levels}
+	var out []leafCount
 	for _, dom := range chosen {
 		if n := p.of(dom).pods; n > 0 {
-			out.Domains = append(out.Domains, DomainCount{Values: dom.values, Count: n})
+			out = append(out, leafCount{dom, n})
 		}
 	}
-	slices.SortFunc(out.Domains, func(a, b DomainCount) int { return slices.Compare(a.Values, b.Values) })
 	return out, nil
+}
+
+// fillAll counts every domain's pods and slices of requests.
+func (p *assigning) fillAll(requests flavors.Resources, slice int32, sliceLevel int) {
+	p.count = make(map[*domain]*counts, len(p.count))
+	for _, root := range p.d.roots {
+		p.fill(root, 0, requests, slice, sliceLevel)
+	}
+}
+
+// free is what leaf has free for the pod set being placed: nothing
+// outside p.within, else its free capacity less what p.used took.
+func (p *assigning) free(leaf *domain) flavors.Resources {
+	if p.within != nil && !slices.Equal(leaf.values[:len(p.within)], p.within) {
+		return nil
+	}
+	used := p.used[leaf]
+	if len(used) == 0 {
+		return leaf.free
+	}
+	free := make(flavors.Resources, len(leaf.free))
+	for r, a := range leaf.free {
+		free[r] = a.Sub(used[r])
+	}
+	return free
+}
+
+// take records that n pods of requests go to leaf.
+func (p *assigning) take(leaf *domain, requests flavors.Resources, n int32) {
+	if p.used == nil {
+		p.used = map[*domain]flavors.Resources{}
+	}
+	u := p.used[leaf]
+	if u == nil {
+		u = flavors.Resources{}
+		p.used[leaf] = u
+	}
+	for r, a := range requests {
+		u[r] = u[r].Add(a.Mul(int64(n)))
+	}
 }
 
 // fill counts the pods and slices each domain under dom, at level, holds.
@@ -258,7 +343,7 @@ func (p *assigning) fill(dom *domain, level int, requests flavors.Resources, sli
 	c := &counts{}
 	p.count[dom] = c
 	if len(dom.children) == 0 {
-		c.pods = countIn(requests, dom.free)
+		c.pods = countIn(requests, p.free(dom))
 	}
 	for _, child := range dom.children {
 		p.fill(child, level+1, requests, slice, sliceLevel)
@@ -406,6 +491,206 @@ func children(domains []*domain) []*domain {
 	var out []*domain
 	for _, d := range domains {
 		out = append(out, d.children...)
+	}
+	return out
+}
+
+// TopologyPodSet is one pod set of a workload to place: Count pods of
+// PerPod's requests, placed as Request asks. Pod sets of one Group
+// (podset-group-name) are placed together: a group is two pod sets with
+// the same request, one of them of a single pod (the leader, such as a
+// PyTorchJob's master) and the other its workers.
+type TopologyPodSet struct {
+	Name    string
+	Count   int32
+	PerPod  flavors.Resources
+	Request TopologyRequest
+	Group   string
+}
+
+// PlaceAll places a workload's pod sets, in order, each on what those
+// before it left, and returns their assignments in the same order. The
+// first that does not fit is a *NoFit.
+//
+// A group's leader goes where its workers lose the least room, and the
+// workers where they would go on what it leaves: at the level asked, the
+// tightest domain where both fit; a preferred group climbs, and at the
+// top the leader takes its best leaf and the workers spread.
+func (d *Domains) PlaceAll(sets []TopologyPodSet) ([]TopologyAssignment, error) {
+	out := make([]TopologyAssignment, len(sets))
+	p := &assigning{d: d}
+	done := make([]bool, len(sets))
+	for i := range sets {
+		if done[i] {
+			continue
+		}
+		group := []int{i}
+		if sets[i].Group != "" {
+			for j := i + 1; j < len(sets); j++ {
+				if sets[j].Group == sets[i].Group {
+					group = append(group, j)
+				}
+			}
+		}
+		for _, j := range group {
+			done[j] = true
+		}
+		switch len(group) {
+		case 1:
+			leaves, err := p.place(sets[i].Count, sets[i].PerPod, sets[i].Request)
+			if err != nil {
+				return nil, fmt.Errorf("pod set %s: %w", sets[i].Name, err)
+			}
+			p.record(leaves, withPod(sets[i].PerPod))
+			out[i] = d.assignment(leaves)
+		case 2:
+			leader, workers := group[0], group[1]
+			if sets[leader].Count != 1 {
+				leader, workers = workers, leader
+			}
+			if sets[leader].Count != 1 || sets[leader].Request != sets[workers].Request {
+				return nil, fmt.Errorf("group %s: a group is a pod set of one pod and another, with the same topology request", sets[i].Group)
+			}
+			lead, rest, err := p.placeGroup(sets[leader], sets[workers])
+			if err != nil {
+				return nil, fmt.Errorf("group %s: %w", sets[i].Group, err)
+			}
+			out[leader], out[workers] = d.assignment(lead), d.assignment(rest)
+		default:
+			return nil, fmt.Errorf("group %s: %d pod sets; a group is a pod set of one pod and another", sets[i].Group, len(group))
+		}
+	}
+	return out, nil
+}
+
+// record takes what leaves were given, of requests each pod.
+func (p *assigning) record(leaves []leafCount, requests flavors.Resources) {
+	for _, l := range leaves {
+		p.take(l.leaf, requests, l.pods)
+	}
+}
+
+// placeGroup places a leader and its workers together (PlaceAll).
+func (p *assigning) placeGroup(leader, workers TopologyPodSet) (lead, rest []leafCount, err error) {
+	req := workers.Request
+	level, slice, sliceLevel, err := p.d.levels(workers.Count, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	wantsLeader, wantsWorker := withPod(leader.PerPod), withPod(workers.PerPod)
+	// try places the leader within the domain of values, then the
+	// workers within it, at its level.
+	try := func(values []string, wreq TopologyRequest) ([]leafCount, []leafCount, error) {
+		saved, savedUsed := p.within, cloneUsed(p.used)
+		p.within = values
+		defer func() { p.within = saved }()
+		leaf := p.leaderLeaf(wantsLeader, wantsWorker)
+		if leaf == nil {
+			return nil, nil, &NoFit{Topology: p.d.topology.Name, Level: p.d.topology.Levels[len(values)-1], Largest: values, Wanted: 1}
+		}
+		p.take(leaf, wantsLeader, 1)
+		leaves, err := p.place(workers.Count, workers.PerPod, wreq)
+		if err != nil {
+			p.used = savedUsed
+			return nil, nil, err
+		}
+		p.record(leaves, wantsWorker)
+		return []leafCount{{leaf, 1}}, leaves, nil
+	}
+	if req.Mode != TopologyUnconstrained {
+		var first error
+		for at := level; at >= 0; at-- {
+			p.fillAll(wantsWorker, slice, sliceLevel)
+			candidates := p.sorted(p.d.perLevel[at])
+			// The tightest first: the fewest workers' pods held.
+			slices.Reverse(candidates)
+			holds := make([]int32, len(candidates))
+			for j, dom := range candidates {
+				holds[j] = p.of(dom).pods
+			}
+			if first == nil {
+				first = p.groupNoFit(at, candidates, holds, wantsLeader, wantsWorker, workers.Count)
+			}
+			for j, dom := range candidates {
+				if holds[j] < workers.Count {
+					continue
+				}
+				wreq := req
+				wreq.Mode, wreq.Level = TopologyRequired, p.d.topology.Levels[at]
+				if lead, rest, err := try(dom.values, wreq); err == nil {
+					return lead, rest, nil
+				}
+			}
+			if req.Mode == TopologyRequired {
+				return nil, nil, first
+			}
+		}
+	}
+	// Anywhere: the leader where it costs the workers least, the workers
+	// as they ask on what it leaves.
+	leaf := p.leaderLeaf(wantsLeader, wantsWorker)
+	if leaf == nil {
+		return nil, nil, &NoFit{Topology: p.d.topology.Name, Level: p.d.topology.Levels[len(p.d.topology.Levels)-1], Wanted: 1}
+	}
+	p.take(leaf, wantsLeader, 1)
+	leaves, err := p.place(workers.Count, workers.PerPod, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.record(leaves, wantsWorker)
+	return []leafCount{{leaf, 1}}, leaves, nil
+}
+
+// leaderLeaf is the leaf within p.within where a leader of requests
+// costs the workers (of worker each) the fewest pods, the tightest of
+// those; nil if the leader fits in none.
+func (p *assigning) leaderLeaf(leader, worker flavors.Resources) *domain {
+	var best *domain
+	bestCost, bestLeft := int32(math.MaxInt32), int32(math.MaxInt32)
+	for _, leaf := range p.d.perLevel[len(p.d.perLevel)-1] {
+		free := p.free(leaf)
+		if countIn(leader, free) < 1 {
+			continue
+		}
+		after := make(flavors.Resources, len(free))
+		for r, a := range free {
+			after[r] = a.Sub(leader[r])
+		}
+		before, left := countIn(worker, free), countIn(worker, after)
+		if cost := before - left; cost < bestCost || cost == bestCost && left < bestLeft {
+			best, bestCost, bestLeft = leaf, cost, left
+		}
+	}
+	return best
+}
+
+// groupNoFit says why no domain at level holds a group: its domain that
+// holds the most workers (candidates, the tightest first, hold holds),
+// and how many of the group's pods fit there, its leader first.
+func (p *assigning) groupNoFit(level int, candidates []*domain, holds []int32, leader, worker flavors.Resources, workers int32) *NoFit {
+	n := &NoFit{Topology: p.d.topology.Name, Level: p.d.topology.Levels[level], Wanted: workers + 1}
+	if len(candidates) == 0 {
+		return n
+	}
+	largest := candidates[len(candidates)-1]
+	n.Largest = largest.values
+	savedWithin, savedUsed, savedCount := p.within, cloneUsed(p.used), p.count
+	p.within = largest.values
+	if leaf := p.leaderLeaf(leader, worker); leaf != nil {
+		p.take(leaf, leader, 1)
+		n.Fits = 1
+	}
+	p.fillAll(worker, 1, len(p.d.topology.Levels)-1)
+	n.Fits += min(p.of(largest).pods, workers)
+	p.within, p.used, p.count = savedWithin, savedUsed, savedCount
+	return n
+}
+
+// cloneUsed copies used, each leaf's resources too.
+func cloneUsed(used map[*domain]flavors.Resources) map[*domain]flavors.Resources {
+	out := make(map[*domain]flavors.Resources, len(used))
+	for d, r := range used {
+		out[d] = maps.Clone(r)
 	}
 	return out
 }

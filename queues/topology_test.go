@@ -164,6 +164,7 @@ func TestNewDomainsSumsLeaves(t *testing.T) {
 func TestPlaceProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	levels := rackTopology.Levels
+	placedN := 0
 	for i := range 600 {
 		var ls []TopologyLeaf
 		for b := range 1 + rng.IntN(3) {
@@ -219,6 +220,7 @@ func TestPlaceProperties(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		placedN++
 		sum := int32(0)
 		domainsAt := map[string]bool{}
 		sliceDomains := map[string]int32{}
@@ -246,5 +248,144 @@ func TestPlaceProperties(t *testing.T) {
 				t.Errorf("%s: %s gets %d pods, not whole slices of %d: %s", name, k, n, slice, placed(p))
 			}
 		}
+	}
+	if placedN < 150 {
+		t.Errorf("only %d of 600 pod sets placed: the cases test too little", placedN)
+	}
+}
+
+func TestPlaceAll(t *testing.T) {
+	g8 := flavors.Resources{nvgpu: 8}
+	rack := TopologyRequest{Mode: TopologyRequired, Level: "rack"}
+	for _, tc := range []struct {
+		name   string
+		leaves string
+		sets   []TopologyPodSet
+		want   string // the assignments, "|" between pod sets, or the error
+	}{
+		{"a second pod set takes what the first left", "b/r1/n1=8 b/r1/n2=8", []TopologyPodSet{
+			{Name: "a", Count: 1, PerPod: g8, Request: TopologyRequest{Mode: TopologyRequired, Level: "kubernetes.io/hostname"}},
+			{Name: "b", Count: 1, PerPod: g8, Request: TopologyRequest{Mode: TopologyRequired, Level: "kubernetes.io/hostname"}},
+		}, "b/r1/n1:1 | b/r1/n2:1"},
+		{"a second pod set that no longer fits", "b/r1/n1=8 b/r1/n2=8", []TopologyPodSet{
+			{Name: "a", Count: 1, PerPod: g8, Request: rack},
+			{Name: "b", Count: 2, PerPod: g8, Request: rack},
+		}, `pod set b: topology "dc": no rack domain holds 2 pods; the largest, b/r1, holds 1`},
+		{"master and workers in the rack that holds all three", "b/r1/n1=8 b/r1/n2=8 b/r2/n3=8 b/r2/n4=8 b/r2/n5=8", []TopologyPodSet{
+			{Name: "master", Count: 1, PerPod: g8, Request: rack, Group: "job"},
+			{Name: "worker", Count: 2, PerPod: g8, Request: rack, Group: "job"},
+		}, "b/r2/n3:1 | b/r2/n4:1 b/r2/n5:1"},
+		{"a small master goes where it costs the workers nothing", "b/r1/n1=9 b/r1/n2=8", []TopologyPodSet{
+			{Name: "master", Count: 1, PerPod: flavors.Resources{nvgpu: 1}, Request: rack, Group: "job"},
+			{Name: "worker", Count: 2, PerPod: g8, Request: rack, Group: "job"},
+		}, "b/r1/n1:1 | b/r1/n1:1 b/r1/n2:1"},
+		{"workers first in the group's order", "b/r1/n1=8 b/r1/n2=8 b/r1/n3=8", []TopologyPodSet{
+			{Name: "worker", Count: 2, PerPod: g8, Request: rack, Group: "job"},
+			{Name: "master", Count: 1, PerPod: g8, Request: rack, Group: "job"},
+		}, "b/r1/n2:1 b/r1/n3:1 | b/r1/n1:1"},
+		{"no rack holds master and workers", "b/r1/n1=8 b/r1/n2=8 b/r2/n3=8", []TopologyPodSet{
+			{Name: "master", Count: 1, PerPod: g8, Request: rack, Group: "job"},
+			{Name: "worker", Count: 2, PerPod: g8, Request: rack, Group: "job"},
+		}, `group job: topology "dc": no rack domain holds 3 pods; the largest, b/r1, holds 2`},
+		{"preferred rack: the group climbs to the block", "b/r1/n1=8 b/r1/n2=8 b/r2/n3=8", []TopologyPodSet{
+			{Name: "master", Count: 1, PerPod: g8, Request: TopologyRequest{Mode: TopologyPreferred, Level: "rack"}, Group: "job"},
+			{Name: "worker", Count: 2, PerPod: g8, Request: TopologyRequest{Mode: TopologyPreferred, Level: "rack"}, Group: "job"},
+		}, "b/r1/n1:1 | b/r1/n2:1 b/r2/n3:1"},
+		{"a group of three", "b/r1/n1=8", []TopologyPodSet{
+			{Name: "a", Count: 1, PerPod: g8, Request: rack, Group: "g"},
+			{Name: "b", Count: 1, PerPod: g8, Request: rack, Group: "g"},
+			{Name: "c", Count: 1, PerPod: g8, Request: rack, Group: "g"},
+		}, "group g: 3 pod sets; a group is a pod set of one pod and another"},
+		{"a group without a single-pod leader", "b/r1/n1=8", []TopologyPodSet{
+			{Name: "a", Count: 2, PerPod: g8, Request: rack, Group: "g"},
+			{Name: "b", Count: 2, PerPod: g8, Request: rack, Group: "g"},
+		}, "group g: a group is a pod set of one pod and another, with the same topology request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := NewDomains(rackTopology, leaves(tc.leaves)).PlaceAll(tc.sets)
+			var s []string
+			for _, a := range got {
+				s = append(s, placed(a))
+			}
+			out := strings.Join(s, " | ")
+			if err != nil {
+				out = err.Error()
+			}
+			if out != tc.want {
+				t.Errorf("got  %s\nwant %s", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlaceAllProperties places random leader-and-workers groups and
+// checks every placement: one leader pod, the workers' count, no leaf
+// given more than fits in it of both, and a required level's pods, the
+// leader's too, in one domain of it.
+func TestPlaceAllProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	levels := rackTopology.Levels
+	placedN := 0
+	for i := range 400 {
+		var ls []TopologyLeaf
+		for b := range 1 + rng.IntN(2) {
+			for r := range 1 + rng.IntN(3) {
+				for n := range 1 + rng.IntN(4) {
+					ls = append(ls, TopologyLeaf{
+						Values: []string{fmt.Sprint("b", b), fmt.Sprint("r", b, r), fmt.Sprint("n", b, r, n)},
+						Free:   flavors.Resources{nvgpu: flavors.Amount(rng.IntN(9)), corev1.ResourcePods: flavors.Amount(1 + rng.IntN(6))},
+					})
+				}
+			}
+		}
+		req := TopologyRequest{Mode: TopologyMode(rng.IntN(3)), Level: levels[rng.IntN(3)]}
+		lead, work := flavors.Amount(1+rng.IntN(4)), flavors.Amount(1+rng.IntN(4))
+		count := int32(1 + rng.IntN(8))
+		sets := []TopologyPodSet{
+			{Name: "master", Count: 1, PerPod: flavors.Resources{nvgpu: lead}, Request: req, Group: "g"},
+			{Name: "worker", Count: count, PerPod: flavors.Resources{nvgpu: work}, Request: req, Group: "g"},
+		}
+		name := fmt.Sprintf("case %d: master of %d GPUs, %d workers of %d, %+v", i, lead, count, work, req)
+		got, err := NewDomains(rackTopology, ls).PlaceAll(sets)
+		var nf *NoFit
+		if errors.As(err, &nf) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		placedN++
+		gpus, pods := map[string]flavors.Amount{}, map[string]flavors.Amount{}
+		for _, l := range ls {
+			k := strings.Join(l.Values, "/")
+			gpus[k], pods[k] = l.Free[nvgpu], l.Free[corev1.ResourcePods]
+		}
+		domainsAt := map[string]bool{}
+		for si, a := range got {
+			n := int32(0)
+			for _, d := range a.Domains {
+				k := strings.Join(d.Values, "/")
+				gpus[k] -= sets[si].PerPod[nvgpu] * flavors.Amount(d.Count)
+				pods[k] -= flavors.Amount(d.Count)
+				n += d.Count
+				if req.Mode == TopologyRequired {
+					domainsAt[strings.Join(d.Values[:slices.Index(levels, req.Level)+1], "/")] = true
+				}
+			}
+			if n != sets[si].Count {
+				t.Errorf("%s: %s got %d pods: %s", name, sets[si].Name, n, placed(a))
+			}
+		}
+		for k := range gpus {
+			if gpus[k] < 0 || pods[k] < 0 {
+				t.Errorf("%s: %s given more than it holds: %s | %s", name, k, placed(got[0]), placed(got[1]))
+			}
+		}
+		if len(domainsAt) > 1 {
+			t.Errorf("%s: required %s, placed in %d of them: %s | %s", name, req.Level, len(domainsAt), placed(got[0]), placed(got[1]))
+		}
+	}
+	if placedN < 100 {
+		t.Errorf("only %d of 400 groups placed: the cases test too little", placedN)
 	}
 }
