@@ -2,6 +2,7 @@ package queues
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -173,7 +174,7 @@ func (n *NoFit) Error() string {
 	if n.Slice > 1 {
 		unit = fmt.Sprintf("slices of %d pods", n.Slice)
 	}
-	if n.Largest == nil {
+	if n.Largest == nil && !n.Spread {
 		return fmt.Sprintf("topology %q: no %s domain holds %d %s; it has no %s domains", n.Topology, n.Level, n.Wanted, unit, n.Level)
 	}
 	if n.Spread {
@@ -630,10 +631,15 @@ func (p *assigning) placeGroup(leader, workers TopologyPodSet) (lead, rest []lea
 	// as they ask on what it leaves.
 	leaf := p.leaderLeaf(wantsLeader, wantsWorker)
 	if leaf == nil {
-		return nil, nil, &NoFit{Topology: p.d.topology.Name, Level: p.d.topology.Levels[len(p.d.topology.Levels)-1], Wanted: 1}
+		return nil, nil, &NoFit{Topology: p.d.topology.Name, Level: p.d.topology.Levels[len(p.d.topology.Levels)-1], Wanted: workers.Count + 1, Spread: true}
 	}
 	p.take(leaf, wantsLeader, 1)
 	leaves, err := p.place(workers.Count, workers.PerPod, req)
+	var n *NoFit
+	if errors.As(err, &n) && n.Slice <= 1 {
+		// Count the leader, which has its place.
+		n.Fits, n.Wanted = n.Fits+1, n.Wanted+1
+	}
 	if err != nil {
 		return nil, nil, err
 	}
