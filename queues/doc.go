@@ -32,8 +32,9 @@
 // it (see ancestryOf). fair.go computes fair-sharing shares, of
 // ClusterQueues and of cohorts in a tree, and walks the tree by them.
 // topology.go places a pod set in a flavor's topology as Kueue's
-// topology-aware scheduling does (Domains.Place): the domains and pod
-// counts, or which level does not hold it and its largest domain.
+// topology-aware scheduling does (Domains.Place, PlaceAll): the domains
+// and pod counts, or which level does not hold it and its largest domain
+// (Domains.Room says how much each level's top domains hold).
 //
 // It may import tally's flavors package, the standard library, the
 // Kubernetes API types and machinery, k8s.io/component-helpers and the

@@ -700,3 +700,27 @@ func cloneUsed(used map[*domain]flavors.Resources) map[*domain]flavors.Resources
 	}
 	return out
 }
+
+// LevelRoom is, for one level of a topology, its domains that hold the
+// most of a pod set, the most first, and how many pods each holds.
+type LevelRoom struct {
+	Level   string
+	Domains []DomainCount
+}
+
+// Room says, level by level from the top, which top domains hold the
+// most pods of perPod, and how many each holds: why a pod set waits at
+// a level (tally explain).
+func (d *Domains) Room(perPod flavors.Resources, top int) []LevelRoom {
+	p := &assigning{d: d}
+	last := len(d.topology.Levels) - 1
+	p.fillAll(withPod(perPod), 1, last)
+	out := make([]LevelRoom, len(d.topology.Levels))
+	for level, name := range d.topology.Levels {
+		out[level].Level = name
+		for _, dom := range p.sorted(d.perLevel[level])[:min(top, len(d.perLevel[level]))] {
+			out[level].Domains = append(out[level].Domains, DomainCount{Values: dom.values, Count: p.of(dom).pods})
+		}
+	}
+	return out
+}

@@ -389,3 +389,19 @@ func TestPlaceAllProperties(t *testing.T) {
 		t.Errorf("only %d of 400 groups placed: the cases test too little", placedN)
 	}
 }
+
+func TestRoom(t *testing.T) {
+	d := NewDomains(rackTopology, leaves("b1/r1/n1=8 b1/r1/n2=8 b1/r2/n3=4 b2/r3/n4=6 b2/r3/n5=6"))
+	var got []string
+	for _, l := range d.Room(flavors.Resources{nvgpu: 2}, 2) {
+		var s []string
+		for _, dc := range l.Domains {
+			s = append(s, fmt.Sprintf("%s:%d", strings.Join(dc.Values, "/"), dc.Count))
+		}
+		got = append(got, l.Level+" "+strings.Join(s, " "))
+	}
+	want := []string{"block b1:10 b2:6", "rack b1/r1:8 b2/r3:6", "kubernetes.io/hostname b1/r1/n1:4 b1/r1/n2:4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
