@@ -139,9 +139,10 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: toolchain chromium build fmt-check vet ## All tests: unit, envtest and e2e, then each fuzz target for FUZZ_SMOKE (builds missing tools first).
+test: toolchain chromium build fmt-check vet ## All tests: unit, envtest and e2e, then each fuzz target for FUZZ_SMOKE and each Go benchmark once (builds missing tools first).
 	$(TEST_ENV) $(GO) test ./... -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT)
 	@$(MAKE) --no-print-directory fuzz-smoke
+	@$(MAKE) --no-print-directory bench-smoke
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (the envtest and e2e suites skip themselves).
@@ -202,6 +203,10 @@ fuzz: ## Run every fuzz target (FUZZ_TARGETS) for FUZZTIME each.
 		echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
 		$(GO) test "$$pkg" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZ_MINIMIZE); \
 	done
+
+.PHONY: bench-smoke
+bench-smoke: ## Run every Go benchmark once, as a test that they still run (make test does; measure with -count and benchstat instead).
+	$(TEST_ENV) $(GO) test $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u) -run '^$$' -bench . -benchtime 1x -count=1 -timeout 15m
 
 .PHONY: fuzz-smoke
 fuzz-smoke: ## Run every fuzz target for FUZZ_SMOKE each (make test does).
