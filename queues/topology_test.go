@@ -166,17 +166,7 @@ func TestPlaceProperties(t *testing.T) {
 	levels := rackTopology.Levels
 	placedN := 0
 	for i := range 600 {
-		var ls []TopologyLeaf
-		for b := range 1 + rng.IntN(3) {
-			for r := range 1 + rng.IntN(3) {
-				for n := range 1 + rng.IntN(4) {
-					ls = append(ls, TopologyLeaf{
-						Values: []string{fmt.Sprint("b", b), fmt.Sprint("r", b, r), fmt.Sprint("n", b, r, n)},
-						Free:   flavors.Resources{nvgpu: flavors.Amount(rng.IntN(9)), corev1.ResourcePods: flavors.Amount(1 + rng.IntN(8))},
-					})
-				}
-			}
-		}
+		ls := randomLeaves(rng, 3, 8)
 		per := int64(1 + rng.IntN(2))
 		req := TopologyRequest{Mode: TopologyMode(rng.IntN(3)), Level: levels[rng.IntN(3)]}
 		slice := int32(1)
@@ -327,17 +317,7 @@ func TestPlaceAllProperties(t *testing.T) {
 	levels := rackTopology.Levels
 	placedN := 0
 	for i := range 400 {
-		var ls []TopologyLeaf
-		for b := range 1 + rng.IntN(2) {
-			for r := range 1 + rng.IntN(3) {
-				for n := range 1 + rng.IntN(4) {
-					ls = append(ls, TopologyLeaf{
-						Values: []string{fmt.Sprint("b", b), fmt.Sprint("r", b, r), fmt.Sprint("n", b, r, n)},
-						Free:   flavors.Resources{nvgpu: flavors.Amount(rng.IntN(9)), corev1.ResourcePods: flavors.Amount(1 + rng.IntN(6))},
-					})
-				}
-			}
-		}
+		ls := randomLeaves(rng, 2, 6)
 		req := TopologyRequest{Mode: TopologyMode(rng.IntN(3)), Level: levels[rng.IntN(3)]}
 		lead, work := flavors.Amount(1+rng.IntN(4)), flavors.Amount(1+rng.IntN(4))
 		count := int32(1 + rng.IntN(8))
@@ -404,4 +384,21 @@ func TestRoom(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
+}
+
+// randomLeaves is up to blocks blocks of 1 to 3 racks of 1 to 4 hosts,
+// each with 0 to 8 GPUs and room for 1 to pods pods.
+func randomLeaves(rng *rand.Rand, blocks, pods int) []TopologyLeaf {
+	var ls []TopologyLeaf
+	for b := range 1 + rng.IntN(blocks) {
+		for r := range 1 + rng.IntN(3) {
+			for n := range 1 + rng.IntN(4) {
+				ls = append(ls, TopologyLeaf{
+					Values: []string{fmt.Sprint("b", b), fmt.Sprint("r", b, r), fmt.Sprint("n", b, r, n)},
+					Free:   flavors.Resources{nvgpu: flavors.Amount(rng.IntN(9)), corev1.ResourcePods: flavors.Amount(1 + rng.IntN(pods))},
+				})
+			}
+		}
+	}
+	return ls
 }

@@ -405,11 +405,9 @@ func (p *pkgInfo) startFunc(named *types.Named, name string) (*types.Func, error
 	return nil, fmt.Errorf("no method %s.%s and no function %s in package %s", named.Obj().Name(), name, name, p.pkg.Name())
 }
 
-// callee returns the function or method declared in the package that call
-// calls statically, or nil for a call through a function value, an
-// interface method, a function of another package, a conversion or a
-// builtin.
-func (p *pkgInfo) callee(call *ast.CallExpr, decls map[*types.Func]funcDecl) *types.Func {
+// calledFunc is the function or method call calls statically, or nil for
+// a call through a function value or a field, a conversion or a builtin.
+func (p *pkgInfo) calledFunc(call *ast.CallExpr) *types.Func {
 	fun := ast.Unparen(call.Fun)
 	switch f := fun.(type) { // explicit instantiation f[T](...)
 	case *ast.IndexExpr:
@@ -431,8 +429,17 @@ func (p *pkgInfo) callee(call *ast.CallExpr, decls map[*types.Func]funcDecl) *ty
 			obj = p.info.Uses[f.Sel] // a qualified identifier pkg.F
 		}
 	}
-	fn, ok := obj.(*types.Func)
-	if !ok || fn.Pkg() != p.pkg {
+	fn, _ := obj.(*types.Func)
+	return fn
+}
+
+// callee returns the function or method declared in the package that call
+// calls statically, or nil for a call through a function value, an
+// interface method, a function of another package, a conversion or a
+// builtin.
+func (p *pkgInfo) callee(call *ast.CallExpr, decls map[*types.Func]funcDecl) *types.Func {
+	fn := p.calledFunc(call)
+	if fn == nil || fn.Pkg() != p.pkg {
 		return nil
 	}
 	fn = fn.Origin()
@@ -449,29 +456,8 @@ func (p *pkgInfo) callee(call *ast.CallExpr, decls map[*types.Func]funcDecl) *ty
 // call counts as a stop but is not followed: the subpackage's own calls
 // are its own.
 func (p *pkgInfo) subpackageCallee(call *ast.CallExpr) (string, *types.Func) {
-	fun := ast.Unparen(call.Fun)
-	switch f := fun.(type) {
-	case *ast.IndexExpr:
-		fun = ast.Unparen(f.X)
-	case *ast.IndexListExpr:
-		fun = ast.Unparen(f.X)
-	}
-	var obj types.Object
-	switch f := fun.(type) {
-	case *ast.Ident:
-		obj = p.info.Uses[f]
-	case *ast.SelectorExpr:
-		if sel, ok := p.info.Selections[f]; ok {
-			if sel.Kind() == types.FieldVal {
-				return "", nil
-			}
-			obj = sel.Obj()
-		} else {
-			obj = p.info.Uses[f.Sel]
-		}
-	}
-	fn, ok := obj.(*types.Func)
-	if !ok || fn.Pkg() == nil || fn.Pkg() == p.pkg {
+	fn := p.calledFunc(call)
+	if fn == nil || fn.Pkg() == nil || fn.Pkg() == p.pkg {
 		return "", nil
 	}
 	rel, err := filepath.Rel(p.dir, p.fset.Position(fn.Pos()).Filename)
