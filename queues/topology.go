@@ -44,7 +44,7 @@ import (
 // Kueue's leader-aware counts: the tightest domain at the level where the
 // leader, put where it costs the workers the least room, and then the
 // workers both fit. Several slice layers, balanced placement and node
-// affinity are not weighed yet.
+// affinity are not weighed.
 //
 // Place is a pure function of the tree, which it does not change.
 
