@@ -31,8 +31,9 @@
 // what it bubbled up between passes as usage changes, and reclaim walks
 // it (see ancestryOf). fair.go computes fair-sharing shares, of
 // ClusterQueues and of cohorts in a tree, and walks the tree by them.
-// topology.go places a pod set in a flavor's topology as Kueue's
-// topology-aware scheduling does (Domains.Place, PlaceAll): the domains
+// topology.go keeps a flavor's topology as a tree of domains, node by
+// node (Domains.SetNode, Use, RemoveNode), and places a pod set in it as
+// Kueue's topology-aware scheduling does (Domains.Place, PlaceAll): the domains
 // and pod counts, or which level does not hold it and its largest domain
 // (Domains.Room says how much each level's top domains hold).
 //

@@ -90,54 +90,173 @@ type TopologyLeaf struct {
 	Free   flavors.Resources
 }
 
-// Domains is the tree of a flavor's domains in one topology.
+// Domains is the tree of a flavor's domains in one topology, kept node
+// by node: SetNode, Use and RemoveNode each cost O(levels), never a
+// rebuild. A leaf holds the nodes of its values (one, when the lowest
+// level is the hostname) and has free what they have: their allocatable
+// less what the pods on them use. A domain with no node left is gone.
 type Domains struct {
 	topology *Topology
 	roots    []*domain
-	perLevel [][]*domain
+	perLevel []map[*domain]struct{}
+	index    map[string]*domain
+	nodes    map[string]*topologyNode
 }
 
 type domain struct {
 	values   []string
+	parent   *domain
 	children []*domain
-	free     flavors.Resources // leaves only
+	free     flavors.Resources // leaves only: the sum of their nodes'
+	nodes    int               // leaves only
 }
 
-// NewDomains builds the tree of leaves in topology t. Leaves with the
-// same values are one domain, with what they have free summed (the nodes
-// of a rack, when the lowest level is the rack); a leaf whose values are
-// not one per level is left out.
-func NewDomains(t *Topology, leaves []TopologyLeaf) *Domains {
-	d := &Domains{topology: t, perLevel: make([][]*domain, len(t.Levels))}
-	index := map[string]*domain{}
-	for _, leaf := range leaves {
-		if len(leaf.Values) != len(t.Levels) || len(t.Levels) == 0 {
-			continue
-		}
-		var parent *domain
-		for level := range t.Levels {
-			key := strings.Join(leaf.Values[:level+1], "\x00")
-			dom := index[key]
-			if dom == nil {
-				dom = &domain{values: leaf.Values[: level+1 : level+1]}
-				index[key] = dom
-				d.perLevel[level] = append(d.perLevel[level], dom)
-				if parent == nil {
-					d.roots = append(d.roots, dom)
-				} else {
-					parent.children = append(parent.children, dom)
-				}
-			}
-			parent = dom
-		}
-		if parent.free == nil {
-			parent.free = flavors.Resources{}
-		}
-		for r, a := range leaf.Free {
-			parent.free[r] = parent.free[r].Add(a)
-		}
+// topologyNode is one node of a Domains: its leaf, its allocatable and
+// what pods use of it.
+type topologyNode struct {
+	leaf              *domain
+	allocatable, used flavors.Resources
+}
+
+// free is what the node has free.
+func (n *topologyNode) free() flavors.Resources {
+	out := make(flavors.Resources, len(n.allocatable))
+	for r, a := range n.allocatable {
+		out[r] = a.Sub(n.used[r])
+	}
+	return out
+}
+
+// NewTopologyDomains is the empty tree of topology t.
+func NewTopologyDomains(t *Topology) *Domains {
+	d := &Domains{topology: t, perLevel: make([]map[*domain]struct{}, len(t.Levels)),
+		index: map[string]*domain{}, nodes: map[string]*topologyNode{}}
+	for i := range d.perLevel {
+		d.perLevel[i] = map[*domain]struct{}{}
 	}
 	return d
+}
+
+// NewDomains builds the tree of leaves in topology t, each a node of its
+// own. Leaves with the same values are one domain, with what they have
+// free summed (the nodes of a rack, when the lowest level is the rack); a
+// leaf whose values are not one per level is left out.
+func NewDomains(t *Topology, leaves []TopologyLeaf) *Domains {
+	d := NewTopologyDomains(t)
+	for i, leaf := range leaves {
+		d.SetNode(fmt.Sprint(i), leaf.Values, leaf.Free)
+	}
+	return d
+}
+
+// SetNode puts node name in the leaf of values (its labels' values at the
+// topology's levels, coarsest first) with allocatable, keeping what its
+// pods use. Values that are not one per level, or empty, take it out.
+func (d *Domains) SetNode(name string, values []string, allocatable flavors.Resources) {
+	n := d.nodes[name]
+	if len(values) != len(d.topology.Levels) || len(values) == 0 || slices.Contains(values, "") {
+		d.RemoveNode(name)
+		return
+	}
+	if n != nil && slices.Equal(n.leaf.values, values) {
+		d.move(n.leaf, n.free(), -1)
+		n.allocatable = maps.Clone(allocatable)
+		d.move(n.leaf, n.free(), +1)
+		return
+	}
+	var used flavors.Resources
+	if n != nil {
+		used = n.used
+		d.RemoveNode(name)
+	}
+	n = &topologyNode{leaf: d.leafOf(values), allocatable: maps.Clone(allocatable), used: used}
+	d.nodes[name] = n
+	n.leaf.nodes++
+	d.move(n.leaf, n.free(), +1)
+}
+
+// Use adds (sign +1) or takes back (-1) requests that a pod on node name
+// uses. A node the tree does not hold is left alone.
+func (d *Domains) Use(name string, requests flavors.Resources, sign int) {
+	n := d.nodes[name]
+	if n == nil {
+		return
+	}
+	d.move(n.leaf, n.free(), -1)
+	if n.used == nil {
+		n.used = flavors.Resources{}
+	}
+	for r, a := range requests {
+		if sign > 0 {
+			n.used[r] = n.used[r].Add(a)
+		} else if n.used[r] = n.used[r].Sub(a); n.used[r] == 0 {
+			delete(n.used, r)
+		}
+	}
+	d.move(n.leaf, n.free(), +1)
+}
+
+// RemoveNode takes node name out, and with it every domain it leaves
+// without a node.
+func (d *Domains) RemoveNode(name string) {
+	n := d.nodes[name]
+	if n == nil {
+		return
+	}
+	delete(d.nodes, name)
+	d.move(n.leaf, n.free(), -1)
+	if n.leaf.nodes--; n.leaf.nodes > 0 {
+		return
+	}
+	for dom := n.leaf; dom != nil && len(dom.children) == 0 && dom.nodes == 0; dom = dom.parent {
+		delete(d.index, strings.Join(dom.values, "\x00"))
+		delete(d.perLevel[len(dom.values)-1], dom)
+		if dom.parent == nil {
+			d.roots = slices.DeleteFunc(d.roots, func(x *domain) bool { return x == dom })
+		} else {
+			dom.parent.children = slices.DeleteFunc(dom.parent.children, func(x *domain) bool { return x == dom })
+		}
+	}
+}
+
+// leafOf is the leaf of values, made with its missing ancestors.
+func (d *Domains) leafOf(values []string) *domain {
+	var parent *domain
+	for level := range values {
+		key := strings.Join(values[:level+1], "\x00")
+		dom := d.index[key]
+		if dom == nil {
+			dom = &domain{values: slices.Clone(values[:level+1]), parent: parent}
+			d.index[key] = dom
+			d.perLevel[level][dom] = struct{}{}
+			if parent == nil {
+				d.roots = append(d.roots, dom)
+			} else {
+				parent.children = append(parent.children, dom)
+			}
+		}
+		parent = dom
+	}
+	return parent
+}
+
+// move adds (sign +1) or takes away (-1) free from leaf's.
+func (d *Domains) move(leaf *domain, free flavors.Resources, sign int) {
+	if leaf.free == nil {
+		leaf.free = flavors.Resources{}
+	}
+	for r, a := range free {
+		if sign > 0 {
+			leaf.free[r] = leaf.free[r].Add(a)
+		} else {
+			leaf.free[r] = leaf.free[r].Sub(a)
+		}
+	}
+}
+
+// level is the domains of level i, in no order.
+func (d *Domains) level(i int) []*domain {
+	return slices.Collect(maps.Keys(d.perLevel[i]))
 }
 
 // DomainCount is a domain of a placement, by its values of the
@@ -376,7 +495,7 @@ func countIn(requests, free flavors.Resources) int32 {
 // wanted slices: one that holds them all, else, unless required, the
 // fewest that do together.
 func (p *assigning) fitAt(level int, wanted, slice int32, required, unconstrained bool) ([]*domain, int, error) {
-	domains := p.sorted(p.d.perLevel[level])
+	domains := p.sorted(p.d.level(level))
 	noFit := func(largest *domain, fits int32) *NoFit {
 		n := &NoFit{Topology: p.d.topology.Name, Level: p.d.topology.Levels[level], Fits: fits, Wanted: wanted, Slice: slice}
 		if largest != nil {
@@ -602,7 +721,7 @@ func (p *assigning) placeGroup(leader, workers TopologyPodSet) (lead, rest []lea
 		var first error
 		for at := level; at >= 0; at-- {
 			p.fillAll(wantsWorker, slice, sliceLevel)
-			candidates := p.sorted(p.d.perLevel[at])
+			candidates := p.sorted(p.d.level(at))
 			// The tightest first: the fewest workers' pods held.
 			slices.Reverse(candidates)
 			holds := make([]int32, len(candidates))
@@ -653,7 +772,9 @@ func (p *assigning) placeGroup(leader, workers TopologyPodSet) (lead, rest []lea
 func (p *assigning) leaderLeaf(leader, worker flavors.Resources) *domain {
 	var best *domain
 	bestCost, bestLeft := int32(math.MaxInt32), int32(math.MaxInt32)
-	for _, leaf := range p.d.perLevel[len(p.d.perLevel)-1] {
+	leaves := p.d.level(len(p.d.perLevel) - 1)
+	slices.SortFunc(leaves, func(a, b *domain) int { return slices.Compare(a.values, b.values) })
+	for _, leaf := range leaves {
 		free := p.free(leaf)
 		if countIn(leader, free) < 1 {
 			continue
@@ -718,7 +839,7 @@ func (d *Domains) Room(perPod flavors.Resources, top int) []LevelRoom {
 	out := make([]LevelRoom, len(d.topology.Levels))
 	for level, name := range d.topology.Levels {
 		out[level].Level = name
-		for _, dom := range p.sorted(d.perLevel[level])[:min(top, len(d.perLevel[level]))] {
+		for _, dom := range p.sorted(d.level(level))[:min(top, len(d.perLevel[level]))] {
 			out[level].Domains = append(out[level].Domains, DomainCount{Values: dom.values, Count: p.of(dom).pods})
 		}
 	}

@@ -402,3 +402,92 @@ func randomLeaves(rng *rand.Rand, blocks, pods int) []TopologyLeaf {
 	}
 	return ls
 }
+
+// TestDomainsIncremental changes a tree node by node (nodes set, moved,
+// resized, removed; pods' usage added and taken back) and checks, after
+// every change, that it places and reports room as a tree built from
+// scratch from the same nodes does, and that it keeps no domain without
+// a node.
+func TestDomainsIncremental(t *testing.T) {
+	t.Run("hostname leaves", func(t *testing.T) { testDomainsIncremental(t, rackTopology) })
+	// Leaves of several nodes: a rack's.
+	t.Run("rack leaves", func(t *testing.T) {
+		testDomainsIncremental(t, &Topology{Name: "racks", Levels: []string{"block", "rack"}})
+	})
+}
+
+func testDomainsIncremental(t *testing.T, topo *Topology) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	type node struct {
+		values      []string
+		allocatable flavors.Resources
+		used        flavors.Resources
+	}
+	nodes := map[string]*node{}
+	d := NewTopologyDomains(topo)
+	randomValues := func(name string) []string {
+		b, r := rng.IntN(2), rng.IntN(3)
+		return []string{fmt.Sprint("b", b), fmt.Sprint("r", b, r), name}[:len(topo.Levels)]
+	}
+	for step := range 500 {
+		name := fmt.Sprint("n", rng.IntN(12))
+		n := nodes[name]
+		switch op := rng.IntN(5); {
+		case op == 0 || n == nil: // set (make, move or resize)
+			values := randomValues(name)
+			if n != nil && rng.IntN(2) == 0 {
+				values = n.values
+			}
+			alloc := flavors.Resources{nvgpu: flavors.Amount(rng.IntN(9)), corev1.ResourcePods: flavors.Amount(1 + rng.IntN(8))}
+			d.SetNode(name, values, alloc)
+			if n == nil {
+				n = &node{used: flavors.Resources{}}
+				nodes[name] = n
+			}
+			n.values, n.allocatable = values, alloc
+		case op == 1: // remove
+			d.RemoveNode(name)
+			delete(nodes, name)
+		case op == 2 || op == 3: // a pod starts
+			u := flavors.Resources{nvgpu: flavors.Amount(rng.IntN(3)), corev1.ResourcePods: 1}
+			d.Use(name, u, +1)
+			for r, a := range u {
+				n.used[r] += a
+			}
+		default: // a pod ends
+			if n.used[corev1.ResourcePods] == 0 {
+				continue
+			}
+			u := flavors.Resources{nvgpu: min(n.used[nvgpu], 1), corev1.ResourcePods: 1}
+			d.Use(name, u, -1)
+			for r, a := range u {
+				n.used[r] -= a
+			}
+		}
+		var ls []TopologyLeaf
+		for _, n := range nodes {
+			free := flavors.Resources{}
+			for r, a := range n.allocatable {
+				free[r] = a - n.used[r]
+			}
+			ls = append(ls, TopologyLeaf{Values: n.values, Free: free})
+		}
+		fresh := NewDomains(topo, ls)
+		perPod := flavors.Resources{nvgpu: 1}
+		if got, want := fmt.Sprint(d.Room(perPod, 100)), fmt.Sprint(fresh.Room(perPod, 100)); got != want {
+			t.Fatalf("step %d: room\n got %s\nwant %s", step, got, want)
+		}
+		req := TopologyRequest{Mode: TopologyMode(rng.IntN(3)), Level: topo.Levels[rng.IntN(len(topo.Levels))]}
+		count := int32(1 + rng.IntN(10))
+		a1, e1 := d.Place(count, perPod, req)
+		a2, e2 := fresh.Place(count, perPod, req)
+		if fmt.Sprint(a1, e1) != fmt.Sprint(a2, e2) {
+			t.Fatalf("step %d: %d pods %+v:\n got %v %v\nwant %v %v", step, count, req, a1, e1, a2, e2)
+		}
+		for level := range topo.Levels {
+			if got, want := len(d.perLevel[level]), len(fresh.perLevel[level]); got != want {
+				t.Fatalf("step %d: level %d has %d domains, a fresh tree %d", step, level, got, want)
+			}
+		}
+	}
+}
