@@ -491,3 +491,26 @@ func testDomainsIncremental(t *testing.T, topo *Topology) {
 		}
 	}
 }
+
+// BenchmarkPlace places a 16-pod gang, required in one rack, on the tree
+// of Kueue's TAS performance scenario: 1 block of 10 racks of 64 nodes,
+// about half full.
+func BenchmarkPlace(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	d := NewTopologyDomains(rackTopology)
+	for r := range 10 {
+		for n := range 64 {
+			name := fmt.Sprint("n", r, "-", n)
+			d.SetNode(name, []string{"b", fmt.Sprint("r", r), name}, flavors.Resources{corev1.ResourceCPU: 96000, corev1.ResourcePods: 110})
+			d.Use(name, flavors.Resources{corev1.ResourceCPU: flavors.Amount(rng.IntN(96000))}, +1)
+		}
+	}
+	perPod := flavors.Resources{corev1.ResourceCPU: 8000}
+	req := TopologyRequest{Mode: TopologyRequired, Level: "rack"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Place(16, perPod, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
