@@ -175,13 +175,14 @@ bench: toolchain build ## Run a benchmark (BENCH_SCENARIO, default baseline): ta
 
 # Kueue's scheduler-performance runner and minimalkueue (and
 # minimalkueue-qps500, at tally's client budget), built into
-# $(TOOLS)/kueue-perf by e2e/toolchain/build.sh on first use (its
-# KUEUE_VERSION pins the release).
+# $(TOOLS)/kueue-perf-$(KUEUE_VERSION) by e2e/toolchain/build.sh on first
+# use, for the release KUEUE_VERSION names.
+KUEUE_VERSION ?= v0.19.2
 BENCH_ROUNDS ?= 3
 .PHONY: bench-kueue
-bench-kueue: toolchain build ## Compare tally and Kueue's own scheduler-performance runner with minimalkueue on BENCH_SCENARIO: BENCH_ROUNDS runs each of tally, tally with the Jobs' pods, tally at Kueue's client budget, Kueue, Kueue at tally's budget, in turn (not in make test).
-	@[ -x "$(TOOLS)/kueue-perf/minimalkueue-qps500" ] || KUBE_VERSION=$(KUBE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)" kueue-perf
-	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench -kueue $(TOOLS)/kueue-perf -rounds $(BENCH_ROUNDS) -tally-version "$$(git describe --always --dirty 2>/dev/null)" $(BENCH_FLAGS)
+bench-kueue: toolchain build ## Compare tally and Kueue's own scheduler-performance runner with minimalkueue (KUEUE_VERSION, default v0.19.2) on BENCH_SCENARIO: BENCH_ROUNDS runs each of tally, tally with the Jobs' pods, tally at Kueue's client budget, Kueue, Kueue at tally's budget, in turn (not in make test).
+	@[ -x "$(TOOLS)/kueue-perf-$(KUEUE_VERSION)/minimalkueue-qps500" ] || KUBE_VERSION=$(KUBE_VERSION) KUEUE_VERSION=$(KUEUE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)" kueue-perf
+	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench -kueue $(TOOLS)/kueue-perf-$(KUEUE_VERSION) -rounds $(BENCH_ROUNDS) -tally-version "$$(git describe --always --dirty 2>/dev/null)" $(BENCH_FLAGS)
 
 .PHONY: bench-large
 bench-large: ## The 50,000-Job scenario, bench/large.yaml.

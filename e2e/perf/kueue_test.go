@@ -11,7 +11,8 @@ import (
 )
 
 // Kueue's test/performance/scheduler/configs/baseline/generator.yaml
-// (v0.17.1), quantities as numbers the way it writes them.
+// (the same in v0.17.1 and v0.19.2), quantities as numbers the way it
+// writes them.
 const kueueBaseline = `
 cohorts:
 - className: cohort

@@ -23,7 +23,7 @@ MPI_OPERATOR_VERSION=${MPI_OPERATOR_VERSION:-v0.8.2}
 KUBERAY_VERSION=${KUBERAY_VERSION:-v1.6.1}
 TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
 HELM_VERSION=${HELM_VERSION:-v3.17.3}
-KUEUE_VERSION=${KUEUE_VERSION:-v0.17.1}
+KUEUE_VERSION=${KUEUE_VERSION:-v0.19.2}
 KARPENTER_VERSION=${KARPENTER_VERSION:-v1.15.0}
 # Karpenter's module asks for a newer Go than the project's; the go command
 # fetches this toolchain from the proxy for that one build.
@@ -244,14 +244,15 @@ if need helm; then
   finish_module helm
 fi
 # Kueue's scheduler performance test (test/performance/scheduler of
-# sigs.k8s.io/kueue), for make bench-kueue: kueue-perf/ holds its runner,
-# minimalkueue (Kueue's core controllers and scheduler), Kueue's CRDs and
-# its baseline generator and range configs. Not in the default set either.
-# A kueue-perf from before minimalkueue-qps500 is rebuilt.
-if need kueue-perf || { [[ " ${wanted[*]} " == *" kueue-perf "* ]] && [ ! -x "$out/kueue-perf/minimalkueue-qps500" ]; }; then
+# sigs.k8s.io/kueue), for make bench-kueue: kueue-perf-$KUEUE_VERSION/
+# holds its runner, minimalkueue (Kueue's core controllers and scheduler),
+# Kueue's CRDs and its scenarios' generator and range configs, one folder
+# per version. Not in the default set either.
+kpout="$out/kueue-perf-$KUEUE_VERSION"
+if [[ " ${wanted[*]} " == *" kueue-perf "* ]] && [ ! -x "$kpout/minimalkueue-qps500" ]; then
   log "building Kueue's scheduler-performance runner and minimalkueue $KUEUE_VERSION (several minutes on a cold cache)"
   build_module kueue-perf-runner sigs.k8s.io/kueue "$KUEUE_VERSION" ./test/performance/scheduler/runner
-  kp="$out/kueue-perf.tmp"
+  kp="$kpout.tmp"
   rm -rf "$kp" && mkdir -p "$kp/crds"
   mv "$out/kueue-perf-runner.tmp" "$kp/runner"
   (cd "$mod" && GOFLAGS=-mod=mod go build -ldflags "-s -w" -o "$kp/minimalkueue" ./test/performance/scheduler/minimalkueue)
@@ -268,7 +269,7 @@ if need kueue-perf || { [[ " ${wanted[*]} " == *" kueue-perf "* ]] && [ ! -x "$o
   cp "$mod"/config/components/crd/bases/*.yaml "$kp/crds/"
   cp -r "$mod"/test/performance/scheduler/configs "$kp/configs"
   echo "$KUEUE_VERSION" >"$kp/VERSION"
-  rm -rf "$mod" "$out/kueue-perf"
-  mv "$kp" "$out/kueue-perf"
+  rm -rf "$mod" "$kpout"
+  mv "$kp" "$kpout"
 fi
 log "ready in $out ($((SECONDS - started))s)"
