@@ -538,22 +538,16 @@ func (p *assigning) fitAt(level int, wanted, slice int32, required, unconstraine
 // takes all it holds, and the last the tightest that holds what is left.
 // It sets the chosen domains' pods to what they are given.
 func (p *assigning) takeMinimum(domains []*domain, wanted, slice int32, bySlices bool) []*domain {
+	holds := func(d *domain) int32 { return p.of(d).pods }
+	if bySlices {
+		holds = func(d *domain) int32 { return p.of(d).slices }
+	}
 	var out []*domain
 	left := wanted
 	for i := 0; left > 0 && i < len(domains); i++ {
 		dom := domains[i]
-		holds := func(d *domain) int32 {
-			if bySlices {
-				return p.of(d).slices
-			}
-			return p.of(d).pods
-		}
 		if holds(dom) >= left {
-			if bySlices {
-				dom = p.bestFit(domains[i:], left)
-			} else {
-				dom = p.bestFitPods(domains[i:], left)
-			}
+			dom = bestBy(domains[i:], left, holds)
 		}
 		c := p.of(dom)
 		take := min(holds(dom), left)
@@ -574,11 +568,8 @@ func (p *assigning) bestFit(domains []*domain, wanted int32) *domain {
 	return bestBy(domains, wanted, func(d *domain) int32 { return p.of(d).slices })
 }
 
-// bestFitPods is bestFit by pods.
-func (p *assigning) bestFitPods(domains []*domain, wanted int32) *domain {
-	return bestBy(domains, wanted, func(d *domain) int32 { return p.of(d).pods })
-}
-
+// bestBy is the first of domains that holds wanted (as holds counts)
+// with the fewest to spare; the first domain if none holds them.
 func bestBy(domains []*domain, wanted int32, holds func(*domain) int32) *domain {
 	best, bestHolds := domains[0], int32(math.MaxInt32)
 	for _, d := range domains {
