@@ -19,6 +19,9 @@ type Flavor struct {
 	NodeLabels  map[string]string
 	NodeTaints  []corev1.Taint
 	Tolerations []corev1.Toleration
+	// TopologyName is the Topology (spec.topologyName) whose levels
+	// place the flavor's pods; empty for none.
+	TopologyName string
 }
 
 // Requirements returns the node selector requirements that pin a pod to the

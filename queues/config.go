@@ -45,6 +45,9 @@ type Config struct {
 	// document's resources.deviceClassMappings to the resource its
 	// devices are charged as (see ClaimRequests); nil when none is.
 	DeviceClasses map[string]corev1.ResourceName
+	// Topologies maps each Topology document's name to its levels; a
+	// flavor names one in its TopologyName.
+	Topologies map[string]*Topology
 	// Warnings are non-fatal remarks, such as a deprecated alias.
 	Warnings []string
 
