@@ -178,8 +178,12 @@ func (o *Object) WorkloadIn(queue string, priority int32, d *queues.PodDefaults)
 		if why != "" && unresolved == "" {
 			unresolved = podSetPath(ps) + why
 		}
+		req, group, err := queues.TopologyRequestOf(ps.Template.Annotations)
+		if err != nil && unresolved == "" {
+			unresolved = podSetPath(ps) + err.Error()
+		}
 		sets[i] = queues.PodTemplate{Name: ps.Name, Count: ps.Count, Autoscaled: ps.Autoscaled, Spec: queues.WithPodOverhead(spec, extra),
-			Uncharged: d.Uncharged(queue, applied, ps.Injected), Claims: claims}
+			Uncharged: d.Uncharged(queue, applied, ps.Injected), Claims: claims, Topology: req, Group: group}
 	}
 	apiVersion, kind := "", ""
 	if _, typed := o.Obj.(*batchv1.Job); !typed {

@@ -341,9 +341,9 @@ type trainJobWrites struct{ templateWrites }
 func (trainJobWrites) templates(p MergePatch, t *Target, combos [][]*flavors.Flavor, suspend bool, annotations map[string]any) error {
 	var rjs []any
 	if !suspend {
-		for _, ps := range t.W.PodSets {
+		for i, ps := range t.W.PodSets {
 			sel, tols := map[string]any{}, []corev1.Toleration{}
-			for _, f := range combos[0] {
+			for _, f := range t.combosOf(i, combos)[0] {
 				for k, v := range f.NodeLabels {
 					sel[k] = v
 				}

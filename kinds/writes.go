@@ -124,7 +124,7 @@ func (templateWrites) templates(p MergePatch, t *Target, combos [][]*flavors.Fla
 		if t.Paths[i] == nil {
 			continue // a pod set the object does not hold
 		}
-		if err := w.narrow(p, t, i, combos, suspend); err != nil {
+		if err := w.narrow(p, t, i, t.combosOf(i, combos), suspend); err != nil {
 			return err
 		}
 		p.SetIn(t.Src, Join(t.Paths[i], "metadata", "labels", queues.LabelWorkload), string(t.W.UID))
@@ -256,6 +256,35 @@ type Target struct {
 	// Src is its content where a pod template path crosses a list
 	// (Object.Source).
 	Src map[string]any
+	// Pinned is, by pod set in W.PodSets order, the node labels of the
+	// topology domain an admission places all its pods in
+	// (queues.TopologyAssignment.Pinned), which narrow its template as
+	// a flavor's do; nil for none.
+	Pinned []map[string]string
+}
+
+// combosOf is combos for pod set i: each flavor also pins the labels of
+// the pod set's topology domain (t.Pinned), if it has one.
+func (t *Target) combosOf(i int, combos [][]*flavors.Flavor) [][]*flavors.Flavor {
+	if i >= len(t.Pinned) || len(t.Pinned[i]) == 0 {
+		return combos
+	}
+	out := make([][]*flavors.Flavor, len(combos))
+	for c, combo := range combos {
+		out[c] = make([]*flavors.Flavor, len(combo))
+		for j, f := range combo {
+			pinned := *f
+			pinned.NodeLabels = maps.Clone(f.NodeLabels)
+			if f.TopologyName != "" {
+				if pinned.NodeLabels == nil {
+					pinned.NodeLabels = map[string]string{}
+				}
+				maps.Copy(pinned.NodeLabels, t.Pinned[i])
+			}
+			out[c][j] = &pinned
+		}
+	}
+	return out
 }
 
 // Admit is the merge patch that admits t in the flavors of combos (one

@@ -133,6 +133,7 @@ func (l *Ledger) decide() []write {
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
 	clear(l.preempt.reserved)
 	snap.Yield = yield
+	snap.Domains = l.topo.trees
 	snap.Budget = budget
 	snap.Rotate = l.passCache.rotate()
 	var never []*entry
@@ -189,6 +190,9 @@ func (l *Ledger) decide() []write {
 	for _, d := range decided.Admissions {
 		e := d.Workload.Tag.(*entry)
 		e.lastCode = ""
+		if d.Assignment.Topology != nil {
+			e.placed = &placement{flavor: d.Assignment.TopologyFlavor(), sets: d.Assignment.Topology}
+		}
 		l.step(e, machine.Assume(d.Workload.Queue, d.Assignment.Usage))
 		out = append(out, write{e: e, w: e.W, a: d.Assignment, rv: e.rv, userAffinity: e.userAffinity, src: e.src,
 			combos: l.admittedCombos(d.Workload, d.Assignment), paths: e.paths, suspend: e.suspend, resume: e.resume,
@@ -468,7 +472,11 @@ func (l *Ledger) rollback(adm write, err error) {
 // every pod template to the assigned flavors, records the assignment
 // (admissionAnnotations) and un-suspends the workload.
 func (l *Ledger) admissionPatch(adm write, now time.Time) ([]byte, error) {
-	return l.target(adm).Admit(adm.combos, admissionAnnotations(adm, now))
+	t := l.target(adm)
+	for _, ta := range adm.a.Topology {
+		t.Pinned = append(t.Pinned, ta.Pinned())
+	}
+	return t.Admit(adm.combos, admissionAnnotations(adm, now))
 }
 
 // admittedCombos are the flavor combinations an admission narrows w's
@@ -494,6 +502,9 @@ func admissionAnnotations(adm write, now time.Time) map[string]any {
 	}
 	if adm.w.ClaimTemplates != "" {
 		ann[queues.AnnotationClaimTemplates] = adm.w.ClaimTemplates
+	}
+	if t := adm.a.TopologyAnnotation(adm.w); t != "" {
+		ann[queues.AnnotationTopology] = t
 	}
 	return ann
 }

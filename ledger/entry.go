@@ -41,7 +41,12 @@ type entry struct {
 	heldIn string
 
 	userAffinity string // the tally.dev/user-affinity annotation
-	overhead     string // the tally.dev/pod-overhead annotation
+	// placed is where its pod sets go in its flavor's topology while it
+	// is charged quota (domains.follow); topologyAnn is its
+	// tally.dev/topology annotation, which says so after a restart.
+	placed      *placement
+	topologyAnn string
+	overhead    string // the tally.dev/pod-overhead annotation
 	// resume is the suspend field's value that lets it run
 	// (kinds.Object.SuspendValue).
 	resume any

@@ -176,6 +176,7 @@ func StripNode(obj any) (any, error) {
 	out := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels},
 		Spec:       corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
+		Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable},
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {

@@ -89,6 +89,7 @@ func (e *entry) note(o *kinds.Object) {
 	e.generation = meta.Generation
 	e.LabelState = meta.Labels[queues.LabelState]
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
+	e.topologyAnn = meta.Annotations[queues.AnnotationTopology]
 	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]
 	e.refs, e.refsVersion = o.Refs, o.RefsVersion
 	e.requeues = machine.Requeues(meta.Annotations)

@@ -101,6 +101,8 @@ type Ledger struct {
 	late map[types.UID]*entry
 	// pods is the bookkeeping of pods by workload (podbook.go).
 	pods podBook[*entry]
+	// topo is the trees of the flavors' topologies (topology.go).
+	topo domains
 	// passCache is what a pass keeps for the next (passcache.go).
 	passCache passCache
 	// writer runs the writes and wakes the passes (writer.go).

@@ -18,6 +18,14 @@ type Assignment struct {
 	// Borrowing is true when the Workload takes quota beyond its
 	// ClusterQueue's nominal quota in some cell.
 	Borrowing bool
+	// Topology is, per pod set, where in the topology of its flavor
+	// (the first chosen that has one) its pods go; nil for none.
+	Topology []TopologyAssignment
+
+	// topologyFlavor is the flavor Topology places in, and taken what
+	// the pass took of its domains with it (see Snapshot.takeTopology).
+	topologyFlavor string
+	taken          Taken
 }
 
 // Annotation renders the assignment for the tally.dev/flavors annotation:
@@ -172,6 +180,13 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, preempt bool) 
 			sim.removeAdmitted(vs)
 		}
 		victims = append(victims, vs...)
+		if fl := s.Config.Flavors[f]; len(vs) == 0 && fl.TopologyName != "" && a.topologyFlavor == "" {
+			placed, taken, err := s.place(fl, w)
+			if err != nil {
+				return Assignment{}, topologyVerdict(cq, fl, w, err), nil
+			}
+			a.Topology, a.topologyFlavor, a.taken = placed, f, taken
+		}
 		a.Flavors = append(a.Flavors, f)
 		a.Borrowing = a.Borrowing || borrowing
 		if a.Usage == nil {
@@ -212,6 +227,13 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 			}
 			continue
 		}
+		if fl.TopologyName == "" && w.asksTopology() {
+			if never == nil {
+				v := neverf("no-topology", "asks where in a topology its pods go (%s), and flavor %s of ClusterQueue %s has no topology (spec.topologyName)", AnnotationRequiredTopology+", "+AnnotationPreferredTopology+" or the like", fq.Name, cq.Name)
+				never = &v
+			}
+			continue
+		}
 		// A flavor the group can never fit in is skipped before any that
 		// must wait is considered, so a wait names a flavor that can help.
 		ever := true
@@ -248,6 +270,21 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 			q, _ := s.Config.QuotaOf(cq.Name, fr)
 			if s.Usage[cq.Name][fr].Add(need) > q.Nominal {
 				borrowing = true
+			}
+		}
+		if fits && fl.TopologyName != "" {
+			if _, _, err := s.place(fl, w); err != nil {
+				fits = false
+				v := topologyVerdict(cq, fl, w, err)
+				if v.Kind == Never {
+					if never == nil {
+						never = &v
+					}
+					continue
+				}
+				if wait == nil {
+					wait = &v
+				}
 			}
 		}
 		if !fits {

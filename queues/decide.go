@@ -204,6 +204,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 	lastTaken := map[string]int{}
 	admit := func(cq *ClusterQueue, w *Workload, a Assignment, pos int) {
 		s.Charge(cq.Name, a.Usage, +1)
+		s.takeTopology(a)
 		d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
 		d.spend(s, 1)
 		taken[w] = true
@@ -259,6 +260,7 @@ func (s *Snapshot) decideGroup(group []string, pending map[string][]*Workload, r
 		switch {
 		case v.Kind == Fits && len(victims) == 0:
 			s.Charge(c.cq.Name, a.Usage, +1)
+			s.takeTopology(a)
 			d.Admissions = append(d.Admissions, Admission{Workload: w, Assignment: a})
 			d.spend(s, 1)
 		case v.Kind == Fits:
@@ -432,7 +434,7 @@ func (s *Snapshot) admitWithinNominal(group []string, pending map[string][]*Work
 		case v.Kind == Fits, cq.Strategy == StrictFIFO:
 			heap.Pop(h)
 			continue
-		case plain && (c.failed == nil || covers(c.failed, w)):
+		case plain && !v.topology() && (c.failed == nil || covers(c.failed, w)):
 			c.failed = w
 		}
 		h.advance()
@@ -500,7 +502,7 @@ func (s *Snapshot) try(c *cursor, w *Workload) (Verdict, Assignment, []Victim) {
 		if cq.Strategy == StrictFIFO {
 			c.blockBehind(w)
 		}
-		if plain && (c.failed == nil || covers(c.failed, w)) {
+		if plain && !v.topology() && (c.failed == nil || covers(c.failed, w)) {
 			c.failed, c.failedV = w, v
 		}
 	}

@@ -37,6 +37,9 @@ const (
 
 	// AnnotationFlavors maps each pod set to its flavor: "main=gpu".
 	AnnotationFlavors = "tally.dev/flavors"
+	// AnnotationTopology records where an admission placed each pod set
+	// in its flavor's topology (Assignment.TopologyAnnotation).
+	AnnotationTopology = "tally.dev/topology"
 	// AnnotationPodQueue, on the pod templates of an admitted workload
 	// (with AnnotationFlavors), names the ClusterQueue its pods count in.
 	AnnotationPodQueue = "tally.dev/cluster-queue"

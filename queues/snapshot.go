@@ -121,6 +121,10 @@ type Snapshot struct {
 	// Tail, or a nil Settled, has every Workload examined.
 	Tails   map[string]*Tail
 	Settled func(queue string, from int, code string) bool
+	// Domains maps each flavor with a topology to the tree of its
+	// domains, which Decide only reads; a flavor without one has no
+	// nodes yet.
+	Domains map[string]*Domains
 
 	// borrowed is, per cohort, the usage its members and child cohorts
 	// take above what they keep (their guaranteed quota, or what a child
@@ -140,6 +144,9 @@ type Snapshot struct {
 	// nominal quota of a cell, for findVictims, which asks that of every
 	// member for every Workload that does not fit.
 	borrowers map[cohortCell]*borrowerFlags
+	// taken is what the pass's admissions took of each flavor's
+	// domains.
+	taken map[string]Taken
 	// waitCodes holds the Verdict code of a wait for quota of a cell.
 	waitCodes map[FlavorResource]string
 	// cursorBuf holds the cursors of the walk under way, and walk their

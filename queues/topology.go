@@ -101,6 +101,9 @@ type Domains struct {
 	perLevel []map[*domain]struct{}
 	index    map[string]*domain
 	nodes    map[string]*topologyNode
+	// reserved is, by leaf key, what admitted workloads' assignments
+	// give the leaf (Reserve), whether or not it has nodes now.
+	reserved map[string]flavors.Resources
 }
 
 type domain struct {
@@ -130,7 +133,7 @@ func (n *topologyNode) free() flavors.Resources {
 // NewTopologyDomains is the empty tree of topology t.
 func NewTopologyDomains(t *Topology) *Domains {
 	d := &Domains{topology: t, perLevel: make([]map[*domain]struct{}, len(t.Levels)),
-		index: map[string]*domain{}, nodes: map[string]*topologyNode{}}
+		index: map[string]*domain{}, nodes: map[string]*topologyNode{}, reserved: map[string]flavors.Resources{}}
 	for i := range d.perLevel {
 		d.perLevel[i] = map[*domain]struct{}{}
 	}
@@ -196,6 +199,38 @@ func (d *Domains) Use(name string, requests flavors.Resources, sign int) {
 	d.move(n.leaf, n.free(), +1)
 }
 
+// Reserve adds (sign +1) or takes back (-1) n pods of requests (each
+// also one of the pods resource) that an admitted workload's assignment
+// gives the leaf of values, whatever nodes it has, now or later.
+func (d *Domains) Reserve(values []string, requests flavors.Resources, n int32, sign int) {
+	key := strings.Join(values, "\x00")
+	total := withPod(requests)
+	for r, a := range total {
+		total[r] = a.Mul(int64(n))
+	}
+	u := d.reserved[key]
+	if u == nil {
+		u = flavors.Resources{}
+		d.reserved[key] = u
+	}
+	for r, a := range total {
+		if sign > 0 {
+			u[r] = u[r].Add(a)
+		} else if u[r] = u[r].Sub(a); u[r] == 0 {
+			delete(u, r)
+		}
+	}
+	if len(u) == 0 {
+		delete(d.reserved, key)
+	}
+	if leaf := d.index[key]; leaf != nil && len(leaf.values) == len(d.topology.Levels) {
+		d.move(leaf, total, -sign)
+	}
+}
+
+// Topology is the topology of the tree.
+func (d *Domains) Topology() *Topology { return d.topology }
+
 // RemoveNode takes node name out, and with it every domain it leaves
 // without a node.
 func (d *Domains) RemoveNode(name string) {
@@ -228,6 +263,9 @@ func (d *Domains) leafOf(values []string) *domain {
 		if dom == nil {
 			dom = &domain{values: slices.Clone(values[:level+1]), parent: parent}
 			d.index[key] = dom
+			if level == len(values)-1 {
+				d.move(dom, d.reserved[key], -1)
+			}
 			d.perLevel[level][dom] = struct{}{}
 			if parent == nil {
 				d.roots = append(d.roots, dom)
@@ -628,8 +666,20 @@ type TopologyPodSet struct {
 // tightest domain where both fit; a preferred group climbs, and at the
 // top the leader takes its best leaf and the workers spread.
 func (d *Domains) PlaceAll(sets []TopologyPodSet) ([]TopologyAssignment, error) {
+	out, _, err := d.PlaceAllOn(nil, sets)
+	return out, err
+}
+
+// Taken is what the placements of an admission pass took of a tree's
+// leaves: the tree itself learns of them only once the admissions are
+// recorded.
+type Taken map[*domain]flavors.Resources
+
+// PlaceAllOn is PlaceAll on what taken leaves free, and returns taken
+// with this placement added, as a new Taken: taken is not changed.
+func (d *Domains) PlaceAllOn(taken Taken, sets []TopologyPodSet) ([]TopologyAssignment, Taken, error) {
 	out := make([]TopologyAssignment, len(sets))
-	p := &assigning{d: d}
+	p := &assigning{d: d, used: cloneUsed(taken)}
 	done := make([]bool, len(sets))
 	for i := range sets {
 		if done[i] {
@@ -650,7 +700,7 @@ func (d *Domains) PlaceAll(sets []TopologyPodSet) ([]TopologyAssignment, error) 
 		case 1:
 			leaves, err := p.place(sets[i].Count, sets[i].PerPod, sets[i].Request)
 			if err != nil {
-				return nil, fmt.Errorf("pod set %s: %w", sets[i].Name, err)
+				return nil, nil, fmt.Errorf("pod set %s: %w", sets[i].Name, err)
 			}
 			p.record(leaves, withPod(sets[i].PerPod))
 			out[i] = d.assignment(leaves)
@@ -660,18 +710,18 @@ func (d *Domains) PlaceAll(sets []TopologyPodSet) ([]TopologyAssignment, error) 
 				leader, workers = workers, leader
 			}
 			if sets[leader].Count != 1 || sets[leader].Request != sets[workers].Request {
-				return nil, fmt.Errorf("group %s: a group is a pod set of one pod and another, with the same topology request", sets[i].Group)
+				return nil, nil, fmt.Errorf("group %s: a group is a pod set of one pod and another, with the same topology request", sets[i].Group)
 			}
 			lead, rest, err := p.placeGroup(sets[leader], sets[workers])
 			if err != nil {
-				return nil, fmt.Errorf("group %s: %w", sets[i].Group, err)
+				return nil, nil, fmt.Errorf("group %s: %w", sets[i].Group, err)
 			}
 			out[leader], out[workers] = d.assignment(lead), d.assignment(rest)
 		default:
-			return nil, fmt.Errorf("group %s: %d pod sets; a group is a pod set of one pod and another", sets[i].Group, len(group))
+			return nil, nil, fmt.Errorf("group %s: %d pod sets; a group is a pod set of one pod and another", sets[i].Group, len(group))
 		}
 	}
-	return out, nil
+	return out, p.used, nil
 }
 
 // record takes what leaves were given, of requests each pod.
@@ -805,7 +855,7 @@ func (p *assigning) groupNoFit(level int, candidates []*domain, holds []int32, l
 }
 
 // cloneUsed copies used, each leaf's resources too.
-func cloneUsed(used map[*domain]flavors.Resources) map[*domain]flavors.Resources {
+func cloneUsed[M ~map[*domain]flavors.Resources](used M) map[*domain]flavors.Resources {
 	out := make(map[*domain]flavors.Resources, len(used))
 	for d, r := range used {
 		out[d] = maps.Clone(r)

@@ -96,6 +96,11 @@ type PodSet struct {
 	// PodDefaults.Uncharged): its pods may ask that much more, and it is
 	// not charged. Usually nil.
 	Uncharged flavors.Resources
+	// Topology is where in a flavor's topology its pods ask to go (nil:
+	// unconstrained, on a flavor that has one), and Group the pod sets
+	// placed with it (podset-group-name); see TopologyRequestOf.
+	Topology *TopologyRequest
+	Group    string
 }
 
 // plain reports whether w may run on every flavor its taints allow: no
@@ -183,6 +188,9 @@ type PodTemplate struct {
 	// Claims is what each pod is charged for the devices of its resource
 	// claims (PodDefaults.ClaimRequests), beyond what Spec requests.
 	Claims flavors.Resources
+	// Topology and Group become the pod set's (TopologyRequestOf).
+	Topology *TopologyRequest
+	Group    string
 }
 
 // JobCount is how many pods of a Job run at once: parallelism (default
@@ -210,7 +218,8 @@ func podSets(sets []PodTemplate) []PodSet {
 	out := make([]PodSet, 0, len(sets))
 	for _, t := range sets {
 		count := max(t.Count, 0)
-		out = append(out, PodSet{Name: t.Name, Count: count, Autoscaled: min(max(t.Autoscaled, 0), count), Requests: WithClaims(PodRequests(t.Spec), t.Claims), Uncharged: t.Uncharged})
+		out = append(out, PodSet{Name: t.Name, Count: count, Autoscaled: min(max(t.Autoscaled, 0), count), Requests: WithClaims(PodRequests(t.Spec), t.Claims), Uncharged: t.Uncharged,
+			Topology: t.Topology, Group: t.Group})
 	}
 	return out
 }

@@ -1,0 +1,167 @@
+package queues
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"tally.dev/tally/flavors"
+)
+
+// Topology-aware admission: a flavor with a topology (spec.topologyName)
+// admits a Workload only where its pod sets can also be placed in the
+// flavor's domains (Snapshot.Domains), on what the pass's admissions
+// before it left (Snapshot.taken). A pod set that asks nothing is placed
+// unconstrained, at the lowest level, as Kueue places it: with
+// kubernetes.io/hostname the lowest level, that is node-level fit. A
+// Workload that asks for a placement is not admitted on a flavor without
+// a topology.
+
+// asksTopology says whether any pod set of w asks where in a topology
+// its pods go.
+func (w *Workload) asksTopology() bool {
+	for _, ps := range w.PodSets {
+		if ps.Topology != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// topologySets is w's pod sets as the placement takes them.
+func (w *Workload) topologySets() []TopologyPodSet {
+	sets := make([]TopologyPodSet, 0, len(w.PodSets))
+	for _, ps := range w.PodSets {
+		req := TopologyRequest{Mode: TopologyUnconstrained}
+		if ps.Topology != nil {
+			req = *ps.Topology
+		}
+		sets = append(sets, TopologyPodSet{Name: ps.Name, Count: int32(min(ps.Count, 1<<30)), PerPod: ps.Requests, Request: req, Group: ps.Group})
+	}
+	return sets
+}
+
+// place places w's pod sets in flavor fl's domains, on what this pass
+// took of them. The error is a *NoFit (wrapped) when they do not fit now,
+// or says why they never can on fl.
+func (s *Snapshot) place(fl *flavors.Flavor, w *Workload) ([]TopologyAssignment, Taken, error) {
+	d := s.Domains[fl.Name]
+	if d == nil {
+		t := s.Config.Topologies[fl.TopologyName]
+		if t == nil {
+			return nil, nil, fmt.Errorf("flavor %s names topology %q, which the config does not define", fl.Name, fl.TopologyName)
+		}
+		d = NewTopologyDomains(t)
+	}
+	return d.PlaceAllOn(s.taken[fl.Name], w.topologySets())
+}
+
+// topologyVerdict is the verdict of w, which fits the quota of flavor fl
+// but not its domains (err from place): it waits while err is a *NoFit,
+// and never fits on fl otherwise.
+func topologyVerdict(cq *ClusterQueue, fl *flavors.Flavor, w *Workload, err error) Verdict {
+	var nf *NoFit
+	if errors.As(err, &nf) {
+		return waitf("topology/"+fl.Name, "fits ClusterQueue %s's quota in flavor %s, but not its topology: %v", cq.Name, fl.Name, err)
+	}
+	return neverf("topology-invalid", "flavor %s cannot place the %s: %v", fl.Name, w.KindName(), err)
+}
+
+// topology says whether v waits for room in a topology: a Workload that
+// requests more does not wait for the same reason, as its pods may be
+// shaped otherwise.
+func (v Verdict) topology() bool { return strings.HasPrefix(v.Code, "topology/") }
+
+// takeTopology records that an admission took what a placed.
+func (s *Snapshot) takeTopology(a Assignment) {
+	if a.topologyFlavor == "" {
+		return
+	}
+	if s.taken == nil {
+		s.taken = map[string]Taken{}
+	}
+	s.taken[a.topologyFlavor] = a.taken
+}
+
+// TopologyAnnotation renders where each pod set of w goes, for the
+// AnnotationTopology annotation: the flavor placed in, then each pod
+// set's leaf domains (by their values from the top, "/"-joined) and
+// their counts, "gpu;main=block-1/rack-2:3,block-1/rack-3:1;worker=...".
+// Empty when nothing was placed.
+func (a Assignment) TopologyAnnotation(w *Workload) string {
+	if len(a.Topology) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(a.topologyFlavor)
+	for i, ta := range a.Topology {
+		b.WriteByte(';')
+		b.WriteString(w.PodSets[i].Name)
+		b.WriteByte('=')
+		for j, dc := range ta.Domains {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%s:%d", strings.Join(dc.Values, "/"), dc.Count)
+		}
+	}
+	return b.String()
+}
+
+// TopologyFlavor is the flavor a's Topology places in; "" for none.
+func (a Assignment) TopologyFlavor() string { return a.topologyFlavor }
+
+// ParseTopologyAnnotation reads an AnnotationTopology annotation of w,
+// under cfg: the flavor and, in w's pod set order, each pod set's
+// assignment. An annotation that names a flavor without a topology, or
+// a pod set w does not have, or does not parse, is an error.
+func ParseTopologyAnnotation(cfg *Config, w *Workload, ann string) (string, []TopologyAssignment, error) {
+	parts := strings.Split(ann, ";")
+	fl := cfg.Flavors[parts[0]]
+	if fl == nil || cfg.Topologies[fl.TopologyName] == nil {
+		return "", nil, fmt.Errorf("%q: flavor %q has no topology", ann, parts[0])
+	}
+	levels := cfg.Topologies[fl.TopologyName].Levels
+	out := make([]TopologyAssignment, len(w.PodSets))
+	for _, part := range parts[1:] {
+		name, list, ok := strings.Cut(part, "=")
+		i := slices.IndexFunc(w.PodSets, func(ps PodSet) bool { return ps.Name == name })
+		if !ok || i < 0 {
+			return "", nil, fmt.Errorf("%q: no pod set %q", ann, name)
+		}
+		out[i].Levels = levels
+		for _, d := range strings.Split(list, ",") {
+			values, count, ok := strings.Cut(d, ":")
+			n, err := strconv.ParseInt(count, 10, 32)
+			vs := strings.Split(values, "/")
+			if !ok || err != nil || n < 1 || len(vs) != len(levels) {
+				return "", nil, fmt.Errorf("%q: %q is not values/...:count of topology %s", ann, d, fl.TopologyName)
+			}
+			out[i].Domains = append(out[i].Domains, DomainCount{Values: vs, Count: int32(n)})
+		}
+	}
+	return fl.Name, out, nil
+}
+
+// Pinned is the node labels that every pod of the pod set ta places
+// shares: each level's label and value down to the deepest level where
+// all its domains are one. A pod set pinned so runs where it was placed
+// at that level; nil when its domains differ at the top.
+func (ta TopologyAssignment) Pinned() map[string]string {
+	if len(ta.Domains) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	first := ta.Domains[0].Values
+	for level, label := range ta.Levels {
+		for _, dc := range ta.Domains[1:] {
+			if dc.Values[level] != first[level] {
+				return out
+			}
+		}
+		out[label] = first[level]
+	}
+	return out
+}

@@ -1,0 +1,249 @@
+package queues
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"tally.dev/tally/flavors"
+)
+
+func TestTopologyRequestOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ann   map[string]string
+		want  *TopologyRequest
+		group string
+		err   string
+	}{
+		{"none", nil, nil, "", ""},
+		{"required", map[string]string{AnnotationRequiredTopology: "rack"}, &TopologyRequest{Mode: TopologyRequired, Level: "rack"}, "", ""},
+		{"preferred", map[string]string{AnnotationPreferredTopology: "block"}, &TopologyRequest{Mode: TopologyPreferred, Level: "block"}, "", ""},
+		{"unconstrained", map[string]string{AnnotationUnconstrainedTopology: "true"}, &TopologyRequest{Mode: TopologyUnconstrained}, "", ""},
+		{"unconstrained false asks nothing", map[string]string{AnnotationUnconstrainedTopology: "false"}, nil, "", ""},
+		{"sliced", map[string]string{AnnotationRequiredTopology: "block", AnnotationSliceRequiredTopology: "rack", AnnotationSliceSize: "4"},
+			&TopologyRequest{Mode: TopologyRequired, Level: "block", SliceLevel: "rack", SliceSize: 4}, "", ""},
+		{"slices alone spread unconstrained", map[string]string{AnnotationSliceRequiredTopology: "rack", AnnotationSliceSize: "2"},
+			&TopologyRequest{Mode: TopologyUnconstrained, SliceLevel: "rack", SliceSize: 2}, "", ""},
+		{"grouped", map[string]string{AnnotationRequiredTopology: "rack", AnnotationPodSetGroup: "train"},
+			&TopologyRequest{Mode: TopologyRequired, Level: "rack"}, "train", ""},
+		{"required and preferred", map[string]string{AnnotationRequiredTopology: "rack", AnnotationPreferredTopology: "block"}, nil, "",
+			"metadata.annotations[kueue.x-k8s.io/podset-preferred-topology]: a pod set asks one of"},
+		{"required and unconstrained", map[string]string{AnnotationRequiredTopology: "rack", AnnotationUnconstrainedTopology: "true"}, nil, "",
+			"metadata.annotations[kueue.x-k8s.io/podset-unconstrained-topology]: a pod set asks one of"},
+		{"empty level", map[string]string{AnnotationRequiredTopology: ""}, nil, "",
+			"metadata.annotations[kueue.x-k8s.io/podset-required-topology]: empty"},
+		{"empty preferred level", map[string]string{AnnotationPreferredTopology: ""}, nil, "",
+			"metadata.annotations[kueue.x-k8s.io/podset-preferred-topology]: empty"},
+		{"not a bool", map[string]string{AnnotationUnconstrainedTopology: "yes"}, nil, "",
+			`metadata.annotations[kueue.x-k8s.io/podset-unconstrained-topology]: "yes" is not true or false`},
+		{"slice level without size", map[string]string{AnnotationSliceRequiredTopology: "rack"}, nil, "",
+			"metadata.annotations[kueue.x-k8s.io/podset-slice-size]: required with"},
+		{"size without slice level", map[string]string{AnnotationSliceSize: "2"}, nil, "",
+			"metadata.annotations[kueue.x-k8s.io/podset-slice-size]: set without"},
+		{"size not a number", map[string]string{AnnotationSliceRequiredTopology: "rack", AnnotationSliceSize: "two"}, nil, "",
+			`metadata.annotations[kueue.x-k8s.io/podset-slice-size]: "two" is not a whole number`},
+		{"size zero", map[string]string{AnnotationSliceRequiredTopology: "rack", AnnotationSliceSize: "0"}, nil, "",
+			`metadata.annotations[kueue.x-k8s.io/podset-slice-size]: "0" is not a whole number`},
+		{"empty slice level", map[string]string{AnnotationSliceRequiredTopology: "", AnnotationSliceSize: "2"}, nil, "",
+			"metadata.annotations[kueue.x-k8s.io/podset-slice-required-topology]: empty"},
+		{"group without a request", map[string]string{AnnotationPodSetGroup: "train"}, nil, "",
+			"metadata.annotations[kueue.x-k8s.io/podset-group-name]: a group's pod sets each ask"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, group, err := TopologyRequestOf(tc.ann)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (req == nil) != (tc.want == nil) || req != nil && *req != *tc.want || group != tc.group {
+				t.Fatalf("got %+v %q, want %+v %q", req, group, tc.want, tc.group)
+			}
+		})
+	}
+}
+
+// topologyConfig is a config of one ClusterQueue, tas, with a flavor
+// "gpu" placed in rackTopology and a flavor "plain" without one, each
+// of 64 GPUs.
+func topologyConfig(flavorsFirst ...string) *Config {
+	gpu := flavor("gpu", "pool", "a")
+	gpu.TopologyName = rackTopology.Name
+	plain := flavor("plain", "pool", "b")
+	cq := makeCQ("tas").Group(nvgpu)
+	if len(flavorsFirst) == 0 {
+		flavorsFirst = []string{"gpu"}
+	}
+	for _, f := range flavorsFirst {
+		cq.Flavor(f, "nvidia.com/gpu=64")
+	}
+	cfg := makeConfig([]*flavors.Flavor{gpu, plain}, cq.Obj())
+	cfg.Topologies = map[string]*Topology{rackTopology.Name: rackTopology}
+	return cfg
+}
+
+// topologyWL is a workload of n pods of gpus GPUs each, asking req (nil
+// for nothing).
+func topologyWL(name string, at int, n int64, gpus string, req *TopologyRequest) *Workload {
+	b := makeWL(name, "tas", at).Req(nvgpu, gpus).Count(n)
+	b.w.PodSets[0].Topology = req
+	return b.Obj()
+}
+
+func TestDecideWithTopology(t *testing.T) {
+	rack := &TopologyRequest{Mode: TopologyRequired, Level: "rack"}
+	// Two racks of two 8-GPU nodes each, and a rack of one 4-GPU node.
+	dc := "b1/r1/n1=8 b1/r1/n2=8 b1/r2/n3=8 b1/r2/n4=8 b1/r3/n5=4"
+	for _, tc := range []struct {
+		name    string
+		flavors []string
+		leaves  string
+		pending []*Workload
+		// want lists each admitted workload's placement, "name@flavor
+		// placement", and part of each waiting one's message, "name:
+		// message".
+		want []string
+	}{
+		{"a gang in one rack; the next in the other", nil, dc,
+			[]*Workload{topologyWL("a", 1, 4, "4", rack), topologyWL("b", 2, 2, "8", rack)},
+			[]string{"a@gpu b1/r1/n1:2 b1/r1/n2:2", "b@gpu b1/r2/n3:1 b1/r2/n4:1"}},
+		{"the second gang finds no rack left that holds it", nil, dc,
+			[]*Workload{topologyWL("a", 1, 2, "8", rack), topologyWL("b", 2, 2, "8", rack), topologyWL("c", 3, 2, "8", rack)},
+			[]string{"a@gpu b1/r1/n1:1 b1/r1/n2:1", "b@gpu b1/r2/n3:1 b1/r2/n4:1",
+				`c: fits ClusterQueue tas's quota in flavor gpu, but not its topology: pod set main: topology "dc": no rack domain holds 2 pods; the largest, b1/r1, holds 0`}},
+		{"no annotation: unconstrained, each pod on a node that holds it", nil, "b1/r1/n1=7 b1/r1/n2=7 b1/r2/n3=8",
+			[]*Workload{topologyWL("a", 1, 2, "8", nil)},
+			[]string{`a: fits ClusterQueue tas's quota in flavor gpu, but not its topology: pod set main: topology "dc": its kubernetes.io/hostname domains hold 1 of 2 pods in all`}},
+		{"no annotation fits where nodes have room", nil, "b1/r1/n1=8 b1/r1/n2=7 b1/r2/n3=8",
+			[]*Workload{topologyWL("a", 1, 2, "8", nil)},
+			[]string{"a@gpu b1/r1/n1:1 b1/r2/n3:1"}},
+		{"a flavor whose topology does not hold it is passed for the next", []string{"gpu", "plain"}, "b1/r1/n1=4",
+			[]*Workload{topologyWL("a", 1, 2, "4", nil)},
+			[]string{"a@plain "}},
+		{"a request for a placement skips a flavor without a topology", []string{"plain", "gpu"}, dc,
+			[]*Workload{topologyWL("a", 1, 2, "4", rack)},
+			[]string{"a@gpu b1/r1/n1:2"}},
+		{"a request for a placement never fits where no flavor has a topology", []string{"plain"}, dc,
+			[]*Workload{topologyWL("a", 1, 2, "4", rack)},
+			[]string{"a: asks where in a topology its pods go"}},
+		{"a level the topology does not have never fits", nil, dc,
+			[]*Workload{topologyWL("a", 1, 1, "1", &TopologyRequest{Mode: TopologyRequired, Level: "zone"})},
+			[]string{"a: flavor gpu cannot place the Job"}},
+		{"no nodes yet: waits", nil, "",
+			[]*Workload{topologyWL("a", 1, 1, "1", rack)},
+			[]string{`a: fits ClusterQueue tas's quota in flavor gpu, but not its topology`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := topologyConfig(tc.flavors...)
+			snap := NewSnapshot(cfg, nil, map[string]labels.Set{"ns": {}})
+			if tc.leaves != "" {
+				snap.Domains = map[string]*Domains{"gpu": NewDomains(rackTopology, leaves(tc.leaves))}
+			}
+			var got []string
+			d := Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict, _ int) {
+				if v.Kind != Fits {
+					got = append(got, w.Name+": "+v.Message())
+				}
+			})
+			for _, a := range d.Admissions {
+				var p []string
+				for _, ta := range a.Assignment.Topology {
+					p = append(p, placed(ta))
+				}
+				got = append(got, a.Workload.Name+"@"+strings.Join(a.Assignment.Flavors, "+")+" "+strings.Join(p, ";"))
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			for _, w := range tc.want {
+				found := false
+				for _, g := range got {
+					if name, rest, _ := strings.Cut(w, " "); strings.HasPrefix(g, name) && strings.Contains(g, rest) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("got %q, want one like %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestTopologyAnnotationRoundTrip(t *testing.T) {
+	cfg := topologyConfig()
+	w := topologyWL("a", 1, 4, "4", &TopologyRequest{Mode: TopologyRequired, Level: "rack"})
+	snap := NewSnapshot(cfg, nil, map[string]labels.Set{"ns": {}})
+	snap.Domains = map[string]*Domains{"gpu": NewDomains(rackTopology, leaves("b1/r1/n1=8 b1/r1/n2=8"))}
+	a, v := snap.Assign(w)
+	if v.Kind != Fits {
+		t.Fatal(v.Message())
+	}
+	ann := a.TopologyAnnotation(w)
+	if want := "gpu;main=b1/r1/n1:2,b1/r1/n2:2"; ann != want {
+		t.Fatalf("annotation %q, want %q", ann, want)
+	}
+	fl, sets, err := ParseTopologyAnnotation(cfg, w, ann)
+	if err != nil || fl != "gpu" || len(sets) != 1 || placed(sets[0]) != "b1/r1/n1:2 b1/r1/n2:2" {
+		t.Fatalf("parsed %q %+v %v", fl, sets, err)
+	}
+	if got := sets[0].Pinned(); len(got) != 2 || got["block"] != "b1" || got["rack"] != "r1" {
+		t.Fatalf("pinned %v, want block and rack", got)
+	}
+	for _, bad := range []string{"plain;main=b1/r1/n1:2", "gpu;worker=b1/r1/n1:2", "gpu;main=b1/r1:2", "gpu;main=b1/r1/n1:0", "gpu;main=b1/r1/n1"} {
+		if _, _, err := ParseTopologyAnnotation(cfg, w, bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestPinned(t *testing.T) {
+	levels := rackTopology.Levels
+	for _, tc := range []struct {
+		domains []DomainCount
+		want    string
+	}{
+		{nil, ""},
+		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}}, "block=b1,kubernetes.io/hostname=n1,rack=r1"},
+		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}, {Values: []string{"b1", "r1", "n2"}, Count: 1}}, "block=b1,rack=r1"},
+		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}, {Values: []string{"b1", "r2", "n3"}, Count: 1}}, "block=b1"},
+		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}, {Values: []string{"b2", "r2", "n3"}, Count: 1}}, ""},
+	} {
+		got := labels.Set(TopologyAssignment{Levels: levels, Domains: tc.domains}.Pinned()).String()
+		if got != tc.want {
+			t.Errorf("%v: pinned %q, want %q", tc.domains, got, tc.want)
+		}
+	}
+}
+
+func TestReserve(t *testing.T) {
+	d := NewTopologyDomains(rackTopology)
+	d.SetNode("n1", []string{"b1", "r1", "n1"}, flavors.Resources{nvgpu: 8, "pods": 110})
+	gpu := flavors.Resources{nvgpu: 1}
+	d.Reserve([]string{"b1", "r1", "n1"}, gpu, 6, +1)
+	if _, err := d.Place(3, gpu, TopologyRequest{Mode: TopologyRequired, Level: "rack"}); err == nil {
+		t.Fatal("3 pods placed where 2 GPUs are left")
+	}
+	// The reservation outlives the node: a node back in the leaf has it.
+	d.RemoveNode("n1")
+	d.SetNode("n1", []string{"b1", "r1", "n1"}, flavors.Resources{nvgpu: 8, "pods": 110})
+	if _, err := d.Place(3, gpu, TopologyRequest{Mode: TopologyRequired, Level: "rack"}); err == nil {
+		t.Fatal("3 pods placed where 2 GPUs are left, after the node came back")
+	}
+	if _, err := d.Place(2, gpu, TopologyRequest{Mode: TopologyRequired, Level: "rack"}); err != nil {
+		t.Fatal(err)
+	}
+	d.Reserve([]string{"b1", "r1", "n1"}, gpu, 6, -1)
+	if _, err := d.Place(8, gpu, TopologyRequest{Mode: TopologyRequired, Level: "rack"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.reserved) != 0 {
+		t.Fatalf("reservations left: %v", d.reserved)
+	}
+}
