@@ -361,18 +361,17 @@ spec:
 			in: "metadata: {name: a}\n",
 			want: []string{
 				`document[0].apiVersion: is required: one of tally.dev/v1, kueue.x-k8s.io/v1beta1, kueue.x-k8s.io/v1beta2`,
-				`document[0].kind: is required: one of ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`,
+				`document[0].kind: is required: one of ResourceFlavor, Topology, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`,
 			},
 		},
 		"an unknown kind": {
 			in:   queuestest.Stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Queue\nmetadata: {name: prov}\n"),
-			want: []string{`document[2].kind: unknown kind "Queue": must be one of ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`},
+			want: []string{`document[2].kind: unknown kind "Queue": must be one of ResourceFlavor, Topology, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`},
 		},
 		"Kueue kinds tally does not run are refused, each with why": {
 			in: queuestest.Stream(base,
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: prov}\nspec: {controllerName: kueue.x-k8s.io/provisioning-request}\n",
 				"apiVersion: kueue.x-k8s.io/v1beta2\nkind: ProvisioningRequestConfig\nmetadata: {name: prov-config}\nspec: {provisioningClassName: check-capacity.autoscaling.x-k8s.io}\n",
-				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nmetadata: {name: default}\nspec: {levels: [{nodeLabel: kubernetes.io/hostname}]}\n",
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: MultiKueueConfig\nmetadata: {name: mk}\n",
 				"apiVersion: kueue.x-k8s.io/v1alpha1\nkind: MultiKueueCluster\nmetadata: {name: worker1}\n",
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w, namespace: ns}\n",
@@ -380,21 +379,19 @@ spec:
 			want: []string{
 				`AdmissionCheck "prov": tally does not run admission checks or ProvisioningRequests; remove the document`,
 				`ProvisioningRequestConfig "prov-config": tally does not run admission checks or ProvisioningRequests; remove the document`,
-				`Topology "default": tally does not run topology-aware scheduling; remove the document`,
 				`MultiKueueConfig "mk": tally does not dispatch workloads to other clusters (MultiKueue); remove the document`,
 				`MultiKueueCluster "worker1": tally does not dispatch workloads to other clusters (MultiKueue); remove the document`,
 				`Workload "w": tally keeps a workload's state on the job object itself, not in Workload objects; remove the document`,
-				`document[8]: tally does not run admission checks or ProvisioningRequests; remove the document`,
+				`document[7]: tally does not run admission checks or ProvisioningRequests; remove the document`,
 			},
 		},
 		"Kueue fields tally does not run are refused, each with why": {
-			in: queuestest.Stream(queuestest.Flavor("default", "  topologyName: default\n"),
+			in: queuestest.Stream(queuestest.Flavor("default"),
 				queuestest.ClusterQueue("a", "  admissionChecks: [prov]\n  admissionChecksStrategy:\n    admissionChecks: [{name: prov, onFlavors: [default]}]\n"+
 					"  flavorFungibility: {whenCanBorrow: TryNextFlavor, whenCanPreempt: TryNextFlavor, preference: BorrowingOverPreemption}\n"+
 					"  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}\n  concurrentAdmissionPolicy: {migration: {mode: TryPreferredFlavors}}\n"+queuestest.OneGroup),
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: main, namespace: ns}\nspec: {clusterQueue: a, fairSharing: {weight: 2}}\n"),
 			want: []string{
-				`ResourceFlavor "default".spec.topologyName: tally does not run topology-aware scheduling; remove the field (tally places pods by the flavor's nodeLabels only)`,
 				`ClusterQueue "a".spec.admissionChecks: tally does not run admission checks; remove the field (tally admits as soon as quota allows)`,
 				`ClusterQueue "a".spec.admissionChecksStrategy: tally does not run admission checks; remove the field (tally admits as soon as quota allows)`,
 				`ClusterQueue "a".spec.admissionScope: tally does not run admission fair sharing; remove the field (tally orders a queue's workloads by priority, then creation time)`,
