@@ -1,10 +1,10 @@
 // Package queues owns tally's configuration and its pure admission core.
 //
 // It parses and validates the config documents (ResourceFlavor, Topology,
-// ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, tally's WorkloadKind, which declares
-// a kind of workload by its suspend field and pod sets, and Kueue's own
-// Configuration, of which waitForPodsReady and resources.deviceClassMappings
-// are read) into a Config,
+// ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, tally's
+// WorkloadKind, which declares a kind of workload by its suspend field and
+// pod sets, and Kueue's own Configuration, of which waitForPodsReady and
+// resources.deviceClassMappings are read) into a Config,
 // describes workloads of any kind as Workloads through their pod templates,
 // and decides, as pure functions of (Config, usage Snapshot, Workloads),
 // which flavor a Workload gets, whether it fits, may borrow, or must wait,

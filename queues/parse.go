@@ -39,8 +39,9 @@ const (
 
 // Parse reads a config: multi-document YAML holding ResourceFlavor,
 // Topology, ClusterQueue, Cohort, LocalQueue and WorkloadPriorityClass
-// documents with Kueue's field names, tally's WorkloadKind documents, and at most one of Kueue's
-// Configuration documents, of which it reads waitForPodsReady. It returns
+// documents with Kueue's field names, tally's WorkloadKind documents, and
+// at most one of Kueue's Configuration documents, of which it reads
+// waitForPodsReady. It returns
 // the validated Config, or nil and every error found, each with its field
 // path. Warnings, such as unknown fields, never make a config invalid.
 //
