@@ -80,7 +80,7 @@ func TestAccept(t *testing.T) {
 	}{
 		{"a config without kinds asks nothing", flavor, API{Mapper: mapper, CRDs: noCall}, acceptedSummary{Config: true}},
 		{"a config that does not parse", "apiVersion: tally.dev/v1\nkind: Evil\nmetadata: {name: x}\n", API{},
-			acceptedSummary{Errs: []string{`document[0].kind: unknown kind "Evil": must be one of ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`}}},
+			acceptedSummary{Errs: []string{`document[0].kind: unknown kind "Evil": must be one of ResourceFlavor, Topology, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`}}},
 		{"offline, a kind's resource is its kind in lower case with an s", trainJob, API{},
 			acceptedSummary{Config: true, Kinds: []string{"TrainJob=trainjobs"}}},
 		{"the mapper names the resource", trainJob, API{Mapper: mapper},

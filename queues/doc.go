@@ -1,10 +1,10 @@
 // Package queues owns tally's configuration and its pure admission core.
 //
-// It parses and validates the config documents (ResourceFlavor, ClusterQueue,
-// Cohort, LocalQueue, WorkloadPriorityClass, tally's WorkloadKind, which declares
-// a kind of workload by its suspend field and pod sets, and Kueue's own
-// Configuration, of which waitForPodsReady and resources.deviceClassMappings
-// are read) into a Config,
+// It parses and validates the config documents (ResourceFlavor, Topology,
+// ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, tally's
+// WorkloadKind, which declares a kind of workload by its suspend field and
+// pod sets, and Kueue's own Configuration, of which waitForPodsReady and
+// resources.deviceClassMappings are read) into a Config,
 // describes workloads of any kind as Workloads through their pod templates,
 // and decides, as pure functions of (Config, usage Snapshot, Workloads),
 // which flavor a Workload gets, whether it fits, may borrow, or must wait,
@@ -31,7 +31,8 @@
 // what it bubbled up between passes as usage changes, and reclaim walks
 // it (see ancestryOf). fair.go computes fair-sharing shares, of
 // ClusterQueues and of cohorts in a tree, and walks the tree by them.
-// topology.go keeps a flavor's topology as a tree of domains, node by
+// topology.go keeps a flavor's topology (the Topology document its
+// TopologyName names, in Config.Topologies) as a tree of domains, node by
 // node (Domains.SetNode, Use, RemoveNode), and places a pod set in it as
 // Kueue's topology-aware scheduling does (Domains.Place, PlaceAll): the domains
 // and pod counts, or which level does not hold it and its largest domain

@@ -19,7 +19,7 @@ type kueueField struct {
 	value      any
 }
 
-// kueueFields lists every spec field of Kueue's ResourceFlavor,
+// kueueFields lists every spec field of Kueue's ResourceFlavor, Topology,
 // ClusterQueue, Cohort, LocalQueue and WorkloadPriorityClass (apis/kueue/v1beta1
 // and v1beta2, *_types.go), and the top-level fields every document has.
 var kueueFields = []kueueField{
@@ -28,6 +28,9 @@ var kueueFields = []kueueField{
 	{"ResourceFlavor", "spec.tolerations", []any{map[string]any{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}}},
 	{"ResourceFlavor", "spec.topologyName", "default"},
 	{"ResourceFlavor", "metadata.labels", map[string]any{"team": "a"}},
+
+	{"Topology", "spec.levels[0].nodeLabel", "cloud.provider.com/topology-rack"},
+	{"Topology", "metadata.labels", map[string]any{"team": "a"}},
 
 	{"ClusterQueue", "spec.resourceGroups[0].coveredResources", []any{"cpu"}},
 	{"ClusterQueue", "spec.resourceGroups[0].flavors[0].name", "default"},
@@ -81,12 +84,13 @@ var kueueFields = []kueueField{
 
 // kueueKinds are Kueue's other kinds (apis/kueue/v1beta1 and v1beta2),
 // each refused as a whole.
-var kueueKinds = []string{"AdmissionCheck", "ProvisioningRequestConfig", "Topology", "MultiKueueConfig", "MultiKueueCluster", "Workload"}
+var kueueKinds = []string{"AdmissionCheck", "ProvisioningRequestConfig", "MultiKueueConfig", "MultiKueueCluster", "Workload"}
 
 // kueueBase is a valid document of each kind, to which one field at a
 // time is added.
 var kueueBase = map[string]string{
 	"ResourceFlavor": "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: default}\n",
+	"Topology":       "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: default}\nspec: {levels: [{nodeLabel: kubernetes.io/hostname}]}\n",
 	"ClusterQueue": `apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: a}
@@ -135,6 +139,9 @@ func TestKueueFieldsParsedOrRefused(t *testing.T) {
 			in := string(text)
 			if f.kind != "ResourceFlavor" {
 				in = kueueBase["ResourceFlavor"] + "---\n" + in
+			}
+			if f.kind != "Topology" {
+				in = kueueBase["Topology"] + "---\n" + in
 			}
 			if f.kind == "LocalQueue" || f.kind == "WorkloadPriorityClass" {
 				in = kueueBase["ClusterQueue"] + "---\n" + in

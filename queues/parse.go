@@ -38,9 +38,10 @@ const (
 )
 
 // Parse reads a config: multi-document YAML holding ResourceFlavor,
-// ClusterQueue, Cohort, LocalQueue and WorkloadPriorityClass documents with Kueue's
-// field names, tally's WorkloadKind documents, and at most one of Kueue's
-// Configuration documents, of which it reads waitForPodsReady. It returns
+// Topology, ClusterQueue, Cohort, LocalQueue and WorkloadPriorityClass
+// documents with Kueue's field names, tally's WorkloadKind documents, and
+// at most one of Kueue's Configuration documents, of which it reads
+// waitForPodsReady. It returns
 // the validated Config, or nil and every error found, each with its field
 // path. Warnings, such as unknown fields, never make a config invalid.
 //
@@ -114,6 +115,7 @@ type document struct {
 	co     *rawCohort
 	lq     *rawLocalQueue
 	wpc    *rawPriorityClass
+	topo   *rawTopology
 	wk     *rawWorkloadKind
 	conf   *rawConfiguration
 }
@@ -233,6 +235,9 @@ func (p *parser) decodeBody(d *document, js []byte) {
 	case kindWorkloadPriorityClass:
 		d.wpc = &rawPriorityClass{}
 		target = d.wpc
+	case kindTopology:
+		d.topo = &rawTopology{}
+		target = d.topo
 	case kindWorkloadKind:
 		d.wk = &rawWorkloadKind{}
 		target = d.wk
@@ -287,6 +292,7 @@ func (p *parser) build() *Config {
 		CohortSpecs:     map[string]*Cohort{},
 		LocalQueues:     map[string]string{},
 		PriorityClasses: map[string]int32{},
+		Topologies:      map[string]*Topology{},
 		Warnings:        p.warnings,
 	}
 	for _, d := range p.docs {
@@ -307,6 +313,8 @@ func (p *parser) build() *Config {
 			}
 		case kindWorkloadPriorityClass:
 			cfg.PriorityClasses[d.key], _ = parseInt32(d.wpc.Value)
+		case kindTopology:
+			cfg.Topologies[intern(d.key)] = toTopology(d.topo)
 		case kindWorkloadKind:
 			cfg.WorkloadKinds = append(cfg.WorkloadKinds, toWorkloadKind(d.wk))
 		case kindConfiguration:
@@ -325,10 +333,11 @@ func (p *parser) build() *Config {
 
 func toFlavor(raw *rawResourceFlavor) *flavors.Flavor {
 	f := &flavors.Flavor{
-		Name:        intern(raw.Metadata.Name),
-		NodeLabels:  map[string]string{},
-		NodeTaints:  raw.Spec.NodeTaints,
-		Tolerations: raw.Spec.Tolerations,
+		Name:         intern(raw.Metadata.Name),
+		NodeLabels:   map[string]string{},
+		NodeTaints:   raw.Spec.NodeTaints,
+		Tolerations:  raw.Spec.Tolerations,
+		TopologyName: intern(raw.Spec.TopologyName),
 	}
 	for k, v := range raw.Spec.NodeSelector {
 		f.NodeLabels[k] = v
@@ -337,6 +346,15 @@ func toFlavor(raw *rawResourceFlavor) *flavors.Flavor {
 		f.NodeLabels[k] = v
 	}
 	return f
+}
+
+// toTopology lists a Topology's node labels, coarsest first.
+func toTopology(raw *rawTopology) *Topology {
+	t := &Topology{Name: intern(raw.Metadata.Name)}
+	for _, l := range raw.Spec.Levels {
+		t.Levels = append(t.Levels, intern(l.NodeLabel))
+	}
+	return t
 }
 
 func toClusterQueue(raw *rawClusterQueue) *ClusterQueue {

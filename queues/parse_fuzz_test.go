@@ -66,6 +66,16 @@ func checkConsistent(t *testing.T, cfg *queues.Config) {
 			}
 		}
 	}
+	for name, f := range cfg.Flavors {
+		if f.TopologyName != "" && cfg.Topologies[f.TopologyName] == nil {
+			t.Fatalf("flavor %q names Topology %q, which the Config lacks", name, f.TopologyName)
+		}
+	}
+	for name, topo := range cfg.Topologies {
+		if len(topo.Levels) == 0 {
+			t.Fatalf("Topology %q has no levels", name)
+		}
+	}
 	for lq, cq := range cfg.LocalQueues {
 		if cfg.ClusterQueues[cq] == nil {
 			t.Fatalf("LocalQueue %q names ClusterQueue %q, which the Config lacks", lq, cq)

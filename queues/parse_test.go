@@ -55,6 +55,15 @@ func (w *wantConfig) Priority(name string, v int32) *wantConfig {
 	return w
 }
 
+// Topology adds a Topology with the node labels of its levels.
+func (w *wantConfig) Topology(name string, levels ...string) *wantConfig {
+	if w.c.Topologies == nil {
+		w.c.Topologies = map[string]*queues.Topology{}
+	}
+	w.c.Topologies[name] = &queues.Topology{Name: name, Levels: levels}
+	return w
+}
+
 func (w *wantConfig) Warnings(ws ...string) *wantConfig { w.c.Warnings = ws; return w }
 func (w *wantConfig) Obj() *queues.Config               { return w.c }
 
@@ -378,6 +387,36 @@ value: -2147483648
 					"pods": {Nominal: flavors.Unlimited, BorrowingLimit: flavors.Unlimited, LendingLimit: flavors.Unlimited}}}}
 			}).Obj()).Obj(),
 		},
+		"a Topology, v1beta1, and a flavor that names it": {
+			in: queuestest.Stream(topology("v1beta1", "default", "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"),
+				queuestest.Flavor("tas", "  nodeLabels: {cloud.provider.com/node-group: tas}\n  topologyName: default\n"), queuestest.Flavor("plain")),
+			want: newConfig().Flavors(&flavors.Flavor{Name: "tas", NodeLabels: map[string]string{"cloud.provider.com/node-group": "tas"}, TopologyName: "default"},
+				wantFlavor("plain")).
+				Topology("default", "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname").Obj(),
+		},
+		"Topologies of v1beta2 and v1alpha1, kubernetes.io/hostname not required": {
+			in: queuestest.Stream(topology("v1beta2", "racks", "example.com/block", "example.com/rack"),
+				topology("v1alpha1", "hosts", "kubernetes.io/hostname")),
+			want: newConfig().Topology("racks", "example.com/block", "example.com/rack").Topology("hosts", "kubernetes.io/hostname").Obj(),
+		},
+		"16 levels, the most Kueue allows": {
+			in:   topology("v1beta2", "deep", strings.Split("l1 l2 l3 l4 l5 l6 l7 l8 l9 l10 l11 l12 l13 l14 l15 l16", " ")...),
+			want: newConfig().Topology("deep", strings.Split("l1 l2 l3 l4 l5 l6 l7 l8 l9 l10 l11 l12 l13 l14 l15 l16", " ")...).Obj(),
+		},
+		"unknown fields of a Topology are warnings; status and metadata are ignored": {
+			in: `apiVersion: kueue.x-k8s.io/v1beta2
+kind: Topology
+metadata: {name: t, labels: {team: a}}
+spec:
+  levels:
+  - {nodeLabel: example.com/rack, weight: 2}
+  colour: blue
+status: {}
+`,
+			want: newConfig().Topology("t", "example.com/rack").Warnings(
+				`Topology "t".spec.colour: unknown field, ignored`,
+				`Topology "t".spec.levels[0].weight: unknown field, ignored`).Obj(),
+		},
 		"a byte order mark, and separators with comments": {
 			in:   "\ufeff" + strings.ReplaceAll(queuestest.Stream(queuestest.Flavor("default"), queuestest.ClusterQueue("a", queuestest.OneGroup)), "---\n", "--- # next\n"),
 			want: newConfig().Flavors(wantFlavor("default")).Queues(wantCQ("a").Group("cpu").Flavor("default", "cpu=4").Obj()).Obj(),
@@ -450,6 +489,23 @@ func TestParseFilesGPUTraining(t *testing.T) {
 	}
 	if cq, err := got.Route("team-a", "", map[string]string{queues.LabelKueueQueueName: "team-a-queue"}); cq != "cluster-queue-a" || err != nil {
 		t.Errorf("Route(team-a, team-a-queue) = %q, %v; want cluster-queue-a", cq, err)
+	}
+}
+
+// Kueue's topology-aware scheduling sample loads its Topology and the
+// flavor that names it.
+func TestParseFilesKueueTAS(t *testing.T) {
+	got, warnings, errs := queues.ParseFiles(filepath.Join("testdata", "kueue", "tas", "sample-gpu-queues.yaml"))
+	if len(errs) > 0 || len(warnings) > 0 {
+		t.Fatalf("ParseFiles: errors %v, warnings %v", queues.FormatErrors(errs), warnings)
+	}
+	want := &queues.Topology{Name: "default", Levels: []string{"cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"}}
+	if diff := cmp.Diff(map[string]*queues.Topology{"default": want}, got.Topologies); diff != "" {
+		t.Errorf("Topologies (-want +got):\n%s", diff)
+	}
+	f := got.Flavors["tas-flavor"]
+	if f == nil || f.TopologyName != "default" || f.NodeLabels["cloud.provider.com/node-group"] != "tas-group" {
+		t.Errorf("flavor tas-flavor = %+v, want topologyName default and its nodeLabels", f)
 	}
 }
 

@@ -20,9 +20,6 @@ import (
 // refusedFields maps a document kind to its refused fields, each a
 // dotted path from the top of the document, to why and what to do.
 var refusedFields = map[string]map[string]string{
-	kindResourceFlavor: {
-		"spec.topologyName": "tally does not run topology-aware scheduling; remove the field (tally places pods by the flavor's nodeLabels only)",
-	},
 	kindClusterQueue: {
 		"spec.admissionChecks":              refusedChecks,
 		"spec.admissionChecksStrategy":      refusedChecks,
@@ -43,7 +40,6 @@ const refusedChecks = "tally does not run admission checks; remove the field (ta
 var refusedKinds = map[string]string{
 	"AdmissionCheck":            "tally does not run admission checks or ProvisioningRequests; remove the document",
 	"ProvisioningRequestConfig": "tally does not run admission checks or ProvisioningRequests; remove the document",
-	"Topology":                  "tally does not run topology-aware scheduling; remove the document",
 	"MultiKueueConfig":          "tally does not dispatch workloads to other clusters (MultiKueue); remove the document",
 	"MultiKueueCluster":         "tally does not dispatch workloads to other clusters (MultiKueue); remove the document",
 	"Workload":                  "tally keeps a workload's state on the job object itself, not in Workload objects; remove the document",

@@ -21,14 +21,19 @@ const (
 	kindLocalQueue            = "LocalQueue"
 	kindWorkloadPriorityClass = "WorkloadPriorityClass"
 	kindCohort                = "Cohort"
+	kindTopology              = "Topology"
 )
+
+// topologyAlphaVersion is the apiVersion Kueue's Topology had before
+// v1beta1, accepted for Topology documents only.
+const topologyAlphaVersion = "kueue.x-k8s.io/v1alpha1"
 
 func supportedAPIVersions() []string {
 	return []string{"tally.dev/v1", "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"}
 }
 
 func supportedKinds() []string {
-	return []string{kindResourceFlavor, kindClusterQueue, kindCohort, kindLocalQueue, kindWorkloadPriorityClass, kindWorkloadKind}
+	return []string{kindResourceFlavor, kindTopology, kindClusterQueue, kindCohort, kindLocalQueue, kindWorkloadPriorityClass, kindWorkloadKind}
 }
 
 // header is what every document must have, read before the kind is known.
@@ -59,6 +64,22 @@ type rawFlavorSpec struct {
 	NodeSelector map[string]string   `json:"nodeSelector"`
 	NodeTaints   []corev1.Taint      `json:"nodeTaints"`
 	Tolerations  []corev1.Toleration `json:"tolerations"`
+	TopologyName string              `json:"topologyName"`
+}
+
+// rawTopology is Kueue's Topology (v1alpha1, v1beta1 and v1beta2 alike):
+// the node labels of its levels, coarsest first.
+type rawTopology struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Levels []rawTopologyLevel `json:"levels"`
+	} `json:"spec"`
+}
+
+type rawTopologyLevel struct {
+	NodeLabel string `json:"nodeLabel"`
 }
 
 type rawClusterQueue struct {

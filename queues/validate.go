@@ -27,6 +27,13 @@ const (
 	maxResources      = 64
 )
 
+// maxTopologyLevels is Kueue's limit on a Topology's levels.
+const maxTopologyLevels = 16
+
+// hostnameLabel is the node label that names one node: a Topology may
+// have it only as its lowest level.
+const hostnameLabel = corev1.LabelHostname
+
 // maxErrors is the most errors, and the most warnings, Parse returns, so
 // that a webhook response stays readable.
 const maxErrors = 100
@@ -73,6 +80,9 @@ func validateHeader(h *header, root *field.Path) field.ErrorList {
 	}
 	var errs field.ErrorList
 	versions := supportedAPIVersions()
+	if h.Kind == kindTopology {
+		versions = append(versions, topologyAlphaVersion)
+	}
 	switch {
 	case h.APIVersion == "":
 		errs = append(errs, field.Required(root.Child("apiVersion"), "is required: one of "+strings.Join(versions, ", ")))
@@ -98,13 +108,15 @@ func isSupportedKind(kind string) bool {
 // validateDocuments checks every document, in order, and the references
 // between them.
 func validateDocuments(docs []*document) field.ErrorList {
-	flavorNames, queueNames := sets.New[string](), sets.New[string]()
+	flavorNames, queueNames, topologyNames := sets.New[string](), sets.New[string](), sets.New[string]()
 	for _, d := range docs {
 		switch d.kind {
 		case kindResourceFlavor:
 			flavorNames.Insert(d.key)
 		case kindClusterQueue:
 			queueNames.Insert(d.key)
+		case kindTopology:
+			topologyNames.Insert(d.key)
 		}
 	}
 	var errs field.ErrorList
@@ -119,7 +131,9 @@ func validateDocuments(docs []*document) field.ErrorList {
 		}
 		switch d.kind {
 		case kindResourceFlavor:
-			errs = append(errs, validateFlavor(d.flavor, d.root)...)
+			errs = append(errs, validateFlavor(d.flavor, d.root, topologyNames)...)
+		case kindTopology:
+			errs = append(errs, validateTopology(d.topo, d.root)...)
 		case kindClusterQueue:
 			errs = append(errs, validateClusterQueue(d.cq, d.root, flavorNames)...)
 		case kindCohort:
@@ -198,7 +212,7 @@ func validateResourceName(p *field.Path, r corev1.ResourceName) field.ErrorList 
 
 // ResourceFlavor.
 
-func validateFlavor(f *rawResourceFlavor, root *field.Path) field.ErrorList {
+func validateFlavor(f *rawResourceFlavor, root *field.Path, topologyNames sets.Set[string]) field.ErrorList {
 	spec := root.Child("spec")
 	errs := validateObjectMeta(&f.Metadata, root, false)
 	errs = append(errs, validateNodeLabels(f.Spec.NodeLabels, spec.Child("nodeLabels"))...)
@@ -206,6 +220,9 @@ func validateFlavor(f *rawResourceFlavor, root *field.Path) field.ErrorList {
 	errs = append(errs, validateAlias(f.Spec.NodeLabels, f.Spec.NodeSelector, spec.Child("nodeSelector"))...)
 	errs = append(errs, validateTaints(f.Spec.NodeTaints, spec.Child("nodeTaints"))...)
 	errs = append(errs, validateTolerations(f.Spec.Tolerations, spec.Child("tolerations"))...)
+	if t := f.Spec.TopologyName; t != "" && !topologyNames.Has(t) {
+		errs = append(errs, withDetail(field.NotFound(spec.Child("topologyName"), t), "Topology %q is not defined", t))
+	}
 	return errs
 }
 
@@ -284,6 +301,42 @@ func validateTolerations(tolerations []corev1.Toleration, p *field.Path) field.E
 			errs = append(errs, validateLabelValue(tp.Child("value"), t.Value)...)
 		}
 		errs = append(errs, validateEnum(tp.Child("effect"), string(t.Effect), taintEffects()...)...)
+	}
+	return errs
+}
+
+// Topology.
+
+// validateTopology checks a Topology's levels as Kueue does: 1 to 16
+// valid label keys, each once, with kubernetes.io/hostname only as the
+// lowest.
+func validateTopology(t *rawTopology, root *field.Path) field.ErrorList {
+	errs := validateObjectMeta(&t.Metadata, root, false)
+	p, levels := root.Child("spec", "levels"), t.Spec.Levels
+	switch {
+	case len(levels) == 0:
+		return append(errs, field.Required(p, "must list at least one level"))
+	case len(levels) > maxTopologyLevels:
+		return append(errs, withDetail(field.TooMany(p, len(levels), maxTopologyLevels),
+			"has %d levels, more than %d", len(levels), maxTopologyLevels))
+	}
+	listedAt := map[string]int{}
+	for i, l := range levels {
+		lp := p.Index(i).Child("nodeLabel")
+		first, dup := listedAt[l.NodeLabel]
+		switch {
+		case l.NodeLabel == "":
+			errs = append(errs, required(lp))
+		case dup:
+			errs = append(errs, withDetail(field.Duplicate(lp, l.NodeLabel), "node label %q is already listed in levels[%d]", l.NodeLabel, first))
+		case l.NodeLabel == hostnameLabel && i != len(levels)-1:
+			errs = append(errs, invalidf(lp, l.NodeLabel, "%q may only be the lowest (last) level", hostnameLabel))
+		default:
+			errs = append(errs, validateLabelKey(lp, l.NodeLabel)...)
+		}
+		if !dup {
+			listedAt[l.NodeLabel] = i
+		}
 	}
 	return errs
 }

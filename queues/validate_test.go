@@ -39,6 +39,20 @@ func groups(gs ...string) string { return "  resourceGroups:\n" + strings.Join(g
 // cpu4 is the resources of a flavor with 4 cpu.
 const cpu4 = "[{name: cpu, nominalQuota: 4}]"
 
+// topology renders a Topology document of apiVersion version whose levels
+// have the node labels, coarsest first.
+func topology(version, name string, nodeLabels ...string) string {
+	levels := make([]string, len(nodeLabels))
+	for i, l := range nodeLabels {
+		levels[i] = "{nodeLabel: '" + l + "'}"
+	}
+	return "apiVersion: kueue.x-k8s.io/" + version + "\nkind: Topology\nmetadata: {name: " + name + "}\nspec: {levels: [" + strings.Join(levels, ", ") + "]}\n"
+}
+
+// labelKeyRule is apimachinery's description of a label key's name part.
+const labelKeyRule = `name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric ` +
+	`character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`
+
 func TestValidate(t *testing.T) {
 	base := queuestest.Stream(queuestest.Flavor("default"), queuestest.Flavor("spot"))
 	cases := map[string]struct {
@@ -299,6 +313,61 @@ spec: {}
 			want: []string{`ClusterQueue "a".spec.cohortName: "ML" is not a valid cohort name: ` + subdomainRule},
 		},
 
+		// Topologies.
+		"a Topology without levels": {
+			in:   topology("v1beta1", "t"),
+			want: []string{`Topology "t".spec.levels: must list at least one level`},
+		},
+		"a Topology without spec": {
+			in:   "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: t}\n",
+			want: []string{`Topology "t".spec.levels: must list at least one level`},
+		},
+		"more levels than Kueue allows": {
+			in:   topology("v1beta2", "t", strings.Split("l1 l2 l3 l4 l5 l6 l7 l8 l9 l10 l11 l12 l13 l14 l15 l16 l17", " ")...),
+			want: []string{`Topology "t".spec.levels: has 17 levels, more than 16`},
+		},
+		"a node label that is not a label key, and one left empty": {
+			in: topology("v1beta2", "t", "rack!", "", "kubernetes.io/hostname"),
+			want: []string{
+				`Topology "t".spec.levels[0].nodeLabel: "rack!" is not a valid label key: ` + labelKeyRule,
+				`Topology "t".spec.levels[1].nodeLabel: is required`,
+			},
+		},
+		"a node label listed twice": {
+			in:   topology("v1beta2", "t", "example.com/block", "example.com/rack", "example.com/block"),
+			want: []string{`Topology "t".spec.levels[2].nodeLabel: node label "example.com/block" is already listed in levels[0]`},
+		},
+		"kubernetes.io/hostname above the lowest level": {
+			in:   topology("v1beta1", "t", "example.com/block", "kubernetes.io/hostname", "example.com/rack"),
+			want: []string{`Topology "t".spec.levels[1].nodeLabel: "kubernetes.io/hostname" may only be the lowest (last) level`},
+		},
+		"levels that are not a list": {
+			in:   "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: t}\nspec: {levels: {nodeLabel: rack}}\n",
+			want: []string{`Topology "t".spec.levels: must be a list, not an object`},
+		},
+		"a Topology name that is not a DNS-1123 subdomain": {
+			in:   topology("v1beta2", "TAS", "kubernetes.io/hostname"),
+			want: []string{`Topology "TAS".metadata.name: "TAS" is not a valid name: ` + subdomainRule},
+		},
+		"two Topologies of one name": {
+			in:   queuestest.Stream(topology("v1beta1", "t", "kubernetes.io/hostname"), topology("v1beta2", "t", "example.com/rack")),
+			want: []string{`Topology "t".metadata.name: Topology "t" is defined twice: in document[0] and document[1]`},
+		},
+		"a flavor names a Topology that is not defined": {
+			in:   queuestest.Stream(topology("v1beta2", "default", "kubernetes.io/hostname"), queuestest.Flavor("tas", "  topologyName: nope\n")),
+			want: []string{`ResourceFlavor "tas".spec.topologyName: Topology "nope" is not defined`},
+		},
+		"a broken Topology document still defines its name": {
+			in: queuestest.Stream("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: default}\nspec: {levels: [kubernetes.io/hostname]}\n",
+				queuestest.Flavor("tas", "  topologyName: default\n")),
+			want: []string{`Topology "default".spec.levels: must be an object, not a string`},
+		},
+		"a Topology of apiVersion v1alpha2": {
+			in: topology("v1alpha2", "t", "kubernetes.io/hostname"),
+			want: []string{`document[0].apiVersion: unsupported apiVersion "kueue.x-k8s.io/v1alpha2": ` +
+				`must be one of tally.dev/v1, kueue.x-k8s.io/v1beta1, kueue.x-k8s.io/v1beta2, kueue.x-k8s.io/v1alpha1`},
+		},
+
 		// Flavors.
 		"nodeSelector in conflict with nodeLabels": {
 			in: `apiVersion: kueue.x-k8s.io/v1beta1
@@ -361,18 +430,17 @@ spec:
 			in: "metadata: {name: a}\n",
 			want: []string{
 				`document[0].apiVersion: is required: one of tally.dev/v1, kueue.x-k8s.io/v1beta1, kueue.x-k8s.io/v1beta2`,
-				`document[0].kind: is required: one of ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`,
+				`document[0].kind: is required: one of ResourceFlavor, Topology, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`,
 			},
 		},
 		"an unknown kind": {
 			in:   queuestest.Stream(base, "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Queue\nmetadata: {name: prov}\n"),
-			want: []string{`document[2].kind: unknown kind "Queue": must be one of ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`},
+			want: []string{`document[2].kind: unknown kind "Queue": must be one of ResourceFlavor, Topology, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`},
 		},
 		"Kueue kinds tally does not run are refused, each with why": {
 			in: queuestest.Stream(base,
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: AdmissionCheck\nmetadata: {name: prov}\nspec: {controllerName: kueue.x-k8s.io/provisioning-request}\n",
 				"apiVersion: kueue.x-k8s.io/v1beta2\nkind: ProvisioningRequestConfig\nmetadata: {name: prov-config}\nspec: {provisioningClassName: check-capacity.autoscaling.x-k8s.io}\n",
-				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nmetadata: {name: default}\nspec: {levels: [{nodeLabel: kubernetes.io/hostname}]}\n",
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: MultiKueueConfig\nmetadata: {name: mk}\n",
 				"apiVersion: kueue.x-k8s.io/v1alpha1\nkind: MultiKueueCluster\nmetadata: {name: worker1}\n",
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w, namespace: ns}\n",
@@ -380,21 +448,19 @@ spec:
 			want: []string{
 				`AdmissionCheck "prov": tally does not run admission checks or ProvisioningRequests; remove the document`,
 				`ProvisioningRequestConfig "prov-config": tally does not run admission checks or ProvisioningRequests; remove the document`,
-				`Topology "default": tally does not run topology-aware scheduling; remove the document`,
 				`MultiKueueConfig "mk": tally does not dispatch workloads to other clusters (MultiKueue); remove the document`,
 				`MultiKueueCluster "worker1": tally does not dispatch workloads to other clusters (MultiKueue); remove the document`,
 				`Workload "w": tally keeps a workload's state on the job object itself, not in Workload objects; remove the document`,
-				`document[8]: tally does not run admission checks or ProvisioningRequests; remove the document`,
+				`document[7]: tally does not run admission checks or ProvisioningRequests; remove the document`,
 			},
 		},
 		"Kueue fields tally does not run are refused, each with why": {
-			in: queuestest.Stream(queuestest.Flavor("default", "  topologyName: default\n"),
+			in: queuestest.Stream(queuestest.Flavor("default"),
 				queuestest.ClusterQueue("a", "  admissionChecks: [prov]\n  admissionChecksStrategy:\n    admissionChecks: [{name: prov, onFlavors: [default]}]\n"+
 					"  flavorFungibility: {whenCanBorrow: TryNextFlavor, whenCanPreempt: TryNextFlavor, preference: BorrowingOverPreemption}\n"+
 					"  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}\n  concurrentAdmissionPolicy: {migration: {mode: TryPreferredFlavors}}\n"+queuestest.OneGroup),
 				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: main, namespace: ns}\nspec: {clusterQueue: a, fairSharing: {weight: 2}}\n"),
 			want: []string{
-				`ResourceFlavor "default".spec.topologyName: tally does not run topology-aware scheduling; remove the field (tally places pods by the flavor's nodeLabels only)`,
 				`ClusterQueue "a".spec.admissionChecks: tally does not run admission checks; remove the field (tally admits as soon as quota allows)`,
 				`ClusterQueue "a".spec.admissionChecksStrategy: tally does not run admission checks; remove the field (tally admits as soon as quota allows)`,
 				`ClusterQueue "a".spec.admissionScope: tally does not run admission fair sharing; remove the field (tally orders a queue's workloads by priority, then creation time)`,

@@ -571,7 +571,7 @@ func TestHostileConfigValidator(t *testing.T) {
 		hostile{name: "a Cohort that is its own parent", req: cfg("apiVersion: tally.dev/v1\nkind: Cohort\nmetadata: {name: x}\nspec: {parentName: x}\n"),
 			want: denied(invalid + `Cohort "x".spec.parentName: cycle x -> x`)},
 		hostile{name: "a kind that does not exist", req: cfg("apiVersion: tally.dev/v1\nkind: Evil\nmetadata: {name: x}\n"),
-			want: denied(invalid + `document[0].kind: unknown kind "Evil": must be one of ResourceFlavor, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`)},
+			want: denied(invalid + `document[0].kind: unknown kind "Evil": must be one of ResourceFlavor, Topology, ClusterQueue, Cohort, LocalQueue, WorkloadPriorityClass, WorkloadKind`)},
 		hostile{name: "an unknown apiVersion", req: cfg("apiVersion: evil/v1\nkind: ResourceFlavor\nmetadata: {name: x}\n"), want: denied(invalid + "document[0].apiVersion")},
 		hostile{name: "duplicate flavor names", req: cfg(queuestest.Flavor("f") + "---\n" + queuestest.Flavor("f")), want: denied(`ResourceFlavor "f"`)},
 		hostile{name: "duplicate ClusterQueue names", req: cfg(good + "---\n" + queuestest.ClusterQueue("a", fmt.Sprintf(cpuGroup, "2"))), want: denied(`ClusterQueue "a"`)},
