@@ -71,6 +71,10 @@ var testConfig = queuestest.New().
 	ClusterQueue("selective", "namespaceSelector: {matchLabels: {team: ml}}").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("pytorch", "preemption: {withinClusterQueue: LowerPriority}").Group("cpu", "nvidia.com/gpu").
 	Quotas("gpu", "cpu=100", "nvidia.com/gpu=4").
+	Doc("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: dc}\n"+
+		"spec:\n  levels:\n  - {nodeLabel: example.com/block}\n  - {nodeLabel: example.com/rack}\n  - {nodeLabel: kubernetes.io/hostname}\n").
+	Flavor("tas-gpu", "nodeLabels: {pool: tas}", "topologyName: dc").
+	ClusterQueue("tas").Group("cpu", "nvidia.com/gpu").Quotas("tas-gpu", "cpu=100", "nvidia.com/gpu=32").
 	PriorityClass("high", 1000).
 	PriorityClass("low", 100).String()
 

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/queues"
+)
+
+// tasNode creates a Ready node of pool tas in block/rack with gpus GPUs.
+func tasNode(t *testing.T, name, block, rack string, gpus int64) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"pool": "tas", "example.com/block": block, "example.com/rack": rack, corev1.LabelHostname: name}}}
+	if err := k8s.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+	n.Status = corev1.NodeStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourcePods: resource.MustParse("110"),
+			"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+	}
+	if err := k8s.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rackJob is a Job of pods pods of gpus GPUs each that asks for one rack.
+func rackJob(ns, name string, pods int32, gpus int64) *batchv1.Job {
+	job := newJob(ns, name, "100m")
+	job.Spec.Parallelism, job.Spec.Completions = ptr.To(pods), ptr.To(pods)
+	job.Spec.Template.Annotations = map[string]string{queues.AnnotationRequiredTopology: "example.com/rack"}
+	job.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
+	return job
+}
+
+// pinnedRack is the rack a Job's template requires, or "".
+func pinnedRack(job *batchv1.Job) string {
+	a := job.Spec.Template.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, r := range term.MatchExpressions {
+			if r.Key == "example.com/rack" && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+				return r.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+// TestIntegrationTopology: a Job that asks for one rack is admitted into
+// the tightest rack that holds it, its template pinned there and its
+// placement recorded; the next, which no rack has room for once the
+// first holds its rack, waits, saying why, and is admitted into a rack
+// as soon as a node joins it.
+func TestIntegrationTopology(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "tas"
+	bindManaged(t, ns, "tas")
+	// Rack r1: two 4-GPU nodes; rack r2: a 4-GPU and a 2-GPU node.
+	tasNode(t, "tas-n1", "b1", "r1", 4)
+	tasNode(t, "tas-n2", "b1", "r1", 4)
+	tasNode(t, "tas-n3", "b1", "r2", 4)
+	tasNode(t, "tas-n4", "b1", "r2", 2)
+
+	if err := k8s.Create(ctx, rackJob(ns, "first", 4, 2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !suspended(t, ns, "first"), "Job first (4 pods of 2 GPUs, one rack) not admitted"
+	})
+	first := getJob(t, ns, "first")
+	if got := pinnedRack(first); got != "r1" {
+		t.Fatalf("Job first is pinned to rack %q, want r1, the one rack that holds 4 pods of 2 GPUs; affinity %+v", got, first.Spec.Template.Spec.Affinity)
+	}
+	if got, want := first.Annotations[queues.AnnotationTopology], "tas-gpu;main=b1/r1/tas-n1:2,b1/r1/tas-n2:2"; got != want {
+		t.Fatalf("%s = %q, want %q", queues.AnnotationTopology, got, want)
+	}
+
+	if err := k8s.Create(ctx, rackJob(ns, "second", 4, 2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "second", "Pending", "no example.com/rack domain holds 4 pods; the largest, b1/r2, holds 3")
+	})
+	if !suspended(t, ns, "second") {
+		t.Fatal("Job second admitted with no rack room for it")
+	}
+	tasNode(t, "tas-n5", "b1", "r2", 2)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !suspended(t, ns, "second"), "Job second not admitted once rack r2 has room for it"
+	})
+	if got := pinnedRack(getJob(t, ns, "second")); got != "r2" {
+		t.Fatalf("Job second is pinned to rack %q, want r2", got)
+	}
+	for _, name := range []string{"first", "second"} {
+		if err := k8s.Delete(ctx, getJob(t, ns, name), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
