@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,19 @@ func TestIntegrationTopology(t *testing.T) {
 	}
 	if got, want := first.Annotations[queues.AnnotationTopology], "tas-gpu;main=b1/r1/tas-n1:2,b1/r1/tas-n2:2"; got != want {
 		t.Fatalf("%s = %q, want %q", queues.AnnotationTopology, got, want)
+	}
+
+	// A pod that names Job first as its controller keeps to rack r1, as
+	// the Job's own pods do, or is denied.
+	for name, sel := range map[string]map[string]string{
+		"other-rack": {"pool": "tas", "example.com/rack": "r2"}, "any-rack": {"pool": "tas"},
+	} {
+		p := newPod(ns, name, "100m", first, "Job")
+		p.Spec.Affinity, p.Spec.NodeSelector = nil, sel
+		if err := k8s.Create(ctx, p); err == nil || !strings.Contains(err.Error(), "must run in the topology domain of flavor tas-gpu") ||
+			!strings.Contains(err.Error(), "example.com/block=b1,example.com/rack=r1") {
+			t.Errorf("a pod of Job first with nodeSelector %v: %v; want a denial naming its rack r1", sel, err)
+		}
 	}
 
 	if err := k8s.Create(ctx, rackJob(ns, "second", 4, 2)); err != nil {

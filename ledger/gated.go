@@ -110,6 +110,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	}
 	w, cfg, k := e.W, l.cfg, l.opts.Kinds.For(kinds.GVKOf(e.W))
 	names := flavorNamesOf(e.Charged)
+	pins := e.placed.pins()
 	d := l.defaultsLocked(w.Namespace)
 	l.mu.Unlock()
 	pods := &corev1.PodList{}
@@ -144,11 +145,12 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	live := l.deleteExcess(ctx, uid, w, cfg, d, running)
 	nodeLabels, _, known := cfg.NodeLabelsOf(names)
 	for _, p := range held {
-		if !known || !queues.PodConfined(&p.Spec, nodeLabels) {
+		if !known || !queues.PodConfined(&p.Spec, nodeLabels) || !pins.confine(&p.Spec) {
 			// Made while the workload waited, from a pod template of an
 			// earlier admission (or by someone else): released, it could
-			// run outside the flavors the workload holds. Its
-			// controller makes another from the template as it is now.
+			// run outside the flavors (or the topology domains) the
+			// workload holds. Its controller makes another from the
+			// template as it is now.
 			l.deleteMisplaced(ctx, w, p, strings.Join(names, "+"))
 			continue
 		}

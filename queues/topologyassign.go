@@ -118,31 +118,65 @@ func (a Assignment) TopologyFlavor() string { return a.topologyFlavor }
 // assignment. An annotation that names a flavor without a topology, or
 // a pod set w does not have, or does not parse, is an error.
 func ParseTopologyAnnotation(cfg *Config, w *Workload, ann string) (string, []TopologyAssignment, error) {
+	fl, names, sets, err := parseTopologyAnnotation(cfg, ann)
+	if err != nil {
+		return "", nil, err
+	}
+	out := make([]TopologyAssignment, len(w.PodSets))
+	for j, name := range names {
+		i := slices.IndexFunc(w.PodSets, func(ps PodSet) bool { return ps.Name == name })
+		if i < 0 {
+			return "", nil, fmt.Errorf("%q: no pod set %q", ann, name)
+		}
+		out[i] = sets[j]
+	}
+	return fl, out, nil
+}
+
+// TopologyPins reads an AnnotationTopology annotation under cfg: the
+// node labels each pod set it places is pinned to (Pinned), in its
+// order.
+func TopologyPins(cfg *Config, ann string) ([]map[string]string, error) {
+	_, _, sets, err := parseTopologyAnnotation(cfg, ann)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]string, len(sets))
+	for i, ta := range sets {
+		out[i] = ta.Pinned()
+	}
+	return out, nil
+}
+
+// parseTopologyAnnotation reads ann: its flavor, and its pod sets' names
+// and assignments, in its order.
+func parseTopologyAnnotation(cfg *Config, ann string) (string, []string, []TopologyAssignment, error) {
 	parts := strings.Split(ann, ";")
 	fl := cfg.Flavors[parts[0]]
 	if fl == nil || cfg.Topologies[fl.TopologyName] == nil {
-		return "", nil, fmt.Errorf("%q: flavor %q has no topology", ann, parts[0])
+		return "", nil, nil, fmt.Errorf("%q: flavor %q has no topology", ann, parts[0])
 	}
 	levels := cfg.Topologies[fl.TopologyName].Levels
-	out := make([]TopologyAssignment, len(w.PodSets))
+	var names []string
+	var sets []TopologyAssignment
 	for _, part := range parts[1:] {
 		name, list, ok := strings.Cut(part, "=")
-		i := slices.IndexFunc(w.PodSets, func(ps PodSet) bool { return ps.Name == name })
-		if !ok || i < 0 {
-			return "", nil, fmt.Errorf("%q: no pod set %q", ann, name)
+		if !ok || name == "" {
+			return "", nil, nil, fmt.Errorf("%q: %q is not podset=domains", ann, part)
 		}
-		out[i].Levels = levels
+		ta := TopologyAssignment{Levels: levels}
 		for _, d := range strings.Split(list, ",") {
 			values, count, ok := strings.Cut(d, ":")
 			n, err := strconv.ParseInt(count, 10, 32)
 			vs := strings.Split(values, "/")
 			if !ok || err != nil || n < 1 || len(vs) != len(levels) {
-				return "", nil, fmt.Errorf("%q: %q is not values/...:count of topology %s", ann, d, fl.TopologyName)
+				return "", nil, nil, fmt.Errorf("%q: %q is not values/...:count of topology %s", ann, d, fl.TopologyName)
 			}
-			out[i].Domains = append(out[i].Domains, DomainCount{Values: vs, Count: int32(n)})
+			ta.Domains = append(ta.Domains, DomainCount{Values: vs, Count: int32(n)})
 		}
+		names, sets = append(names, name), append(sets, ta)
 	}
-	return fl.Name, out, nil
+	return fl.Name, names, sets, nil
 }
 
 // Pinned is the node labels that every pod of the pod set ta places

@@ -383,15 +383,39 @@ func confine(cfg *queues.Config, root *kinds.Object, pod *corev1.Pod) string {
 	if !ok {
 		return fmt.Sprintf("tally: %s was admitted in flavor %s, which the config no longer holds: tally cannot tell which nodes its pods may run on, and lets none be made", root.Describe(), missing)
 	}
-	if queues.PodConfined(&pod.Spec, nodeLabels) {
-		return ""
-	}
 	flavorNames := strings.Join(names, "+")
+	if queues.PodConfined(&pod.Spec, nodeLabels) {
+		return confineToDomains(cfg, root, pod, flavorNames)
+	}
 	if pod.Spec.NodeName != "" {
 		return fmt.Sprintf("tally: spec.nodeName: a pod of %s may not name its node: it runs on the nodes of flavor %s, which the scheduler places it on", root.Describe(), flavorNames)
 	}
 	return fmt.Sprintf("tally: spec.nodeSelector: a pod of %s must run on the nodes of flavor %s, which %s was admitted in: it needs node labels %s in spec.nodeSelector, or in every term of spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, as its pod templates have them",
 		root.Describe(), flavorNames, root.Meta.Name, labels.SelectorFromSet(nodeLabels))
+}
+
+// confineToDomains says why pod, a new pod of admitted workload root,
+// is denied for where it may run in the topology of its flavor ("" if it
+// is not): it must keep to the domain of one of root's pod sets, as the
+// pods its controller makes do (queues.TopologyPins).
+func confineToDomains(cfg *queues.Config, root *kinds.Object, pod *corev1.Pod, flavorNames string) string {
+	ann := root.Meta.Annotations[queues.AnnotationTopology]
+	if ann == "" {
+		return ""
+	}
+	pins, err := queues.TopologyPins(cfg, ann)
+	if err != nil {
+		return fmt.Sprintf("tally: %s was placed in a topology that the config no longer holds (%v): tally cannot tell which nodes its pods may run on, and lets none be made", root.Describe(), err)
+	}
+	var want []string
+	for _, pin := range pins {
+		if queues.PodConfined(&pod.Spec, pin) {
+			return ""
+		}
+		want = append(want, labels.SelectorFromSet(pin).String())
+	}
+	return fmt.Sprintf("tally: spec.nodeSelector: a pod of %s must run in the topology domain of flavor %s that %s was placed in: it needs node labels %s in spec.nodeSelector, or in every term of spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, as its pod templates have them",
+		root.Describe(), flavorNames, root.Meta.Name, strings.Join(want, " or "))
 }
 
 // podDefaults are the pod defaults of o's namespace, as the API server
