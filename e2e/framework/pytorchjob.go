@@ -34,6 +34,8 @@ type PyTorchJobBuilder struct {
 	// claim, when set, is the ResourceClaimTemplate each pod claims its
 	// devices from, instead of asking for GPUs.
 	claim string
+	// annotations are set on both pod templates.
+	annotations map[string]string
 }
 
 // NewPyTorchJob starts a PyTorchJob of one master and no workers, each pod
@@ -64,6 +66,16 @@ func (b *PyTorchJobBuilder) Label(k, v string) *PyTorchJobBuilder { b.labels[k] 
 // name (Dynamic Resource Allocation) instead of asking for GPUs.
 func (b *PyTorchJobBuilder) ClaimFrom(name string) *PyTorchJobBuilder { b.claim = name; return b }
 
+// TemplateAnnotation sets an annotation on the master's and the workers'
+// pod templates.
+func (b *PyTorchJobBuilder) TemplateAnnotation(k, v string) *PyTorchJobBuilder {
+	if b.annotations == nil {
+		b.annotations = map[string]string{}
+	}
+	b.annotations[k] = v
+	return b
+}
+
 // Unsuspended leaves runPolicy.suspend false, as a user who forgets it.
 func (b *PyTorchJobBuilder) Unsuspended() *PyTorchJobBuilder { b.noSuspend = true; return b }
 
@@ -86,8 +98,15 @@ func (b *PyTorchJobBuilder) Obj() *unstructured.Unstructured {
 			spec["priorityClassName"] = b.priority
 		}
 		tpl := map[string]any{"spec": spec}
+		ann := map[string]any{}
+		for k, v := range b.annotations {
+			ann[k] = v
+		}
 		if b.runtime > 0 {
-			tpl["metadata"] = map[string]any{"annotations": map[string]any{AnnotationRuntime: b.runtime.String()}}
+			ann[AnnotationRuntime] = b.runtime.String()
+		}
+		if len(ann) > 0 {
+			tpl["metadata"] = map[string]any{"annotations": ann}
 		}
 		return map[string]any{"replicas": n, "restartPolicy": "OnFailure", "template": tpl}
 	}

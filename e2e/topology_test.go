@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"tally.dev/tally/e2e/framework"
+)
+
+// The topology of these tests: block b1 of two racks, r1 of two 2-GPU
+// nodes and r2 of two 4-GPU nodes, made for the test as kwok nodes.
+const (
+	labelBlock = "example.com/block"
+	labelRack  = "example.com/rack"
+)
+
+const topologyDocs = `apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata:
+  name: e2e-dc
+spec:
+  levels:
+  - nodeLabel: example.com/block
+  - nodeLabel: example.com/rack
+  - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: e2e-tas-flavor
+spec:
+  nodeLabels:
+    e2e-pool: tas
+  topologyName: e2e-dc
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: e2e-tas
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: e2e-tas-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 16}
+`
+
+// topologyNodes creates the test's kwok nodes and deletes them when it
+// ends.
+func topologyNodes(ctx context.Context, t *testing.T, s *suite) {
+	t.Helper()
+	for _, n := range []struct {
+		name, rack string
+		gpus       int64
+	}{{"tas-r1-n1", "r1", 2}, {"tas-r1-n2", "r1", 2}, {"tas-r2-n1", "r2", 4}, {"tas-r2-n2", "r2", 4}} {
+		gpus := *resource.NewQuantity(n.gpus, resource.DecimalSI)
+		list := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
+			corev1.ResourcePods: resource.MustParse("110"), framework.ResourceGPU: gpus}
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: n.name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+				Labels: map[string]string{"type": "kwok", "e2e-pool": "tas", labelBlock: "b1", labelRack: n.rack, corev1.LabelHostname: n.name}},
+			Status: corev1.NodeStatus{Allocatable: list, Capacity: list},
+		}
+		if err := s.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating node %s: %v", n.name, err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := s.client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting node %s: %v", n.name, err)
+			}
+		})
+	}
+}
+
+// racksOf reads, from the nodes its pods ran on, the racks each
+// PyTorchJob's pods ran in, and fails the test for a pod that ran on a
+// node of no rack.
+func racksOf(ctx context.Context, t *testing.T, s *suite, rec *framework.Recorder, name string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for pod, node := range rec.Pods(name) {
+		n := &corev1.Node{}
+		if err := s.client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+			t.Fatalf("pod %s: node %q: %v", pod, node, err)
+		}
+		if n.Labels[labelRack] == "" || n.Labels[labelBlock] != "b1" {
+			t.Errorf("pod %s of PyTorchJob %s ran on node %s, outside the topology's block b1", pod, name, node)
+		}
+		out[n.Labels[labelRack]]++
+	}
+	return out
+}
+
+// A PyTorchJob whose master and workers ask for one rack
+// (podset-required-topology, grouped by podset-group-name) runs with
+// all four pods in the tightest rack that holds them, r1; a second such
+// gang, admitted while r1 is taken, runs in r2; and a PyTorchJob of 10
+// GPUs that prefers one rack, which none holds, spreads over both. Read
+// from the pods' nodes. While the first runs, its user (with edit
+// rights in the namespace) cannot make a pod of it in the other rack,
+// nor move its pods by editing its pod template.
+func TestTopologyPyTorchJob(t *testing.T) {
+	s := setup(t)
+	ctx := testContext(t, 5*time.Minute)
+	const ns, queue = "e2e-tas", "e2e-tas"
+	useQueues(ctx, t, s, []string{queue}, topologyDocs)
+	topologyNodes(ctx, t, s)
+	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
+		t.Fatal(err)
+	}
+	grantEdit(ctx, t, s, ns, integrityUser)
+	user, err := framework.NewUserClient(s.cluster.Kubeconfig, integrityUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := recordPyTorchJobs(ctx, t, s, ns)
+	gang := func(name, mode string, workers int64, runtime time.Duration) string {
+		pj := framework.NewPyTorchJob(ns, name).Workers(workers).Runtime(runtime).
+			TemplateAnnotation(mode, labelRack).TemplateAnnotation("kueue.x-k8s.io/podset-group-name", "train").Obj()
+		if err := s.client.Create(ctx, pj); err != nil {
+			t.Fatalf("creating PyTorchJob %s: %v", name, err)
+		}
+		checkQueued(t, pj, queue)
+		return name
+	}
+	const required = "kueue.x-k8s.io/podset-required-topology"
+	a := gang("gang-a", required, 3, 20*time.Second)
+	var running *corev1.Pod
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := s.client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.Status.Phase == corev1.PodRunning {
+				running = p
+				return true, "", nil
+			}
+		}
+		return false, "no pod of PyTorchJob gang-a runs", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := gang("gang-b", required, 3, 2*time.Second)
+
+	// The user's attempts, while gang-a runs in r1.
+	owner := running.OwnerReferences
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "elsewhere", OwnerReferences: owner, Labels: running.Labels},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"e2e-pool": "tas", labelRack: "r2"},
+			Containers: []corev1.Container{{Name: "c", Image: "registry.example/pytorch:v1", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("1")}}}}}}
+	err = userCreate(ctx, t, &attackRun{s: s, user: user, ns: ns}, pod)
+	if err == nil || !strings.Contains(err.Error(), "topology domain") {
+		t.Errorf("the user created pod %s of PyTorchJob gang-a in rack r2: %v; want a denial naming its topology domain", pod.Name, err)
+	}
+	patch := fmt.Sprintf(`{"spec":{"pytorchReplicaSpecs":{"Worker":{"template":{"spec":{"affinity":null,"nodeSelector":{"e2e-pool":"tas",%q:"r2"}}}}}}}`, labelRack)
+	pj := framework.NewPyTorchJob(ns, a).Obj()
+	if err := user.Patch(ctx, pj, client.RawPatch(types.MergePatchType, []byte(patch))); err == nil {
+		t.Errorf("the user moved the workers of running PyTorchJob gang-a to rack r2 by its pod template")
+	}
+
+	waitPyTorchJobs(ctx, t, s.client, ns, []string{a, b}, 2*time.Minute)
+	if got := racksOf(ctx, t, s, rec, a); got["r1"] != 4 || len(got) != 1 {
+		t.Errorf("PyTorchJob gang-a (4 pods of 1 GPU, one rack) ran in racks %v, want all 4 pods in r1, the tightest rack that holds them", got)
+	}
+	if got := racksOf(ctx, t, s, rec, b); got["r2"] != 4 || len(got) != 1 {
+		t.Errorf("PyTorchJob gang-b ran in racks %v, want all 4 pods in r2, the rack left when gang-a held r1", got)
+	}
+
+	c := gang("spread", "kueue.x-k8s.io/podset-preferred-topology", 9, 2*time.Second)
+	waitPyTorchJobs(ctx, t, s.client, ns, []string{c}, 2*time.Minute)
+	if got := racksOf(ctx, t, s, rec, c); got["r1"]+got["r2"] != 10 {
+		t.Errorf("PyTorchJob spread (10 pods of 1 GPU, preferring one rack, which none holds) ran in racks %v, want its 10 pods in r1 and r2", got)
+	}
+}
