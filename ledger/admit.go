@@ -133,7 +133,7 @@ func (l *Ledger) decide() []write {
 	sort.Slice(snap.Reserved, func(i, j int) bool { return queues.Before(snap.Reserved[i], snap.Reserved[j]) })
 	clear(l.preempt.reserved)
 	snap.Yield = yield
-	snap.Domains = l.topo.trees
+	snap.Domains = l.topo.Trees
 	snap.Budget = budget
 	snap.Rotate = l.passCache.rotate()
 	var never []*entry

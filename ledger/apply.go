@@ -36,7 +36,7 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 	l.books.follow(e, &next)
 	*e = next
 	l.books.take(l.cfg, e, effects)
-	l.topo.follow(e)
+	l.followPlacement(e)
 	// Started and Shrunk are carried out once the books follow the entry.
 	var judge machine.Effect
 	for _, f := range effects {

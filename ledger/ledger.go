@@ -102,7 +102,7 @@ type Ledger struct {
 	// pods is the bookkeeping of pods by workload (podbook.go).
 	pods podBook[*entry]
 	// topo is the trees of the flavors' topologies (topology.go).
-	topo domains
+	topo *queues.FlavorDomains
 	// passCache is what a pass keeps for the next (passcache.go).
 	passCache passCache
 	// writer runs the writes and wakes the passes (writer.go).

@@ -60,7 +60,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		pods:       newPodBook[*entry](),
 		inputs:     newPodInputs(),
 		passCache:  newPassCache(),
-		topo:       newDomains(),
+		topo:       queues.NewFlavorDomains(),
 		echoes:     map[types.UID]awaitedVersion{},
 		labels: labelQueues{
 			jobs: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),
@@ -96,7 +96,7 @@ func (l *Ledger) Start(ctx context.Context) error {
 	l.cfg, l.started = l.store.Load(), true
 	if l.cfg != nil {
 		l.metrics.ObserveConfig(l.cfg, l.books.usage)
-		l.topo.configure(l.cfg)
+		l.topo.Configure(l.cfg)
 	}
 	l.mu.Unlock()
 	// The work started outside the passes ends with ctx.
@@ -263,7 +263,7 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	// The pod defaults carry the config (what the queues cover).
 	l.inputs.allChanged()
 	l.metrics.ObserveConfig(cfg, l.books.usage)
-	l.topo.configure(cfg)
+	l.topo.Configure(cfg)
 	l.rebuildPendingLocked()
 	l.relabelLocked()
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))

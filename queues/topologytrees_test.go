@@ -1,0 +1,97 @@
+package queues
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"tally.dev/tally/flavors"
+)
+
+// rackNode is a node of pool pool in rack r1 of block b1 with gpus GPUs.
+func rackNode(name, pool string, gpus int64, ready bool) *corev1.Node {
+	status := corev1.ConditionTrue
+	if !ready {
+		status = corev1.ConditionFalse
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": pool, "block": "b1", "rack": "r1", "kubernetes.io/hostname": name}},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{nvgpu: *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourcePods: resource.MustParse("110")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}},
+		},
+	}
+}
+
+// rackRoom is how many 1-GPU pods rack r1 of flavor gpu holds.
+func rackRoom(f *FlavorDomains) int32 {
+	t := f.Trees["gpu"]
+	if t == nil {
+		return -1
+	}
+	for _, lr := range t.Room(flavors.Resources{nvgpu: 1}, 1) {
+		if lr.Level == "rack" {
+			if len(lr.Domains) == 0 {
+				return 0
+			}
+			return lr.Domains[0].Count
+		}
+	}
+	return 0
+}
+
+func TestFlavorDomains(t *testing.T) {
+	cfg := topologyConfig("gpu", "plain")
+	f := NewFlavorDomains()
+	// Nodes seen before any config are placed once it comes.
+	f.SetNode(rackNode("n1", "a", 4, true))
+	f.Configure(cfg)
+	if got := rackRoom(f); got != 4 {
+		t.Fatalf("rack r1 holds %d pods after the config came, want 4 (n1's)", got)
+	}
+	if qs := f.SetNode(rackNode("n2", "a", 2, true)); len(qs) != 1 || qs[0] != "tas" {
+		t.Fatalf("a node of flavor gpu changed queues %v, want [tas]", qs)
+	}
+	if got := rackRoom(f); got != 6 {
+		t.Fatalf("rack r1 holds %d, want 6", got)
+	}
+	if qs := f.SetNode(rackNode("n2", "a", 2, true)); qs != nil {
+		t.Fatalf("a node seen again unchanged changed queues %v", qs)
+	}
+	f.SetNode(rackNode("n3", "b", 8, true)) // flavor plain's: no tree
+	f.SetNode(rackNode("n4", "a", 8, false))
+	if got := rackRoom(f); got != 6 {
+		t.Fatalf("rack r1 holds %d with a node of another flavor and an unready one, want 6", got)
+	}
+	// A placement held takes room; one let go gives it back.
+	p := &Placement{Flavor: "gpu", Sets: []TopologyAssignment{{Levels: rackTopology.Levels,
+		Domains: []DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 3}}}}, PerPod: []flavors.Resources{{nvgpu: 1}}}
+	f.Hold("w", p)
+	if got := rackRoom(f); got != 3 {
+		t.Fatalf("rack r1 holds %d with 3 GPUs of n1 held, want 3", got)
+	}
+	// A new config keeps what is held.
+	f.Configure(topologyConfig("gpu"))
+	if got := rackRoom(f); got != 3 {
+		t.Fatalf("rack r1 holds %d after a new config, want 3", got)
+	}
+	if got, ok := f.Held("w"); !ok || got.Flavor != "gpu" {
+		t.Fatalf("held %v %v", got, ok)
+	}
+	f.SetNode(rackNode("n4", "a", 8, true))
+	if got := rackRoom(f); got != 11 {
+		t.Fatalf("rack r1 holds %d once n4 is Ready, want 11", got)
+	}
+	f.Hold("w", nil)
+	if qs := f.RemoveNode("n1"); len(qs) != 1 {
+		t.Fatalf("removing n1 changed queues %v", qs)
+	}
+	if got := rackRoom(f); got != 10 {
+		t.Fatalf("rack r1 holds %d without n1 and with nothing held, want 10", got)
+	}
+	if f.RemoveNode("n1") != nil {
+		t.Fatal("removing an unknown node changed queues")
+	}
+}
