@@ -180,7 +180,7 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, preempt bool) 
 			sim.removeAdmitted(vs)
 		}
 		victims = append(victims, vs...)
-		if fl := s.Config.Flavors[f]; len(vs) == 0 && fl.TopologyName != "" && a.topologyFlavor == "" {
+		if fl := s.Config.Flavors[f]; len(vs) == 0 && fl.TopologyName != "" && a.topologyFlavor == "" && s.Domains != nil {
 			placed, taken, err := s.place(fl, w)
 			if err != nil {
 				return Assignment{}, topologyVerdict(cq, fl, w, err), nil
@@ -272,7 +272,7 @@ func (s *Snapshot) pickFlavor(cq *ClusterQueue, w *Workload, g *ResourceGroup, r
 				borrowing = true
 			}
 		}
-		if fits && fl.TopologyName != "" {
+		if fits && fl.TopologyName != "" && s.Domains != nil {
 			if _, _, err := s.place(fl, w); err != nil {
 				fits = false
 				v := topologyVerdict(cq, fl, w, err)

@@ -122,8 +122,9 @@ type Snapshot struct {
 	Tails   map[string]*Tail
 	Settled func(queue string, from int, code string) bool
 	// Domains maps each flavor with a topology to the tree of its
-	// domains, which Decide only reads; a flavor without one has no
-	// nodes yet.
+	// domains, which Decide only reads; a flavor missing from it has no
+	// nodes yet. A nil Domains places nothing: workloads are admitted by
+	// quota alone (an estimate that cannot foresee the domains).
 	Domains map[string]*Domains
 
 	// borrowed is, per cohort, the usage its members and child cohorts

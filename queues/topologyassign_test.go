@@ -142,8 +142,9 @@ func TestDecideWithTopology(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := topologyConfig(tc.flavors...)
 			snap := NewSnapshot(cfg, nil, map[string]labels.Set{"ns": {}})
+			snap.Domains = map[string]*Domains{}
 			if tc.leaves != "" {
-				snap.Domains = map[string]*Domains{"gpu": NewDomains(rackTopology, leaves(tc.leaves))}
+				snap.Domains["gpu"] = NewDomains(rackTopology, leaves(tc.leaves))
 			}
 			var got []string
 			d := Decide(snap, seqs(tc.pending...), func(w *Workload, v Verdict, _ int) {
@@ -173,6 +174,14 @@ func TestDecideWithTopology(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestNoDomainsPlacesNothing(t *testing.T) {
+	snap := NewSnapshot(topologyConfig(), nil, map[string]labels.Set{"ns": {}})
+	a, v := snap.Assign(topologyWL("a", 1, 2, "4", &TopologyRequest{Mode: TopologyRequired, Level: "rack"}))
+	if v.Kind != Fits || a.Topology != nil {
+		t.Fatalf("without Domains: %v, placed %v; want admitted by quota, placed nowhere", v.Message(), a.Topology)
 	}
 }
 

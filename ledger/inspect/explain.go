@@ -98,6 +98,13 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 	if bad, err := ReadUnhostable(ctx, c, cfg); err == nil {
 		in.Unhostable = bad
 	}
+	nodes := &corev1.NodeList{}
+	if err := c.List(ctx, nodes); err == nil {
+		in.Nodes = nodes.Items
+		if in.Nodes == nil {
+			in.Nodes = []corev1.Node{}
+		}
+	}
 	return Explain(in), nil
 }
 

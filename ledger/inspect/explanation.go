@@ -49,6 +49,10 @@ type ExplainInput struct {
 	// Unhostable are the flavors no Ready node can host and no NodePool
 	// can make (ReadUnhostable).
 	Unhostable []UnhostableFlavor
+	// Nodes are the cluster's nodes, for the topologies' domains; nil
+	// when they could not be read, and then a workload is judged by
+	// quota alone.
+	Nodes []corev1.Node
 }
 
 // Explanation is what `tally explain` says of one workload.
@@ -67,6 +71,14 @@ type Explanation struct {
 	Needs             string `json:"needs,omitempty"`
 	// Flavors is where it runs (admitted) or would run if admitted now.
 	Flavors string `json:"flavors,omitempty"`
+	// Topology is where in its flavor's topology its pod sets run
+	// (admitted) or would run if admitted now: each pod set's domains
+	// and pod counts.
+	Topology []PodSetDomains `json:"topology,omitempty"`
+	// Room is, for a workload that waits for room in a topology, level
+	// by level, the domains that hold the most pods of its first pod
+	// set, and how many each holds.
+	Room []queues.LevelRoom `json:"room,omitempty"`
 	// Reason is the admission decision now, as its Events word it.
 	Reason string `json:"reason,omitempty"`
 	// Free is, per flavor and resource of its queue, what it needs
@@ -83,6 +95,23 @@ type Explanation struct {
 	PreemptedBy  []string      `json:"preemptedBy,omitempty"`
 	Estimate     *Estimate     `json:"estimate,omitempty"`
 	Notes        []string      `json:"notes,omitempty"`
+}
+
+// PodSetDomains is where a pod set's pods go in a topology.
+type PodSetDomains struct {
+	PodSet  string               `json:"podSet"`
+	Domains []queues.DomainCount `json:"domains"`
+}
+
+// podSetDomains is sets, assigned to w's pod sets, as Explanation has them.
+func podSetDomains(w *queues.Workload, sets []queues.TopologyAssignment) []PodSetDomains {
+	var out []PodSetDomains
+	for i, ta := range sets {
+		if i < len(w.PodSets) && len(ta.Domains) > 0 {
+			out = append(out, PodSetDomains{PodSet: w.PodSets[i].Name, Domains: ta.Domains})
+		}
+	}
+	return out
 }
 
 // Place is a 1-based position among Of.
@@ -189,6 +218,9 @@ func Explain(in ExplainInput) Explanation {
 	out.Needs = target.w.Total().String()
 	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.Phase() == machine.Admitted {
 		out.Flavors = f
+		if _, sets, err := queues.ParseTopologyAnnotation(cfg, target.w, in.Target.Meta.Annotations[queues.AnnotationTopology]); err == nil {
+			out.Topology = podSetDomains(target.w, sets)
+		}
 	}
 	for _, ev := range in.Events {
 		if ev.Reason == ReasonPreempted {
@@ -218,6 +250,7 @@ func Explain(in ExplainInput) Explanation {
 			lists[x.w.Queue] = append(lists[x.w.Queue], x.w)
 		}
 	}
+	domains := topologyDomains(cfg, in.Nodes, running)
 	for _, l := range lists {
 		slices.SortFunc(l, func(a, b *queues.Workload) int {
 			if queues.Before(a, b) {
@@ -275,18 +308,21 @@ func Explain(in ExplainInput) Explanation {
 
 	// What it needs against what is free, and the decision now.
 	snap := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
+	snap.Domains = domains
 	a, v := snap.Assign(target.w)
 	out.Reason = v.Message()
 	if v.Kind == queues.Fits {
 		out.Reason = "fits now: the next admission pass admits it unless a workload ahead of it takes the room"
 		out.Flavors = a.Annotation(target.w)
+		out.Topology = podSetDomains(target.w, a.Topology)
 	}
+	out.Room = topologyRoom(cfg, cq, domains, target.w, v)
 	out.Free = freeCells(snap, cq, target.w)
 	if v.Kind == queues.Never {
 		return out
 	}
 	dry := queues.NewSnapshot(cfg, queues.CloneUsages(usage), nil)
-	dry.Admitted = admittedByQueue
+	dry.Admitted, dry.Domains = admittedByQueue, domains
 	for _, p := range queues.Decide(dry, cloneLists(lists), ignore).Preemptions {
 		if p.Preemptor == target.w {
 			for _, victim := range p.Victims {
@@ -312,6 +348,46 @@ func Explain(in ExplainInput) Explanation {
 	return out
 }
 
+// topologyDomains are the topologies' domains of cfg's flavors, from
+// nodes, with the placements the running workloads hold (their
+// AnnotationTopology); nil without nodes (they could not be read).
+func topologyDomains(cfg *queues.Config, nodes []corev1.Node, running []*explained) map[string]*queues.Domains {
+	if nodes == nil {
+		return nil
+	}
+	f := queues.NewFlavorDomains()
+	for i := range nodes {
+		f.SetNode(&nodes[i])
+	}
+	f.Configure(cfg)
+	for _, x := range running {
+		fl, sets, err := queues.ParseTopologyAnnotation(cfg, x.w, x.o.Meta.Annotations[queues.AnnotationTopology])
+		if err != nil {
+			continue
+		}
+		p := queues.Placement{Flavor: fl, Sets: sets}
+		for _, ps := range x.w.PodSets {
+			p.PerPod = append(p.PerPod, ps.Requests)
+		}
+		f.Hold(x, &p)
+	}
+	return f.Trees
+}
+
+// topologyRoom is, for w waiting for room in the topology of a flavor
+// of cq (verdict v), level by level, the domains of that flavor that
+// hold the most pods of its first pod set.
+func topologyRoom(cfg *queues.Config, cq *queues.ClusterQueue, domains map[string]*queues.Domains, w *queues.Workload, v queues.Verdict) []queues.LevelRoom {
+	if domains == nil || !strings.HasPrefix(v.Code, "topology/") || len(w.PodSets) == 0 {
+		return nil
+	}
+	d := domains[strings.TrimPrefix(v.Code, "topology/")]
+	if d == nil {
+		return nil
+	}
+	return d.Room(w.PodSets[0].Requests, 3)
+}
+
 // read folds o, of queue q and priority p, its claims charged from t,
 // as the ledger would.
 func read(cfg *queues.Config, o *kinds.Object, q string, p int32, t ClaimTemplates) *explained {
@@ -330,7 +406,7 @@ func read(cfg *queues.Config, o *kinds.Object, q string, p int32, t ClaimTemplat
 func permissive(cfg *queues.Config) *queues.Config {
 	out := &queues.Config{Flavors: cfg.Flavors, ClusterQueues: map[string]*queues.ClusterQueue{}, QueueNames: cfg.QueueNames,
 		Cohorts: cfg.Cohorts, CohortSpecs: cfg.CohortSpecs, LocalQueues: cfg.LocalQueues, LocalQueueStops: cfg.LocalQueueStops, PriorityClasses: cfg.PriorityClasses, WorkloadKinds: cfg.WorkloadKinds,
-		PodsReady: cfg.PodsReady, DeviceClasses: cfg.DeviceClasses}
+		PodsReady: cfg.PodsReady, DeviceClasses: cfg.DeviceClasses, Topologies: cfg.Topologies}
 	for name, cq := range cfg.ClusterQueues {
 		c := *cq
 		c.NamespaceSelector = labels.Everything()
@@ -499,6 +575,23 @@ func WriteExplanation(out io.Writer, x Explanation) error {
 	}
 	if x.Reason != "" {
 		line("Why", "%s", x.Reason)
+	}
+	for _, ps := range x.Topology {
+		var ds []string
+		for _, d := range ps.Domains {
+			ds = append(ds, fmt.Sprintf("%s (%d)", strings.Join(d.Values, "/"), d.Count))
+		}
+		line("Placed", "pod set %s in %s", ps.PodSet, strings.Join(ds, ", "))
+	}
+	for _, lr := range x.Room {
+		var ds []string
+		for _, d := range lr.Domains {
+			ds = append(ds, fmt.Sprintf("%s holds %d", strings.Join(d.Values, "/"), d.Count))
+		}
+		if len(ds) == 0 {
+			ds = []string{"no domain"}
+		}
+		line("Room", "%s: %s", lr.Level, strings.Join(ds, ", "))
 	}
 	if len(x.Free) > 0 {
 		fmt.Fprintln(&b, "Quota:")
