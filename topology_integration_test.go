@@ -63,9 +63,10 @@ func pinnedRack(job *batchv1.Job) string {
 
 // TestIntegrationTopology: a Job that asks for one rack is admitted into
 // the tightest rack that holds it, its template pinned there and its
-// placement recorded; the next, which no rack has room for once the
-// first holds its rack, waits, saying why, and is admitted into a rack
-// as soon as a node joins it.
+// placement recorded, and a pod of it is denied elsewhere; the next,
+// which no rack has room for once the first holds its rack, waits,
+// saying why, and is admitted into a rack as soon as a node joins it. A
+// pod outside any queue, bound to a rack's node, takes its room.
 func TestIntegrationTopology(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
@@ -120,7 +121,35 @@ func TestIntegrationTopology(t *testing.T) {
 	if got := pinnedRack(getJob(t, ns, "second")); got != "r2" {
 		t.Fatalf("Job second is pinned to rack %q, want r2", got)
 	}
-	for _, name := range []string{"first", "second"} {
+
+	// A pod bound to a rack's node outside any queue takes its room: the
+	// third Job waits until it is gone.
+	tasNode(t, "tas-n6", "b1", "r3", 2)
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tas-other"},
+		Spec: corev1.PodSpec{NodeName: "tas-n6", Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}}}}}
+	if err := k8s.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, rackJob(ns, "third", 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "third", "Pending", "no example.com/rack domain holds 1 pods")
+	})
+	if !suspended(t, ns, "third") {
+		t.Fatal("Job third admitted into rack r3, whose node a pod outside the queue fills")
+	}
+	if err := k8s.Delete(ctx, other, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !suspended(t, ns, "third"), "Job third not admitted once the pod that filled rack r3 is gone"
+	})
+	if got := pinnedRack(getJob(t, ns, "third")); got != "r3" {
+		t.Fatalf("Job third is pinned to rack %q, want r3", got)
+	}
+	for _, name := range []string{"first", "second", "third"} {
 		if err := k8s.Delete(ctx, getJob(t, ns, name), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 			t.Fatal(err)
 		}

@@ -70,6 +70,11 @@ type Options struct {
 	// Kinds are the kinds the ledger queues, which the ConfigLoader
 	// declares more of (nil: the built-in ones).
 	Kinds *kinds.Registry
+	// BoundPods, if set, is a cache of every pod bound to a node,
+	// stripped by StripBoundPod (BoundPodsCache): started once the config
+	// has a topology, it tells the topologies' trees what pods use. Nil:
+	// they count only the placements of the workloads tally admitted.
+	BoundPods cache.Cache
 }
 
 // Ledger keeps quota usage and admits Jobs. It is a manager Runnable that
@@ -153,6 +158,8 @@ type watches struct {
 	refs   []schema.GroupVersionKind
 	synced []toolscache.InformerSynced
 	list   func(context.Context) ([]*kinds.Object, error)
+	// boundPods: Options.BoundPods is started and watched.
+	boundPods bool
 }
 
 type nsInfo struct {

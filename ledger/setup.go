@@ -90,6 +90,9 @@ func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log log
 		return fmt.Errorf("the ledger's client: %w", err)
 	}
 	opts.Budget = free
+	if opts.BoundPods, err = BoundPodsCache(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper()); err != nil {
+		return fmt.Errorf("the bound pods' cache: %w", err)
+	}
 	l := New(cl, mgr.GetCache(), store, recorder, log.WithName("ledger"), opts)
 	if opts.DashboardAddr != "" {
 		if err := mgr.Add(&Dashboard{Addr: opts.DashboardAddr, Ledger: l, Log: log.WithName("dashboard")}); err != nil {

@@ -127,6 +127,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 	if err := l.watchKinds(ctx); err != nil {
 		return err
 	}
+	if err := l.watchBoundPods(ctx); err != nil {
+		return err
+	}
 	// The first pass waits until every handler has been given what the
 	// informers listed: workloads, and the pods that hold quota.
 	if !l.cache.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), l.watches.synced...) {
@@ -170,6 +173,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 				l.log.Error(err, "watching the workload kinds of the new config")
 			}
 			l.reconfigure(l.store.Load())
+			if err := l.watchBoundPods(ctx); err != nil {
+				l.log.Error(err, "watching the pods bound to nodes, for the new config's topologies")
+			}
 			l.captureManaged(ctx)
 			l.adoptOrphans(ctx)
 		case <-recount.C():

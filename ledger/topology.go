@@ -1,11 +1,22 @@
 package ledger
 
 import (
+	"context"
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
 
@@ -15,10 +26,14 @@ import (
 // this ledger, after a restart. The trees (queues.FlavorDomains) keep
 // the rest: nodes, and the reservations' sums.
 func (l *Ledger) followPlacement(e *entry) {
-	old, had := l.topo.Held(e)
-	if e.Charged == nil || e.W == nil {
+	if e.W == nil {
+		return
+	}
+	owner := queues.Owner{Namespace: e.W.Namespace, UID: string(e.W.UID)}
+	old, had := l.topo.Held(owner)
+	if e.Charged == nil {
 		if had {
-			l.topo.Hold(e, nil)
+			l.topo.Hold(owner, nil)
 		}
 		e.placed = nil
 		return
@@ -30,7 +45,7 @@ func (l *Ledger) followPlacement(e *entry) {
 	}
 	if e.placed == nil {
 		if had {
-			l.topo.Hold(e, nil)
+			l.topo.Hold(owner, nil)
 		}
 		return
 	}
@@ -41,7 +56,7 @@ func (l *Ledger) followPlacement(e *entry) {
 	for i, ps := range e.W.PodSets {
 		p.PerPod[i] = ps.Requests
 	}
-	l.topo.Hold(e, &p)
+	l.topo.Hold(owner, &p)
 }
 
 // placement is where an entry's pod sets go in its flavor's topology.
@@ -107,4 +122,102 @@ func (p pins) confine(spec *corev1.PodSpec) bool {
 		return true
 	}
 	return slices.ContainsFunc(p, func(pin map[string]string) bool { return queues.PodConfined(spec, pin) })
+}
+
+// boundPodsSelector selects the pods bound to a node that have not
+// ended.
+const boundPodsSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+// BoundPodsCache is the cache Options.BoundPods wants: every pod bound
+// to a node, not ended, stripped to what the topologies' trees read.
+func BoundPodsCache(cfg *rest.Config, scheme *runtime.Scheme, mapper meta.RESTMapper) (cache.Cache, error) {
+	return cache.New(cfg, cache.Options{Scheme: scheme, Mapper: mapper, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Field: fields.ParseSelectorOrDie(boundPodsSelector), Transform: StripBoundPod},
+	}})
+}
+
+// StripBoundPod is a cache transform that keeps only what the
+// topologies' trees read of a pod: its name, its node, its requests, its
+// phase and the workload its queues.LabelWorkload names.
+func StripBoundPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, Containers: kinds.StripContainers(p.Spec.Containers),
+			InitContainers: kinds.StripContainers(p.Spec.InitContainers), Overhead: p.Spec.Overhead, Resources: p.Spec.Resources},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}
+	if w := p.Labels[queues.LabelWorkload]; w != "" {
+		out.Labels = map[string]string{queues.LabelWorkload: w}
+	}
+	return out, nil
+}
+
+// watchBoundPods starts Options.BoundPods once the config in force has a
+// topology, and has the trees told of every pod bound to a node.
+func (l *Ledger) watchBoundPods(ctx context.Context) error {
+	l.mu.Lock()
+	want := l.cfg != nil && len(l.cfg.Topologies) > 0 && l.opts.BoundPods != nil && !l.watches.boundPods
+	l.watches.boundPods = l.watches.boundPods || want
+	l.mu.Unlock()
+	if !want {
+		return nil
+	}
+	c := l.opts.BoundPods
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			l.log.Error(err, "the bound pods' cache stopped")
+		}
+	}()
+	inf, err := c.GetInformer(ctx, &corev1.Pod{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("ledger: informer for bound pods: %w", err)
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    l.onBoundPod,
+		UpdateFunc: func(_, n any) { l.onBoundPod(n) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if p, ok := o.(*corev1.Pod); ok {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				l.domainsChangedLocked(l.topo.SetPod(p.Namespace+"/"+p.Name, "", nil, queues.Owner{}))
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: handler for bound pods: %w", err)
+	}
+	l.mu.Lock()
+	l.watches.synced = append(l.watches.synced, reg.HasSynced)
+	l.mu.Unlock()
+	return nil
+}
+
+// onBoundPod tells the trees what a pod bound to a node uses, until it
+// ends.
+func (l *Ledger) onBoundPod(obj any) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	key, node := p.Namespace+"/"+p.Name, p.Spec.NodeName
+	var requests flavors.Resources
+	var owner queues.Owner
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		node = ""
+	} else {
+		requests = queues.PodRequests(&p.Spec)
+		if w := p.Labels[queues.LabelWorkload]; w != "" {
+			owner = queues.Owner{Namespace: p.Namespace, UID: w}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.domainsChangedLocked(l.topo.SetPod(key, node, requests, owner))
 }

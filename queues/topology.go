@@ -199,15 +199,11 @@ func (d *Domains) Use(name string, requests flavors.Resources, sign int) {
 	d.move(n.leaf, n.free(), +1)
 }
 
-// Reserve adds (sign +1) or takes back (-1) n pods of requests (each
-// also one of the pods resource) that an admitted workload's assignment
-// gives the leaf of values, whatever nodes it has, now or later.
-func (d *Domains) Reserve(values []string, requests flavors.Resources, n int32, sign int) {
+// Reserve adds (sign +1) or takes back (-1) total, what an admitted
+// workload's assignment gives the leaf of values (its pods' requests,
+// the pods resource included), whatever nodes it has, now or later.
+func (d *Domains) Reserve(values []string, total flavors.Resources, sign int) {
 	key := strings.Join(values, "\x00")
-	total := withPod(requests)
-	for r, a := range total {
-		total[r] = a.Mul(int64(n))
-	}
 	u := d.reserved[key]
 	if u == nil {
 		u = flavors.Resources{}
@@ -226,6 +222,16 @@ func (d *Domains) Reserve(values []string, requests flavors.Resources, n int32, 
 	if leaf := d.index[key]; leaf != nil && len(leaf.values) == len(d.topology.Levels) {
 		d.move(leaf, total, -sign)
 	}
+}
+
+// PodsOf is n pods of perPod's requests, each also one of the pods
+// resource: what they take of a leaf.
+func PodsOf(perPod flavors.Resources, n int32) flavors.Resources {
+	total := withPod(perPod)
+	for r, a := range total {
+		total[r] = a.Mul(int64(n))
+	}
+	return total
 }
 
 // Topology is the topology of the tree.

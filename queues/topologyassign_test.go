@@ -235,7 +235,7 @@ func TestReserve(t *testing.T) {
 	d := NewTopologyDomains(rackTopology)
 	d.SetNode("n1", []string{"b1", "r1", "n1"}, flavors.Resources{nvgpu: 8, "pods": 110})
 	gpu := flavors.Resources{nvgpu: 1}
-	d.Reserve([]string{"b1", "r1", "n1"}, gpu, 6, +1)
+	d.Reserve([]string{"b1", "r1", "n1"}, PodsOf(gpu, 6), +1)
 	if _, err := d.Place(3, gpu, TopologyRequest{Mode: TopologyRequired, Level: "rack"}); err == nil {
 		t.Fatal("3 pods placed where 2 GPUs are left")
 	}
@@ -248,7 +248,7 @@ func TestReserve(t *testing.T) {
 	if _, err := d.Place(2, gpu, TopologyRequest{Mode: TopologyRequired, Level: "rack"}); err != nil {
 		t.Fatal(err)
 	}
-	d.Reserve([]string{"b1", "r1", "n1"}, gpu, 6, -1)
+	d.Reserve([]string{"b1", "r1", "n1"}, PodsOf(gpu, 6), -1)
 	if _, err := d.Place(8, gpu, TopologyRequest{Mode: TopologyRequired, Level: "rack"}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package queues
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -12,18 +13,25 @@ import (
 
 // FlavorDomains keeps, for each flavor of a config that has a topology,
 // the tree of its domains that admission places pod sets in
-// (Snapshot.Domains): from the nodes it is told of, and the placements
-// of the workloads that hold quota. Its invariants:
+// (Snapshot.Domains). What a leaf has free is its nodes' allocatable,
+// less what the pods bound to them request (every pod, queued or not:
+// DaemonSets, static pods, other schedulers' pods), less what the
+// placements of the workloads holding quota give it and their pods do
+// not take yet: a placement of n pods in a leaf where m of its
+// workload's pods are bound reserves n-m pods more. So a placement is
+// counted once, whether its pods are bound or not, and the pods, which
+// are the truth, are never undercounted. Its invariants:
 //
 //   - Trees has a tree for exactly the flavors of the config with a
 //     topology;
 //   - each tree holds exactly the nodes told of that are Ready and
-//     schedulable and whose labels match the flavor's node labels, with
-//     their allocatable;
-//   - each tree has reserved exactly the placements held in its flavor.
+//     schedulable and whose labels match the flavor's node labels, each
+//     with its allocatable less its pods' requests;
+//   - each held placement's reserved is, per leaf, what it reserves
+//     there now, and the trees have exactly that reserved.
 //
 // A node's change costs a check per topology flavor and its levels; a
-// placement, its domains.
+// pod's, its node's levels in each tree; a placement's, its domains.
 type FlavorDomains struct {
 	// Trees maps each flavor with a topology to its tree.
 	Trees map[string]*Domains
@@ -32,14 +40,30 @@ type FlavorDomains struct {
 	// that list it: those a change of its tree may let admit.
 	queuesOf map[string][]string
 	nodes    map[string]*domainNode
-	held     map[any]Placement
+	pods     map[string]boundPod
+	held     map[Owner]*held
+}
+
+// Owner names a workload whose pods and placement FlavorDomains matches:
+// its namespace and UID (the pods' queues.LabelWorkload).
+type Owner struct {
+	Namespace, UID string
 }
 
 // domainNode is what the trees read of a node.
 type domainNode struct {
 	labels      labels.Set
 	allocatable flavors.Resources
-	usable      bool // Ready and schedulable
+	used        flavors.Resources // what the pods bound to it request
+	usable      bool              // Ready and schedulable
+}
+
+// boundPod is a pod bound to a node: its requests, and the workload its
+// LabelWorkload names.
+type boundPod struct {
+	node     string
+	requests flavors.Resources
+	owner    Owner
 }
 
 // Placement is what a workload holding quota holds of a topology: its
@@ -50,13 +74,22 @@ type Placement struct {
 	PerPod []flavors.Resources
 }
 
-// NewFlavorDomains is an empty FlavorDomains, for no config yet.
-func NewFlavorDomains() *FlavorDomains {
-	return &FlavorDomains{nodes: map[string]*domainNode{}, held: map[any]Placement{}}
+// held is a placement held, what it reserves per leaf (by key) now, and
+// its pods bound per leaf.
+type held struct {
+	owner    Owner
+	p        Placement
+	reserved map[string]flavors.Resources
+	bound    map[string]int32
 }
 
-// Configure makes the trees for cfg from the nodes known, with the
-// placements held reserved again.
+// NewFlavorDomains is an empty FlavorDomains, for no config yet.
+func NewFlavorDomains() *FlavorDomains {
+	return &FlavorDomains{nodes: map[string]*domainNode{}, pods: map[string]boundPod{}, held: map[Owner]*held{}}
+}
+
+// Configure makes the trees for cfg from the nodes and pods known, with
+// the placements held reserved again.
 func (f *FlavorDomains) Configure(cfg *Config) {
 	f.cfg, f.Trees, f.queuesOf = cfg, nil, nil
 	for name, fl := range cfg.Flavors {
@@ -81,8 +114,10 @@ func (f *FlavorDomains) Configure(cfg *Config) {
 	for name, n := range f.nodes {
 		f.place(name, n)
 	}
-	for _, p := range f.held {
-		f.reserve(p, +1)
+	for _, h := range f.held {
+		h.reserved = nil
+		f.rebind(h)
+		f.reserveAll(h)
 	}
 }
 
@@ -90,17 +125,27 @@ func (f *FlavorDomains) Configure(cfg *Config) {
 // flavors' trees it changed.
 func (f *FlavorDomains) SetNode(n *corev1.Node) []string {
 	dn := &domainNode{labels: n.Labels, allocatable: flavors.FromList(n.Status.Allocatable), usable: !n.Spec.Unschedulable && NodeReady(n)}
-	if old := f.nodes[n.Name]; old != nil && old.usable == dn.usable && maps.Equal(old.labels, dn.labels) && maps.Equal(old.allocatable, dn.allocatable) {
-		return nil
+	old := f.nodes[n.Name]
+	if old != nil {
+		if old.usable == dn.usable && maps.Equal(old.labels, dn.labels) && maps.Equal(old.allocatable, dn.allocatable) {
+			return nil
+		}
+		dn.used = old.used
 	}
 	f.nodes[n.Name] = dn
-	return f.place(n.Name, dn)
+	out := f.place(n.Name, dn)
+	if old != nil && old.labels != nil && !maps.Equal(old.labels, dn.labels) {
+		// Its pods are in other leaves now.
+		f.rebindAll()
+	}
+	return out
 }
 
 // RemoveNode forgets node name, and returns the ClusterQueues whose
 // flavors' trees it changed.
 func (f *FlavorDomains) RemoveNode(name string) []string {
-	if f.nodes[name] == nil {
+	n := f.nodes[name]
+	if n == nil {
 		return nil
 	}
 	delete(f.nodes, name)
@@ -109,20 +154,21 @@ func (f *FlavorDomains) RemoveNode(name string) []string {
 		t.RemoveNode(name)
 		out = append(out, f.queuesOf[fl]...)
 	}
+	// Pods bound to it stay known: they are gone when they are.
 	return out
 }
 
-// place puts node name in the tree of each flavor it belongs to, and
-// takes it out of the others.
+// place puts node name in the tree of each flavor it belongs to, with
+// what its pods leave of it, and takes it out of the others.
 func (f *FlavorDomains) place(name string, n *domainNode) []string {
 	var out []string
 	for fl, t := range f.Trees {
-		if n.usable && labels.SelectorFromSet(f.cfg.Flavors[fl].NodeLabels).Matches(n.labels) {
-			values := make([]string, len(t.topology.Levels))
-			for i, label := range t.topology.Levels {
-				values[i] = n.labels[label]
+		if values := f.leafOf(fl, n); values != nil {
+			free := maps.Clone(n.allocatable)
+			for r, a := range n.used {
+				free[r] = free[r].Sub(a)
 			}
-			t.SetNode(name, values, n.allocatable)
+			t.SetNode(name, values, free)
 		} else {
 			t.RemoveNode(name)
 		}
@@ -131,37 +177,190 @@ func (f *FlavorDomains) place(name string, n *domainNode) []string {
 	return out
 }
 
-// Hold reserves p for the workload of key (nil takes back what it held).
-func (f *FlavorDomains) Hold(key any, p *Placement) {
-	if old, ok := f.held[key]; ok {
-		f.reserve(old, -1)
-		delete(f.held, key)
+// leafOf is the values of node n's leaf in flavor fl's tree; nil when it
+// is not in the tree.
+func (f *FlavorDomains) leafOf(fl string, n *domainNode) []string {
+	t := f.Trees[fl]
+	if t == nil || n == nil || !n.usable || !labels.SelectorFromSet(f.cfg.Flavors[fl].NodeLabels).Matches(n.labels) {
+		return nil
 	}
-	if p != nil {
-		f.held[key] = *p
-		f.reserve(*p, +1)
+	values := make([]string, len(t.topology.Levels))
+	for i, label := range t.topology.Levels {
+		if values[i] = n.labels[label]; values[i] == "" {
+			return nil
+		}
+	}
+	return values
+}
+
+// SetPod notes pod key (namespace/name) bound to node with requests, of
+// the workload owner names (zero for none), or, with node "", that it
+// is unbound, ended or gone; and returns the ClusterQueues whose flavors'
+// trees it changed.
+func (f *FlavorDomains) SetPod(key, node string, requests flavors.Resources, owner Owner) []string {
+	old, had := f.pods[key]
+	if had && old.node == node && old.owner == owner && maps.Equal(old.requests, requests) {
+		return nil
+	}
+	var out []string
+	if had {
+		delete(f.pods, key)
+		out = append(out, f.use(old, -1)...)
+	}
+	if node != "" {
+		p := boundPod{node: node, requests: requests, owner: owner}
+		f.pods[key] = p
+		out = append(out, f.use(p, +1)...)
+	}
+	return out
+}
+
+// use adds (sign +1) or takes back (-1) what pod p uses of its node, and
+// counts it bound (or not) for its workload's placement.
+func (f *FlavorDomains) use(p boundPod, sign int) []string {
+	n := f.nodes[p.node]
+	if n == nil {
+		n = &domainNode{}
+		f.nodes[p.node] = n
+	}
+	if n.used == nil {
+		n.used = flavors.Resources{}
+	}
+	for r, a := range p.requests {
+		if sign > 0 {
+			n.used[r] = n.used[r].Add(a)
+		} else if n.used[r] = n.used[r].Sub(a); n.used[r] == 0 {
+			delete(n.used, r)
+		}
+	}
+	if len(n.used) == 0 && n.labels == nil {
+		delete(f.nodes, p.node) // a node not seen, and no pod left on it
+	}
+	if h := f.held[p.owner]; h != nil && p.owner != (Owner{}) {
+		if values := f.leafOf(h.p.Flavor, n); values != nil {
+			key := strings.Join(values, "\x00")
+			h.bound[key] += int32(sign)
+			f.reserveLeaf(h, key, values)
+		}
+	}
+	if n.labels == nil {
+		return nil
+	}
+	return f.place(p.node, n)
+}
+
+// Hold reserves p for workload owner (nil takes back what it held).
+func (f *FlavorDomains) Hold(owner Owner, p *Placement) {
+	if h := f.held[owner]; h != nil {
+		f.unreserveAll(h)
+		delete(f.held, owner)
+	}
+	if p == nil {
+		return
+	}
+	h := &held{owner: owner, p: *p}
+	f.held[owner] = h
+	f.rebind(h)
+	f.reserveAll(h)
+}
+
+// Held is what workload owner holds; false for nothing.
+func (f *FlavorDomains) Held(owner Owner) (Placement, bool) {
+	h := f.held[owner]
+	if h == nil {
+		return Placement{}, false
+	}
+	return h.p, true
+}
+
+// rebind counts h's pods bound per leaf again.
+func (f *FlavorDomains) rebind(h *held) {
+	h.bound = map[string]int32{}
+	for _, p := range f.pods {
+		if p.owner != h.owner {
+			continue
+		}
+		if values := f.leafOf(h.p.Flavor, f.nodes[p.node]); values != nil {
+			h.bound[strings.Join(values, "\x00")]++
+		}
 	}
 }
 
-// Held is what the workload of key holds; false for nothing.
-func (f *FlavorDomains) Held(key any) (Placement, bool) {
-	p, ok := f.held[key]
-	return p, ok
+// rebindAll counts every placement's pods again, after a node changed
+// its leaf.
+func (f *FlavorDomains) rebindAll() {
+	for _, h := range f.held {
+		f.unreserveAll(h)
+		f.rebind(h)
+		f.reserveAll(h)
+	}
 }
 
-// reserve reserves (sign +1) or takes back (-1) p in its flavor's tree.
-func (f *FlavorDomains) reserve(p Placement, sign int) {
-	t := f.Trees[p.Flavor]
+// reserveAll reserves what h's leaves want.
+func (f *FlavorDomains) reserveAll(h *held) {
+	for _, ta := range h.p.Sets {
+		for _, dc := range ta.Domains {
+			f.reserveLeaf(h, strings.Join(dc.Values, "\x00"), dc.Values)
+		}
+	}
+}
+
+// unreserveAll takes back all h reserves.
+func (f *FlavorDomains) unreserveAll(h *held) {
+	t := f.Trees[h.p.Flavor]
+	for key, r := range h.reserved {
+		if t != nil {
+			t.Reserve(strings.Split(key, "\x00"), r, -1)
+		}
+	}
+	h.reserved = nil
+}
+
+// reserveLeaf makes what h reserves in leaf key (of values) what it
+// wants now: the pods its pod sets are given there, in order, that its
+// bound pods do not take yet.
+func (f *FlavorDomains) reserveLeaf(h *held, key string, values []string) {
+	t := f.Trees[h.p.Flavor]
 	if t == nil {
 		return
 	}
-	for i, ta := range p.Sets {
-		if i >= len(p.PerPod) {
+	want := flavors.Resources{}
+	bound := h.bound[key]
+	for i, ta := range h.p.Sets {
+		if i >= len(h.p.PerPod) {
 			break
 		}
 		for _, dc := range ta.Domains {
-			t.Reserve(dc.Values, p.PerPod[i], dc.Count, sign)
+			if strings.Join(dc.Values, "\x00") != key {
+				continue
+			}
+			n := dc.Count
+			took := min(n, max(bound, 0))
+			bound -= took
+			for r, a := range PodsOf(h.p.PerPod[i], n-took) {
+				want[r] = want[r].Add(a)
+			}
 		}
+	}
+	for r, a := range want {
+		if a == 0 {
+			delete(want, r)
+		}
+	}
+	old := h.reserved[key]
+	if maps.Equal(old, want) {
+		return
+	}
+	if old != nil {
+		t.Reserve(values, old, -1)
+	}
+	if h.reserved == nil {
+		h.reserved = map[string]flavors.Resources{}
+	}
+	delete(h.reserved, key)
+	if len(want) > 0 {
+		h.reserved[key] = want
+		t.Reserve(values, want, +1)
 	}
 }
 

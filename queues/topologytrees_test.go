@@ -1,6 +1,7 @@
 package queues
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,9 +67,10 @@ func TestFlavorDomains(t *testing.T) {
 		t.Fatalf("rack r1 holds %d with a node of another flavor and an unready one, want 6", got)
 	}
 	// A placement held takes room; one let go gives it back.
+	w := Owner{Namespace: "ns", UID: "w"}
 	p := &Placement{Flavor: "gpu", Sets: []TopologyAssignment{{Levels: rackTopology.Levels,
 		Domains: []DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 3}}}}, PerPod: []flavors.Resources{{nvgpu: 1}}}
-	f.Hold("w", p)
+	f.Hold(w, p)
 	if got := rackRoom(f); got != 3 {
 		t.Fatalf("rack r1 holds %d with 3 GPUs of n1 held, want 3", got)
 	}
@@ -77,14 +79,14 @@ func TestFlavorDomains(t *testing.T) {
 	if got := rackRoom(f); got != 3 {
 		t.Fatalf("rack r1 holds %d after a new config, want 3", got)
 	}
-	if got, ok := f.Held("w"); !ok || got.Flavor != "gpu" {
+	if got, ok := f.Held(w); !ok || got.Flavor != "gpu" {
 		t.Fatalf("held %v %v", got, ok)
 	}
 	f.SetNode(rackNode("n4", "a", 8, true))
 	if got := rackRoom(f); got != 11 {
 		t.Fatalf("rack r1 holds %d once n4 is Ready, want 11", got)
 	}
-	f.Hold("w", nil)
+	f.Hold(w, nil)
 	if qs := f.RemoveNode("n1"); len(qs) != 1 {
 		t.Fatalf("removing n1 changed queues %v", qs)
 	}
@@ -93,5 +95,65 @@ func TestFlavorDomains(t *testing.T) {
 	}
 	if f.RemoveNode("n1") != nil {
 		t.Fatal("removing an unknown node changed queues")
+	}
+}
+
+// TestFlavorDomainsPods: every pod bound to a node takes what it
+// requests; a workload's placement reserves only what its pods bound
+// there do not take yet, so it is counted once.
+func TestFlavorDomainsPods(t *testing.T) {
+	f := NewFlavorDomains()
+	f.Configure(topologyConfig())
+	f.SetNode(rackNode("n1", "a", 4, true))
+	f.SetNode(rackNode("n2", "a", 4, true))
+	one := flavors.Resources{nvgpu: 1}
+	if qs := f.SetPod("kube-system/ds", "n1", one, Owner{}); len(qs) != 1 {
+		t.Fatalf("a pod bound to n1 changed queues %v, want [tas]", qs)
+	}
+	if got := rackRoom(f); got != 7 {
+		t.Fatalf("rack r1 holds %d with a DaemonSet pod of 1 GPU, want 7", got)
+	}
+	// A placement of 3 pods on n2, none bound yet, reserves 3.
+	w := Owner{Namespace: "ns", UID: "w"}
+	f.Hold(w, &Placement{Flavor: "gpu", Sets: []TopologyAssignment{{Levels: rackTopology.Levels,
+		Domains: []DomainCount{{Values: []string{"b1", "r1", "n2"}, Count: 3}}}}, PerPod: []flavors.Resources{one}})
+	if got := rackRoom(f); got != 4 {
+		t.Fatalf("rack r1 holds %d with 3 pods placed on n2, want 4", got)
+	}
+	// Its pods bind: the room stays, counted from the pods now.
+	for i := range 3 {
+		f.SetPod(fmt.Sprintf("ns/w-%d", i), "n2", one, w)
+		if got := rackRoom(f); got != 4 {
+			t.Fatalf("rack r1 holds %d with %d of the 3 placed pods bound, want 4", got, i+1)
+		}
+	}
+	// A pod of another namespace that names w is counted as a pod, and
+	// takes nothing off w's reservation.
+	f.SetPod("other/forged", "n2", one, Owner{Namespace: "other", UID: "w"})
+	if got := rackRoom(f); got != 3 {
+		t.Fatalf("rack r1 holds %d with a forged pod bound, want 3", got)
+	}
+	// A pod ends: its room comes back; the placement, let go, gives none
+	// back that its pods still use.
+	f.SetPod("other/forged", "", nil, Owner{})
+	f.SetPod("ns/w-0", "", nil, Owner{})
+	if got := rackRoom(f); got != 4 {
+		t.Fatalf("rack r1 holds %d once a pod of w ended (w still holds its room), want 4", got)
+	}
+	f.Hold(w, nil)
+	if got := rackRoom(f); got != 5 {
+		t.Fatalf("rack r1 holds %d once w is let go with two pods still bound, want 5", got)
+	}
+	f.SetPod("ns/w-1", "", nil, Owner{})
+	f.SetPod("ns/w-2", "", nil, Owner{})
+	f.SetPod("kube-system/ds", "", nil, Owner{})
+	if got := rackRoom(f); got != 8 {
+		t.Fatalf("rack r1 holds %d with nothing on it, want 8", got)
+	}
+	// Pods seen before their node: counted once it comes.
+	f.SetPod("ns/early", "n3", one, Owner{})
+	f.SetNode(rackNode("n3", "a", 2, true))
+	if got := rackRoom(f); got != 9 {
+		t.Fatalf("rack r1 holds %d with n3 (2 GPUs, one used by a pod seen first), want 9", got)
 	}
 }

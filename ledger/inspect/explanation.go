@@ -369,7 +369,7 @@ func topologyDomains(cfg *queues.Config, nodes []corev1.Node, running []*explain
 		for _, ps := range x.w.PodSets {
 			p.PerPod = append(p.PerPod, ps.Requests)
 		}
-		f.Hold(x, &p)
+		f.Hold(queues.Owner{Namespace: x.w.Namespace, UID: string(x.w.UID)}, &p)
 	}
 	return f.Trees
 }
