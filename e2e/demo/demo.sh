@@ -58,7 +58,9 @@ mkdir -p "$DEMO"
 # --- cluster -----------------------------------------------------------------
 say "Starting the local cluster $CLUSTER (real API server, controller manager and scheduler; kwok nodes)"
 bash e2e/cluster/up.sh "$CLUSTER" "$KUBECONFIG_FILE"
-k get nodes -L kueue.x-k8s.io/default-flavor,node-type
+# Two racks of GPU nodes for the topology step (examples/topology/).
+k apply -f examples/topology/nodes.yaml >/dev/null
+k get nodes -L kueue.x-k8s.io/default-flavor,node-type,cloud.provider.com/topology-rack
 
 # --- training operator ---------------------------------------------------------
 # Its CRD is served before tally starts: tally watches the workload kinds
@@ -81,12 +83,12 @@ stop_tally
 CONFIG=$DEMO/queues.yaml
 {
   cat examples/demo/queues.yaml
-  for f in cluster-queue local-queue; do
+  for f in gpu-training/cluster-queue gpu-training/local-queue topology/queues; do
     printf '%s\n' '---'
-    cat "examples/gpu-training/$f.yaml"
+    cat "examples/$f.yaml"
   done
 } >"$CONFIG"
-say "Loading examples/demo/queues.yaml and the GPU training example's cluster-queue.yaml and local-queue.yaml into ConfigMap $NAMESPACE/tally-config"
+say "Loading examples/demo/queues.yaml, the GPU training example's cluster-queue.yaml and local-queue.yaml, and examples/topology/queues.yaml into ConfigMap $NAMESPACE/tally-config"
 load_config
 
 # --- tally -------------------------------------------------------------------
@@ -96,27 +98,27 @@ echo "tally is ready (pid $(cat "$DEMO/tally.pid"))"
 load_config >/dev/null
 
 # --- namespaces --------------------------------------------------------------
-say "Binding namespaces: team-a by its LocalQueues (default -> team-a-cq, team-a-queue -> cluster-queue-a), team-b by annotation (-> team-b-cq)"
-for t in a b; do
+say "Binding namespaces: team-a by its LocalQueues (default -> team-a-cq, team-a-queue -> cluster-queue-a), team-b by annotation (-> team-b-cq), team-c by its LocalQueue (tas-queue -> tas-cq)"
+for t in a b c; do
   k create namespace "team-$t" --dry-run=client -o yaml | k apply -f - >/dev/null
 done
 # team-a has no annotation: the LocalQueue documents of the config name it.
 k annotate namespace team-a tally.dev/cluster-queue- >/dev/null 2>&1 || true
 k annotate namespace team-b --overwrite tally.dev/cluster-queue=team-b-cq
 ns_managed() { [ "$(k get namespace "$1" -o jsonpath='{.metadata.labels.tally\.dev/managed}')" = true ]; }
-for t in a b; do
+for t in a b c; do
   # The Job webhook only sees namespaces with this label.
   wait_until 30 "namespace team-$t labelled tally.dev/managed=true" ns_managed "team-$t"
   wait_until 30 "service account default in team-$t" k get serviceaccount default -n "team-$t"
 done
-k get namespaces team-a team-b -L tally.dev/cluster-queue,tally.dev/managed
+k get namespaces team-a team-b team-c -L tally.dev/cluster-queue,tally.dev/managed
 
 # --- jobs --------------------------------------------------------------------
 if [ -n "$(k get jobs -A -l "$SELECTOR" -o name)" ]; then
   say "Removing the Jobs of the previous run"
   k delete jobs -A -l "$SELECTOR" --cascade=foreground --wait=true >/dev/null
 fi
-k delete -f examples/gpu-training/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
+k delete -f examples/gpu-training/pytorch-job.yaml -f examples/topology/pytorch-job.yaml --ignore-not-found --wait=true >/dev/null
 
 count_state() { # NAMESPACE STATE: how many demo Jobs have that tally.dev/state
   k get jobs -n "$1" -l "$SELECTOR,tally.dev/state=$2" -o name | wc -l
@@ -196,6 +198,27 @@ waited=${waited:-train-a-8}
 say "kubectl describe job -n team-a $waited"
 k describe job -n team-a "$waited"
 
+# --- topology -------------------------------------------------------------------
+say "Submitting a PyTorchJob whose master and workers ask for one rack (examples/topology/pytorch-job.yaml: Kueue's podset-required-topology, 4 pods of 1 GPU)"
+k apply -f examples/topology/pytorch-job.yaml
+rack_admitted() {
+  [ "$(k get pytorchjob -n team-c pytorch-one-rack -o jsonpath='{.metadata.labels.tally\.dev/state}')" = admitted ]
+}
+wait_until 60 "tally admitting the PyTorchJob into one rack" rack_admitted
+say "tally explain -n team-c pytorchjob/pytorch-one-rack: where its pod sets run"
+"$TALLY_BIN" explain --kubeconfig "$KUBECONFIG_FILE" --tally-namespace "$NAMESPACE" -n team-c pytorchjob/pytorch-one-rack
+rack_pods_bound() {
+  [ "$(k get pods -n team-c -o jsonpath='{range .items[?(@.spec.nodeName)]}x{end}')" = xxxx ]
+}
+wait_until 60 "its four pods bound to nodes" rack_pods_bound
+say "Its pods, and the racks of their nodes: all four on rack r1, the tightest that holds them"
+k get pods -n team-c -o custom-columns=POD:.metadata.name,NODE:.spec.nodeName
+k get nodes -l cloud.provider.com/node-group=tas -L cloud.provider.com/topology-rack
+racks=$(for n in $(k get pods -n team-c -o jsonpath='{.items[*].spec.nodeName}'); do
+  k get node "$n" -o jsonpath='{.metadata.labels.cloud\.provider\.com/topology-rack}{"\n"}'
+done | sort -u | tr '\n' ' ')
+[ "$racks" = "r1 " ] || die "the PyTorchJob's pods ran in racks $racks, not all in r1"
+
 cat <<EOF
 
 $(printf '\033[1m')The demo cluster is up and tally keeps running.$(printf '\033[0m')
@@ -207,6 +230,7 @@ Dashboard: http://$DASHBOARD_ADDR/
   kubectl describe job -n team-a $waited
   kubectl get pytorchjobs -n team-a -L tally.dev/state
   kubectl describe pytorchjob -n team-a pytorch-dist-mnist
+  bin/tally explain -n team-c pytorchjob/pytorch-one-rack   # its pods' rack
   bin/tally status
   bin/tally explain -n team-a $waited   # where a Job stands, and when it may start
   kubectl get events -n team-a --sort-by=.lastTimestamp
