@@ -190,3 +190,110 @@ func TestTopologyPyTorchJob(t *testing.T) {
 		t.Errorf("PyTorchJob spread (10 pods of 1 GPU, preferring one rack, which none holds) ran in racks %v, want its 10 pods in r1 and r2", got)
 	}
 }
+
+const nodeFitDocs = `apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: e2e-fit-flavor
+  annotations:
+    tally.dev/node-fit: "true"
+spec:
+  nodeLabels:
+    e2e-pool: fit
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: e2e-fit
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
+    flavors:
+    - name: e2e-fit-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: memory, nominalQuota: 256Gi}
+      - {name: nvidia.com/gpu, nominalQuota: 30}
+`
+
+// fitNode creates a kwok node of pool fit with gpus GPUs allocatable,
+// deleted when the test ends.
+func fitNode(ctx context.Context, t *testing.T, s *suite, name string, gpus int64) {
+	t.Helper()
+	list := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), framework.ResourceGPU: *resource.NewQuantity(gpus, resource.DecimalSI)}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{"type": "kwok", "e2e-pool": "fit", corev1.LabelHostname: name}},
+		Status: corev1.NodeStatus{Allocatable: list, Capacity: list},
+	}
+	if err := s.client.Create(ctx, node); err != nil {
+		t.Fatalf("creating node %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.client.Delete(ctx, node); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting node %s: %v", name, err)
+		}
+	})
+}
+
+// The fragmentation Kueue admits: a PyTorchJob of two 8-GPU pods, in a
+// queue of 30 GPUs whose flavor's nodes have 7, 7 and 8 GPUs, fits the
+// quota but no two nodes. With the flavor's tally.dev/node-fit it waits,
+// saying why, and makes no pod; once an 8-GPU node joins, it runs, each
+// pod on an 8-GPU node. Read from the pods.
+func TestNodeFitFragmentation(t *testing.T) {
+	s := setup(t)
+	ctx := testContext(t, 3*time.Minute)
+	const ns, queue = "e2e-fit", "e2e-fit"
+	useQueues(ctx, t, s, []string{queue}, nodeFitDocs)
+	for i, gpus := range []int64{7, 7, 8} {
+		fitNode(ctx, t, s, fmt.Sprintf("fit-n%d", i), gpus)
+	}
+	if err := framework.BindNamespace(ctx, s.client, ns, queue); err != nil {
+		t.Fatal(err)
+	}
+	rec := recordPyTorchJobs(ctx, t, s, ns)
+	pj := framework.NewPyTorchJob(ns, "eights").Workers(1).GPUs(8).Runtime(2 * time.Second).Obj()
+	if err := s.client.Create(ctx, pj); err != nil {
+		t.Fatal(err)
+	}
+	checkQueued(t, pj, queue)
+	const why = "its kubernetes.io/hostname domains hold 1 of 2 pods in all"
+	err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		evs, err := framework.WorkloadEvents(ctx, s.client, ns, framework.PyTorchJobGVK.Kind, "Pending")
+		if err != nil {
+			return false, "", err
+		}
+		for _, m := range evs["eights"] {
+			if strings.Contains(m.Message, why) {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("Pending Events of eights: %v", evs["eights"]), nil
+	})
+	if err != nil {
+		t.Fatalf("PyTorchJob eights did not wait saying %q: %v", why, err)
+	}
+	pods := &corev1.PodList{}
+	if err := s.client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) > 0 {
+		t.Fatalf("PyTorchJob eights has %d pods while no two nodes hold its two 8-GPU pods", len(pods.Items))
+	}
+	fitNode(ctx, t, s, "fit-n3", 8)
+	waitPyTorchJobs(ctx, t, s.client, ns, []string{"eights"}, 2*time.Minute)
+	ran := rec.Pods("eights")
+	if len(ran) != 2 {
+		t.Fatalf("PyTorchJob eights made pods %v, want 2", ran)
+	}
+	for pod, node := range ran {
+		if node != "fit-n2" && node != "fit-n3" {
+			t.Errorf("pod %s ran on %s, a node without 8 GPUs free", pod, node)
+		}
+	}
+}

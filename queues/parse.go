@@ -322,6 +322,11 @@ func (p *parser) build() *Config {
 			cfg.DeviceClasses = deviceClassesOf(d.conf.Resources)
 		}
 	}
+	for _, f := range cfg.Flavors {
+		if f.TopologyName == NodeFitTopology.Name {
+			cfg.Topologies[NodeFitTopology.Name] = NodeFitTopology
+		}
+	}
 	cfg.QueueNames = SortedKeys(cfg.ClusterQueues)
 	for _, name := range cfg.QueueNames {
 		if c := cfg.ClusterQueues[name].Cohort; c != "" {
@@ -338,6 +343,9 @@ func toFlavor(raw *rawResourceFlavor) *flavors.Flavor {
 		NodeTaints:   raw.Spec.NodeTaints,
 		Tolerations:  raw.Spec.Tolerations,
 		TopologyName: intern(raw.Spec.TopologyName),
+	}
+	if raw.Metadata.Annotations[AnnotationNodeFit] == "true" {
+		f.TopologyName = NodeFitTopology.Name
 	}
 	for k, v := range raw.Spec.NodeSelector {
 		f.NodeLabels[k] = v

@@ -3,6 +3,8 @@ package queues
 import (
 	"fmt"
 	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Kueue's pod template annotations that ask for a pod set's placement in
@@ -15,6 +17,17 @@ const (
 	AnnotationSliceSize             = "kueue.x-k8s.io/podset-slice-size"
 	AnnotationPodSetGroup           = "kueue.x-k8s.io/podset-group-name"
 )
+
+// AnnotationNodeFit, "true" on a ResourceFlavor without a Topology, has
+// each pod of its workloads fit on one of its nodes: the flavor is placed
+// in NodeFitTopology, whose one level is the node, and a workload that
+// fits its quota but whose pods no nodes hold one by one waits.
+const AnnotationNodeFit = "tally.dev/node-fit"
+
+// NodeFitTopology is the Topology of the flavors that AnnotationNodeFit
+// opts into node-level fit: their nodes, one domain each. Its name is
+// not one a Topology document may have.
+var NodeFitTopology = &Topology{Name: "tally.dev/nodes", Levels: []string{corev1.LabelHostname}}
 
 // TopologyRequestOf reads a pod template's annotations: what its pod set
 // asks of its placement (nil when it asks nothing, and is placed

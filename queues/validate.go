@@ -223,6 +223,15 @@ func validateFlavor(f *rawResourceFlavor, root *field.Path, topologyNames sets.S
 	if t := f.Spec.TopologyName; t != "" && !topologyNames.Has(t) {
 		errs = append(errs, withDetail(field.NotFound(spec.Child("topologyName"), t), "Topology %q is not defined", t))
 	}
+	if v, ok := f.Metadata.Annotations[AnnotationNodeFit]; ok {
+		p := root.Child("metadata", "annotations").Key(AnnotationNodeFit)
+		switch {
+		case v != "true":
+			errs = append(errs, invalidf(p, v, "%q: the only value is \"true\" (each pod of a workload must fit on one of the flavor's nodes); remove the annotation for no node-level fit", v))
+		case f.Spec.TopologyName != "":
+			errs = append(errs, invalidf(p, v, "the flavor has a Topology (spec.topologyName): make kubernetes.io/hostname its lowest level for node-level fit, and remove the annotation"))
+		}
+	}
 	return errs
 }
 

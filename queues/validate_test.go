@@ -353,6 +353,15 @@ spec: {}
 			in:   queuestest.Stream(topology("v1beta1", "t", "kubernetes.io/hostname"), topology("v1beta2", "t", "example.com/rack")),
 			want: []string{`Topology "t".metadata.name: Topology "t" is defined twice: in document[0] and document[1]`},
 		},
+		"node-fit with a value other than true": {
+			in:   "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: gpu, annotations: {tally.dev/node-fit: \"yes\"}}\n",
+			want: []string{`ResourceFlavor "gpu".metadata.annotations[tally.dev/node-fit]: "yes": the only value is "true" (each pod of a workload must fit on one of the flavor's nodes); remove the annotation for no node-level fit`},
+		},
+		"node-fit on a flavor with a Topology": {
+			in: queuestest.Stream(topology("v1beta2", "default", "kubernetes.io/hostname"),
+				"apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: gpu, annotations: {tally.dev/node-fit: \"true\"}}\nspec: {topologyName: default}\n"),
+			want: []string{`ResourceFlavor "gpu".metadata.annotations[tally.dev/node-fit]: the flavor has a Topology (spec.topologyName): make kubernetes.io/hostname its lowest level for node-level fit, and remove the annotation`},
+		},
 		"a flavor names a Topology that is not defined": {
 			in:   queuestest.Stream(topology("v1beta2", "default", "kubernetes.io/hostname"), queuestest.Flavor("tas", "  topologyName: nope\n")),
 			want: []string{`ResourceFlavor "tas".spec.topologyName: Topology "nope" is not defined`},
