@@ -262,7 +262,7 @@ func TestNodeFitFragmentation(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkQueued(t, pj, queue)
-	const why = "its kubernetes.io/hostname domains hold 1 of 2 pods in all"
+	const why = "fits ClusterQueue e2e-fit's quota in flavor e2e-fit-flavor, but not its topology"
 	err := framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
 		evs, err := framework.WorkloadEvents(ctx, s.client, ns, framework.PyTorchJobGVK.Kind, "Pending")
 		if err != nil {
