@@ -238,6 +238,11 @@ func (l *Ledger) admittedLocked(scope map[string]struct{}) func(string) []*queue
 				continue
 			}
 			e.candidate = queues.Admitted{W: e.W, Usage: e.Charged, AdmittedAt: e.AdmittedAt}
+			if e.placed != nil {
+				if p, ok := l.topo.Held(queues.Owner{Namespace: e.W.Namespace, UID: string(e.W.UID)}); ok {
+					e.candidate.Placement = &p
+				}
+			}
 			list = append(list, &e.candidate)
 		}
 		sc.candidates[q] = list

@@ -16,6 +16,9 @@ type Admitted struct {
 	W          *Workload
 	Usage      Usage
 	AdmittedAt time.Time
+	// Placement is where its pods were placed in a topology; nil for
+	// none. Preempting it frees that room.
+	Placement *Placement
 }
 
 // Victim is an admitted Workload chosen to be preempted, and why.
@@ -295,6 +298,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 		return a.W.UID < b.W.UID
 	})
 
+	placed := s.placedAfter(f, w)
 	fits := func(chosen []candidate) bool {
 		borrowing := false
 		for _, fr := range cells {
@@ -314,7 +318,7 @@ func (s *Snapshot) findVictims(cq *ClusterQueue, w *Workload, f string, res []co
 				}
 			}
 		}
-		return true
+		return placed == nil || placed(chosen)
 	}
 	var chosen []candidate
 	if fair {

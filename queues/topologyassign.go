@@ -199,3 +199,54 @@ func (ta TopologyAssignment) Pinned() map[string]string {
 	}
 	return out
 }
+
+// placedAfter says, for a workload w that may preempt on flavor f, whether
+// it can be placed in f's domains once chosen are gone: their placements'
+// room is free for it. Nil when f places nothing (no topology, or no
+// Domains): quota alone decides.
+func (s *Snapshot) placedAfter(f string, w *Workload) func(chosen []candidate) bool {
+	fl := s.Config.Flavors[f]
+	if fl == nil || fl.TopologyName == "" || s.Domains == nil {
+		return nil
+	}
+	d := s.Domains[f]
+	if d == nil {
+		return func([]candidate) bool { return false }
+	}
+	sets := w.topologySets()
+	return func(chosen []candidate) bool {
+		taken := Taken(cloneUsed(s.taken[f]))
+		for _, c := range chosen {
+			if p := c.Placement; p != nil && p.Flavor == f {
+				taken = d.released(taken, *p)
+			}
+		}
+		_, _, err := d.PlaceAllOn(taken, sets)
+		return err == nil
+	}
+}
+
+// released is taken with the room of placement p given back: what p's
+// leaves hold counts as free for the placement under way.
+func (d *Domains) released(taken Taken, p Placement) Taken {
+	for i, ta := range p.Sets {
+		if i >= len(p.PerPod) {
+			break
+		}
+		for _, dc := range ta.Domains {
+			leaf := d.index[strings.Join(dc.Values, "\x00")]
+			if leaf == nil {
+				continue
+			}
+			u := taken[leaf]
+			if u == nil {
+				u = flavors.Resources{}
+				taken[leaf] = u
+			}
+			for r, a := range PodsOf(p.PerPod[i], dc.Count) {
+				u[r] = u[r].Sub(a)
+			}
+		}
+	}
+	return taken
+}

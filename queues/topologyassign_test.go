@@ -2,8 +2,10 @@ package queues
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -327,3 +329,64 @@ spec:
 		}
 	}
 }
+
+// TestPreemptForADomain: racks r1 and r2 of 4 GPUs each are full, with
+// two 2-GPU workloads each. A gang of 4 pods of priority 10 that asks for
+// one rack preempts the two workloads of one rack, freeing it (the rack
+// of the lowest-priority, newest victim, as the victims are tried in
+// that order), never the two of priority 0 on both racks, which would
+// free 4 GPUs of quota and no rack; where no rack can be freed by
+// victims it may preempt, it preempts nothing.
+func TestPreemptForADomain(t *testing.T) {
+	one := flavors.Resources{nvgpu: 1}
+	rack := &TopologyRequest{Mode: TopologyRequired, Level: "rack"}
+	for _, tc := range []struct {
+		name string
+		// prios of the workloads on r1 (l1, l2) and r2 (l3, l4).
+		prios [4]int32
+		want  string
+	}{
+		{"the two of one rack", [4]int32{0, 5, 0, 5}, "l3,l4"},
+		{"the lowest rack", [4]int32{0, 0, 5, 5}, "l1,l2"},
+		{"the rack of the newest of the lowest", [4]int32{5, 5, 0, 0}, "l3,l4"},
+		{"none it may preempt frees a rack", [4]int32{0, 20, 20, 0}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := topologyConfig()
+			cfg.ClusterQueues["tas"].Preemption.WithinClusterQueue = PreemptLowerPriority
+			f := NewFlavorDomains()
+			f.Configure(cfg)
+			for i, n := range []string{"n1", "n2", "n3", "n4"} {
+				node := rackNode(n, "a", 2, true)
+				node.Labels["rack"] = []string{"r1", "r1", "r2", "r2"}[i]
+				node.Labels["pool"] = "a"
+				f.SetNode(node)
+			}
+			var admitted []*Admitted
+			usage := Usage{}
+			for i, name := range []string{"l1", "l2", "l3", "l4"} {
+				r, n := []string{"r1", "r1", "r2", "r2"}[i], []string{"n1", "n2", "n3", "n4"}[i]
+				w := makeWL(name, "tas", i).Req(nvgpu, "1").Count(2).Prio(tc.prios[i]).Obj()
+				p := &Placement{Flavor: "gpu", PerPod: []flavors.Resources{one},
+					Sets: []TopologyAssignment{{Levels: rackTopology.Levels, Domains: []DomainCount{{Values: []string{"b1", r, n}, Count: 2}}}}}
+				f.Hold(Owner{Namespace: "ns", UID: name}, p)
+				u := Usage{{"gpu", nvgpu}: amt(nvgpu, "2")}
+				usage.Add(u)
+				admitted = append(admitted, &Admitted{W: w, Usage: u, AdmittedAt: epoch.Add(time.Duration(i) * time.Second), Placement: p})
+			}
+			cfg.ClusterQueues["tas"].ResourceGroups[0].Flavors[0].Quotas[nvgpu] = Quota{Nominal: amt(nvgpu, "8"), BorrowingLimit: flavors.Unlimited, LendingLimit: flavors.Unlimited}
+			snap := snapshotOf(cfg, admitted)
+			snap.Domains = f.Trees
+			gang := makeWL("gang", "tas", 10).Req(nvgpu, "1").Count(4).Prio(10).Obj()
+			gang.PodSets[0].Topology = rack
+			d := Decide(snap, seqs(gang), ignoreVerdicts)
+			names := victimNames(d)
+			slices.Sort(names)
+			if got := strings.Join(names, ","); got != tc.want {
+				t.Fatalf("victims %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func ignoreVerdicts(*Workload, Verdict, int) {}

@@ -250,7 +250,12 @@ func Explain(in ExplainInput) Explanation {
 			lists[x.w.Queue] = append(lists[x.w.Queue], x.w)
 		}
 	}
-	domains := topologyDomains(cfg, in.Nodes, running)
+	domains, placements := topologyDomains(cfg, in.Nodes, running)
+	for _, list := range admittedByQueue {
+		for _, a := range list {
+			a.Placement = placements[a.W]
+		}
+	}
 	for _, l := range lists {
 		slices.SortFunc(l, func(a, b *queues.Workload) int {
 			if queues.Before(a, b) {
@@ -350,11 +355,13 @@ func Explain(in ExplainInput) Explanation {
 
 // topologyDomains are the topologies' domains of cfg's flavors, from
 // nodes, with the placements the running workloads hold (their
-// AnnotationTopology); nil without nodes (they could not be read).
-func topologyDomains(cfg *queues.Config, nodes []corev1.Node, running []*explained) map[string]*queues.Domains {
+// AnnotationTopology, returned by Workload); nil without nodes (they
+// could not be read).
+func topologyDomains(cfg *queues.Config, nodes []corev1.Node, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement) {
 	if nodes == nil {
-		return nil
+		return nil, nil
 	}
+	placements := map[*queues.Workload]*queues.Placement{}
 	f := queues.NewFlavorDomains()
 	for i := range nodes {
 		f.SetNode(&nodes[i])
@@ -370,8 +377,9 @@ func topologyDomains(cfg *queues.Config, nodes []corev1.Node, running []*explain
 			p.PerPod = append(p.PerPod, ps.Requests)
 		}
 		f.Hold(queues.Owner{Namespace: x.w.Namespace, UID: string(x.w.UID)}, &p)
+		placements[x.w] = &p
 	}
-	return f.Trees
+	return f.Trees, placements
 }
 
 // topologyRoom is, for w waiting for room in the topology of a flavor
