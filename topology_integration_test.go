@@ -66,7 +66,9 @@ func pinnedRack(job *batchv1.Job) string {
 // placement recorded, and a pod of it is denied elsewhere; the next,
 // which no rack has room for once the first holds its rack, waits,
 // saying why, and is admitted into a rack as soon as a node joins it. A
-// pod outside any queue, bound to a rack's node, takes its room.
+// pod outside any queue, bound to a rack's node, takes its room. A node
+// of the first's rack deleted, with no room left in the rack to make its
+// pods again, has it requeued.
 func TestIntegrationTopology(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
@@ -148,6 +150,18 @@ func TestIntegrationTopology(t *testing.T) {
 	})
 	if got := pinnedRack(getJob(t, ns, "third")); got != "r3" {
 		t.Fatalf("Job third is pinned to rack %q, want r3", got)
+	}
+
+	// Node tas-n2 goes: Job first had 2 of its pods' room there, and rack
+	// r1 has none left to make them again: it is requeued.
+	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tas-n2"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "first", "Evicted", "NodeFailures: node tas-n2 was deleted, and b1/r1 has no room to make its 2 pods there again; requeued")
+	})
+	if !suspended(t, ns, "first") {
+		t.Fatal("Job first still runs after losing a node its rack cannot replace")
 	}
 	for _, name := range []string{"first", "second", "third"} {
 		if err := k8s.Delete(ctx, getJob(t, ns, name), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {

@@ -114,7 +114,9 @@ func racksOf(ctx context.Context, t *testing.T, s *suite, rec *framework.Recorde
 // GPUs that prefers one rack, which none holds, spreads over both. Read
 // from the pods' nodes. While the first runs, its user (with edit
 // rights in the namespace) cannot make a pod of it in the other rack,
-// nor move its pods by editing its pod template.
+// nor move its pods by editing its pod template; then a node of its rack
+// is deleted, and, with no room left in r1 to make its pods again, it is
+// requeued and runs in r2.
 func TestTopologyPyTorchJob(t *testing.T) {
 	s := setup(t)
 	ctx := testContext(t, 5*time.Minute)
@@ -176,9 +178,39 @@ func TestTopologyPyTorchJob(t *testing.T) {
 		t.Errorf("the user moved the workers of running PyTorchJob gang-a to rack r2 by its pod template")
 	}
 
-	waitPyTorchJobs(ctx, t, s.client, ns, []string{a, b}, 2*time.Minute)
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(context.Context) (bool, string, error) {
+		return len(rec.Pods(a)) == 4, fmt.Sprintf("pods of gang-a bound: %v", rec.Pods(a)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := racksOf(ctx, t, s, rec, a); got["r1"] != 4 || len(got) != 1 {
-		t.Errorf("PyTorchJob gang-a (4 pods of 1 GPU, one rack) ran in racks %v, want all 4 pods in r1, the tightest rack that holds them", got)
+		t.Errorf("PyTorchJob gang-a (4 pods of 1 GPU, one rack) runs in racks %v, want all 4 pods in r1, the tightest rack that holds them", got)
+	}
+
+	// A node of r1 goes while gang-a runs there: r1 has no room to make
+	// its pods again, so it is requeued, and runs again in r2.
+	if err := s.client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tas-r1-n2"}}); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		evs, err := framework.WorkloadEvents(ctx, s.client, ns, framework.PyTorchJobGVK.Kind, "Evicted")
+		if err != nil {
+			return false, "", err
+		}
+		for _, e := range evs[a] {
+			if strings.Contains(e.Message, "NodeFailures: node tas-r1-n2 was deleted") {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("Evicted Events of gang-a: %v", evs[a]), nil
+	})
+	if err != nil {
+		t.Fatalf("PyTorchJob gang-a was not requeued for its lost node: %v", err)
+	}
+	waitPyTorchJobs(ctx, t, s.client, ns, []string{a, b}, 2*time.Minute)
+	if got := racksOf(ctx, t, s, rec, a); got["r2"] != 4 || len(got) != 1 {
+		t.Errorf("PyTorchJob gang-a, requeued, ran in racks %v, want all 4 pods in r2, the rack with room", got)
 	}
 	if got := racksOf(ctx, t, s, rec, b); got["r2"] != 4 || len(got) != 1 {
 		t.Errorf("PyTorchJob gang-b ran in racks %v, want all 4 pods in r2, the rack left when gang-a held r1", got)

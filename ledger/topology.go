@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,12 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -74,7 +80,74 @@ func (l *Ledger) onNode(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var losses []queues.Loss
+	if l.topo.Usable(n.Name) && (n.Spec.Unschedulable || !queues.NodeReady(n)) {
+		losses = l.topo.Losses(n.Name)
+	}
 	l.domainsChangedLocked(l.topo.SetNode(n))
+	if len(losses) > 0 {
+		name := n.Name
+		l.opts.Clock.AfterFunc(nodeLostAfter, func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if !l.topo.Usable(name) {
+				l.strandedLocked(name, "was not Ready (or was cordoned) for "+nodeLostAfter.String(), losses)
+			}
+		})
+	}
+}
+
+// nodeLostAfter is how long a node a placement holds room on may be
+// unusable (not Ready, or cordoned) before its workloads are moved.
+const nodeLostAfter = 30 * time.Second
+
+// strandedLocked evicts and requeues each workload that lost pods on
+// node name, lost as why says, whose pinned domain has no room to make
+// them again (queues.FlavorDomains.Replaceable); the others stay, and
+// their controllers make the pods again in their domain.
+func (l *Ledger) strandedLocked(name, why string, losses []queues.Loss) {
+	for _, loss := range losses {
+		if l.topo.Replaceable(loss) {
+			continue
+		}
+		e := l.jobs[types.UID(loss.Owner.UID)]
+		if e == nil || e.W == nil || e.W.Namespace != loss.Owner.Namespace || e.Phase() != machine.Admitted {
+			continue
+		}
+		if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
+			continue // its eviction would delete it
+		}
+		now := l.opts.Clock.Now()
+		domain := "the topology"
+		if len(loss.Pinned) > 0 {
+			domain = strings.Join(loss.Pinned, "/")
+		}
+		msg := fmt.Sprintf("NodeFailures: node %s %s, and %s has no room to make its %d pods there again; requeued", name, why, domain, loss.Pods)
+		annotations := map[string]any{queues.AnnotationEvictedAt: now.UTC().Format(time.RFC3339)}
+		if pr := l.podsReadyConfigLocked(); pr != nil {
+			n := e.requeues + 1
+			at := now.Add(pr.Backoff(n))
+			if at.Truncate(time.Second) != at {
+				at = at.Truncate(time.Second).Add(time.Second)
+			}
+			annotations[queues.AnnotationRequeues] = strconv.Itoa(int(n))
+			annotations[queues.AnnotationRequeueAt] = at.UTC().Format(time.RFC3339)
+			msg += fmt.Sprintf(", not admitted again before %s (backoff %s, eviction %d)", at.UTC().Format(time.RFC3339), pr.Backoff(n), n)
+		}
+		l.step(e, machine.Requeue(now))
+		w := write{e: e, w: e.W, suspend: e.suspend, message: msg}
+		l.writer.goTracked(func(ctx context.Context) {
+			if err := l.writeEviction(ctx, w, annotations); err != nil {
+				l.mu.Lock()
+				l.step(w.e, machine.RequeueFailed)
+				l.mu.Unlock()
+				l.log.Info("eviction of a workload that lost a node failed; will look again", "job", w.w.Key(), "err", err.Error())
+				return
+			}
+			l.observeEviction(w, metrics.EvictedNodeFailures)
+			l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
+		})
+	}
 }
 
 // onNodeDelete takes a node out of the topologies' trees.
@@ -85,7 +158,9 @@ func (l *Ledger) onNodeDelete(obj any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	losses := l.topo.Losses(n.Name)
 	l.domainsChangedLocked(l.topo.RemoveNode(n.Name))
+	l.strandedLocked(n.Name, "was deleted", losses)
 }
 
 // domainsChangedLocked has queues decided again: their topologies have

@@ -892,3 +892,23 @@ func (d *Domains) Room(perPod flavors.Resources, top int) []LevelRoom {
 	}
 	return out
 }
+
+// Holds is how many pods of perPod the domain of values (a level's
+// values from the top; none for the whole tree) holds on what its
+// leaves have free.
+func (d *Domains) Holds(values []string, perPod flavors.Resources) int32 {
+	p := &assigning{d: d}
+	p.fillAll(withPod(perPod), 1, len(d.topology.Levels)-1)
+	if len(values) == 0 {
+		var n int32
+		for _, root := range d.roots {
+			n += p.of(root).pods
+		}
+		return n
+	}
+	dom := d.index[strings.Join(values, "\x00")]
+	if dom == nil {
+		return 0
+	}
+	return p.of(dom).pods
+}

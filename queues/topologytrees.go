@@ -383,3 +383,86 @@ func SameAssignments(a, b []TopologyAssignment) bool {
 		})
 	})
 }
+
+// Usable says whether node name is known, Ready and schedulable.
+func (f *FlavorDomains) Usable(name string) bool {
+	n := f.nodes[name]
+	return n != nil && n.usable
+}
+
+// Loss is what a node's loss takes from a workload holding a placement:
+// how many pods of perPod it had there (bound to it, or given its leaf
+// when the leaf is the node alone), and the labels of the domain its pod
+// set is pinned to (TopologyAssignment.Pinned), where their controller
+// makes them again.
+type Loss struct {
+	Owner  Owner
+	Flavor string
+	Pods   int32
+	PerPod flavors.Resources
+	Pinned []string // the pinned domain's values, from the top
+}
+
+// Losses is what losing node name takes from the placements held: call it
+// before RemoveNode, or before a SetNode that makes it unusable.
+func (f *FlavorDomains) Losses(name string) []Loss {
+	n := f.nodes[name]
+	if n == nil {
+		return nil
+	}
+	bound := map[Owner]int32{}
+	for _, p := range f.pods {
+		if p.node == name && p.owner != (Owner{}) {
+			bound[p.owner]++
+		}
+	}
+	var out []Loss
+	for owner, h := range f.held {
+		values := f.leafOf(h.p.Flavor, n)
+		if values == nil {
+			continue
+		}
+		t := f.Trees[h.p.Flavor]
+		nodeLeaf := t.topology.Levels[len(t.topology.Levels)-1] == corev1.LabelHostname
+		for i, ta := range h.p.Sets {
+			if i >= len(h.p.PerPod) {
+				break
+			}
+			var lost int32
+			for _, dc := range ta.Domains {
+				if slices.Equal(dc.Values, values) {
+					if nodeLeaf {
+						lost = dc.Count
+					} else {
+						lost = min(dc.Count, bound[owner])
+					}
+				}
+			}
+			if lost == 0 {
+				continue
+			}
+			pinned := ta.Pinned()
+			var prefix []string
+			for _, label := range t.topology.Levels {
+				v, ok := pinned[label]
+				if !ok {
+					break
+				}
+				prefix = append(prefix, v)
+			}
+			out = append(out, Loss{Owner: owner, Flavor: h.p.Flavor, Pods: lost, PerPod: h.p.PerPod[i], Pinned: prefix})
+		}
+	}
+	return out
+}
+
+// Replaceable says whether l's pods can be made again in the domain
+// their pod set is pinned to, on what its nodes have free now: their
+// controller makes them again there, and the workload need not move.
+func (f *FlavorDomains) Replaceable(l Loss) bool {
+	t := f.Trees[l.Flavor]
+	if t == nil {
+		return false
+	}
+	return t.Holds(l.Pinned, l.PerPod) >= l.Pods
+}

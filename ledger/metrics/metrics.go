@@ -36,6 +36,10 @@ const (
 	// EvictedPodsReady: its pods were not ready in time (podsready.go;
 	// Kueue's reason of the same name).
 	EvictedPodsReady = "PodsReadyTimeout"
+	// EvictedNodeFailures: a node its pods were placed on in a topology
+	// was lost, and its domain has no room to make them again
+	// (ledger/topology.go; Kueue's reason of the same name).
+	EvictedNodeFailures = "NodeFailures"
 
 	attemptSuccess      = "success"
 	attemptInadmissible = "inadmissible"
