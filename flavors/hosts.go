@@ -164,3 +164,19 @@ func requirementAllows(r corev1.NodeSelectorRequirement, v string) bool {
 	}
 	return false
 }
+
+// SetsLabel says whether the nodes of template t carry label k with a
+// value known before they are made: one t sets, one its requirements
+// name, a well-known label the autoscaler sets from what it picks, or
+// the node's own name (kubernetes.io/hostname). A topology level of such
+// a label can have nodes made into its domains; one of a label t says
+// nothing of (a rack, a block) cannot.
+func (t NodeTemplate) SetsLabel(k string) bool {
+	if k == corev1.LabelHostname || slices.Contains(wellKnownLabels, k) {
+		return true
+	}
+	if _, ok := t.Labels[k]; ok {
+		return true
+	}
+	return slices.ContainsFunc(t.Requirements, func(r corev1.NodeSelectorRequirement) bool { return r.Key == k })
+}

@@ -85,3 +85,15 @@ func TestMadeBy(t *testing.T) {
 		}
 	}
 }
+
+func TestSetsLabel(t *testing.T) {
+	tmpl := NodeTemplate{Name: "p", Labels: map[string]string{"team": "a"},
+		Requirements: []corev1.NodeSelectorRequirement{{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{"r1"}}}}
+	for label, want := range map[string]bool{
+		corev1.LabelHostname: true, corev1.LabelTopologyZone: true, "team": true, "rack": true, "block": false,
+	} {
+		if got := tmpl.SetsLabel(label); got != want {
+			t.Errorf("SetsLabel(%s) = %v, want %v", label, got, want)
+		}
+	}
+}

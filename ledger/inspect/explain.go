@@ -98,6 +98,9 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 	if bad, err := ReadUnhostable(ctx, c, cfg); err == nil {
 		in.Unhostable = bad
 	}
+	if pools := NewNodePoolList(); c.List(ctx, pools) == nil {
+		in.NodeTemplates = NodeTemplates(pools)
+	}
 	nodes := &corev1.NodeList{}
 	if err := c.List(ctx, nodes); err == nil {
 		in.Nodes = nodes.Items

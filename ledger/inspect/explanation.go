@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
@@ -53,6 +54,9 @@ type ExplainInput struct {
 	// when they could not be read, and then a workload is judged by
 	// quota alone.
 	Nodes []corev1.Node
+	// NodeTemplates are what the NodePools put on their nodes
+	// (NodeTemplates), for which topology levels they can make.
+	NodeTemplates []flavors.NodeTemplate
 }
 
 // Explanation is what `tally explain` says of one workload.
@@ -215,6 +219,7 @@ func Explain(in ExplainInput) Explanation {
 	}
 	out.Notes = append(out.Notes, podsReadyNotes(cfg, target.w, in.Target.Meta.Annotations, in.Now)...)
 	out.Notes = append(out.Notes, unhostableNotes(cfg.ClusterQueues[q], in.Unhostable)...)
+	out.Notes = append(out.Notes, unmadeLevelNotes(cfg, cfg.ClusterQueues[q], in.NodeTemplates)...)
 	out.Needs = target.w.Total().String()
 	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.Phase() == machine.Admitted {
 		out.Flavors = f
@@ -675,6 +680,41 @@ func podsReadyNotes(cfg *queues.Config, w *queues.Workload, ann map[string]strin
 // unhostableNotes warns about the flavors of queue cq (those its
 // workloads wait on, and were admitted or evicted in) that nothing can
 // host, and notes those tally cannot tell of.
+// unmadeLevelNotes says, for each flavor of cq with a topology that a
+// NodePool can make nodes of, the levels whose domains it cannot make
+// nodes into (flavors.NodeTemplate.SetsLabel): a workload that asks for
+// such a domain waits for room on the nodes there are.
+func unmadeLevelNotes(cfg *queues.Config, cq *queues.ClusterQueue, templates []flavors.NodeTemplate) []string {
+	if cq == nil {
+		return nil
+	}
+	var out []string
+	for gi := range cq.ResourceGroups {
+		for _, fq := range cq.ResourceGroups[gi].Flavors {
+			f := cfg.Flavors[fq.Name]
+			if f == nil || cfg.Topologies[f.TopologyName] == nil {
+				continue
+			}
+			for _, t := range templates {
+				if f.MadeBy(t) == flavors.CannotMake {
+					continue
+				}
+				var unmade []string
+				for _, level := range cfg.Topologies[f.TopologyName].Levels {
+					if !t.SetsLabel(level) {
+						unmade = append(unmade, level)
+					}
+				}
+				if len(unmade) > 0 {
+					out = append(out, fmt.Sprintf("NodePool %s can make nodes of flavor %s, but not into its domains of %s: their nodes do not carry those labels, so a workload that asks for one such domain waits for room on the nodes there are, and Karpenter is not asked for nodes it would put elsewhere",
+						t.Name, f.Name, strings.Join(unmade, ", ")))
+				}
+			}
+		}
+	}
+	return out
+}
+
 func unhostableNotes(cq *queues.ClusterQueue, bad []UnhostableFlavor) []string {
 	if cq == nil {
 		return nil

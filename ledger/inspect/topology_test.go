@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/queues"
 )
@@ -93,5 +94,27 @@ func TestExplainTopology(t *testing.T) {
 	in.Target, in.Nodes = target, nil
 	if x := Explain(in); !strings.HasPrefix(x.Reason, "fits now") {
 		t.Errorf("without nodes: %q, want it judged by quota alone", x.Reason)
+	}
+}
+
+// TestExplainUnmadeLevels: a NodePool that makes nodes of a flavor with
+// a topology of rack and node can make them into no rack: explain says
+// so; one whose template labels its nodes' rack can.
+func TestExplainUnmadeLevels(t *testing.T) {
+	cfg, _, errs := queues.Parse([]byte(explainTopologyConfig))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	target := explainJob("a", "gang", 1, time.Minute, queues.StatePending, 0, 0, 0)
+	in := ExplainInput{Config: cfg, Workloads: []*kinds.Object{target}, AllNamespaces: true, Target: target, Now: explainNow,
+		NodeTemplates: []flavors.NodeTemplate{{Name: "gpus"}, {Name: "racked", Labels: map[string]string{"rack": "r9"}}}}
+	var notes []string
+	for _, n := range Explain(in).Notes {
+		if strings.HasPrefix(n, "NodePool") {
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], "NodePool gpus can make nodes of flavor default, but not into its domains of rack:") {
+		t.Errorf("notes %q, want one of NodePool gpus and level rack", notes)
 	}
 }
