@@ -35,19 +35,22 @@
 //	                                    PriorityClasses, the pod defaults made of them
 //	metrics.Metrics      metrics/       Kueue's metrics, per ClusterQueue and LocalQueue,
 //	                                    and what they keep of each workload (metrics.Workload)
+//	queues.FlavorDomains topology.go    the topologies' domains: nodes, bound pods (a second
+//	                                    cache, BoundPods), the placements held
 //	entry, write         entry.go       a workload's record beside its machine.Entry; a
 //	                                    decided write
 //
 // Who calls whom:
 //
-//	informers ──▶ onJob, onPod, on… (jobs.go, pods.go, defaults.go, labels.go, claims.go)
+//	informers ──▶ onJob, onPod, on… (jobs.go, pods.go, defaults.go, labels.go, claims.go,
+//	                 │                 topology.go: onNode, onBoundPod; a lost node's eviction)
 //	                 │ read the object (machine.Observe), fold it (machine.React), or step
 //	                 ▼
 //	              step / foldLocked ──▶ apply (apply.go): the effects, in one place
 //	                 │                    ├─▶ books.take: trees, usage, holding; they note
 //	                 │                    │   the changed queues in passCache
 //	                 │                    ├─▶ writer (wake), Events (events.go), labels
-//	                 │                    ├─▶ metrics.Note
+//	                 │                    ├─▶ metrics.Note, followPlacement (the domains)
 //	                 │                    └─▶ pods judged, ready timers (gated.go, podsready.go)
 //	Start (start.go) ──▶ pass (admit.go): decide under the lock, on books and passCache,
 //	                     queues.Decide ──▶ writer.writeAll ──▶ Ledger.write: admit,
