@@ -2,6 +2,7 @@ package queues
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -155,5 +156,36 @@ func TestFlavorDomainsPods(t *testing.T) {
 	f.SetNode(rackNode("n3", "a", 2, true))
 	if got := rackRoom(f); got != 9 {
 		t.Fatalf("rack r1 holds %d with n3 (2 GPUs, one used by a pod seen first), want 9", got)
+	}
+}
+
+// TestLosses: a node that goes takes from a placement the pods it had
+// there (its room, at the node level); the workload need not move while
+// the domain its pod set is pinned to has room to make them again.
+func TestLosses(t *testing.T) {
+	f := NewFlavorDomains()
+	f.Configure(topologyConfig())
+	for _, n := range []string{"n1", "n2", "n3"} {
+		f.SetNode(rackNode(n, "a", 2, true)) // all in b1/r1
+	}
+	one := flavors.Resources{nvgpu: 1}
+	w := Owner{Namespace: "ns", UID: "w"}
+	f.Hold(w, &Placement{Flavor: "gpu", PerPod: []flavors.Resources{one}, Sets: []TopologyAssignment{{Levels: rackTopology.Levels,
+		Domains: []DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}, {Values: []string{"b1", "r1", "n2"}, Count: 1}}}}})
+	losses := f.Losses("n1")
+	if len(losses) != 1 || losses[0].Owner != w || losses[0].Pods != 2 || strings.Join(losses[0].Pinned, "/") != "b1/r1" {
+		t.Fatalf("losses of n1: %+v, want w's 2 pods, pinned to b1/r1", losses)
+	}
+	if f.Losses("n3") != nil {
+		t.Fatalf("n3 holds nothing of w, but losing it loses %+v", f.Losses("n3"))
+	}
+	f.RemoveNode("n1")
+	// r1 has n2 (1 GPU left) and n3 (2): room for w's 2 pods.
+	if !f.Replaceable(losses[0]) {
+		t.Fatal("w's 2 pods cannot be made again in r1, which has 3 GPUs free")
+	}
+	f.SetPod("other/x", "n3", flavors.Resources{nvgpu: 2}, Owner{})
+	if f.Replaceable(losses[0]) {
+		t.Fatal("w's 2 pods can be made again in r1, which has 1 GPU free")
 	}
 }
