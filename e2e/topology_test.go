@@ -88,15 +88,21 @@ func topologyNodes(ctx context.Context, t *testing.T, s *suite) {
 	}
 }
 
-// racksOf reads, from the nodes its pods ran on, the racks each
-// PyTorchJob's pods ran in, and fails the test for a pod that ran on a
-// node of no rack.
+// deletedNode stands, in racksOf, for the rack of a node deleted since.
+const deletedNode = "(deleted)"
+
+// racksOf reads, from the nodes its pods ran on (the last each pod name
+// was bound to), the racks a PyTorchJob's pods ran in, and fails the
+// test for a pod that ran on a node of no rack.
 func racksOf(ctx context.Context, t *testing.T, s *suite, rec *framework.Recorder, name string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for pod, node := range rec.Pods(name) {
 		n := &corev1.Node{}
-		if err := s.client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		if err := s.client.Get(ctx, client.ObjectKey{Name: node}, n); apierrors.IsNotFound(err) {
+			out[deletedNode]++
+			continue
+		} else if err != nil {
 			t.Fatalf("pod %s: node %q: %v", pod, node, err)
 		}
 		if n.Labels[labelRack] == "" || n.Labels[labelBlock] != "b1" {
@@ -216,8 +222,14 @@ func TestTopologyPyTorchJob(t *testing.T) {
 		t.Fatalf("PyTorchJob gang-a was not requeued for its lost node: %v", err)
 	}
 	waitPyTorchJobs(ctx, t, s.client, ns, []string{a, b}, 2*time.Minute)
-	if got := racksOf(ctx, t, s, rec, a); got["r2"] != 4 || len(got) != 1 {
-		t.Errorf("PyTorchJob gang-a, requeued, ran in racks %v, want all 4 pods in r2, the rack with room", got)
+	// A pod that was on the deleted node may still be terminating there
+	// when gang-a runs again (no kubelet ends it): its operator makes it
+	// again only once the pod garbage collector has removed it.
+	if got := racksOf(ctx, t, s, rec, a); got["r2"] < 2 || got["r1"] > 0 {
+		t.Errorf("PyTorchJob gang-a, requeued, ran in racks %v, want its pods made again in r2, the rack with room, none in r1", got)
+	}
+	if master := rec.Pods(a)[a+"-master-0"]; !strings.HasPrefix(master, "tas-r2-") {
+		t.Errorf("PyTorchJob gang-a, requeued, ran its master on %q, want a node of r2", master)
 	}
 	if got := racksOf(ctx, t, s, rec, b); got["r2"] != 4 || len(got) != 1 {
 		t.Errorf("PyTorchJob gang-b ran in racks %v, want all 4 pods in r2, the rack left when gang-a held r1", got)
