@@ -117,8 +117,9 @@ func racksOf(ctx context.Context, t *testing.T, s *suite, rec *framework.Recorde
 // (podset-required-topology, grouped by podset-group-name) runs with
 // all four pods in the tightest rack that holds them, r1; a second such
 // gang, admitted while r1 is taken, runs in r2; and a PyTorchJob of 10
-// GPUs that prefers one rack, which none holds, spreads over both. Read
-// from the pods' nodes. While the first runs, its user (with edit
+// GPUs that prefers one rack, which none holds, spreads over both, each
+// pod on the node its placement counted it on. Read from the pods'
+// nodes. While the first runs, its user (with edit
 // rights in the namespace) cannot make a pod of it in the other rack,
 // nor move its pods by editing its pod template; then a node of its rack
 // is deleted, and, with no room left in r1 to make its pods again, it is
@@ -236,9 +237,26 @@ func TestTopologyPyTorchJob(t *testing.T) {
 	}
 
 	c := gang("spread", "kueue.x-k8s.io/podset-preferred-topology", 9, 2*time.Second)
-	waitPyTorchJobs(ctx, t, s.client, ns, []string{c}, 2*time.Minute)
-	if got := racksOf(ctx, t, s, rec, c); got["r1"]+got["r2"] != 10 {
-		t.Errorf("PyTorchJob spread (10 pods of 1 GPU, preferring one rack, which none holds) ran in racks %v, want its 10 pods in r1 and r2", got)
+	done := waitPyTorchJobs(ctx, t, s.client, ns, []string{c}, 2*time.Minute)[0]
+	// Each pod ran on the node the placement counted it on: the gate gave
+	// each pod of the spread pod set its own leaf.
+	want := map[string]int{}
+	for _, set := range strings.Split(done.GetAnnotations()["tally.dev/topology"], ";")[1:] {
+		_, leaves, _ := strings.Cut(set, "=")
+		for _, leaf := range strings.Split(leaves, ",") {
+			path, n, _ := strings.Cut(leaf, ":")
+			var count int
+			fmt.Sscan(n, &count)
+			want[path[strings.LastIndex(path, "/")+1:]] += count
+		}
+	}
+	got := map[string]int{}
+	for _, node := range rec.Pods(c) {
+		got[node]++
+	}
+	if len(want) < 2 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("PyTorchJob spread (10 pods of 1 GPU, preferring one rack, which none holds) ran %v pods per node, want %v, its placement (tally.dev/topology %q) over several nodes",
+			got, want, done.GetAnnotations()["tally.dev/topology"])
 	}
 }
 

@@ -118,13 +118,19 @@ func PartPatch(pod *corev1.Pod, uid types.UID, gate bool) []JSONPatchOp {
 }
 
 // UngatePatch is the merge patch that takes tally's scheduling gate off
-// pod, keeping the others.
-func UngatePatch(pod *corev1.Pod) ([]byte, error) {
+// pod, keeping the others, and adds nodeSelector's labels to its
+// nodeSelector (a gated pod's nodeSelector may gain keys): the topology
+// domain it goes to.
+func UngatePatch(pod *corev1.Pod, nodeSelector map[string]string) ([]byte, error) {
 	var gates any
 	if rest := WithoutGate(pod.Spec.SchedulingGates); len(rest) > 0 {
 		gates = rest
 	}
-	return json.Marshal(map[string]any{"spec": map[string]any{"schedulingGates": gates}})
+	spec := map[string]any{"schedulingGates": gates}
+	if len(nodeSelector) > 0 {
+		spec["nodeSelector"] = nodeSelector
+	}
+	return json.Marshal(map[string]any{"spec": spec})
 }
 
 // Gated says whether tally's scheduling gate holds pod.

@@ -349,7 +349,11 @@ func (trainJobWrites) templates(p MergePatch, t *Target, combos [][]*flavors.Fla
 				}
 				tols = append(tols, f.Tolerations...)
 			}
-			meta := map[string]any{"labels": map[string]any{queues.LabelWorkload: string(t.W.UID)}}
+			labels := map[string]any{queues.LabelWorkload: string(t.W.UID)}
+			if len(t.Pinned) > 0 {
+				labels[queues.LabelPodSet] = ps.Name
+			}
+			meta := map[string]any{"labels": labels}
 			if f, ok := annotations[queues.AnnotationFlavors]; ok {
 				meta["annotations"] = map[string]any{queues.AnnotationPodQueue: t.W.Queue, queues.AnnotationFlavors: f}
 			}

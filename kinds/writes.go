@@ -128,6 +128,9 @@ func (templateWrites) templates(p MergePatch, t *Target, combos [][]*flavors.Fla
 			return err
 		}
 		p.SetIn(t.Src, Join(t.Paths[i], "metadata", "labels", queues.LabelWorkload), string(t.W.UID))
+		if !suspend && len(t.Pinned) > 0 {
+			p.SetIn(t.Src, Join(t.Paths[i], "metadata", "labels", queues.LabelPodSet), t.W.PodSets[i].Name)
+		}
 		if f, ok := annotations[queues.AnnotationFlavors]; ok {
 			// What its pods hold, should they outlive the workload
 			// and the ledger forget it.

@@ -111,6 +111,10 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	w, cfg, k := e.W, l.cfg, l.opts.Kinds.For(kinds.GVKOf(e.W))
 	names := flavorNamesOf(e.Charged)
 	pins := e.placed.pins()
+	var leaves *leafCounts
+	if e.placed != nil && queues.Spread(cfg, e.topologyAnn, "") {
+		leaves = &leafCounts{cfg: cfg, ann: e.topologyAnn, has: map[string]map[string]int32{}}
+	}
 	d := l.defaultsLocked(w.Namespace)
 	l.mu.Unlock()
 	pods := &corev1.PodList{}
@@ -142,6 +146,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	}
 	l.mu.Unlock()
 	slices.SortFunc(held, byAge)
+	leaves.count(running)
 	live := l.deleteExcess(ctx, uid, w, cfg, d, running)
 	nodeLabels, _, known := cfg.NodeLabelsOf(names)
 	for _, p := range held {
@@ -163,7 +168,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 		reqs := queues.WithClaims(queues.PodRequests(&p.Spec), claims)
 		switch queues.FitPods(w.PodSets, live, reqs, cfg.Covers) {
 		case queues.PodFits:
-			if err := l.ungate(ctx, p); err != nil {
+			if err := l.ungate(ctx, p, leaves.next(p)); err != nil {
 				l.log.Info("taking the scheduling gate off a pod failed; it waits", "pod", p.Namespace+"/"+p.Name, "err", err.Error())
 				continue
 			}
@@ -180,13 +185,58 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 			if queues.FitPods(w.PodSets, live, reqs, cfg.Covers) != queues.PodFits {
 				continue
 			}
-			if err := l.ungate(ctx, p); err != nil {
+			if err := l.ungate(ctx, p, leaves.next(p)); err != nil {
 				l.log.Info("taking the scheduling gate off a pod failed; it waits", "pod", p.Namespace+"/"+p.Name, "err", err.Error())
 				continue
 			}
 			live = append(live, reqs)
 		}
 	}
+}
+
+// leafCounts are, for a workload whose pod sets are spread over several
+// leaf domains of a topology (queues.Spread), how many of each pod
+// set's pods each leaf has: the gate gives a pod it releases the first
+// leaf of its pod set with fewer than it was given (its nodeSelector),
+// so the pods go where the placement counted them. A nil leafCounts
+// gives none.
+type leafCounts struct {
+	cfg *queues.Config
+	ann string // the workload's tally.dev/topology
+	has map[string]map[string]int32
+}
+
+// count counts the leaves of pods, released already.
+func (c *leafCounts) count(pods []*corev1.Pod) {
+	if c == nil {
+		return
+	}
+	for _, p := range pods {
+		c.add(p.Labels[queues.LabelPodSet], p.Spec.NodeSelector)
+	}
+}
+
+func (c *leafCounts) add(podSet string, nodeSelector map[string]string) {
+	leaf := queues.TopologyLeafOf(c.cfg, c.ann, nodeSelector)
+	if podSet == "" || leaf == "" {
+		return
+	}
+	if c.has[podSet] == nil {
+		c.has[podSet] = map[string]int32{}
+	}
+	c.has[podSet][leaf]++
+}
+
+// next is the nodeSelector of the leaf pod p goes to, counted as
+// there; nil for none (it keeps to what its template pins).
+func (c *leafCounts) next(p *corev1.Pod) map[string]string {
+	if c == nil {
+		return nil
+	}
+	ps := p.Labels[queues.LabelPodSet]
+	sel := queues.TopologyLeafFor(c.cfg, c.ann, ps, c.has[ps])
+	c.add(ps, sel)
+	return sel
 }
 
 // byAge orders pods oldest first, then by name.
@@ -367,9 +417,10 @@ func flavorNamesOf(u queues.Usage) []string {
 	return names
 }
 
-// ungate takes tally's scheduling gate off pod p, keeping the others.
-func (l *Ledger) ungate(ctx context.Context, p *corev1.Pod) error {
-	body, err := kinds.UngatePatch(p)
+// ungate takes tally's scheduling gate off pod p, keeping the others,
+// and gives it nodeSelector's labels (the topology leaf it goes to).
+func (l *Ledger) ungate(ctx context.Context, p *corev1.Pod, nodeSelector map[string]string) error {
+	body, err := kinds.UngatePatch(p, nodeSelector)
 	if err != nil {
 		return err
 	}

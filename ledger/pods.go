@@ -113,6 +113,12 @@ func StripPod(obj any) (any, error) {
 	if q := p.Annotations[queues.AnnotationPodQueue]; q != "" {
 		out.Annotations = map[string]string{queues.AnnotationPodQueue: q, queues.AnnotationFlavors: p.Annotations[queues.AnnotationFlavors]}
 	}
+	if ps := p.Labels[queues.LabelPodSet]; ps != "" {
+		// A pod of a workload placed in a topology: the leaf the gate
+		// gave it is in its nodeSelector (gated.go's leafFor).
+		out.Labels[queues.LabelPodSet] = ps
+		out.Spec.NodeSelector = p.Spec.NodeSelector
+	}
 	return out, nil
 }
 

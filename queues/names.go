@@ -23,6 +23,10 @@ const (
 	// workload's UID: its pods carry it, and the workload holds its quota
 	// until the last of them is gone.
 	LabelWorkload = "tally.dev/workload"
+	// LabelPodSet, on the pod templates of a workload placed in a
+	// topology, names their pod set: the pod gate gives each pod of a pod
+	// set spread over several domains its own (TopologyLeafFor).
+	LabelPodSet = "tally.dev/podset"
 	// PodWorkload is the LabelWorkload of a pod that tally queues on its
 	// own (a single-pod workload) until its admission, which sets the
 	// label to the pod's own UID.

@@ -250,3 +250,66 @@ func (d *Domains) released(taken Taken, p Placement) Taken {
 	}
 	return taken
 }
+
+// Spread says whether pod set name of the workload an AnnotationTopology
+// annotation describes is placed in several leaf domains: its pods then
+// wait at the pod gate to be given each its own (TopologyLeafFor). An
+// empty name (a pod that names no pod set) asks whether any pod set is.
+func Spread(cfg *Config, ann, name string) bool {
+	_, names, sets, err := parseTopologyAnnotation(cfg, ann)
+	if err != nil {
+		return false
+	}
+	for i, ta := range sets {
+		if (name == "" || names[i] == name) && len(ta.Domains) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// TopologyLeafFor is the node labels of the leaf domain the next pod of
+// pod set name goes to, of the workload an AnnotationTopology annotation
+// describes, given how many of its pods each leaf (by its values,
+// "/"-joined) has already: the first leaf with fewer than it was given.
+// Nil when the pod set is not spread, or every leaf has its count (its
+// pods then keep to what the template pins).
+func TopologyLeafFor(cfg *Config, ann, name string, has map[string]int32) map[string]string {
+	_, names, sets, err := parseTopologyAnnotation(cfg, ann)
+	if err != nil {
+		return nil
+	}
+	for i, ta := range sets {
+		if names[i] != name || len(ta.Domains) < 2 {
+			continue
+		}
+		for _, dc := range ta.Domains {
+			if has[strings.Join(dc.Values, "/")] < dc.Count {
+				out := make(map[string]string, len(ta.Levels))
+				for l, label := range ta.Levels {
+					out[label] = dc.Values[l]
+				}
+				return out
+			}
+		}
+	}
+	return nil
+}
+
+// TopologyLeafOf is the leaf ("/"-joined values) a pod is given by its
+// nodeSelector, under the AnnotationTopology annotation ann: "" when
+// its nodeSelector does not name every level.
+func TopologyLeafOf(cfg *Config, ann string, nodeSelector map[string]string) string {
+	fl, _, _, err := parseTopologyAnnotation(cfg, ann)
+	if err != nil {
+		return ""
+	}
+	levels := cfg.Topologies[cfg.Flavors[fl].TopologyName].Levels
+	values := make([]string, len(levels))
+	for i, label := range levels {
+		if values[i] = nodeSelector[label]; values[i] == "" {
+			return ""
+		}
+	}
+	return strings.Join(values, "/")
+}

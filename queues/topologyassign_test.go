@@ -390,3 +390,30 @@ func TestPreemptForADomain(t *testing.T) {
 }
 
 func ignoreVerdicts(*Workload, Verdict, int) {}
+
+func TestTopologyLeafFor(t *testing.T) {
+	cfg := topologyConfig()
+	ann := "gpu;master=b1/r1/n1:1;worker=b1/r1/n1:1,b1/r2/n3:2"
+	if !Spread(cfg, ann, "worker") || Spread(cfg, ann, "master") || !Spread(cfg, ann, "") || Spread(cfg, "plain;main=x:1", "") {
+		t.Fatal("Spread: want worker (two leaves) and any, not master (one leaf) nor a flavor without a topology")
+	}
+	has := map[string]int32{}
+	var got []string
+	for range 4 {
+		sel := TopologyLeafFor(cfg, ann, "worker", has)
+		leaf := TopologyLeafOf(cfg, ann, sel)
+		if sel != nil {
+			has[leaf]++
+		}
+		got = append(got, leaf)
+	}
+	if want := "b1/r1/n1 b1/r2/n3 b1/r2/n3 "; strings.Join(got, " ") != want {
+		t.Fatalf("leaves given %q, want %q (then none: every leaf has its count)", strings.Join(got, " "), want)
+	}
+	if TopologyLeafFor(cfg, ann, "master", nil) != nil {
+		t.Fatal("a pod set in one leaf is given a leaf: its template pins it")
+	}
+	if TopologyLeafOf(cfg, ann, map[string]string{"block": "b1", "rack": "r1"}) != "" {
+		t.Fatal("a nodeSelector without every level names a leaf")
+	}
+}

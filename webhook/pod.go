@@ -216,6 +216,11 @@ func (g *PodGate) create(ctx context.Context, req admission.Request) admission.R
 		switch fit {
 		case queues.PodFits:
 			g.notePass(root.Meta.UID, now)
+			if queues.Spread(cfg, root.Meta.Annotations[queues.AnnotationTopology], pod.Labels[queues.LabelPodSet]) {
+				// Its pod set is spread over several domains of a
+				// topology: the gate gives it its own as it releases it.
+				return podPatch(pod, root, true, fmt.Sprintf("part of %s, which tally admitted; it waits to be given its topology domain", root.Describe()))
+			}
 			return podPatch(pod, root, false, fmt.Sprintf("part of %s, which tally admitted", root.Describe()))
 		case queues.PodTooLarge:
 			warning = fmt.Sprintf("tally: this pod asks for %s, more than the pods %s was admitted with; it waits while tally requeues %s at this size",
