@@ -166,12 +166,7 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 	}
 	n := e.requeues + 1
 	wait := pr.Backoff(n)
-	// The annotation holds whole seconds: rounded up, the backoff is
-	// never shorter than the config says.
-	at := now.Add(wait)
-	if at.Truncate(time.Second) != at {
-		at = at.Truncate(time.Second).Add(time.Second)
-	}
+	at := requeueAt(now, wait)
 	msg := fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; requeued, not admitted again before %s (backoff %s, eviction %d)",
 		min(int64(l.pods.readyOf(uid)), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), at.UTC().Format(time.RFC3339), wait, n)
 	if limit := pr.BackoffLimitCount; limit != nil && n > *limit {
@@ -184,6 +179,17 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 		queues.AnnotationRequeueAt: at.UTC().Format(time.RFC3339),
 		queues.AnnotationEvictedAt: now.UTC().Format(time.RFC3339),
 	}, true
+}
+
+// requeueAt is when a workload requeued at now with backoff wait may be
+// admitted again. The annotation holds whole seconds: rounded up, the
+// backoff is never shorter than the config says.
+func requeueAt(now time.Time, wait time.Duration) time.Time {
+	at := now.Add(wait)
+	if at.Truncate(time.Second) != at {
+		at = at.Truncate(time.Second).Add(time.Second)
+	}
+	return at
 }
 
 // timeOut makes the one write that evicts a workload whose pods were not

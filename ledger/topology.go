@@ -126,10 +126,7 @@ func (l *Ledger) strandedLocked(name, why string, losses []queues.Loss) {
 		annotations := map[string]any{queues.AnnotationEvictedAt: now.UTC().Format(time.RFC3339)}
 		if pr := l.podsReadyConfigLocked(); pr != nil {
 			n := e.requeues + 1
-			at := now.Add(pr.Backoff(n))
-			if at.Truncate(time.Second) != at {
-				at = at.Truncate(time.Second).Add(time.Second)
-			}
+			at := requeueAt(now, pr.Backoff(n))
 			annotations[queues.AnnotationRequeues] = strconv.Itoa(int(n))
 			annotations[queues.AnnotationRequeueAt] = at.UTC().Format(time.RFC3339)
 			msg += fmt.Sprintf(", not admitted again before %s (backoff %s, eviction %d)", at.UTC().Format(time.RFC3339), pr.Backoff(n), n)
