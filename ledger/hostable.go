@@ -165,9 +165,9 @@ func servesNodePools(m meta.RESTMapper) bool {
 	return err == nil
 }
 
-// StripNode is a cache transform that keeps only what FlavorWatch reads
-// of a node: its name, labels, taints, schedulability and Ready
-// condition.
+// StripNode is a cache transform that keeps only what FlavorWatch and
+// the topologies' trees read of a node: its name, labels, taints,
+// schedulability, allocatable and Ready condition.
 func StripNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {

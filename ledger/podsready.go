@@ -195,20 +195,7 @@ func requeueAt(now time.Time, wait time.Duration) time.Time {
 // timeOut makes the one write that evicts a workload whose pods were not
 // ready in time.
 func (l *Ledger) timeOut(ctx context.Context, w write, annotations map[string]any) {
-	if err := l.writeEviction(ctx, w, annotations); err != nil {
-		l.mu.Lock()
-		l.step(w.e, machine.RequeueFailed)
-		l.mu.Unlock()
-		l.log.Info("eviction for pods not ready failed; will look again", "job", w.w.Key(), "err", err.Error())
-		return
-	}
-	l.timedOut(w)
-}
-
-// timedOut records an eviction for pods not ready in time that landed.
-func (l *Ledger) timedOut(w write) {
-	l.observeEviction(w, metrics.EvictedPodsReady)
-	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
+	l.requeueWrite(ctx, w, annotations, metrics.EvictedPodsReady, "eviction for pods not ready failed; will look again")
 }
 
 // blockedLocked lists the cohorts (and queues outside any, by name) that

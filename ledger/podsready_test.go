@@ -16,6 +16,7 @@ import (
 
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -56,7 +57,7 @@ func (s *scenario) timeOut(name string) (msg string, ann map[string]any) {
 		s.t.Fatal(err)
 	}
 	s.update(name, func(m map[string]any) { mergePatch(m, ev.Patch, s.t) })
-	s.l.timedOut(w)
+	s.l.requeued(w, metrics.EvictedPodsReady)
 	return w.message, ann
 }
 

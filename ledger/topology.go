@@ -134,15 +134,7 @@ func (l *Ledger) strandedLocked(name, why string, losses []queues.Loss) {
 		l.step(e, machine.Requeue(now))
 		w := write{e: e, w: e.W, suspend: e.suspend, message: msg}
 		l.writer.goTracked(func(ctx context.Context) {
-			if err := l.writeEviction(ctx, w, annotations); err != nil {
-				l.mu.Lock()
-				l.step(w.e, machine.RequeueFailed)
-				l.mu.Unlock()
-				l.log.Info("eviction of a workload that lost a node failed; will look again", "job", w.w.Key(), "err", err.Error())
-				return
-			}
-			l.observeEviction(w, metrics.EvictedNodeFailures)
-			l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
+			l.requeueWrite(ctx, w, annotations, metrics.EvictedNodeFailures, "eviction of a workload that lost a node failed; it keeps its place")
 		})
 	}
 }
