@@ -4,7 +4,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"tally.dev/tally/flavors"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/queues"
 )
 
 // step carries out one of the machine's steps on e (see machine's
@@ -86,4 +88,43 @@ func (l *Ledger) foldAgain(uid types.UID, rv string) {
 	if e := l.jobs[uid]; e != nil && e.rv == rv {
 		l.foldLocked(e, *e, e.seen)
 	}
+}
+
+// followPlacement holds e's placement in the topologies' trees while it is
+// charged quota, and takes it back once it is not; a placement read from
+// the workload's annotation (e.topologyAnn) stands for one not made by
+// this ledger, after a restart. The trees (queues.FlavorDomains) keep
+// the rest: nodes, and the reservations' sums.
+func (l *Ledger) followPlacement(e *entry) {
+	if e.W == nil {
+		return
+	}
+	owner := queues.Owner{Namespace: e.W.Namespace, UID: string(e.W.UID)}
+	old, had := l.topo.Held(owner)
+	if e.Charged == nil {
+		if had {
+			l.topo.Hold(owner, nil)
+		}
+		e.placed = nil
+		return
+	}
+	if e.placed == nil && e.topologyAnn != "" && l.cfg != nil {
+		if fl, sets, err := queues.ParseTopologyAnnotation(l.cfg, e.W, e.topologyAnn); err == nil {
+			e.placed = &placement{flavor: fl, sets: sets}
+		}
+	}
+	if e.placed == nil {
+		if had {
+			l.topo.Hold(owner, nil)
+		}
+		return
+	}
+	if had && old.Flavor == e.placed.flavor && queues.SameAssignments(old.Sets, e.placed.sets) {
+		return
+	}
+	p := queues.Placement{Flavor: e.placed.flavor, Sets: e.placed.sets, PerPod: make([]flavors.Resources, len(e.W.PodSets))}
+	for i, ps := range e.W.PodSets {
+		p.PerPod[i] = ps.Requests
+	}
+	l.topo.Hold(owner, &p)
 }
