@@ -39,6 +39,8 @@
 //	                                    cache, BoundPods), the placements held
 //	entry, write         entry.go       a workload's record beside its machine.Entry; a
 //	                                    decided write
+//	placement, pins      placement.go   where an entry's pod sets go in a topology, and
+//	                                    the node labels that pins them to
 //
 // Who calls whom:
 //
