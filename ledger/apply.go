@@ -96,8 +96,8 @@ func (l *Ledger) foldAgain(uid types.UID, rv string) {
 // this ledger, after a restart. The trees (queues.FlavorDomains) keep
 // the rest: nodes, and the reservations' sums.
 func (l *Ledger) followPlacement(e *entry) {
-	if e.W == nil {
-		return
+	if e.W == nil || e.placed == nil && e.topologyAnn == "" && !l.topo.Holding() {
+		return // nothing placed, here or anywhere: the common case, at no cost
 	}
 	owner := queues.Owner{Namespace: e.W.Namespace, UID: string(e.W.UID)}
 	old, had := l.topo.Held(owner)

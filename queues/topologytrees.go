@@ -264,6 +264,9 @@ func (f *FlavorDomains) Hold(owner Owner, p *Placement) {
 	f.reserveAll(h)
 }
 
+// Holding says whether any workload holds a placement.
+func (f *FlavorDomains) Holding() bool { return len(f.held) > 0 }
+
 // Held is what workload owner holds; false for nothing.
 func (f *FlavorDomains) Held(owner Owner) (Placement, bool) {
 	h := f.held[owner]
