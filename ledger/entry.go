@@ -68,9 +68,13 @@ type entry struct {
 	readyDeadline time.Time
 
 	// metrics is what the metrics keep of it.
-	metrics  metrics.Workload
-	queued   bool   // the Queued event was written
-	lastCode string // the reason of the last machine.Pending/machine.Inadmissible event
+	metrics metrics.Workload
+	// labelSent is the state label the label worker last wrote, until a
+	// view shows the label change: asked again before then, it does not
+	// write the same label twice.
+	labelSent string
+	queued    bool   // the Queued event was written
+	lastCode  string // the reason of the last machine.Pending/machine.Inadmissible event
 }
 
 // priorityRef is what a Job's priority is derived from: its

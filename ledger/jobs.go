@@ -87,7 +87,9 @@ func (e *entry) note(o *kinds.Object) {
 	meta := o.Meta
 	e.rv = meta.ResourceVersion
 	e.generation = meta.Generation
-	e.LabelState = meta.Labels[queues.LabelState]
+	if l := meta.Labels[queues.LabelState]; l != e.LabelState {
+		e.LabelState, e.labelSent = l, ""
+	}
 	e.userAffinity = meta.Annotations[queues.AnnotationUserAffinity]
 	e.topologyAnn = meta.Annotations[queues.AnnotationTopology]
 	e.overhead = meta.Annotations[queues.AnnotationPodOverhead]

@@ -259,7 +259,7 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID, lazy bool) err
 		l.mu.Unlock()
 		return nil
 	}
-	want, have := string(e.Phase().Label()), e.LabelState
+	want, have, sent := string(e.Phase().Label()), e.LabelState, e.labelSent
 	job := kinds.Ref(e.W)
 	var restore []byte
 	if e.Restore && e.Phase() == machine.Pending {
@@ -274,7 +274,7 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID, lazy bool) err
 		}
 		return err
 	}
-	if want == have || want == string(queues.StateAdmitted) {
+	if want == have || want == sent || want == string(queues.StateAdmitted) {
 		return nil
 	}
 	if want == string(queues.StateFinished) && l.opts.FinishedLabel != FinishedLabelEager && !lazy {
@@ -284,7 +284,16 @@ func (l *Ledger) syncJobLabel(ctx context.Context, uid types.UID, lazy bool) err
 		}
 		return nil
 	}
-	return l.patchLabels(ctx, job, map[string]any{queues.LabelState: want})
+	if err := l.patchLabels(ctx, job, map[string]any{queues.LabelState: want}); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if cur := l.jobs[uid]; cur == e && cur.LabelState == have {
+		// Until its echo, the same label is not written again.
+		cur.labelSent = want
+	}
+	l.mu.Unlock()
+	return nil
 }
 
 // restorePatchLocked is the write that gives a stopped victim the
