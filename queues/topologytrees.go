@@ -41,7 +41,10 @@ type FlavorDomains struct {
 	queuesOf map[string][]string
 	nodes    map[string]*domainNode
 	pods     map[string]boundPod
-	held     map[Owner]*held
+	// owned is, by workload, the keys of its pods in pods: what a
+	// placement's pods bound per leaf are counted from.
+	owned map[Owner]map[string]struct{}
+	held  map[Owner]*held
 }
 
 // Owner names a workload whose pods and placement FlavorDomains matches:
@@ -85,7 +88,7 @@ type held struct {
 
 // NewFlavorDomains is an empty FlavorDomains, for no config yet.
 func NewFlavorDomains() *FlavorDomains {
-	return &FlavorDomains{nodes: map[string]*domainNode{}, pods: map[string]boundPod{}, held: map[Owner]*held{}}
+	return &FlavorDomains{nodes: map[string]*domainNode{}, pods: map[string]boundPod{}, owned: map[Owner]map[string]struct{}{}, held: map[Owner]*held{}}
 }
 
 // Configure makes the trees for cfg from the nodes and pods known, with
@@ -205,11 +208,22 @@ func (f *FlavorDomains) SetPod(key, node string, requests flavors.Resources, own
 	var out []string
 	if had {
 		delete(f.pods, key)
+		if set := f.owned[old.owner]; set != nil {
+			if delete(set, key); len(set) == 0 {
+				delete(f.owned, old.owner)
+			}
+		}
 		out = append(out, f.use(old, -1)...)
 	}
 	if node != "" {
 		p := boundPod{node: node, requests: requests, owner: owner}
 		f.pods[key] = p
+		if owner != (Owner{}) {
+			if f.owned[owner] == nil {
+				f.owned[owner] = map[string]struct{}{}
+			}
+			f.owned[owner][key] = struct{}{}
+		}
 		out = append(out, f.use(p, +1)...)
 	}
 	return out
@@ -279,10 +293,8 @@ func (f *FlavorDomains) Held(owner Owner) (Placement, bool) {
 // rebind counts h's pods bound per leaf again.
 func (f *FlavorDomains) rebind(h *held) {
 	h.bound = map[string]int32{}
-	for _, p := range f.pods {
-		if p.owner != h.owner {
-			continue
-		}
+	for key := range f.owned[h.owner] {
+		p := f.pods[key]
 		if values := f.leafOf(h.p.Flavor, f.nodes[p.node]); values != nil {
 			h.bound[strings.Join(values, "\x00")]++
 		}
