@@ -111,10 +111,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	w, cfg, k := e.W, l.cfg, l.opts.Kinds.For(kinds.GVKOf(e.W))
 	names := flavorNamesOf(e.Charged)
 	pins := e.placed.pins()
-	var leaves *leafCounts
-	if e.placed != nil && queues.Spread(cfg, e.topologyAnn, "") {
-		leaves = &leafCounts{cfg: cfg, ann: e.topologyAnn, has: map[string]map[string]int32{}}
-	}
+	leaves := newLeafCounts(w, e.placed)
 	d := l.defaultsLocked(w.Namespace)
 	l.mu.Unlock()
 	pods := &corev1.PodList{}
@@ -201,9 +198,26 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 // so the pods go where the placement counted them. A nil leafCounts
 // gives none.
 type leafCounts struct {
-	cfg *queues.Config
-	ann string // the workload's tally.dev/topology
-	has map[string]map[string]int32
+	sets map[string]queues.TopologyAssignment // by pod set name
+	has  map[string]map[string]int32
+}
+
+// newLeafCounts are the leafCounts of w placed as p; nil when no pod set
+// of it is spread.
+func newLeafCounts(w *queues.Workload, p *placement) *leafCounts {
+	if p == nil {
+		return nil
+	}
+	var c *leafCounts
+	for i, ta := range p.sets {
+		if len(ta.Domains) > 1 && i < len(w.PodSets) {
+			if c == nil {
+				c = &leafCounts{sets: map[string]queues.TopologyAssignment{}, has: map[string]map[string]int32{}}
+			}
+			c.sets[w.PodSets[i].Name] = ta
+		}
+	}
+	return c
 }
 
 // count counts the leaves of pods, released already.
@@ -217,8 +231,9 @@ func (c *leafCounts) count(pods []*corev1.Pod) {
 }
 
 func (c *leafCounts) add(podSet string, nodeSelector map[string]string) {
-	leaf := queues.TopologyLeafOf(c.cfg, c.ann, nodeSelector)
-	if podSet == "" || leaf == "" {
+	ta, ok := c.sets[podSet]
+	leaf := ta.LeafOf(nodeSelector)
+	if !ok || leaf == "" {
 		return
 	}
 	if c.has[podSet] == nil {
@@ -234,7 +249,7 @@ func (c *leafCounts) next(p *corev1.Pod) map[string]string {
 		return nil
 	}
 	ps := p.Labels[queues.LabelPodSet]
-	sel := queues.TopologyLeafFor(c.cfg, c.ann, ps, c.has[ps])
+	sel := c.sets[ps].NextLeaf(c.has[ps])
 	c.add(ps, sel)
 	return sel
 }

@@ -115,7 +115,7 @@ func StripPod(obj any) (any, error) {
 	}
 	if ps := p.Labels[queues.LabelPodSet]; ps != "" {
 		// A pod of a workload placed in a topology: the leaf the gate
-		// gave it is in its nodeSelector (gated.go's leafFor).
+		// gave it is in its nodeSelector (gated.go's leafCounts).
 		out.Labels[queues.LabelPodSet] = ps
 		out.Spec.NodeSelector = p.Spec.NodeSelector
 	}

@@ -25,7 +25,7 @@ const (
 	LabelWorkload = "tally.dev/workload"
 	// LabelPodSet, on the pod templates of a workload placed in a
 	// topology, names their pod set: the pod gate gives each pod of a pod
-	// set spread over several domains its own (TopologyLeafFor).
+	// set spread over several domains its own (TopologyAssignment.NextLeaf).
 	LabelPodSet = "tally.dev/podset"
 	// PodWorkload is the LabelWorkload of a pod that tally queues on its
 	// own (a single-pod workload) until its admission, which sets the

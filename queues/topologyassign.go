@@ -268,45 +268,32 @@ func Spread(cfg *Config, ann, name string) bool {
 	return false
 }
 
-// TopologyLeafFor is the node labels of the leaf domain the next pod of
-// pod set name goes to, of the workload an AnnotationTopology annotation
-// describes, given how many of its pods each leaf (by its values,
+// NextLeaf is the node labels of the leaf domain the next pod of ta's
+// pod set goes to, given how many of its pods each leaf (by its values,
 // "/"-joined) has already: the first leaf with fewer than it was given.
-// Nil when the pod set is not spread, or every leaf has its count (its
-// pods then keep to what the template pins).
-func TopologyLeafFor(cfg *Config, ann, name string, has map[string]int32) map[string]string {
-	_, names, sets, err := parseTopologyAnnotation(cfg, ann)
-	if err != nil {
+// Nil when the pod set is in one leaf (its template pins it), or every
+// leaf has its count (its pods then keep to what the template pins).
+func (ta TopologyAssignment) NextLeaf(has map[string]int32) map[string]string {
+	if len(ta.Domains) < 2 {
 		return nil
 	}
-	for i, ta := range sets {
-		if names[i] != name || len(ta.Domains) < 2 {
-			continue
-		}
-		for _, dc := range ta.Domains {
-			if has[strings.Join(dc.Values, "/")] < dc.Count {
-				out := make(map[string]string, len(ta.Levels))
-				for l, label := range ta.Levels {
-					out[label] = dc.Values[l]
-				}
-				return out
+	for _, dc := range ta.Domains {
+		if has[strings.Join(dc.Values, "/")] < dc.Count {
+			out := make(map[string]string, len(ta.Levels))
+			for l, label := range ta.Levels {
+				out[label] = dc.Values[l]
 			}
+			return out
 		}
 	}
 	return nil
 }
 
-// TopologyLeafOf is the leaf ("/"-joined values) a pod is given by its
-// nodeSelector, under the AnnotationTopology annotation ann: "" when
-// its nodeSelector does not name every level.
-func TopologyLeafOf(cfg *Config, ann string, nodeSelector map[string]string) string {
-	fl, _, _, err := parseTopologyAnnotation(cfg, ann)
-	if err != nil {
-		return ""
-	}
-	levels := cfg.Topologies[cfg.Flavors[fl].TopologyName].Levels
-	values := make([]string, len(levels))
-	for i, label := range levels {
+// LeafOf is the leaf ("/"-joined values) of ta's topology that a
+// nodeSelector names: "" when it does not name every level.
+func (ta TopologyAssignment) LeafOf(nodeSelector map[string]string) string {
+	values := make([]string, len(ta.Levels))
+	for i, label := range ta.Levels {
 		if values[i] = nodeSelector[label]; values[i] == "" {
 			return ""
 		}

@@ -397,11 +397,16 @@ func TestTopologyLeafFor(t *testing.T) {
 	if !Spread(cfg, ann, "worker") || Spread(cfg, ann, "master") || !Spread(cfg, ann, "") || Spread(cfg, "plain;main=x:1", "") {
 		t.Fatal("Spread: want worker (two leaves) and any, not master (one leaf) nor a flavor without a topology")
 	}
+	_, sets, err := ParseTopologyAnnotation(cfg, &Workload{PodSets: []PodSet{{Name: "master"}, {Name: "worker"}}}, ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	master, worker := sets[0], sets[1]
 	has := map[string]int32{}
 	var got []string
 	for range 4 {
-		sel := TopologyLeafFor(cfg, ann, "worker", has)
-		leaf := TopologyLeafOf(cfg, ann, sel)
+		sel := worker.NextLeaf(has)
+		leaf := worker.LeafOf(sel)
 		if sel != nil {
 			has[leaf]++
 		}
@@ -410,10 +415,10 @@ func TestTopologyLeafFor(t *testing.T) {
 	if want := "b1/r1/n1 b1/r2/n3 b1/r2/n3 "; strings.Join(got, " ") != want {
 		t.Fatalf("leaves given %q, want %q (then none: every leaf has its count)", strings.Join(got, " "), want)
 	}
-	if TopologyLeafFor(cfg, ann, "master", nil) != nil {
+	if master.NextLeaf(nil) != nil {
 		t.Fatal("a pod set in one leaf is given a leaf: its template pins it")
 	}
-	if TopologyLeafOf(cfg, ann, map[string]string{"block": "b1", "rack": "r1"}) != "" {
+	if worker.LeafOf(map[string]string{"block": "b1", "rack": "r1"}) != "" {
 		t.Fatal("a nodeSelector without every level names a leaf")
 	}
 }
