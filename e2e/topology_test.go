@@ -116,10 +116,13 @@ func racksOf(ctx context.Context, t *testing.T, s *suite, rec *framework.Recorde
 // A PyTorchJob whose master and workers ask for one rack
 // (podset-required-topology, grouped by podset-group-name) runs with
 // all four pods in the tightest rack that holds them, r1; a second such
-// gang, admitted while r1 is taken, runs in r2; and a PyTorchJob of 10
+// gang, admitted while r1 is taken, runs in r2; and a PyTorchJob of 9
 // GPUs that prefers one rack, which none holds, spreads over both, each
-// pod on the node its placement counted it on. Read from the pods'
-// nodes. While the first runs, its user (with edit
+// pod on the node its placement counted it on, while a pod its user
+// makes with the labels and owner of one of its workers (the GPU left
+// free would hold it) never runs beside them, nor outside the placement.
+// Read from the pods' nodes. While
+// the first runs, its user (with edit
 // rights in the namespace) cannot make a pod of it in the other rack,
 // nor move its pods by editing its pod template; then a node of its rack
 // is deleted, and, with no room left in r1 to make its pods again, it is
@@ -236,8 +239,78 @@ func TestTopologyPyTorchJob(t *testing.T) {
 		t.Errorf("PyTorchJob gang-b ran in racks %v, want all 4 pods in r2, the rack left when gang-a held r1", got)
 	}
 
-	c := gang("spread", "kueue.x-k8s.io/podset-preferred-topology", 9, 2*time.Second)
+	c := gang("spread", "kueue.x-k8s.io/podset-preferred-topology", 8, 15*time.Second)
+	// While its nine pods run, the user makes a tenth that claims to
+	// be one of them: a worker's owner and labels (its pod set's
+	// tally.dev/podset among them), the flavor's node labels, and the
+	// affinity the master's template pins (the master's node has a GPU
+	// free), no node of its own.
+	var worker, master *corev1.Pod
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := s.client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return false, "", err
+		}
+		bound := 0
+		for i := range pods.Items {
+			if p := &pods.Items[i]; framework.Owner(p, framework.PyTorchJobGVK.Kind) == c && p.Spec.NodeName != "" {
+				bound++
+				if strings.HasPrefix(p.Name, c+"-worker-") {
+					worker = p
+				} else if p.Name == c+"-master-0" {
+					master = p
+				}
+			}
+		}
+		return bound == 9 && worker != nil && master != nil, fmt.Sprintf("%d pods of PyTorchJob spread bound", bound), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spread-forged", OwnerReferences: worker.OwnerReferences, Labels: worker.Labels},
+		Spec: corev1.PodSpec{Affinity: master.Spec.Affinity, Tolerations: master.Spec.Tolerations, NodeSelector: map[string]string{"e2e-pool": "tas"},
+			Containers: []corev1.Container{{Name: "c", Image: "registry.example/pytorch:v1", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("1")}}}}}}
+	forgedErr := userCreate(ctx, t, &attackRun{s: s, user: user, ns: ns}, forged)
+	if forgedErr != nil {
+		t.Logf("the user's pod %s, labelled as a worker of PyTorchJob spread: %v", forged.Name, forgedErr)
+	} else {
+		// It may run only in the place of one of the nine that has
+		// ended (as a pod its controller makes again would): never
+		// beside all nine.
+		err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+			pods := &corev1.PodList{}
+			if err := s.client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+				return false, "", err
+			}
+			running, forgedOn := 0, ""
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				switch {
+				case p.Name == forged.Name:
+					forgedOn = p.Spec.NodeName
+				case framework.Owner(p, framework.PyTorchJobGVK.Kind) == c && p.Spec.NodeName != "" &&
+					p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+					running++
+				}
+			}
+			if forgedOn != "" && running == 9 {
+				t.Errorf("the user's pod %s, labelled as a worker of PyTorchJob spread (tally.dev/podset %q), was bound to node %s beside all 9 pods spread was admitted with",
+					forged.Name, worker.Labels["tally.dev/podset"], forgedOn)
+				return true, "", nil
+			}
+			if running < 9 {
+				t.Logf("the user's pod %s, labelled as a worker of PyTorchJob spread, was held while its 9 pods ran; one has ended, and it is on node %q", forged.Name, forgedOn)
+			}
+			return running < 9, fmt.Sprintf("%d pods of PyTorchJob spread run; the user's pod is on node %q", running, forgedOn), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	done := waitPyTorchJobs(ctx, t, s.client, ns, []string{c}, 2*time.Minute)[0]
+	pods := rec.Pods(c)
+	delete(pods, forged.Name)
 	// Each pod ran on the node the placement counted it on: the gate gave
 	// each pod of the spread pod set its own leaf.
 	want := map[string]int{}
@@ -250,12 +323,15 @@ func TestTopologyPyTorchJob(t *testing.T) {
 			want[path[strings.LastIndex(path, "/")+1:]] += count
 		}
 	}
+	if node := rec.Pods(c)[forged.Name]; node != "" && want[node] == 0 {
+		t.Errorf("the user's pod %s, labelled as a worker of PyTorchJob spread, ran on node %s, outside spread's placement %v", forged.Name, node, want)
+	}
 	got := map[string]int{}
-	for _, node := range rec.Pods(c) {
+	for _, node := range pods {
 		got[node]++
 	}
 	if len(want) < 2 || fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("PyTorchJob spread (10 pods of 1 GPU, preferring one rack, which none holds) ran %v pods per node, want %v, its placement (tally.dev/topology %q) over several nodes",
+		t.Errorf("PyTorchJob spread (9 pods of 1 GPU, preferring one rack, which none holds) ran %v pods per node, want %v, its placement (tally.dev/topology %q) over several nodes",
 			got, want, done.GetAnnotations()["tally.dev/topology"])
 	}
 }
