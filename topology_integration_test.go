@@ -68,7 +68,8 @@ func pinnedRack(job *batchv1.Job) string {
 // saying why, and is admitted into a rack as soon as a node joins it. A
 // pod outside any queue, bound to a rack's node, takes its room. A node
 // of the first's rack deleted, with no room left in the rack to make its
-// pods again, has it requeued.
+// pods again, has it requeued; so does the third's only node, once it
+// has not been Ready for 30 s.
 func TestIntegrationTopology(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
@@ -162,6 +163,24 @@ func TestIntegrationTopology(t *testing.T) {
 	})
 	if !suspended(t, ns, "first") {
 		t.Fatal("Job first still runs after losing a node its rack cannot replace")
+	}
+	// Node tas-n6, rack r3's only node, where Job third has its room,
+	// stops being Ready: once it has stayed so for 30 s, third is
+	// requeued, not before.
+	n6 := &corev1.Node{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "tas-n6"}, n6); err != nil {
+		t.Fatal(err)
+	}
+	n6.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	if err := k8s.Status().Update(ctx, n6); err != nil {
+		t.Fatal(err)
+	}
+	notReady := time.Now()
+	eventually(t, 45*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "third", "Evicted", "NodeFailures: node tas-n6 was not Ready (or was cordoned) for 30s, and b1/r3/tas-n6 has no room to make its 1 pods there again; requeued")
+	})
+	if took := time.Since(notReady); took < 29*time.Second {
+		t.Errorf("Job third was requeued %s after its node stopped being Ready, want 30s", took.Round(time.Second))
 	}
 	for _, name := range []string{"first", "second", "third"} {
 		if err := k8s.Delete(ctx, getJob(t, ns, name), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
