@@ -677,9 +677,6 @@ func podsReadyNotes(cfg *queues.Config, w *queues.Workload, ann map[string]strin
 	return []string{note}
 }
 
-// unhostableNotes warns about the flavors of queue cq (those its
-// workloads wait on, and were admitted or evicted in) that nothing can
-// host, and notes those tally cannot tell of.
 // unmadeLevelNotes says, for each flavor of cq with a topology that a
 // NodePool can make nodes of, the levels whose domains it cannot make
 // nodes into (flavors.NodeTemplate.SetsLabel): a workload that asks for
@@ -715,6 +712,9 @@ func unmadeLevelNotes(cfg *queues.Config, cq *queues.ClusterQueue, templates []f
 	return out
 }
 
+// unhostableNotes warns about the flavors of queue cq (those its
+// workloads wait on, and were admitted or evicted in) that nothing can
+// host, and notes those tally cannot tell of.
 func unhostableNotes(cq *queues.ClusterQueue, bad []UnhostableFlavor) []string {
 	if cq == nil {
 		return nil

@@ -83,6 +83,14 @@ type UnhostableFlavor struct {
 	Unsure   bool
 	MayPools []string
 	Open     []string
+	// Topology names the flavor's topology when what hosts the flavor
+	// (Ready nodes or NodePools that make its nodes) lacks labels of its
+	// levels, Levels: such nodes join no domain of the topology, and no
+	// workload is admitted in the flavor until some carry them all.
+	// MadePools names the NodePools that make its nodes without them.
+	Topology  string
+	Levels    []string
+	MadePools []string
 }
 
 // Message says what is wrong and what to do.
@@ -90,6 +98,14 @@ func (u UnhostableFlavor) Message() string {
 	if u.Unsure {
 		return fmt.Sprintf("ResourceFlavor %s (node labels %s, node taints %s): none of the %d Ready nodes has its labels and admits its pods; NodePool %s may make one, but its template says nothing of label %s, which its provider or a node labeller may or may not set on the nodes it makes: tally cannot tell whether workloads admitted in it will start (name the labels in the NodePool's template labels or requirements for tally to tell)",
 			u.Flavor, orNone(u.Labels), orNone(u.Taints), u.Nodes, strings.Join(u.MayPools, ", "), strings.Join(u.Open, ", "))
+	}
+	if len(u.Levels) > 0 {
+		made := ""
+		if len(u.MadePools) > 0 {
+			made = fmt.Sprintf(" (NodePool %s makes its nodes without them)", strings.Join(u.MadePools, ", "))
+		}
+		return fmt.Sprintf("ResourceFlavor %s (node labels %s, node taints %s, topology %s): no Ready node (of %d) that has its labels and admits its pods carries label %s of the topology's levels, and none of the %d NodePools makes such nodes with them%s; nodes without them join no domain of the topology, so no workload is admitted in it (label the nodes, or name the labels in a NodePool's template labels or requirements)",
+			u.Flavor, orNone(u.Labels), orNone(u.Taints), u.Topology, u.Nodes, strings.Join(u.Levels, ", "), u.Pools, made)
 	}
 	return fmt.Sprintf("ResourceFlavor %s (node labels %s, node taints %s): none of the %d Ready nodes has its labels and admits its pods, and none of the %d NodePools can make one; workloads admitted in it will not start (make a NodePool whose template or requirements give its labels, or fix the flavor)",
 		u.Flavor, orNone(u.Labels), orNone(u.Taints), u.Nodes, u.Pools)
@@ -114,6 +130,9 @@ func orNone(s string) string {
 // Unhostable lists, by name, the flavors of cfg that no Ready,
 // schedulable node of nodes can host and no template can make, and those
 // that no such node can host and some template only may make (Unsure).
+// For a flavor with a topology, a node hosts it, and a template makes
+// its nodes, only with a label for each of the topology's levels
+// (flavors.NodeTemplate.SetsLabel): a node without joins no domain.
 func Unhostable(cfg *queues.Config, nodes []corev1.Node, templates []flavors.NodeTemplate) []UnhostableFlavor {
 	ready := make([]*corev1.Node, 0, len(nodes))
 	for i := range nodes {
@@ -124,9 +143,27 @@ func Unhostable(cfg *queues.Config, nodes []corev1.Node, templates []flavors.Nod
 	var out []UnhostableFlavor
 	for _, name := range queues.SortedKeys(cfg.Flavors) {
 		f := cfg.Flavors[name]
+		var levels, unset, madePools []string
+		if t := cfg.Topologies[f.TopologyName]; t != nil {
+			levels = t.Levels
+		}
+		// lacking says whether has lacks a level's label, and adds
+		// those it lacks to unset.
+		lacking := func(has func(string) bool) bool {
+			missing := false
+			for _, l := range levels {
+				if !has(l) {
+					missing = true
+					if !slices.Contains(unset, l) {
+						unset = append(unset, l)
+					}
+				}
+			}
+			return missing
+		}
 		hosted := false
 		for _, n := range ready {
-			if f.HostedBy(n.Labels, n.Spec.Taints) {
+			if f.HostedBy(n.Labels, n.Spec.Taints) && !lacking(func(l string) bool { return n.Labels[l] != "" }) {
 				hosted = true
 				break
 			}
@@ -135,7 +172,11 @@ func Unhostable(cfg *queues.Config, nodes []corev1.Node, templates []flavors.Nod
 		for i := 0; !hosted && i < len(templates); i++ {
 			switch f.MadeBy(templates[i]) {
 			case flavors.Makes:
-				hosted = true
+				if !lacking(templates[i].SetsLabel) {
+					hosted = true
+				} else {
+					madePools = append(madePools, templates[i].Name)
+				}
 			case flavors.MayMake:
 				mayPools = append(mayPools, templates[i].Name)
 				for _, k := range f.OpenLabels(templates[i]) {
@@ -158,8 +199,12 @@ func Unhostable(cfg *queues.Config, nodes []corev1.Node, templates []flavors.Nod
 		for _, t := range f.NodeTaints {
 			taints = append(taints, t.ToString())
 		}
-		out = append(out, UnhostableFlavor{Flavor: name, Labels: strings.Join(labels, ","), Taints: strings.Join(taints, ","),
-			Nodes: len(ready), Pools: len(templates), Unsure: len(mayPools) > 0, MayPools: mayPools, Open: open})
+		u := UnhostableFlavor{Flavor: name, Labels: strings.Join(labels, ","), Taints: strings.Join(taints, ","),
+			Nodes: len(ready), Pools: len(templates), Unsure: len(mayPools) > 0, MayPools: mayPools, Open: open}
+		if len(unset) > 0 {
+			u.Topology, u.Levels, u.MadePools = f.TopologyName, unset, madePools
+		}
+		out = append(out, u)
 	}
 	return out
 }

@@ -114,3 +114,84 @@ func TestUnhostableCannotTell(t *testing.T) {
 		t.Errorf("flavor p4d, whose instance family NodePool gpu rules out: %+v; want a sure verdict", p4d)
 	}
 }
+
+// TestUnhostableTopology: a flavor with a topology of racks is hosted by
+// a Ready node of its labels only if the node has a rack, and made by a
+// NodePool only if its nodes get one; without, the verdict names the
+// missing level and the NodePools that make rackless nodes.
+func TestUnhostableTopology(t *testing.T) {
+	cfg, _, errs := queues.Parse([]byte(`
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata: {name: dc}
+spec:
+  levels: [{nodeLabel: example.com/rack}, {nodeLabel: kubernetes.io/hostname}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: tas}
+spec: {nodeLabels: {pool: gpu}, topologyName: dc}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: plain}
+spec: {nodeLabels: {pool: gpu}}
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	node := func(labels map[string]string) corev1.Node {
+		n := corev1.Node{}
+		n.Labels = labels
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return n
+	}
+	pool := func(name string, labels map[string]any) unstructured.Unstructured {
+		return unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"template": map[string]any{"metadata": map[string]any{"labels": labels}}},
+		}}
+	}
+	racked := pool("racked", map[string]any{"pool": "gpu", "example.com/rack": "r9"})
+	rackless := pool("rackless", map[string]any{"pool": "gpu"})
+	for _, tc := range []struct {
+		name      string
+		nodes     []corev1.Node
+		pools     []unstructured.Unstructured
+		want      string // the flavors reported
+		levels    string // tas's missing levels
+		madePools string
+	}{
+		{"a node with a rack", []corev1.Node{node(map[string]string{"pool": "gpu", "example.com/rack": "r1", corev1.LabelHostname: "n1"})}, nil, "", "", ""},
+		{"a node without a rack", []corev1.Node{node(map[string]string{"pool": "gpu", corev1.LabelHostname: "n1"})}, nil, "tas", "example.com/rack", ""},
+		{"a node without a rack, and one with", []corev1.Node{node(map[string]string{"pool": "gpu", corev1.LabelHostname: "n1"}),
+			node(map[string]string{"pool": "gpu", "example.com/rack": "r1", corev1.LabelHostname: "n2"})}, nil, "", "", ""},
+		{"a NodePool of racked nodes", nil, []unstructured.Unstructured{racked}, "", "", ""},
+		{"a NodePool of rackless nodes", nil, []unstructured.Unstructured{rackless}, "tas", "example.com/rack", "rackless"},
+		{"both NodePools", nil, []unstructured.Unstructured{rackless, racked}, "", "", ""},
+		{"nothing", nil, nil, "plain,tas", "", ""},
+	} {
+		got := Unhostable(cfg, tc.nodes, NodeTemplates(&unstructured.UnstructuredList{Items: tc.pools}))
+		var names []string
+		for _, u := range got {
+			names = append(names, u.Flavor)
+			if u.Flavor != "tas" {
+				continue
+			}
+			if strings.Join(u.Levels, ",") != tc.levels || strings.Join(u.MadePools, ",") != tc.madePools || u.Severity() != "warning" {
+				t.Errorf("%s: flavor tas: %+v; want levels %q, NodePools %q, a warning", tc.name, u, tc.levels, tc.madePools)
+			}
+			if msg := u.Message(); tc.levels != "" && (!strings.Contains(msg, "topology dc") || !strings.Contains(msg, "carries label example.com/rack") ||
+				!strings.Contains(msg, "join no domain")) {
+				t.Errorf("%s: message %q, want it to name topology dc and its missing level", tc.name, msg)
+			}
+		}
+		if strings.Join(names, ",") != tc.want {
+			t.Errorf("%s: unhostable %v, want %q", tc.name, names, tc.want)
+		}
+	}
+	u := Unhostable(cfg, nil, NodeTemplates(&unstructured.UnstructuredList{Items: []unstructured.Unstructured{rackless}}))[0]
+	if want := "ResourceFlavor tas (node labels pool=gpu, node taints none, topology dc): no Ready node (of 0) that has its labels and admits its pods carries label example.com/rack of the topology's levels, and none of the 1 NodePools makes such nodes with them (NodePool rackless makes its nodes without them); nodes without them join no domain of the topology, so no workload is admitted in it (label the nodes, or name the labels in a NodePool's template labels or requirements)"; u.Message() != want {
+		t.Errorf("message\n%s\nwant\n%s", u.Message(), want)
+	}
+}
