@@ -284,6 +284,13 @@ func (l *Ledger) preemptLocked(p queues.Preemption) []write {
 	for i, v := range p.Victims {
 		victims[i] = v.W.UID
 	}
+	// Where it goes once they are gone is held in the topology's domains
+	// as long as its claim is (followPlacement), so that nothing else is
+	// placed in the room they leave.
+	pe.placed = nil
+	if len(p.Assignment.Topology) > 0 {
+		pe.placed = &placement{flavor: p.Assignment.TopologyFlavor(), sets: p.Assignment.Topology}
+	}
 	l.step(pe, machine.Preempt(p.Assignment.Usage, victims))
 	l.event(p.Preemptor, corev1.EventTypeNormal, ReasonPreempting, "%s", p.Message())
 	writes := make([]write, 0, len(p.Victims))

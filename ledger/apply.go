@@ -91,7 +91,9 @@ func (l *Ledger) foldAgain(uid types.UID, rv string) {
 }
 
 // followPlacement holds e's placement in the topologies' trees while it is
-// charged quota, and takes it back once it is not; a placement read from
+// charged quota, or, for a preemptor, while its claim waits for its
+// victims (where it goes once they are gone), and takes it back once it
+// is neither; a placement read from
 // the workload's annotation (e.topologyAnn) stands for one not made by
 // this ledger, after a restart. The trees (queues.FlavorDomains) keep
 // the rest: nodes, and the reservations' sums.
@@ -101,7 +103,7 @@ func (l *Ledger) followPlacement(e *entry) {
 	}
 	owner := queues.Owner{Namespace: e.W.Namespace, UID: string(e.W.UID)}
 	old, had := l.topo.Held(owner)
-	if e.Charged == nil {
+	if e.Charged == nil && (e.Claim == nil || e.placed == nil) {
 		if had {
 			l.topo.Hold(owner, nil)
 		}

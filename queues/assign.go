@@ -180,12 +180,19 @@ func (s *Snapshot) assignOrPreempt(cq *ClusterQueue, w *Workload, preempt bool) 
 			sim.removeAdmitted(vs)
 		}
 		victims = append(victims, vs...)
-		if fl := s.Config.Flavors[f]; len(vs) == 0 && fl.TopologyName != "" && a.topologyFlavor == "" && s.Domains != nil {
-			placed, taken, err := s.place(fl, w)
-			if err != nil {
-				return Assignment{}, topologyVerdict(cq, fl, w, err), nil
+		if fl := s.Config.Flavors[f]; fl.TopologyName != "" && a.topologyFlavor == "" && s.Domains != nil {
+			if len(vs) == 0 {
+				placed, taken, err := s.place(fl, w)
+				if err != nil {
+					return Assignment{}, topologyVerdict(cq, fl, w, err), nil
+				}
+				a.Topology, a.topologyFlavor, a.taken = placed, f, taken
+			} else if placed, _, err := s.placeReleased(f, w, placementsOf(vs)); err == nil {
+				// Where it goes once its victims are gone: the room its
+				// claim holds while they end. Nothing of it is taken in
+				// this pass, where the victims' room still counts.
+				a.Topology, a.topologyFlavor = placed, f
 			}
-			a.Topology, a.topologyFlavor, a.taken = placed, f, taken
 		}
 		a.Flavors = append(a.Flavors, f)
 		a.Borrowing = a.Borrowing || borrowing

@@ -209,21 +209,40 @@ func (s *Snapshot) placedAfter(f string, w *Workload) func(chosen []candidate) b
 	if fl == nil || fl.TopologyName == "" || s.Domains == nil {
 		return nil
 	}
-	d := s.Domains[f]
-	if d == nil {
-		return func([]candidate) bool { return false }
-	}
-	sets := w.topologySets()
 	return func(chosen []candidate) bool {
-		taken := Taken(cloneUsed(s.taken[f]))
-		for _, c := range chosen {
-			if p := c.Placement; p != nil && p.Flavor == f {
-				taken = d.released(taken, *p)
-			}
+		ps := make([]*Placement, len(chosen))
+		for i, c := range chosen {
+			ps[i] = c.Placement
 		}
-		_, _, err := d.PlaceAllOn(taken, sets)
+		_, _, err := s.placeReleased(f, w, ps)
 		return err == nil
 	}
+}
+
+// placementsOf are the placements of victims vs.
+func placementsOf(vs []Victim) []*Placement {
+	out := make([]*Placement, len(vs))
+	for i, v := range vs {
+		out[i] = v.Placement
+	}
+	return out
+}
+
+// placeReleased places w in flavor f's domains with the room of ps (the
+// placements of workloads it preempts; nil ones hold none) given back;
+// an error when f has no Domains.
+func (s *Snapshot) placeReleased(f string, w *Workload, ps []*Placement) ([]TopologyAssignment, Taken, error) {
+	d := s.Domains[f]
+	if d == nil {
+		return nil, nil, fmt.Errorf("flavor %s has no domains", f)
+	}
+	taken := Taken(cloneUsed(s.taken[f]))
+	for _, p := range ps {
+		if p != nil && p.Flavor == f {
+			taken = d.released(taken, *p)
+		}
+	}
+	return d.PlaceAllOn(taken, w.topologySets())
 }
 
 // released is taken with the room of placement p given back: what p's

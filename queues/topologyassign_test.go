@@ -345,11 +345,14 @@ func TestPreemptForADomain(t *testing.T) {
 		// prios of the workloads on r1 (l1, l2) and r2 (l3, l4).
 		prios [4]int32
 		want  string
+		// placed is where the gang goes once its victims are gone (the
+		// room its claim holds).
+		placed string
 	}{
-		{"the two of one rack", [4]int32{0, 5, 0, 5}, "l3,l4"},
-		{"the lowest rack", [4]int32{0, 0, 5, 5}, "l1,l2"},
-		{"the rack of the newest of the lowest", [4]int32{5, 5, 0, 0}, "l3,l4"},
-		{"none it may preempt frees a rack", [4]int32{0, 20, 20, 0}, ""},
+		{"the two of one rack", [4]int32{0, 5, 0, 5}, "l3,l4", "b1/r2/n3:2,b1/r2/n4:2"},
+		{"the lowest rack", [4]int32{0, 0, 5, 5}, "l1,l2", "b1/r1/n1:2,b1/r1/n2:2"},
+		{"the rack of the newest of the lowest", [4]int32{5, 5, 0, 0}, "l3,l4", "b1/r2/n3:2,b1/r2/n4:2"},
+		{"none it may preempt frees a rack", [4]int32{0, 20, 20, 0}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := topologyConfig()
@@ -384,6 +387,13 @@ func TestPreemptForADomain(t *testing.T) {
 			slices.Sort(names)
 			if got := strings.Join(names, ","); got != tc.want {
 				t.Fatalf("victims %q, want %q", got, tc.want)
+			}
+			if len(d.Preemptions) == 0 {
+				return
+			}
+			a := d.Preemptions[0].Assignment
+			if got, want := a.TopologyAnnotation(gang), "gpu;main="+tc.placed; got != want || a.TopologyFlavor() != "gpu" {
+				t.Errorf("the gang's placement once its victims are gone: %q in flavor %q, want %q", got, a.TopologyFlavor(), want)
 			}
 		})
 	}
