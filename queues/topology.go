@@ -30,7 +30,8 @@ import (
 //     tightest fit); a required level with no such domain does not fit,
 //     a preferred one climbs to the next level up and, at the top,
 //     spreads over the fewest top-level domains, the largest first and
-//     the tightest last; an unconstrained one spreads at the lowest level;
+//     the tightest last; an unconstrained one spreads at the lowest level,
+//     or, when it asks for slices, over the fewest top-level domains;
 //   - below the chosen domains, down to the slice level, the slices go
 //     level by level to the fewest of all the chosen domains' children,
 //     the largest first and the tightest last (as in Kueue, a domain
@@ -401,10 +402,16 @@ func withPod(perPod flavors.Resources) flavors.Resources {
 func (d *Domains) levels(count int32, req TopologyRequest) (level int, slice int32, sliceLevel int, err error) {
 	t := d.topology
 	level = len(t.Levels) - 1
-	if req.Mode != TopologyUnconstrained {
+	switch {
+	case req.Mode != TopologyUnconstrained:
 		if level = slices.Index(t.Levels, req.Level); level < 0 {
 			return 0, 0, 0, fmt.Errorf("topology %q has no level %q", t.Name, req.Level)
 		}
+	case req.SliceLevel != "":
+		// Slices alone (podset-slice-required-topology without a
+		// required or preferred level): as in Kueue, unconstrained from
+		// the top level down, each slice in one domain of its level.
+		level = 0
 	}
 	slice, sliceLevel = max(req.SliceSize, 1), len(t.Levels)-1
 	if req.SliceLevel != "" {

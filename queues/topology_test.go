@@ -98,6 +98,15 @@ func TestPlace(t *testing.T) {
 		{"slices of 2 on hosts", "b1/r1/n1=3 b1/r1/n2=3", 4, onePerGPU,
 			TopologyRequest{Mode: TopologyRequired, Level: "rack", SliceSize: 2, SliceLevel: "kubernetes.io/hostname"},
 			"b1/r1/n1:2 b1/r1/n2:2"},
+		// Slices alone, as Kueue reads podset-slice-required-topology
+		// without a required or preferred level: from the top level down,
+		// each slice in one rack, here the tightest block that holds them.
+		{"slices of 4 in racks, no level asked", dc, 8, onePerGPU, TopologyRequest{Mode: TopologyUnconstrained, SliceSize: 4, SliceLevel: "rack"},
+			"b2/r3/n4:6 b2/r3/n5:2"},
+		{"slices of 2 in racks, no level asked: over two blocks", dc, 28, onePerGPU, TopologyRequest{Mode: TopologyUnconstrained, SliceSize: 2, SliceLevel: "rack"},
+			"b1/r1/n1:8 b1/r1/n2:8 b2/r3/n4:6 b2/r3/n5:6"},
+		{"slices of 1 in racks, no level asked", dc, 2, onePerGPU, TopologyRequest{Mode: TopologyUnconstrained, SliceSize: 1, SliceLevel: "rack"},
+			"b2/r3/n4:2"},
 		{"no pods", dc, 0, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack"}, ""},
 		{"unknown level", dc, 1, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "zone"}, `topology "dc" has no level "zone"`},
 		{"slice level above the level", dc, 4, onePerGPU, TopologyRequest{Mode: TopologyRequired, Level: "rack", SliceSize: 2, SliceLevel: "block"},
@@ -173,7 +182,7 @@ func TestPlaceProperties(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			slice = int32(2 + rng.IntN(2))
 			req.SliceSize = slice
-			req.SliceLevel = levels[len(levels)-1]
+			req.SliceLevel = levels[rng.IntN(len(levels))]
 			if req.Mode != TopologyUnconstrained {
 				req.SliceLevel = levels[slices.Index(levels, req.Level)+rng.IntN(len(levels)-slices.Index(levels, req.Level))]
 			}

@@ -38,8 +38,18 @@
 // times the Jobs'. Runs of tally and of Kueue are taken in turn, and the
 // comparison prints the medians and spreads of each.
 //
-// With Options.Pods the runner plays the Jobs' pods too, so tally's pod
-// gate is in the run.
+// With Options.Pods the runner plays the Jobs' pods too (one per run),
+// so tally's pod gate is in the run.
+//
+// A scenario with a topology (scenario.Topology) has the runner make its
+// nodes before tally starts, Ready and with their allocatable, as Kueue's
+// runner makes them in its own runs, and its Jobs ask for their
+// placements with Kueue's pod-template annotations; Result.Placed counts
+// the admissions seen with tally's placement. The ideal scheduler, the
+// replay reference and tally's core know quota only: the right reference
+// where the nodes hold far more than the quota (bench/tas.yaml: 61,440
+// cpu of nodes, 600 of quota), so that quota alone decides when a Job
+// starts and the topology only where its pods go.
 //
 // It speaks tally's user-facing contract only (its command line, the
 // ConfigMap, labels and annotations), so the names it uses are spelled out

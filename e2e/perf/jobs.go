@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,18 @@ const (
 	configKey          = "queues.yaml"
 	ledgerLease        = "tally-ledger"
 	configurationName  = "tally"
+	// annotationTopology is the placement tally writes on a Job it
+	// admits on a flavor with a topology.
+	annotationTopology = "tally.dev/topology"
+)
+
+// The pod-template annotations of Kueue's topology requests, which tally
+// reads.
+const (
+	annotationRequiredTopology      = "kueue.x-k8s.io/podset-required-topology"
+	annotationPreferredTopology     = "kueue.x-k8s.io/podset-preferred-topology"
+	annotationSliceRequiredTopology = "kueue.x-k8s.io/podset-slice-required-topology"
+	annotationSliceSize             = "kueue.x-k8s.io/podset-slice-size"
 )
 
 type phase int
@@ -114,9 +127,11 @@ type tracker struct {
 
 	created, admitted, finished, labelled atomic.Int64
 	admissions, preemptions               atomic.Int64
-	createRetries, finishRetries          atomic.Int64
-	allFinished, allLabelled              chan struct{}
-	closeFinished, closeLabelled          sync.Once
+	// placed counts the admissions seen with tally's topology placement.
+	placed                       atomic.Int64
+	createRetries, finishRetries atomic.Int64
+	allFinished, allLabelled     chan struct{}
+	closeFinished, closeLabelled sync.Once
 
 	errMu sync.Mutex
 	err   error
@@ -207,29 +222,58 @@ func (t *tracker) create(ctx context.Context, tj *trackedJob, class scenario.Cla
 	}
 }
 
+// newJob is Job j of class: j.Pods pods (parallelism and completions) of
+// j.PodCPUMilli each, with the class's placement, if any, in its pod
+// template's annotations.
 func newJob(j *scenario.Job, class scenario.Class) *batchv1.Job {
+	pods := max(j.Pods, 1)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: j.Namespace, Name: j.Name,
 			Labels: map[string]string{labelPriorityClass: scenario.PriorityClassName(class.Name)},
 		},
 		Spec: batchv1.JobSpec{
-			Parallelism:  ptr.To[int32](1),
-			Completions:  ptr.To[int32](1),
+			Parallelism:  ptr.To(pods),
+			Completions:  ptr.To(pods),
 			BackoffLimit: ptr.To[int32](0),
-			Template:     corev1.PodTemplateSpec{Spec: podSpec(j)},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: placementAnnotations(class.Placement)},
+				Spec:       podSpec(j),
+			},
 		},
 	}
 }
 
-// podSpec is the pod template of Job j.
+// placementAnnotations are the pod-template annotations that ask for a
+// placement; nil for none.
+func placementAnnotations(p *scenario.Placement) map[string]string {
+	if p == nil {
+		return nil
+	}
+	switch p.Constraint {
+	case scenario.PlacementRequired:
+		return map[string]string{annotationRequiredTopology: p.Level}
+	case scenario.PlacementPreferred:
+		return map[string]string{annotationPreferredTopology: p.Level}
+	case scenario.PlacementBalanced:
+		return map[string]string{annotationSliceRequiredTopology: p.Level, annotationSliceSize: strconv.Itoa(int(p.SliceSize))}
+	}
+	return nil
+}
+
+// podSpec is the pod template of Job j: one container that requests the
+// pod's cpu (the whole Job's, for a Job that does not say).
 func podSpec(j *scenario.Job) corev1.PodSpec {
+	milli := j.PodCPUMilli
+	if milli == 0 {
+		milli = j.CPUMilli
+	}
 	return corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
 		Containers: []corev1.Container{{
 			Name: "main", Image: "registry.k8s.io/pause:3.10",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU: *resource.NewMilliQuantity(j.CPUMilli, resource.DecimalSI),
+				corev1.ResourceCPU: *resource.NewMilliQuantity(milli, resource.DecimalSI),
 			}},
 		}},
 	}
@@ -298,6 +342,9 @@ func (t *tracker) begin(tj *trackedJob, job *batchv1.Job, now time.Time) {
 	}
 	tj.admissions++
 	t.admissions.Add(1)
+	if job.Annotations[annotationTopology] != "" {
+		t.placed.Add(1)
+	}
 	tj.run++
 	run := tj.run
 	if t.pods {

@@ -18,7 +18,29 @@ import (
 // far as a scenario uses it. Quantities are strings there.
 type (
 	kueueGenerator struct {
-		Cohorts []kueueCohortSet `json:"cohorts"`
+		Topology       *kueueTopology       `json:"topology,omitempty"`
+		ResourceFlavor *kueueResourceFlavor `json:"resourceFlavor,omitempty"`
+		Cohorts        []kueueCohortSet     `json:"cohorts"`
+	}
+	kueueTopology struct {
+		Name   string               `json:"name"`
+		Levels []kueueTopologyLevel `json:"levels"`
+	}
+	kueueTopologyLevel struct {
+		Name      string `json:"name"`
+		Count     int    `json:"count"`
+		NodeLabel string `json:"nodeLabel"`
+		// Capacity is each node's, on the last level only.
+		Capacity *kueueCapacity `json:"capacity,omitempty"`
+	}
+	kueueCapacity struct {
+		CPU    string `json:"cpu"`
+		Memory string `json:"memory"`
+	}
+	kueueResourceFlavor struct {
+		Name         string `json:"name"`
+		NodeLabel    string `json:"nodeLabel,omitempty"`
+		TopologyName string `json:"topologyName,omitempty"`
 	}
 	kueueCohortSet struct {
 		ClassName  string           `json:"className"`
@@ -44,11 +66,19 @@ type (
 		RuntimeMs int64  `json:"runtimeMs"`
 		Priority  int32  `json:"priority"`
 		Request   string `json:"request"`
+		// PodCount, TASConstraint (required, preferred or balanced),
+		// TASLevel and SliceSize ask for a topology-aware placement.
+		PodCount      int32  `json:"podCount,omitempty"`
+		TASConstraint string `json:"tasConstraint,omitempty"`
+		TASLevel      string `json:"tasLevel,omitempty"`
+		SliceSize     int32  `json:"sliceSize,omitempty"`
 	}
 )
 
 // KueueGenerator writes the scenario as a generator config for Kueue's
-// runner: the same cohorts, ClusterQueues, quotas, policies and classes.
+// runner: the same cohorts, ClusterQueues, quotas, policies and classes,
+// and the same topology, nodes and placements (Kueue's runner makes the
+// nodes itself, as tally's does: see scenario.Topology.Nodes).
 // Kueue's generator always puts its ClusterQueues in cohorts and leaves
 // their queueing strategy at BestEffortFIFO, so a scenario without
 // cohorts, or with StrictFIFO, has no Kueue equivalent.
@@ -79,15 +109,29 @@ func KueueGenerator(s *scenario.Scenario) ([]byte, error) {
 		q.BorrowingLimit = s.Quota.BorrowingLimit.String()
 	}
 	for _, c := range s.Classes {
+		w := kueueWorkload{ClassName: c.Name, RuntimeMs: c.Runtime.Milliseconds(), Priority: c.Priority, Request: c.CPU.String()}
+		if c.Pods > 0 || c.Placement != nil {
+			w.PodCount = c.PodCount()
+		}
+		if pl := c.Placement; pl != nil {
+			w.TASConstraint, w.TASLevel, w.SliceSize = pl.Constraint, pl.Level, pl.SliceSize
+		}
 		q.WorkloadsSets = append(q.WorkloadsSets, kueueWorkloadsSet{
 			Count:              c.Count,
 			CreationIntervalMs: c.Interval.Milliseconds(),
-			Workloads: []kueueWorkload{{
-				ClassName: c.Name, RuntimeMs: c.Runtime.Milliseconds(), Priority: c.Priority, Request: c.CPU.String(),
-			}},
+			Workloads:          []kueueWorkload{w},
 		})
 	}
-	return yaml.Marshal(kueueGenerator{Cohorts: []kueueCohortSet{{ClassName: "cohort", Count: s.Cohorts, QueuesSets: []kueueQueuesSet{q}}}})
+	g := kueueGenerator{Cohorts: []kueueCohortSet{{ClassName: "cohort", Count: s.Cohorts, QueuesSets: []kueueQueuesSet{q}}}}
+	if t := s.Topology; t != nil {
+		g.Topology = &kueueTopology{Name: t.Name}
+		for _, l := range t.Levels {
+			g.Topology.Levels = append(g.Topology.Levels, kueueTopologyLevel{Name: l.Name, Count: l.Count, NodeLabel: l.NodeLabel})
+		}
+		g.Topology.Levels[len(t.Levels)-1].Capacity = &kueueCapacity{CPU: t.NodeCapacity.CPU.String(), Memory: t.NodeCapacity.Memory.String()}
+		g.ResourceFlavor = &kueueResourceFlavor{Name: scenario.FlavorName, NodeLabel: t.FlavorNodeLabel, TopologyName: t.Name}
+	}
+	return yaml.Marshal(g)
 }
 
 func orNever(policy string) string {
@@ -99,7 +143,8 @@ func orNever(policy string) string {
 
 // SameKueueGenerator tells whether two generator configs describe the
 // same work (Kueue's own file writes quantities as numbers, comments and
-// all).
+// all). The ResourceFlavor's name is no part of the work: Kueue's runner
+// uses it only to name the flavor.
 func SameKueueGenerator(a, b []byte) (bool, error) {
 	var ga, gb kueueGenerator
 	if err := yaml.Unmarshal(a, &ga); err != nil {
@@ -107,6 +152,11 @@ func SameKueueGenerator(a, b []byte) (bool, error) {
 	}
 	if err := yaml.Unmarshal(b, &gb); err != nil {
 		return false, err
+	}
+	for _, g := range []*kueueGenerator{&ga, &gb} {
+		if g.ResourceFlavor != nil {
+			g.ResourceFlavor.Name = ""
+		}
 	}
 	return reflect.DeepEqual(ga, gb), nil
 }

@@ -53,6 +53,71 @@ func TestKueueGeneratorBaseline(t *testing.T) {
 	}
 }
 
+// Kueue's test/performance/scheduler/configs/tas/generator.yaml of
+// v0.19.2, its comments left out.
+const kueueTAS = `
+topology:
+  name: default-topology
+  levels:
+  - {name: block, count: 1, nodeLabel: cloud.provider.com/topology-block}
+  - {name: rack, count: 10, nodeLabel: cloud.provider.com/topology-rack}
+  - {name: node, count: 64, nodeLabel: kubernetes.io/hostname, capacity: {cpu: "96", memory: 256Gi}}
+resourceFlavor: {name: tas-flavor, nodeLabel: tas-node-group, topologyName: default-topology}
+cohorts:
+- className: cohort
+  count: 5
+  queuesSets:
+  - className: cq
+    count: 6
+    nominalQuota: "20"
+    borrowingLimit: "100"
+    reclaimWithinCohort: Any
+    withinClusterQueue: LowerPriority
+    workloadsSets:
+    - {count: 120, creationIntervalMs: 100, workloads: [{className: small-required-rack, runtimeMs: 200, priority: 50, request: 500m, podCount: 2, tasConstraint: required, tasLevel: cloud.provider.com/topology-rack}]}
+    - {count: 120, creationIntervalMs: 100, workloads: [{className: small-preferred-rack, runtimeMs: 200, priority: 50, request: 500m, podCount: 2, tasConstraint: preferred, tasLevel: cloud.provider.com/topology-rack}]}
+    - {count: 110, creationIntervalMs: 100, workloads: [{className: small-balanced-rack, runtimeMs: 200, priority: 50, request: 500m, podCount: 2, tasConstraint: balanced, tasLevel: cloud.provider.com/topology-rack, sliceSize: 1}]}
+    - {count: 34, creationIntervalMs: 500, workloads: [{className: medium-required-rack, runtimeMs: 500, priority: 100, request: 1250m, podCount: 4, tasConstraint: required, tasLevel: cloud.provider.com/topology-rack}]}
+    - {count: 33, creationIntervalMs: 500, workloads: [{className: medium-preferred-rack, runtimeMs: 500, priority: 100, request: 1250m, podCount: 4, tasConstraint: preferred, tasLevel: cloud.provider.com/topology-rack}]}
+    - {count: 33, creationIntervalMs: 500, workloads: [{className: medium-balanced-rack, runtimeMs: 500, priority: 100, request: 1250m, podCount: 4, tasConstraint: balanced, tasLevel: cloud.provider.com/topology-rack, sliceSize: 2}]}
+    - {count: 17, creationIntervalMs: 1200, workloads: [{className: large-required-rack, runtimeMs: 1000, priority: 200, request: 2500m, podCount: 8, tasConstraint: required, tasLevel: cloud.provider.com/topology-rack}]}
+    - {count: 17, creationIntervalMs: 1200, workloads: [{className: large-preferred-rack, runtimeMs: 1000, priority: 200, request: 2500m, podCount: 8, tasConstraint: preferred, tasLevel: cloud.provider.com/topology-rack}]}
+    - {count: 16, creationIntervalMs: 1200, workloads: [{className: large-balanced-rack, runtimeMs: 1000, priority: 200, request: 2500m, podCount: 8, tasConstraint: balanced, tasLevel: cloud.provider.com/topology-rack, sliceSize: 4}]}
+`
+
+// bench/tas.yaml is Kueue's TAS scenario: topology, nodes, flavor and
+// placements included.
+func TestKueueGeneratorTAS(t *testing.T) {
+	sc, err := scenario.Load(filepath.Join("..", "..", "bench", "tas.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := KueueGenerator(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := SameKueueGenerator(gen, []byte(kueueTAS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same {
+		t.Errorf("bench/tas.yaml as Kueue's generator config:\n%s\nis not Kueue's TAS scenario:\n%s", gen, kueueTAS)
+	}
+	for _, change := range [][2]string{
+		{"sliceSize: 2", "sliceSize: 1"},
+		{"tasConstraint: preferred", "tasConstraint: required"},
+		{"podCount: 8", "podCount: 4"},
+		{"count: 64", "count: 32"},
+		{`memory: 256Gi`, `memory: 128Gi`},
+		{"nodeLabel: tas-node-group", "nodeLabel: other"},
+	} {
+		other := strings.Replace(kueueTAS, change[0], change[1], 1)
+		if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
+			t.Errorf("%s for %s compares the same (%v)", change[1], change[0], err)
+		}
+	}
+}
+
 // What Kueue's generator cannot express is refused, with the field.
 func TestKueueGeneratorRefuses(t *testing.T) {
 	sc, err := scenario.Parse([]byte(`

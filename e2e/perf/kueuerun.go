@@ -114,9 +114,17 @@ func RunKueue(ctx context.Context, o KueueOptions) (*KueueResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	mkArgs := []string{"--kubeconfig", kueueConfig, "--zap-log-level=2"}
 	res := &KueueResult{
 		Version: strings.TrimSpace(string(version)), MinimalKueue: o.MinimalKueue,
 		Args: "--kubeconfig kueue.kubeconfig --zap-log-level=2", Budget: "QPS 50, burst 100 (minimalkueue's own)",
+	}
+	if o.Plan.Topology != nil {
+		// minimalkueue runs Kueue's TAS controllers and indexers only when
+		// asked (its TopologyAwareScheduling feature gate is on by default
+		// since v0.14), as Kueue's TAS target runs it.
+		mkArgs = append(mkArgs, KueueTASFlag)
+		res.Args += " " + KueueTASFlag
 	}
 	if o.MinimalKueue != "minimalkueue" {
 		res.Budget = "QPS 500, burst 1000 (edited)"
@@ -135,7 +143,7 @@ func RunKueue(ctx context.Context, o KueueOptions) (*KueueResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	mk, err := startProcess(filepath.Join(o.Tools, o.MinimalKueue), []string{"--kubeconfig", kueueConfig, "--zap-log-level=2"}, nil, filepath.Join(o.Dir, "minimalkueue.log"))
+	mk, err := startProcess(filepath.Join(o.Tools, o.MinimalKueue), mkArgs, nil, filepath.Join(o.Dir, "minimalkueue.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +260,10 @@ wait:
 	}
 	return res, errors.Join(errs...)
 }
+
+// KueueTASFlag is the minimalkueue flag that sets up Kueue's
+// topology-aware scheduling.
+const KueueTASFlag = "--enableTAS"
 
 // userKubeconfig writes a kubeconfig for a cluster admin named user.
 func userKubeconfig(env *envtest.Environment, user, path string) (string, error) {

@@ -98,8 +98,10 @@ type Result struct {
 	// CreateLateness is, for each Job created, how long after its nominal
 	// time the create was sent.
 	CreateLateness []time.Duration
-	// Admissions and Preemptions count admissions and cut-short runs.
-	Admissions, Preemptions int
+	// Admissions and Preemptions count admissions and cut-short runs;
+	// Placed the admissions seen with tally's topology placement
+	// (annotationTopology) on the Job.
+	Admissions, Preemptions, Placed int
 	// CreateRetries and CompleteRetries count failed creates and status
 	// writes that were tried again.
 	CreateRetries, CompleteRetries int
@@ -247,6 +249,13 @@ func setUp(ctx context.Context, env *envtest.Environment, o Options) (*session, 
 		return nil, err
 	}
 	const tallyNS = "tally-system"
+	if t := o.Plan.Topology; t != nil {
+		// The nodes exist before tally starts, as before Kueue's runner
+		// makes its Workloads.
+		if err := createNodes(ctx, cs, t); err != nil {
+			return nil, err
+		}
+	}
 	if err := applyConfig(ctx, cs, tallyNS, o.Plan.Config()); err != nil {
 		return nil, err
 	}
@@ -424,7 +433,7 @@ func (s *session) collect(ctx context.Context, o Options, res *Result) error {
 	}
 	tr := s.tr
 	res.Outcomes, res.CreateLateness = tr.outcomes(res.Start)
-	res.Admissions, res.Preemptions = int(tr.admissions.Load()), int(tr.preemptions.Load())
+	res.Admissions, res.Preemptions, res.Placed = int(tr.admissions.Load()), int(tr.preemptions.Load()), int(tr.placed.Load())
 	res.CreateRetries, res.CompleteRetries = int(tr.createRetries.Load()), int(tr.finishRetries.Load())
 	res.LabelledFinished = int(tr.labelled.Load())
 	res.Pods, res.PodRetries = int(tr.podsMade.Load()), int(tr.podRetries.Load())
@@ -639,20 +648,30 @@ func watchJobs(ctx context.Context, cs kubernetes.Interface, tr *tracker) error 
 
 // stripJob keeps what the tracker reads of a Job: its name, UID (its
 // pod's owner), version, generation (which tells a preemption from
-// another write when a completion conflicts), labels, suspension,
-// completion time, and where its pod template places its pods (tally's
-// pod gate lets a pod of an admitted Job run only on its flavor's nodes).
+// another write when a completion conflicts), labels, tally's topology
+// placement, suspension, completion time, and where its pod template
+// places its pods (tally's pod gate lets a pod of an admitted Job run
+// only on its flavor's nodes).
 func stripJob(obj any) (any, error) {
 	j, ok := obj.(*batchv1.Job)
 	if !ok {
 		return obj, nil
 	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, UID: j.UID, ResourceVersion: j.ResourceVersion, Generation: j.Generation, Labels: j.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: j.Namespace, Name: j.Name, UID: j.UID, ResourceVersion: j.ResourceVersion, Generation: j.Generation, Labels: j.Labels,
+			Annotations: topologyOnly(j.Annotations)},
 		Spec: batchv1.JobSpec{Suspend: j.Spec.Suspend, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			NodeSelector: j.Spec.Template.Spec.NodeSelector, Affinity: j.Spec.Template.Spec.Affinity, Tolerations: j.Spec.Template.Spec.Tolerations}}},
 		Status: batchv1.JobStatus{CompletionTime: j.Status.CompletionTime},
 	}, nil
+}
+
+// topologyOnly keeps tally's topology placement of a Job's annotations.
+func topologyOnly(a map[string]string) map[string]string {
+	if v, ok := a[annotationTopology]; ok {
+		return map[string]string{annotationTopology: v}
+	}
+	return nil
 }
 
 // wait blocks until every Job finished, tally exits, the timeout passes or

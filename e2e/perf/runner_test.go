@@ -42,7 +42,7 @@ func TestStripJobKeepsWhatTheTrackerReads(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "bench-0-0", Name: "small-1", ResourceVersion: "42", Generation: 2,
 			Labels:      map[string]string{labelState: stateAdmitted},
-			Annotations: map[string]string{"dropped": "yes"},
+			Annotations: map[string]string{"dropped": "yes", annotationTopology: "bench;main=b/r/n:2"},
 			UID:         "u",
 		},
 		Spec: batchv1.JobSpec{Suspend: &suspend, Parallelism: new(int32), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -56,13 +56,44 @@ func TestStripJobKeepsWhatTheTrackerReads(t *testing.T) {
 	want := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "bench-0-0", Name: "small-1", ResourceVersion: "42", Generation: 2, UID: "u",
-			Labels: map[string]string{labelState: stateAdmitted},
+			Labels:      map[string]string{labelState: stateAdmitted},
+			Annotations: map[string]string{annotationTopology: "bench;main=b/r/n:2"},
 		},
 		Spec:   batchv1.JobSpec{Suspend: &suspend, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "a"}}}},
 		Status: batchv1.JobStatus{CompletionTime: &completed},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("stripJob = %+v, want %+v", got, want)
+	}
+}
+
+// TestNewJobPlacement: a Job of a class with pods and a placement has
+// that many pods of the class's cpu each, and Kueue's annotation of its
+// constraint on its pod template.
+func TestNewJobPlacement(t *testing.T) {
+	rack := "cloud.provider.com/topology-rack"
+	for _, tc := range []struct {
+		placement *scenario.Placement
+		want      map[string]string
+	}{
+		{nil, nil},
+		{&scenario.Placement{Constraint: scenario.PlacementRequired, Level: rack}, map[string]string{annotationRequiredTopology: rack}},
+		{&scenario.Placement{Constraint: scenario.PlacementPreferred, Level: rack}, map[string]string{annotationPreferredTopology: rack}},
+		{&scenario.Placement{Constraint: scenario.PlacementBalanced, Level: rack, SliceSize: 2},
+			map[string]string{annotationSliceRequiredTopology: rack, annotationSliceSize: "2"}},
+	} {
+		j := &scenario.Job{Namespace: "ns", Name: "j", CPUMilli: 5000, Pods: 4, PodCPUMilli: 1250}
+		job := newJob(j, scenario.Class{Name: "medium", Pods: 4, Placement: tc.placement})
+		cpu := job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]
+		if *job.Spec.Parallelism != 4 || *job.Spec.Completions != 4 || cpu.MilliValue() != 1250 || !reflect.DeepEqual(job.Spec.Template.Annotations, tc.want) {
+			t.Errorf("placement %+v: parallelism %d, completions %d, %dm per pod, annotations %v; want 4, 4, 1250m, %v",
+				tc.placement, *job.Spec.Parallelism, *job.Spec.Completions, cpu.MilliValue(), job.Spec.Template.Annotations, tc.want)
+		}
+	}
+	// A Job that does not count its pods is one pod of its whole request.
+	job := newJob(&scenario.Job{Namespace: "ns", Name: "p", CPUMilli: 1}, scenario.Class{Name: "probe"})
+	if cpu := job.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; *job.Spec.Parallelism != 1 || cpu.MilliValue() != 1 {
+		t.Errorf("probe: parallelism %d, %dm", *job.Spec.Parallelism, cpu.MilliValue())
 	}
 }
 

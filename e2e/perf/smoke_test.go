@@ -29,31 +29,36 @@ func (w testWriter) Write(p []byte) (int, error) {
 // show the benchmark harness works: every Job is created, admitted and
 // finished, and the summary holds sane values. It asserts no timings: a
 // benchmark is not a test.
-func TestSmoke(t *testing.T) { smoke(t, false, false, false) }
+func TestSmoke(t *testing.T) { smoke(t, "smoke.yaml", false, false, false) }
+
+// TestSmokeTopology runs bench/smoke-tas.yaml: the runner makes the
+// topology's nodes, and tally admits every Job with one write that
+// places its pods in the topology (its tally.dev/topology annotation).
+func TestSmokeTopology(t *testing.T) { smoke(t, "smoke-tas.yaml", false, false, false) }
 
 // TestSmokePods runs it with the runner playing the Jobs' pods
 // (Options.Pods): each admitted Job's pod goes through tally's pod gate,
 // which the API server calls once per pod, and the pods' ends (succeeded,
 // or deleted when preempted) let every Job finish, as in TestSmoke.
-func TestSmokePods(t *testing.T) { smoke(t, false, false, true) }
+func TestSmokePods(t *testing.T) { smoke(t, "smoke.yaml", false, false, true) }
 
 // TestSmokeReplay runs the replay reference on bench/smoke.yaml: the replay admits
 // every Job with one write per decision, as tally's user, and tally's
 // ledger writes nothing at all.
-func TestSmokeReplay(t *testing.T) { smoke(t, true, false, false) }
+func TestSmokeReplay(t *testing.T) { smoke(t, "smoke.yaml", true, false, false) }
 
 // TestSmokeHeldReplay runs the held replay on bench/smoke.yaml: as the
 // replay, and it never preempts and never holds more quota than the
 // ClusterQueues and cohorts have, counted from each Job's admission to its
 // completion as the runner saw them.
-func TestSmokeHeldReplay(t *testing.T) { smoke(t, true, true, false) }
+func TestSmokeHeldReplay(t *testing.T) { smoke(t, "smoke.yaml", true, true, false) }
 
-func smoke(t *testing.T, replay, held, pods bool) {
+func smoke(t *testing.T, file string, replay, held, pods bool) {
 	assets, bin := os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("TALLY_BIN")
 	if assets == "" || bin == "" {
 		t.Skip("KUBEBUILDER_ASSETS and TALLY_BIN are not set: no control plane or tally to run (make test sets them)")
 	}
-	sc, err := scenario.Load(filepath.Join("..", "..", "bench", "smoke.yaml"))
+	sc, err := scenario.Load(filepath.Join("..", "..", "bench", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,8 +108,15 @@ func smoke(t *testing.T, replay, held, pods bool) {
 	check(sum.UsagePercent > 0 && (replay || sum.UsagePercent <= 100), "usage %.1f%%", sum.UsagePercent)
 	check(sum.IdealUsagePercent > 0 && sum.IdealUsagePercent <= 100, "ideal usage %.1f%%", sum.IdealUsagePercent)
 	// The contract allows one write per admission and per preemption, and
-	// the finished label on each Job.
-	check(sum.WritesPerAdmission >= 1 && sum.Requests.Writes <= sum.Admissions+max(sum.Preemptions, sum.TallyPreemptions)+sum.Jobs+len(plan.Queues),
+	// the finished label on each Job. A Job placed in a topology has its
+	// pod template pinned to its domains; once a preemption stopped it,
+	// a second write gives the template back its flavors' affinity (the
+	// Job API lets the template change only then).
+	perPreemption := 1
+	if plan.Topology != nil {
+		perPreemption = 2
+	}
+	check(sum.WritesPerAdmission >= 1 && sum.Requests.Writes <= sum.Admissions+perPreemption*max(sum.Preemptions, sum.TallyPreemptions)+sum.Jobs+len(plan.Queues),
 		"%d writes (%.2f per admission) for %d admissions, %d preemptions and %d Jobs: %v",
 		sum.Requests.Writes, sum.WritesPerAdmission, sum.Admissions, sum.Preemptions, sum.Jobs, sum.Requests.ByKind)
 	check(sum.APIRequestsPerJob > 0, "API requests per Job %.2f", sum.APIRequestsPerJob)
@@ -122,6 +134,10 @@ func smoke(t *testing.T, replay, held, pods bool) {
 	if pods {
 		check(res.Pods == sum.Admissions && sum.Pods == res.Pods && sum.WebhookCalls["pods.tally.dev"] >= res.Pods,
 			"%d pods made for %d admissions, %d calls of the pod gate (%d pod retries)", res.Pods, sum.Admissions, sum.WebhookCalls["pods.tally.dev"], res.PodRetries)
+	}
+	if plan.Topology != nil {
+		check(res.Placed == res.Admissions && sum.Placed == res.Placed && sum.Nodes == plan.Topology.NodeCount(),
+			"%d of %d admissions placed in the topology's %d nodes (summary: %d of %d nodes)", res.Placed, res.Admissions, plan.Topology.NodeCount(), sum.Placed, sum.Nodes)
 	}
 	if held {
 		check(sum.UsagePercent <= 100, "held replay: usage %.1f%%", sum.UsagePercent)

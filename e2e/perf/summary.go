@@ -70,6 +70,13 @@ type Summary struct {
 
 	Admissions  int `json:"admissions"`
 	Preemptions int `json:"preemptions"`
+	// Nodes is the scenario's topology's node count (0: no topology), and
+	// Placed the admissions seen with tally's placement in it. The ideal
+	// scheduler, the replay reference and tally's core know no topology:
+	// they are references where the nodes hold more than the quota, so
+	// that quota alone decides when a Job starts.
+	Nodes  int `json:"nodes,omitempty"`
+	Placed int `json:"placed,omitempty"`
 	// TallyPreemptions is tally's own count of the Jobs it preempted: it
 	// includes preemptions that lost the race against a completion.
 	TallyPreemptions       int `json:"tallyPreemptions"`
@@ -223,6 +230,7 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		IdealActualUsagePercent:          actual.UsagePercent,
 		IdealNoPreemptionUsagePercent:    plain.UsagePercent,
 		Admissions:                       r.Admissions,
+		Placed:                           r.Placed,
 		Preemptions:                      r.Preemptions,
 		IdealPreemptions:                 nominal.Preemptions,
 		IdealActualPreemptions:           actual.Preemptions,
@@ -245,6 +253,9 @@ func Summarize(p *scenario.Plan, r *Result) (*Summary, error) {
 		CompleteRetries:                  r.CompleteRetries,
 		Classes:                          map[string]ClassSummary{},
 		Cohorts:                          map[string]CohortSummary{},
+	}
+	if p.Topology != nil {
+		s.Nodes = p.Topology.NodeCount()
 	}
 	if n := s.admissions(); n > 0 {
 		s.WritesPerAdmission = float64(r.Requests.WritesByManager[queues.FieldManagerAdmission]) / float64(n)
@@ -422,6 +433,9 @@ func (s *Summary) Table(w io.Writer) error {
 		vsReplay(secs(s.ReplayWallSeconds), ratio(s.WallSeconds, s.ReplayWallSeconds))...)...)
 	row("usage (%)", fmt.Sprintf("%.1f", s.UsagePercent), fmt.Sprintf("%.1f", s.IdealUsagePercent), fmt.Sprintf("%.1f", s.IdealActualUsagePercent), fmt.Sprintf("%.1f", s.IdealNoPreemptionUsagePercent), ratio(s.UsagePercent, s.IdealActualUsagePercent))
 	row("preemptions", fmt.Sprintf("%d (tally: %d)", s.Preemptions, s.TallyPreemptions), fmt.Sprint(s.IdealPreemptions), fmt.Sprint(s.IdealActualPreemptions), "0", "")
+	if s.Nodes > 0 {
+		row("admissions placed in the topology", fmt.Sprintf("%d of %d (%d nodes)", s.Placed, s.Admissions, s.Nodes), "-", "-", "-", "")
+	}
 	for _, name := range s.order {
 		c := s.Classes[name]
 		row(append([]string{name + " avg time to admission (s)", secs(c.AvgTimeToAdmissionSeconds), secs(c.IdealAvgTimeToAdmissionSeconds), secs(c.IdealActualAvgTimeToAdmissionSeconds), secs(c.IdealNoPreemptionAvgTimeToAdmissionSeconds), diff(c.AvgTimeToAdmissionSeconds, c.IdealActualAvgTimeToAdmissionSeconds), core(c.CoreAvgTimeToAdmissionSeconds)},

@@ -30,6 +30,9 @@ type Scenario struct {
 	// QueueingStrategy is BestEffortFIFO (the default) or StrictFIFO.
 	QueueingStrategy string  `json:"queueingStrategy,omitempty"`
 	Classes          []Class `json:"classes"`
+	// Topology, when set, gives the scenario's one ResourceFlavor a
+	// topology and its nodes, and lets classes ask for a placement.
+	Topology *Topology `json:"topology,omitempty"`
 	// Timeout bounds a measured run; zero lets the runner pick one from
 	// the ideal makespan.
 	Timeout metav1.Duration `json:"timeout,omitempty"`
@@ -68,13 +71,22 @@ const (
 // Class is a kind of Job. Each ClusterQueue receives Count of them, the
 // k-th (from 0) at k×Interval after the start.
 type Class struct {
-	Name     string            `json:"name"`
-	Count    int               `json:"count"`
-	Interval metav1.Duration   `json:"interval"`
+	Name     string          `json:"name"`
+	Count    int             `json:"count"`
+	Interval metav1.Duration `json:"interval"`
+	// CPU is each pod's request; a Job asks for Pods × CPU.
 	CPU      resource.Quantity `json:"cpu"`
 	Runtime  metav1.Duration   `json:"runtime"`
 	Priority int32             `json:"priority"`
+	// Pods is each Job's parallelism and completions; 0 means 1.
+	Pods int32 `json:"pods,omitempty"`
+	// Placement asks for a topology-aware placement of the Job's pods
+	// (the scenario needs a Topology).
+	Placement *Placement `json:"placement,omitempty"`
 }
+
+// PodCount is the number of pods of each of the class's Jobs.
+func (c Class) PodCount() int32 { return max(c.Pods, 1) }
 
 // Load reads and validates a scenario file.
 func Load(path string) (*Scenario, error) {
@@ -167,7 +179,12 @@ func (s *Scenario) Validate() error {
 		if c.Runtime.Duration <= 0 {
 			bad("%s.runtime: must be positive", p)
 		}
+		if c.Pods < 0 {
+			bad("%s.pods: must not be negative", p)
+		}
+		errs = append(errs, c.Placement.validate(p+".placement", c.PodCount(), s.Topology)...)
 	}
+	errs = append(errs, s.Topology.validate("topology")...)
 	return errors.Join(errs...)
 }
 
@@ -206,10 +223,15 @@ type Job struct {
 	// Queue indexes Plan.Queues.
 	Queue int
 	// Class indexes Plan.Classes.
-	Class    int
+	Class int
+	// CPUMilli is the whole Job's request: Pods × PodCPUMilli.
 	CPUMilli int64
-	Runtime  time.Duration
-	Priority int32
+	// Pods is the Job's parallelism (0 is read as 1), PodCPUMilli each
+	// pod's request.
+	Pods        int32
+	PodCPUMilli int64
+	Runtime     time.Duration
+	Priority    int32
 	// Arrival is the nominal creation time, from the start of the run.
 	Arrival time.Duration
 }
@@ -221,11 +243,13 @@ type Plan struct {
 	Queues  []ClusterQueue
 	Classes []Class
 	Jobs    []Job
+	// Topology is the scenario's, or nil.
+	Topology *Topology
 }
 
 // Expand lists the scenario's ClusterQueues and Jobs.
 func (s *Scenario) Expand() *Plan {
-	p := &Plan{Name: s.Name, Classes: s.Classes}
+	p := &Plan{Name: s.Name, Classes: s.Classes, Topology: s.Topology}
 	borrow := int64(-1)
 	if s.Quota.BorrowingLimit != nil {
 		borrow = s.Quota.BorrowingLimit.MilliValue()
@@ -257,14 +281,16 @@ func (s *Scenario) Expand() *Plan {
 				}
 				more = true
 				p.Jobs = append(p.Jobs, Job{
-					Name:      fmt.Sprintf("%s-%d", c.Name, k),
-					Namespace: p.Queues[qi].Namespace,
-					Queue:     qi,
-					Class:     ci,
-					CPUMilli:  c.CPU.MilliValue(),
-					Runtime:   c.Runtime.Duration,
-					Priority:  c.Priority,
-					Arrival:   time.Duration(k) * c.Interval.Duration,
+					Name:        fmt.Sprintf("%s-%d", c.Name, k),
+					Namespace:   p.Queues[qi].Namespace,
+					Queue:       qi,
+					Class:       ci,
+					CPUMilli:    int64(c.PodCount()) * c.CPU.MilliValue(),
+					Pods:        c.PodCount(),
+					PodCPUMilli: c.CPU.MilliValue(),
+					Runtime:     c.Runtime.Duration,
+					Priority:    c.Priority,
+					Arrival:     time.Duration(k) * c.Interval.Duration,
 				})
 			}
 		}
@@ -325,16 +351,21 @@ func (p *Plan) WorkSeconds() float64 {
 func PriorityClassName(class string) string { return "bench-" + class }
 
 // Config renders the tally config documents (Kueue's format) that set the
-// plan up: one ResourceFlavor, a WorkloadPriorityClass per class and the
-// ClusterQueues, each admitting every namespace.
+// plan up: one ResourceFlavor (with the Topology it names, if any), a
+// WorkloadPriorityClass per class and the ClusterQueues, each admitting
+// every namespace.
 func (p *Plan) Config() string {
 	var b strings.Builder
-	b.WriteString(`apiVersion: kueue.x-k8s.io/v1beta1
+	if t := p.Topology; t != nil {
+		b.WriteString(t.config())
+	} else {
+		b.WriteString(`apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: ` + FlavorName + `}
 spec:
   nodeLabels: {tally.dev/bench: "true"}
 `)
+	}
 	for _, c := range p.Classes {
 		fmt.Fprintf(&b, `---
 apiVersion: kueue.x-k8s.io/v1beta1

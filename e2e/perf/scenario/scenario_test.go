@@ -27,6 +27,8 @@ func TestScenarioFiles(t *testing.T) {
 		{"baseline.yaml", 15000, 30, 66},
 		{"large.yaml", 50000, 1000, 66},
 		{"smoke.yaml", 300, 4, 5.25},
+		{"tas.yaml", 15000, 30, 66},
+		{"smoke-tas.yaml", 96, 4, 1.65},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
@@ -52,6 +54,9 @@ func TestScenarioFiles(t *testing.T) {
 			}
 			if len(cfg.ClusterQueues) != tc.queues || len(cfg.PriorityClasses) != len(s.Classes) {
 				t.Errorf("config has %d ClusterQueues and %d priority classes", len(cfg.ClusterQueues), len(cfg.PriorityClasses))
+			}
+			if s.Topology != nil && len(cfg.Topologies) != 1 {
+				t.Errorf("config has %d Topologies, want 1:\n%s", len(cfg.Topologies), p.Config())
 			}
 		})
 	}
@@ -127,5 +132,159 @@ classes:
 	}
 	if _, err := scenario.Parse([]byte("name: x\nunknownField: 1\n")); err == nil || !strings.Contains(err.Error(), "unknownField") {
 		t.Errorf("unknown fields must be rejected, got %v", err)
+	}
+}
+
+// A topology and the classes' placements are checked with their field
+// paths.
+func TestValidateTopology(t *testing.T) {
+	const head = `
+name: t
+cohorts: 1
+clusterQueuesPerCohort: 1
+quota: {nominal: "4"}
+`
+	const topology = `
+topology:
+  name: dc
+  levels:
+  - {name: rack, count: 2, nodeLabel: rack}
+  - {name: node, count: 2, nodeLabel: kubernetes.io/hostname}
+  nodeCapacity: {cpu: "4", memory: 1Gi}
+  flavorNodeLabel: pool
+`
+	cases := map[string]struct {
+		yaml string
+		want []string // empty: valid
+	}{
+		"a required placement at a level of the topology": {
+			yaml: head + topology + `classes:
+- {name: a, count: 1, interval: 1s, pods: 2, cpu: "1", runtime: 1s, placement: {constraint: required, level: rack}}
+`,
+		},
+		"balanced slices of a size that divides the pods": {
+			yaml: head + topology + `classes:
+- {name: a, count: 1, interval: 1s, pods: 4, cpu: "1", runtime: 1s, placement: {constraint: balanced, level: rack, sliceSize: 2}}
+`,
+		},
+		"a placement without a topology": {
+			yaml: head + `classes:
+- {name: a, count: 1, interval: 1s, cpu: "1", runtime: 1s, placement: {constraint: preferred, level: rack}}
+`,
+			want: []string{"classes[0].placement: needs the scenario's topology"},
+		},
+		"placements that do not parse": {
+			yaml: head + topology + `classes:
+- {name: a, count: 1, interval: 1s, pods: -1, cpu: "1", runtime: 1s, placement: {constraint: spread, level: zone}}
+- {name: b, count: 1, interval: 1s, pods: 3, cpu: "1", runtime: 1s, placement: {constraint: balanced, level: rack, sliceSize: 2}}
+- {name: c, count: 1, interval: 1s, cpu: "1", runtime: 1s, placement: {constraint: balanced, level: rack}}
+- {name: d, count: 1, interval: 1s, cpu: "1", runtime: 1s, placement: {constraint: required, level: rack, sliceSize: 1}}
+`,
+			want: []string{
+				"classes[0].pods: must not be negative",
+				`classes[0].placement.constraint: "spread" is not required, preferred or balanced`,
+				`classes[0].placement.level: "zone" is not the nodeLabel of one of the topology's levels`,
+				"classes[1].placement.sliceSize: 2 does not divide the Job's 3 pods",
+				"classes[2].placement.sliceSize: must be positive for balanced",
+				"classes[3].placement.sliceSize: only for balanced",
+			},
+		},
+		"a topology that does not parse": {
+			yaml: head + `classes:
+- {name: a, count: 1, interval: 1s, cpu: "1", runtime: 1s}
+topology:
+  name: DC
+  levels:
+  - {name: rack, count: 0, nodeLabel: rack}
+  - {name: rack, count: 2, nodeLabel: rack}
+  - {name: node, count: 20000, nodeLabel: pool}
+  nodeCapacity: {cpu: "0"}
+  flavorNodeLabel: pool
+`,
+			want: []string{
+				`topology.name: "DC" is not a lowercase DNS label`,
+				"topology.levels[0].count: must be positive",
+				`topology.levels[1].name: "rack" is repeated`,
+				`topology.levels[1].nodeLabel: "rack" is repeated`,
+				`topology.levels[2].nodeLabel: "pool" is the flavorNodeLabel`,
+				"topology.levels[2].count: makes more than 10000 nodes",
+				"topology.nodeCapacity.cpu: must be positive",
+				"topology.nodeCapacity.memory: must be positive",
+			},
+		},
+		"a topology without levels or flavor label": {
+			yaml: head + `classes:
+- {name: a, count: 1, interval: 1s, cpu: "1", runtime: 1s}
+topology: {name: dc, nodeCapacity: {cpu: "1", memory: 1Gi}}
+`,
+			want: []string{"topology.levels: want 1 to 16, got 0", "topology.flavorNodeLabel: required"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := scenario.Parse([]byte(tc.yaml))
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want errors")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("missing %q in:\n%v", w, err)
+				}
+			}
+			if n, m := len(strings.Split(err.Error(), "\n")), len(tc.want); n != m {
+				t.Errorf("%d errors, want %d:\n%v", n, m, err)
+			}
+		})
+	}
+}
+
+// A topology's nodes are named and labelled as Kueue's performance runner
+// makes them, and its Jobs ask for pods × cpu.
+func TestTopologyNodes(t *testing.T) {
+	s, err := scenario.Load(filepath.Join(benchDir(), "tas.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := s.Topology.Nodes()
+	if len(nodes) != 640 || s.Topology.NodeCount() != 640 {
+		t.Fatalf("%d nodes (NodeCount %d), want 640", len(nodes), s.Topology.NodeCount())
+	}
+	n := nodes[2*64+15]
+	want := map[string]string{"tas-node-group": "tas", "cloud.provider.com/topology-block": "block-0",
+		"cloud.provider.com/topology-rack": "rack-2", "kubernetes.io/hostname": "node-15"}
+	if n.Name != "node-b0-r2-n15" || len(n.Labels) != len(want) {
+		t.Errorf("node %+v, want node-b0-r2-n15 with %v", n, want)
+	}
+	for k, v := range want {
+		if n.Labels[k] != v {
+			t.Errorf("node %s: label %s=%q, want %q", n.Name, k, n.Labels[k], v)
+		}
+	}
+	names := map[string]bool{}
+	for _, n := range nodes {
+		names[n.Name] = true
+	}
+	if len(names) != len(nodes) {
+		t.Errorf("%d distinct node names for %d nodes", len(names), len(nodes))
+	}
+	p := s.Expand()
+	for _, j := range p.Jobs {
+		c := p.Classes[j.Class]
+		if j.Pods != c.Pods || j.PodCPUMilli != c.CPU.MilliValue() || j.CPUMilli != int64(c.Pods)*c.CPU.MilliValue() {
+			t.Fatalf("job %s: %d pods of %dm, %dm in all; class %+v", j.Name, j.Pods, j.PodCPUMilli, j.CPUMilli, c)
+		}
+	}
+	cfg := p.Config()
+	for _, w := range []string{"kind: Topology\nmetadata: {name: default-topology}", "  - nodeLabel: cloud.provider.com/topology-rack\n",
+		`nodeLabels: {tas-node-group: "tas"}`, "topologyName: default-topology"} {
+		if !strings.Contains(cfg, w) {
+			t.Errorf("config lacks %q:\n%s", w, cfg[:min(len(cfg), 800)])
+		}
 	}
 }

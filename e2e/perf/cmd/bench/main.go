@@ -94,6 +94,9 @@ func run() int {
 	}
 	fmt.Printf("bench %s: %d Jobs in %d ClusterQueues; the ideal scheduler needs %.1fs (%.1fs of work for the quota)\n",
 		sc.Name, len(plan.Jobs), len(plan.Queues), bound.Wall.Seconds(), plan.WorkSeconds()/(float64(plan.NominalMilli())/1000))
+	if t := plan.Topology; t != nil {
+		fmt.Printf("topology %s: %d nodes of %s cpu; the ideal scheduler knows quota only\n", t.Name, t.NodeCount(), t.NodeCapacity.CPU.String())
+	}
 
 	// measureRun runs the plan once, against tally (with tallyArgs) or as
 	// the replay reference, and writes the per-Job times and files under name.
@@ -255,12 +258,20 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 		// to 7 for the baseline on 2 cores: leave room for a loaded
 		// machine.
 		kueueTimeout = max(15*time.Minute, 10*bound.Wall+2*time.Minute)
+		if plan.Topology != nil {
+			// Kueue's TAS target records for up to 20.
+			kueueTimeout = max(kueueTimeout, 20*time.Minute)
+		}
 	}
 	budget := func(qps, burst string) string { return "QPS " + qps + ", burst " + burst }
 	tallyFlags := func(extra []string) string {
 		return strings.TrimSpace("tally serve --register-webhooks " + strings.Join(extra, " "))
 	}
 	kueueBudget := []string{"--kube-api-qps=50", "--kube-api-burst=100"}
+	kueueFlags := "minimalkueue --zap-log-level=2"
+	if plan.Topology != nil {
+		kueueFlags += " " + perf.KueueTASFlag
+	}
 	// The first three contenders are tally's, with these extra flags.
 	lowBudget := append(slices.Clone(tallyArgs), kueueBudget...)
 	args := [][]string{tallyArgs, tallyArgs, lowBudget}
@@ -268,8 +279,8 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 		{Name: "tally", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(tallyArgs), Budget: budget("500", "1000") + " (its defaults)"},
 		{Name: "tally+pods", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(tallyArgs), Budget: budget("500", "1000") + " (its defaults)", Pods: true},
 		{Name: "tally 50/100", Binary: filepath.Base(bin), Version: tallyVersion, Flags: tallyFlags(lowBudget), Budget: budget("50", "100") + " (minimalkueue's)"},
-		{Name: "kueue", Binary: "minimalkueue", Version: v, Flags: "minimalkueue --zap-log-level=2", Budget: budget("50", "100") + " (its own)"},
-		{Name: "kueue 500/1000", Binary: "minimalkueue-qps500", Version: v, Flags: "minimalkueue --zap-log-level=2", Budget: budget("500", "1000") + " (tally's defaults)"},
+		{Name: "kueue", Binary: "minimalkueue", Version: v, Flags: kueueFlags, Budget: budget("50", "100") + " (its own)"},
+		{Name: "kueue 500/1000", Binary: "minimalkueue-qps500", Version: v, Flags: kueueFlags, Budget: budget("500", "1000") + " (tally's defaults)"},
 	}
 	if b, err := os.ReadFile(filepath.Join(tools, "minimalkueue-qps500.edit")); err == nil {
 		contenders[4].Edit = strings.TrimSpace(string(b))
