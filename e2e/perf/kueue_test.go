@@ -30,9 +30,11 @@ cohorts:
     - {count: 50, creationIntervalMs: 1200, workloads: [{className: large, runtimeMs: 1000, priority: 200, request: 20}]}
 `
 
-// bench/baseline.yaml is Kueue's baseline, and a change to either shows.
-func TestKueueGeneratorBaseline(t *testing.T) {
-	sc, err := scenario.Load(filepath.Join("..", "..", "bench", "baseline.yaml"))
+// sameAsKueue checks that scenario bench/file, written as Kueue's
+// generator config, is the same work as kueue, and returns it.
+func sameAsKueue(t *testing.T, file, kueue string) []byte {
+	t.Helper()
+	sc, err := scenario.Load(filepath.Join("..", "..", "bench", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,13 +42,19 @@ func TestKueueGeneratorBaseline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same, err := SameKueueGenerator(gen, []byte(kueueBaseline))
+	same, err := SameKueueGenerator(gen, []byte(kueue))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !same {
-		t.Errorf("bench/baseline.yaml as Kueue's generator config:\n%s\nis not Kueue's baseline:\n%s", gen, kueueBaseline)
+		t.Errorf("bench/%s as Kueue's generator config:\n%s\nis not Kueue's:\n%s", file, gen, kueue)
 	}
+	return gen
+}
+
+// bench/baseline.yaml is Kueue's baseline, and a change to either shows.
+func TestKueueGeneratorBaseline(t *testing.T) {
+	gen := sameAsKueue(t, "baseline.yaml", kueueBaseline)
 	other := strings.Replace(kueueBaseline, "runtimeMs: 500", "runtimeMs: 501", 1)
 	if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
 		t.Errorf("a different runtime compares the same (%v)", err)
@@ -88,21 +96,7 @@ cohorts:
 // bench/tas.yaml is Kueue's TAS scenario: topology, nodes, flavor and
 // placements included.
 func TestKueueGeneratorTAS(t *testing.T) {
-	sc, err := scenario.Load(filepath.Join("..", "..", "bench", "tas.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gen, err := KueueGenerator(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	same, err := SameKueueGenerator(gen, []byte(kueueTAS))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !same {
-		t.Errorf("bench/tas.yaml as Kueue's generator config:\n%s\nis not Kueue's TAS scenario:\n%s", gen, kueueTAS)
-	}
+	gen := sameAsKueue(t, "tas.yaml", kueueTAS)
 	for _, change := range [][2]string{
 		{"sliceSize: 2", "sliceSize: 1"},
 		{"tasConstraint: preferred", "tasConstraint: required"},
