@@ -41,7 +41,48 @@ func StripJob(obj any) (any, error) {
 		job.Status.Conditions[i].Message = ""
 	}
 	job.Status.UncountedTerminatedPods = nil
+	if Ended(job) {
+		// Nothing of an ended Job's spec is read again, and it holds most of
+		// what is left of it: of all the Jobs a cluster keeps, most have
+		// ended. What is still read of it is kept: its counts, its
+		// suspension and its pods' PriorityClass (which its metrics are
+		// labelled with), that it started, and when it ended.
+		job.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{PriorityClassName: job.Spec.Template.Spec.PriorityClassName}}
+		job.Status = batchv1.JobStatus{StartTime: job.Status.StartTime, Conditions: endConditions(job.Status.Conditions)}
+	}
 	return job, nil
+}
+
+// Ended says whether job has ended with none of its pods left: it is
+// Complete or Failed (which the Job controller says only once its pods
+// have terminated) and counts no pod active, terminating or ready. A Job
+// that has ended never runs again, so its template is never read again;
+// and once it has ended, every later view of it has too, so a spec taken
+// from the informer's store for a later event of the same generation
+// (JobWatch) is what stripping that event would make of it.
+func Ended(job *batchv1.Job) bool {
+	st := &job.Status
+	if st.Active > 0 || st.Terminating != nil && *st.Terminating > 0 || st.Ready != nil && *st.Ready > 0 {
+		return false
+	}
+	for _, c := range st.Conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) {
+			return true
+		}
+	}
+	return false
+}
+
+// endConditions keeps of conditions the true ones Job.Read reads, with
+// their type, status and transition time.
+func endConditions(conditions []batchv1.JobCondition) []batchv1.JobCondition {
+	var out []batchv1.JobCondition
+	for _, c := range conditions {
+		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed || c.Type == batchv1.JobSuspended) {
+			out = append(out, batchv1.JobCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
+		}
+	}
+	return out
 }
 
 // StripContainers keeps of each container its name, resources and restart

@@ -2,11 +2,14 @@ package kinds
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // TestStripJobTwice: stripping keeps a container's name, resources and
@@ -37,5 +40,65 @@ func TestStripJobTwice(t *testing.T) {
 	}
 	if &twice.Containers[0] != &once.Containers[0] {
 		t.Errorf("stripping stripped containers copied them")
+	}
+}
+
+// TestStripEndedJob: a Job that has ended with no pod left keeps, of its
+// spec and status, only what Job.Read takes of it; one that still counts
+// a pod keeps its template.
+func TestStripEndedJob(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	job := func(mutate func(*batchv1.JobStatus)) *batchv1.Job {
+		j := &batchv1.Job{}
+		j.Spec.Parallelism, j.Spec.Completions, j.Spec.Suspend = ptr.To[int32](4), ptr.To[int32](8), ptr.To(false)
+		j.Spec.Template.Labels = map[string]string{"app": "x"}
+		j.Spec.Template.Spec.PriorityClassName = "high"
+		j.Spec.Template.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+		j.Status = batchv1.JobStatus{StartTime: &at, CompletionTime: &at, Succeeded: 4, Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
+			Conditions: []batchv1.JobCondition{
+				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: at, Reason: "CompletionsReached"},
+				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: at, LastProbeTime: at, Reason: "CompletionsReached", Message: "done"},
+			}}
+		if mutate != nil {
+			mutate(&j.Status)
+		}
+		return j
+	}
+	out, _ := StripJob(job(nil))
+	ended := out.(*batchv1.Job)
+	wantSpec := batchv1.JobSpec{Parallelism: ptr.To[int32](4), Completions: ptr.To[int32](8), Suspend: ptr.To(false),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{PriorityClassName: "high"}}}
+	if diff := cmp.Diff(wantSpec, ended.Spec); diff != "" {
+		t.Errorf("an ended Job's spec (-want +got):\n%s", diff)
+	}
+	wantStatus := batchv1.JobStatus{StartTime: &at, Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: at}}}
+	if diff := cmp.Diff(wantStatus, ended.Status); diff != "" {
+		t.Errorf("an ended Job's status (-want +got):\n%s", diff)
+	}
+	o, err := Job{}.Read(ended)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.Finished || !o.FinishedAt.Equal(at.Time) || !o.Started || o.Suspended || o.Active != 0 || o.PriorityClassName() != "high" {
+		t.Errorf("read back: finished %t at %v, started %t, suspended %t, active %d, priority class %q",
+			o.Finished, o.FinishedAt, o.Started, o.Suspended, o.Active, o.PriorityClassName())
+	}
+	again, _ := StripJob(ended.DeepCopy())
+	if diff := cmp.Diff(ended, again); diff != "" {
+		t.Errorf("stripped twice (-once +twice):\n%s", diff)
+	}
+
+	for name, mutate := range map[string]func(*batchv1.JobStatus){
+		"active":      func(s *batchv1.JobStatus) { s.Active = 1 },
+		"terminating": func(s *batchv1.JobStatus) { s.Terminating = ptr.To[int32](1) },
+		"ready":       func(s *batchv1.JobStatus) { s.Ready = ptr.To[int32](1) },
+		"not ended":   func(s *batchv1.JobStatus) { s.Conditions = s.Conditions[:1] },
+		"not true":    func(s *batchv1.JobStatus) { s.Conditions[1].Status = corev1.ConditionFalse },
+	} {
+		out, _ := StripJob(job(mutate))
+		if cs := out.(*batchv1.Job).Spec.Template.Spec.Containers; len(cs) != 1 || cs[0].Resources.Requests.Cpu().String() != "1" {
+			t.Errorf("%s: the template's containers are %v, want the one kept", name, cs)
+		}
 	}
 }

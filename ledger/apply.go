@@ -70,6 +70,7 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 		}
 	}
 	l.noteMetricsLocked(e)
+	e.forgetEnded()
 	switch judge.(type) {
 	case machine.Started:
 		// The pods the gate held while it waited may run now.

@@ -92,3 +92,36 @@ func TestWorkloadKeptWhileSpecUnchanged(t *testing.T) {
 		t.Errorf("Workload queue %q priority %d, want r and 1000", got.Queue, got.Priority)
 	}
 }
+
+// TestEndedEntryForgetsItsSpec: a workload that finishes with no pod left
+// keeps who it is and nothing of what it asked for; seen again not
+// finished, it is built again from its object.
+func TestEndedEntryForgetsItsSpec(t *testing.T) {
+	s := newScenario(t)
+	e := func() *entry { return s.l.jobs["uid-a"] }
+	s.step([]string{"create", "a", "cpu=2"})
+	s.step([]string{"pass"})
+	s.step([]string{"landed", "a"})
+	s.step([]string{"running", "a"})
+	if ps := e().W.PodSets; len(ps) != 1 {
+		t.Fatalf("running: %d pod sets, want 1", len(ps))
+	}
+	s.step([]string{"finish", "a"})
+	// Its status still says it started: its pods may have run, and none
+	// is left.
+	s.update("a", func(m map[string]any) {
+		_ = unstructured.SetNestedField(m, "2026-01-02T03:04:05Z", "status", "startTime")
+	})
+	w := e().W
+	if e().Phase() != machine.Finished || len(w.PodSets) != 0 || len(w.Total()) != 0 || e().seen.W != w {
+		t.Fatalf("finished: phase %v, pod sets %v, total %v, seen the same Workload %t", e().Phase(), w.PodSets, w.Total(), e().seen.W == w)
+	}
+	if w.Name != "a" || w.UID != "uid-a" || w.Queue != "q" {
+		t.Errorf("finished: kept %s/%s of queue %q, want a/uid-a of q", w.Name, w.UID, w.Queue)
+	}
+	// Not a batch/v1 Job's way, but a kind's object may say so.
+	s.step([]string{"stopped", "a"})
+	if ps := e().W.PodSets; e().Phase() == machine.Finished || len(ps) != 1 || len(ps[0].Requests) == 0 {
+		t.Errorf("seen not finished: phase %v, pod sets %v, want the one built again", e().Phase(), ps)
+	}
+}

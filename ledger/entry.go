@@ -77,6 +77,20 @@ type entry struct {
 	lastCode  string // the reason of the last machine.Pending/machine.Inadmissible event
 }
 
+// forgetEnded drops what e keeps for its decisions and writes once it
+// has finished and holds nothing, with no pod left: none of it is read
+// again, and of all the workloads a cluster keeps, most have finished.
+// Its Workload keeps who it is (queues.Workload.Ended).
+func (e *entry) forgetEnded() {
+	if e.Phase() != machine.Finished || e.Charged != nil || e.Claim != nil || e.seen.Pods > 0 || len(e.W.PodSets) == 0 {
+		return
+	}
+	e.W, e.generation = e.W.Ended(), 0 // built again if it is ever seen again
+	e.seen.W = e.W
+	e.candidate = queues.Admitted{}
+	e.refs, e.src, e.placed = nil, nil, nil
+}
+
 // priorityRef is what a Job's priority is derived from: its
 // WorkloadPriorityClass label, else its pod templates' PriorityClass.
 type priorityRef struct {

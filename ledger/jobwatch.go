@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"tally.dev/tally/kinds"
 )
 
 // WatchFunc opens a watch: a ListWatch's WatchFuncWithContext.
@@ -198,7 +200,7 @@ func (d *jobFrames) decodeParts(job *batchv1.Job, b []byte) bool {
 		return false
 	}
 	if known := d.known(job.Namespace, job.Name); known != nil && job.Generation != 0 &&
-		known.UID == job.UID && known.Generation == job.Generation {
+		known.UID == job.UID && known.Generation == job.Generation && (kinds.Ended(job) || !kinds.Ended(known)) {
 		job.Spec = known.Spec
 		return true
 	}

@@ -336,9 +336,13 @@ func TestJobFramesKnownSpecs(t *testing.T) {
 		{job("u1", 1, "10", nil), false},                                          // not stored yet
 		{job("u1", 1, "11", finished), true},                                      // its status and labels changed
 		{job("u1", 2, "12", func(j *batchv1.Job) { finished(j); two(j) }), false}, // its spec changed
-		{job("u1", 2, "13", func(j *batchv1.Job) { two(j); j.Status.Active = 1 }), true},
-		{job("u2", 2, "14", two), false}, // another Job of that name
-		{job("u2", 0, "15", two), false}, // no generation to go by
+		{job("u1", 2, "13", func(j *batchv1.Job) { finished(j); two(j); j.Labels["x"] = "y" }), true},
+		// The store holds an ended Job's spec without its template, which
+		// is not the spec of a view in which it has not ended.
+		{job("u1", 2, "14", func(j *batchv1.Job) { two(j); j.Status.Active = 1 }), false},
+		{job("u1", 2, "15", func(j *batchv1.Job) { two(j); j.Status.Active = 2 }), true},
+		{job("u2", 2, "16", two), false}, // another Job of that name
+		{job("u2", 0, "17", two), false}, // no generation to go by
 	}
 	var stream []watch.Event
 	for _, ev := range events {

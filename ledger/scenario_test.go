@@ -632,7 +632,7 @@ func (s *scenario) step(f []string) {
 			replayPods()
 		}
 		for _, n := range queues.SortedKeys(s.objects) {
-			s.l.onJob(s.objects[n])
+			s.l.onJob(informed(s.objects[n]))
 		}
 		if name != "pods-first" {
 			replayPods()
@@ -726,7 +726,7 @@ func (s *scenario) create(name string, args []string) {
 		setStatus(m, o, map[string]any{"startTime": s.clock.Now().Format(time.RFC3339)}, o.PodCount(), "")
 	}
 	s.objects[name] = s.fromMap(m)
-	s.l.onJob(s.objects[name])
+	s.l.onJob(informed(s.objects[name]))
 }
 
 // config is the scenarios' config, with n cpu of nominal quota in q and
@@ -775,20 +775,29 @@ func (s *scenario) update(name string, change func(map[string]any)) {
 		_ = unstructured.SetNestedField(m, obj.GetGeneration()+1, "metadata", "generation")
 	}
 	s.objects[name] = s.fromMap(m)
-	s.l.onJob(s.objects[name])
+	s.l.onJob(informed(s.objects[name]))
 }
 
-// fromMap builds the object the informer would hand over: a stripped Job,
-// or an unstructured object.
+// fromMap builds the object the API server holds: a Job, or an
+// unstructured object.
 func (s *scenario) fromMap(m map[string]any) client.Object {
 	if m["kind"] == "Job" {
 		job := &batchv1.Job{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, job); err != nil {
 			s.t.Fatal(err)
 		}
-		return StripJobOrDie(job)
+		return job
 	}
 	return &unstructured.Unstructured{Object: m}
+}
+
+// informed is what the informer hands over of obj: a copy of a Job
+// stripped by the cache's transform, or obj.
+func informed(obj client.Object) client.Object {
+	if job, ok := obj.(*batchv1.Job); ok {
+		return StripJobOrDie(job.DeepCopy())
+	}
+	return obj
 }
 
 func (s *scenario) read(name string) *kinds.Object {

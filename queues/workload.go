@@ -119,6 +119,16 @@ func (w *Workload) KindName() string {
 	return w.Kind
 }
 
+// Ended returns a sealed copy of w that keeps who it is (its kind,
+// name, UID, queues, priority and times) and none of what it asks for:
+// what is kept of a workload that has ended and holds nothing, which is
+// never decided on again.
+func (w *Workload) Ended() *Workload {
+	return (&Workload{APIVersion: w.APIVersion, Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, UID: w.UID,
+		Queue: w.Queue, LocalQueue: w.LocalQueue, Priority: w.Priority, Created: w.Created, Evicted: w.Evicted,
+		ByCreation: w.ByCreation, Tag: w.Tag}).Seal()
+}
+
 // Key returns "namespace/name".
 func (w *Workload) Key() string { return w.Namespace + "/" + w.Name }
 
