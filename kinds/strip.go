@@ -1,13 +1,17 @@
 package kinds
 
 import (
+	"strings"
+	"unique"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // StripJob is a cache transform that keeps only what the ledger reads of a
-// Job: metadata, parallelism, completions, suspend, the pod template's
+// Job: metadata (but the values of annotations not tally's, see
+// stripMeta), parallelism, completions, suspend, the pod template's
 // labels, annotations, scheduling fields, resource requests and claims, and the
 // status conditions. It cuts the informer's memory per Job several-fold.
 // Writes never start from a cached Job: they are patches, so nothing
@@ -18,7 +22,7 @@ func StripJob(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	job.ManagedFields = nil
+	stripMeta(&job.ObjectMeta)
 	spec := &job.Spec.Template.Spec
 	kept := corev1.PodSpec{
 		NodeSelector:      spec.NodeSelector,
@@ -84,6 +88,44 @@ func endConditions(conditions []batchv1.JobCondition) []batchv1.JobCondition {
 	}
 	return out
 }
+
+// stripMeta keeps of a workload's metadata what the ledger reads, each
+// repeated string shared: its labels whole; its annotations' keys, but
+// the values of tally's own only (tally.dev/, which no user may set), as
+// it reads no other, and another's may be large (kubectl's
+// last-applied-configuration holds the whole object); no managedFields.
+// The keys stay: the JSON admission patch adds to the annotations the
+// object has, and must not take them for none. Most of a Job's labels
+// and annotations, keys and values alike, are the same on many Jobs,
+// and the namespace on all of one namespace's.
+func stripMeta(m *metav1.ObjectMeta) {
+	m.ManagedFields = nil
+	m.Namespace = unique.Make(m.Namespace).Value()
+	m.Labels = interned(m.Labels, func(string) bool { return true })
+	m.Annotations = interned(m.Annotations, func(k string) bool { return strings.HasPrefix(k, tallyPrefix) })
+}
+
+// interned is a copy of m with its keys shared, and the values of the
+// keys keep says to keep shared too; the others are "".
+func interned(m map[string]string, keep func(string) bool) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if keep(k) {
+			v = unique.Make(v).Value()
+		} else {
+			v = ""
+		}
+		out[unique.Make(k).Value()] = v
+	}
+	return out
+}
+
+// tallyPrefix begins the keys of the labels and annotations tally
+// writes.
+const tallyPrefix = "tally.dev/"
 
 // StripContainers keeps of each container its name, resources and restart
 // policy: what the books read of it. Containers stripped already (no

@@ -3,6 +3,7 @@ package kinds
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
@@ -99,6 +100,50 @@ func TestStripEndedJob(t *testing.T) {
 		out, _ := StripJob(job(mutate))
 		if cs := out.(*batchv1.Job).Spec.Template.Spec.Containers; len(cs) != 1 || cs[0].Resources.Requests.Cpu().String() != "1" {
 			t.Errorf("%s: the template's containers are %v, want the one kept", name, cs)
+		}
+	}
+}
+
+// TestStripJobMeta: of a Job's annotations the keys are kept, and the
+// values of tally's; its labels are all kept; the same key or value on
+// two Jobs, and the same namespace, is one string.
+func TestStripJobMeta(t *testing.T) {
+	job := func(name string, annotations map[string]string) *batchv1.Job {
+		j := &batchv1.Job{}
+		j.Namespace, j.Name = string([]byte("team-a")), name
+		j.Labels = map[string]string{string([]byte("tally.dev/state")): string([]byte("pending")), "app": name}
+		j.Annotations = annotations
+		return j
+	}
+	a, _ := StripJob(job("a", map[string]string{"tally.dev/flavors": "main=default",
+		"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"batch/v1","kind":"Job"}`}))
+	b, _ := StripJob(job("b", map[string]string{"example.com/note": "x"}))
+	c, _ := StripJob(job("c", nil))
+	ja, jb, jc := a.(*batchv1.Job), b.(*batchv1.Job), c.(*batchv1.Job)
+	if diff := cmp.Diff(map[string]string{"tally.dev/flavors": "main=default", "kubectl.kubernetes.io/last-applied-configuration": ""}, ja.Annotations); diff != "" {
+		t.Errorf("annotations kept (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"example.com/note": ""}, jb.Annotations); diff != "" {
+		t.Errorf("annotations kept (-want +got):\n%s", diff)
+	}
+	if jc.Annotations != nil {
+		t.Errorf("a Job with no annotations keeps %#v, want none", jc.Annotations)
+	}
+	if diff := cmp.Diff(map[string]string{"tally.dev/state": "pending", "app": "b"}, jb.Labels); diff != "" {
+		t.Errorf("labels kept (-want +got):\n%s", diff)
+	}
+	same := func(what, x, y string) {
+		if unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("the %s %q of two Jobs is two strings", what, x)
+		}
+	}
+	same("namespace", ja.Namespace, jb.Namespace)
+	same("state label", ja.Labels["tally.dev/state"], jb.Labels["tally.dev/state"])
+	for k := range ja.Labels {
+		for k2 := range jb.Labels {
+			if k == k2 {
+				same("label key", k, k2)
+			}
 		}
 	}
 }
