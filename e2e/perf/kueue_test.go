@@ -199,7 +199,7 @@ workloadClasses:
 	// 3s; another at 2s.
 	res.Sightings = []sighting{{class: 0, seen: t0, first: at(1), last: at(3)}, {class: 0, seen: t0, first: at(2), last: at(2)}}
 	res.Requests = Requests{Total: 40, Writes: 22, ByKind: map[string]int{"patch workloads/status": 22}}
-	cmp := &Comparison{Scenario: "tiny", Jobs: len(p.Jobs), APIServerFlags: APIServerFlagsString(), Ideal: IdealFigures{WallSeconds: bound.Wall.Seconds()}}
+	cmp := &Comparison{Scenario: "tiny", KueueConfig: "tiny-kueue", Jobs: len(p.Jobs), APIServerFlags: APIServerFlagsString(), Ideal: IdealFigures{WallSeconds: bound.Wall.Seconds()}}
 	kc := &Contender{Name: "kueue", Binary: "minimalkueue", Version: "v0.17.1", Budget: "QPS 50, burst 100"}
 	for range 3 {
 		kc.Runs = append(kc.Runs, KueueRun(p, res, spec.Check(res)))
@@ -213,7 +213,7 @@ workloadClasses:
 	table := strings.Join(strings.Fields(b.String()), " ")
 	for _, want := range []string{"wall (s) 10.0 [8.0–14.0] - ", p.Classes[0].Name + " TTA, first admission (s) 1.5 -", p.Classes[0].Name + " TTA, last admission (s) 2.5 -",
 		"preemptions 3 -", "scheduler writes (all but Events) 22 -", "per admission 2.00 -", "--max-requests-inflight=5000", "(1 failed: timed out)",
-		"Kueue's own rangespec.yaml (its checker's bounds): MISSED: run 1: minimalkueue wall time (ms) 12000, bound 11000"} {
+		"Kueue's own configs/tiny-kueue/rangespec.yaml (its checker's bounds): MISSED: run 1: minimalkueue wall time (ms) 12000, bound 11000"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
