@@ -30,13 +30,17 @@ cohorts:
     - {count: 50, creationIntervalMs: 1200, workloads: [{className: large, runtimeMs: 1000, priority: 200, request: 20}]}
 `
 
-// sameAsKueue checks that scenario bench/file, written as Kueue's
-// generator config, is the same work as kueue, and returns it.
-func sameAsKueue(t *testing.T, file, kueue string) []byte {
+// sameAsKueue checks that scenario bench/file names Kueue's config
+// config, and, written as Kueue's generator config, is the same work as
+// kueue, that config's generator.yaml; it returns it.
+func sameAsKueue(t *testing.T, file, config, kueue string) []byte {
 	t.Helper()
 	sc, err := scenario.Load(filepath.Join("..", "..", "bench", file))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sc.KueueConfig != config {
+		t.Errorf("bench/%s: kueueConfig %q, want %q", file, sc.KueueConfig, config)
 	}
 	gen, err := KueueGenerator(sc)
 	if err != nil {
@@ -54,7 +58,7 @@ func sameAsKueue(t *testing.T, file, kueue string) []byte {
 
 // bench/baseline.yaml is Kueue's baseline, and a change to either shows.
 func TestKueueGeneratorBaseline(t *testing.T) {
-	gen := sameAsKueue(t, "baseline.yaml", kueueBaseline)
+	gen := sameAsKueue(t, "baseline.yaml", "baseline", kueueBaseline)
 	other := strings.Replace(kueueBaseline, "runtimeMs: 500", "runtimeMs: 501", 1)
 	if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
 		t.Errorf("a different runtime compares the same (%v)", err)
@@ -96,7 +100,7 @@ cohorts:
 // bench/tas.yaml is Kueue's TAS scenario: topology, nodes, flavor and
 // placements included.
 func TestKueueGeneratorTAS(t *testing.T) {
-	gen := sameAsKueue(t, "tas.yaml", kueueTAS)
+	gen := sameAsKueue(t, "tas.yaml", "tas", kueueTAS)
 	for _, change := range [][2]string{
 		{"sliceSize: 2", "sliceSize: 1"},
 		{"tasConstraint: preferred", "tasConstraint: required"},
@@ -106,6 +110,59 @@ func TestKueueGeneratorTAS(t *testing.T) {
 		{"nodeLabel: tas-node-group", "nodeLabel: other"},
 	} {
 		other := strings.Replace(kueueTAS, change[0], change[1], 1)
+		if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
+			t.Errorf("%s for %s compares the same (%v)", change[1], change[0], err)
+		}
+	}
+}
+
+// Kueue's test/performance/scheduler/configs/large-scale/generator.yaml
+// of v0.19.2, its comments left out.
+const kueueLargeScale = `
+cohorts:
+  - className: cohort
+    count: 10
+    queuesSets:
+    - className: cq
+      count: 100
+      nominalQuota: 20
+      borrowingLimit: 100
+      reclaimWithinCohort: Any
+      withinClusterQueue: LowerPriority
+      workloadsSets:
+      - count: 35
+        creationIntervalMs: 60
+        workloads:
+        - className: small
+          runtimeMs: 150
+          priority: 50
+          request: 1
+      - count: 11
+        creationIntervalMs: 300
+        workloads:
+        - className: medium
+          runtimeMs: 350
+          priority: 100
+          request: 5
+      - count: 4
+        creationIntervalMs: 700
+        workloads:
+        - className: large
+          runtimeMs: 700
+          priority: 200
+          request: 20
+`
+
+// bench/kueue-large-scale.yaml is Kueue's large-scale scenario.
+func TestKueueGeneratorLargeScale(t *testing.T) {
+	gen := sameAsKueue(t, "kueue-large-scale.yaml", "large-scale", kueueLargeScale)
+	for _, change := range [][2]string{
+		{"count: 100", "count: 50"},
+		{"creationIntervalMs: 60", "creationIntervalMs: 100"},
+		{"runtimeMs: 350", "runtimeMs: 500"},
+		{"count: 4", "count: 5"},
+	} {
+		other := strings.Replace(kueueLargeScale, change[0], change[1], 1)
 		if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
 			t.Errorf("%s for %s compares the same (%v)", change[1], change[0], err)
 		}

@@ -26,6 +26,7 @@ func TestScenarioFiles(t *testing.T) {
 	}{
 		{"baseline.yaml", 15000, 30, 66},
 		{"large.yaml", 50000, 1000, 66},
+		{"kueue-large-scale.yaml", 50000, 1000, 4.025},
 		{"smoke.yaml", 300, 4, 5.25},
 		{"tas.yaml", 15000, 30, 66},
 		{"smoke-tas.yaml", 96, 4, 1.65},
