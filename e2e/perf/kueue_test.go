@@ -32,8 +32,10 @@ cohorts:
 
 // sameAsKueue checks that scenario bench/file names Kueue's config
 // config, and, written as Kueue's generator config, is the same work as
-// kueue, that config's generator.yaml; it returns it.
-func sameAsKueue(t *testing.T, file, config, kueue string) []byte {
+// kueue, that config's generator.yaml, and not as kueue with any one of
+// changes made (each an old and a new text; the first old one is
+// replaced).
+func sameAsKueue(t *testing.T, file, config, kueue string, changes [][2]string) {
 	t.Helper()
 	sc, err := scenario.Load(filepath.Join("..", "..", "bench", file))
 	if err != nil {
@@ -53,16 +55,20 @@ func sameAsKueue(t *testing.T, file, config, kueue string) []byte {
 	if !same {
 		t.Errorf("bench/%s as Kueue's generator config:\n%s\nis not Kueue's:\n%s", file, gen, kueue)
 	}
-	return gen
+	for _, change := range changes {
+		other := strings.Replace(kueue, change[0], change[1], 1)
+		if other == kueue {
+			t.Fatalf("%q is not in Kueue's config", change[0])
+		}
+		if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
+			t.Errorf("%s for %s compares the same (%v)", change[1], change[0], err)
+		}
+	}
 }
 
 // bench/baseline.yaml is Kueue's baseline, and a change to either shows.
 func TestKueueGeneratorBaseline(t *testing.T) {
-	gen := sameAsKueue(t, "baseline.yaml", "baseline", kueueBaseline)
-	other := strings.Replace(kueueBaseline, "runtimeMs: 500", "runtimeMs: 501", 1)
-	if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
-		t.Errorf("a different runtime compares the same (%v)", err)
-	}
+	sameAsKueue(t, "baseline.yaml", "baseline", kueueBaseline, [][2]string{{"runtimeMs: 500", "runtimeMs: 501"}})
 }
 
 // Kueue's test/performance/scheduler/configs/tas/generator.yaml of
@@ -100,20 +106,14 @@ cohorts:
 // bench/tas.yaml is Kueue's TAS scenario: topology, nodes, flavor and
 // placements included.
 func TestKueueGeneratorTAS(t *testing.T) {
-	gen := sameAsKueue(t, "tas.yaml", "tas", kueueTAS)
-	for _, change := range [][2]string{
+	sameAsKueue(t, "tas.yaml", "tas", kueueTAS, [][2]string{
 		{"sliceSize: 2", "sliceSize: 1"},
 		{"tasConstraint: preferred", "tasConstraint: required"},
 		{"podCount: 8", "podCount: 4"},
 		{"count: 64", "count: 32"},
 		{`memory: 256Gi`, `memory: 128Gi`},
 		{"nodeLabel: tas-node-group", "nodeLabel: other"},
-	} {
-		other := strings.Replace(kueueTAS, change[0], change[1], 1)
-		if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
-			t.Errorf("%s for %s compares the same (%v)", change[1], change[0], err)
-		}
-	}
+	})
 }
 
 // Kueue's test/performance/scheduler/configs/large-scale/generator.yaml
@@ -155,18 +155,12 @@ cohorts:
 
 // bench/kueue-large-scale.yaml is Kueue's large-scale scenario.
 func TestKueueGeneratorLargeScale(t *testing.T) {
-	gen := sameAsKueue(t, "kueue-large-scale.yaml", "large-scale", kueueLargeScale)
-	for _, change := range [][2]string{
+	sameAsKueue(t, "kueue-large-scale.yaml", "large-scale", kueueLargeScale, [][2]string{
 		{"count: 100", "count: 50"},
 		{"creationIntervalMs: 60", "creationIntervalMs: 100"},
 		{"runtimeMs: 350", "runtimeMs: 500"},
 		{"count: 4", "count: 5"},
-	} {
-		other := strings.Replace(kueueLargeScale, change[0], change[1], 1)
-		if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
-			t.Errorf("%s for %s compares the same (%v)", change[1], change[0], err)
-		}
-	}
+	})
 }
 
 // What Kueue's generator cannot express is refused, with the field.
