@@ -33,7 +33,8 @@ type Scenario struct {
 	// Topology, when set, gives the scenario's one ResourceFlavor a
 	// topology and its nodes, and lets classes ask for a placement.
 	Topology *Topology `json:"topology,omitempty"`
-	// Timeout bounds a measured run; zero lets the runner pick one from
+	// Timeout bounds a measured run, and in a comparison with Kueue,
+	// Kueue's runner's recording too; zero lets the runner pick one from
 	// the ideal makespan.
 	Timeout metav1.Duration `json:"timeout,omitempty"`
 	// KueueConfig names the Kueue scheduler-performance scenario this one
