@@ -21,7 +21,11 @@ import (
 // taken in turn in one session, every run on an API server of its own
 // started the same way (APIServerFlags).
 type Comparison struct {
-	Scenario       string        `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// KueueConfig is Kueue's own config of the scenario
+	// (scenario.Scenario.KueueConfig), whose rangespec.yaml judges
+	// Kueue's runs.
+	KueueConfig    string        `json:"kueueConfig,omitempty"`
 	Jobs           int           `json:"jobs"`
 	APIServerFlags string        `json:"apiServerFlags"`
 	Contenders     []*Contender  `json:"contenders"`
@@ -122,7 +126,7 @@ func KueueRun(p *scenario.Plan, k *KueueResult, verdict []Target) CompareRun {
 	return c
 }
 
-// KueueRangeSpec is Kueue's configs/<scenario>/rangespec.yaml, as its
+// KueueRangeSpec is Kueue's configs/<config>/rangespec.yaml, as its
 // checker (test/performance/scheduler/checker) reads it.
 type KueueRangeSpec struct {
 	Cmd struct {
@@ -132,10 +136,11 @@ type KueueRangeSpec struct {
 	WlClassesMaxAvgTimeToAdmissionMs map[string]int64   `json:"wlClassesMaxAvgTimeToAdmissionMs"`
 }
 
-// ReadKueueRangeSpec reads Kueue's range spec for a scenario from the
-// toolchain's kueue-perf folder; (nil, nil) when Kueue has none.
-func ReadKueueRangeSpec(tools, scenarioName string) (*KueueRangeSpec, error) {
-	b, err := os.ReadFile(filepath.Join(tools, "configs", scenarioName, "rangespec.yaml"))
+// ReadKueueRangeSpec reads the range spec of Kueue's config (a folder of
+// its configs, scenario.Scenario.KueueConfig) from the toolchain's
+// kueue-perf folder; (nil, nil) when Kueue has none.
+func ReadKueueRangeSpec(tools, config string) (*KueueRangeSpec, error) {
+	b, err := os.ReadFile(filepath.Join(tools, "configs", config, "rangespec.yaml"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -297,7 +302,7 @@ func (cmp *Comparison) Table(w io.Writer, classes []string) error {
 		if len(lines) > 0 {
 			verdict = "MISSED: " + strings.Join(lines, "; ")
 		}
-		fmt.Fprintf(w, "\n%s, Kueue's own rangespec.yaml (its checker's bounds): %s\n", c.Name, verdict)
+		fmt.Fprintf(w, "\n%s, Kueue's own configs/%s/rangespec.yaml (its checker's bounds): %s\n", c.Name, cmp.KueueConfig, verdict)
 	}
 	return nil
 }

@@ -30,13 +30,19 @@ cohorts:
     - {count: 50, creationIntervalMs: 1200, workloads: [{className: large, runtimeMs: 1000, priority: 200, request: 20}]}
 `
 
-// sameAsKueue checks that scenario bench/file, written as Kueue's
-// generator config, is the same work as kueue, and returns it.
-func sameAsKueue(t *testing.T, file, kueue string) []byte {
+// sameAsKueue checks that scenario bench/file names Kueue's config
+// config, and, written as Kueue's generator config, is the same work as
+// kueue, that config's generator.yaml, and not as kueue with any one of
+// changes made (each an old and a new text; the first old one is
+// replaced).
+func sameAsKueue(t *testing.T, file, config, kueue string, changes [][2]string) {
 	t.Helper()
 	sc, err := scenario.Load(filepath.Join("..", "..", "bench", file))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sc.KueueConfig != config {
+		t.Errorf("bench/%s: kueueConfig %q, want %q", file, sc.KueueConfig, config)
 	}
 	gen, err := KueueGenerator(sc)
 	if err != nil {
@@ -49,16 +55,20 @@ func sameAsKueue(t *testing.T, file, kueue string) []byte {
 	if !same {
 		t.Errorf("bench/%s as Kueue's generator config:\n%s\nis not Kueue's:\n%s", file, gen, kueue)
 	}
-	return gen
+	for _, change := range changes {
+		other := strings.Replace(kueue, change[0], change[1], 1)
+		if other == kueue {
+			t.Fatalf("%q is not in Kueue's config", change[0])
+		}
+		if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
+			t.Errorf("%s for %s compares the same (%v)", change[1], change[0], err)
+		}
+	}
 }
 
 // bench/baseline.yaml is Kueue's baseline, and a change to either shows.
 func TestKueueGeneratorBaseline(t *testing.T) {
-	gen := sameAsKueue(t, "baseline.yaml", kueueBaseline)
-	other := strings.Replace(kueueBaseline, "runtimeMs: 500", "runtimeMs: 501", 1)
-	if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
-		t.Errorf("a different runtime compares the same (%v)", err)
-	}
+	sameAsKueue(t, "baseline.yaml", "baseline", kueueBaseline, [][2]string{{"runtimeMs: 500", "runtimeMs: 501"}})
 }
 
 // Kueue's test/performance/scheduler/configs/tas/generator.yaml of
@@ -96,20 +106,61 @@ cohorts:
 // bench/tas.yaml is Kueue's TAS scenario: topology, nodes, flavor and
 // placements included.
 func TestKueueGeneratorTAS(t *testing.T) {
-	gen := sameAsKueue(t, "tas.yaml", kueueTAS)
-	for _, change := range [][2]string{
+	sameAsKueue(t, "tas.yaml", "tas", kueueTAS, [][2]string{
 		{"sliceSize: 2", "sliceSize: 1"},
 		{"tasConstraint: preferred", "tasConstraint: required"},
 		{"podCount: 8", "podCount: 4"},
 		{"count: 64", "count: 32"},
 		{`memory: 256Gi`, `memory: 128Gi`},
 		{"nodeLabel: tas-node-group", "nodeLabel: other"},
-	} {
-		other := strings.Replace(kueueTAS, change[0], change[1], 1)
-		if same, err := SameKueueGenerator(gen, []byte(other)); err != nil || same {
-			t.Errorf("%s for %s compares the same (%v)", change[1], change[0], err)
-		}
-	}
+	})
+}
+
+// Kueue's test/performance/scheduler/configs/large-scale/generator.yaml
+// of v0.19.2, its comments left out.
+const kueueLargeScale = `
+cohorts:
+  - className: cohort
+    count: 10
+    queuesSets:
+    - className: cq
+      count: 100
+      nominalQuota: 20
+      borrowingLimit: 100
+      reclaimWithinCohort: Any
+      withinClusterQueue: LowerPriority
+      workloadsSets:
+      - count: 35
+        creationIntervalMs: 60
+        workloads:
+        - className: small
+          runtimeMs: 150
+          priority: 50
+          request: 1
+      - count: 11
+        creationIntervalMs: 300
+        workloads:
+        - className: medium
+          runtimeMs: 350
+          priority: 100
+          request: 5
+      - count: 4
+        creationIntervalMs: 700
+        workloads:
+        - className: large
+          runtimeMs: 700
+          priority: 200
+          request: 20
+`
+
+// bench/kueue-large-scale.yaml is Kueue's large-scale scenario.
+func TestKueueGeneratorLargeScale(t *testing.T) {
+	sameAsKueue(t, "kueue-large-scale.yaml", "large-scale", kueueLargeScale, [][2]string{
+		{"count: 100", "count: 50"},
+		{"creationIntervalMs: 60", "creationIntervalMs: 100"},
+		{"runtimeMs: 350", "runtimeMs: 500"},
+		{"count: 4", "count: 5"},
+	})
 }
 
 // What Kueue's generator cannot express is refused, with the field.
@@ -199,7 +250,7 @@ workloadClasses:
 	// 3s; another at 2s.
 	res.Sightings = []sighting{{class: 0, seen: t0, first: at(1), last: at(3)}, {class: 0, seen: t0, first: at(2), last: at(2)}}
 	res.Requests = Requests{Total: 40, Writes: 22, ByKind: map[string]int{"patch workloads/status": 22}}
-	cmp := &Comparison{Scenario: "tiny", Jobs: len(p.Jobs), APIServerFlags: APIServerFlagsString(), Ideal: IdealFigures{WallSeconds: bound.Wall.Seconds()}}
+	cmp := &Comparison{Scenario: "tiny", KueueConfig: "tiny-kueue", Jobs: len(p.Jobs), APIServerFlags: APIServerFlagsString(), Ideal: IdealFigures{WallSeconds: bound.Wall.Seconds()}}
 	kc := &Contender{Name: "kueue", Binary: "minimalkueue", Version: "v0.17.1", Budget: "QPS 50, burst 100"}
 	for range 3 {
 		kc.Runs = append(kc.Runs, KueueRun(p, res, spec.Check(res)))
@@ -213,7 +264,7 @@ workloadClasses:
 	table := strings.Join(strings.Fields(b.String()), " ")
 	for _, want := range []string{"wall (s) 10.0 [8.0–14.0] - ", p.Classes[0].Name + " TTA, first admission (s) 1.5 -", p.Classes[0].Name + " TTA, last admission (s) 2.5 -",
 		"preemptions 3 -", "scheduler writes (all but Events) 22 -", "per admission 2.00 -", "--max-requests-inflight=5000", "(1 failed: timed out)",
-		"Kueue's own rangespec.yaml (its checker's bounds): MISSED: run 1: minimalkueue wall time (ms) 12000, bound 11000"} {
+		"Kueue's own configs/tiny-kueue/rangespec.yaml (its checker's bounds): MISSED: run 1: minimalkueue wall time (ms) 12000, bound 11000"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

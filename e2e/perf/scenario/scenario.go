@@ -33,9 +33,16 @@ type Scenario struct {
 	// Topology, when set, gives the scenario's one ResourceFlavor a
 	// topology and its nodes, and lets classes ask for a placement.
 	Topology *Topology `json:"topology,omitempty"`
-	// Timeout bounds a measured run; zero lets the runner pick one from
+	// Timeout bounds a measured run, and in a comparison with Kueue,
+	// Kueue's runner's recording too; zero lets the runner pick one from
 	// the ideal makespan.
 	Timeout metav1.Duration `json:"timeout,omitempty"`
+	// KueueConfig names the Kueue scheduler-performance scenario this one
+	// is, its folder in test/performance/scheduler/configs of
+	// sigs.k8s.io/kueue (baseline, tas, large-scale). A comparison with
+	// Kueue checks the scenario against that folder's generator.yaml and
+	// judges Kueue's runs by its rangespec.yaml. Empty: none.
+	KueueConfig string `json:"kueueConfig,omitempty"`
 }
 
 // Quota is every ClusterQueue's cpu quota.
@@ -185,6 +192,9 @@ func (s *Scenario) Validate() error {
 		errs = append(errs, c.Placement.validate(p+".placement", c.PodCount(), s.Topology)...)
 	}
 	errs = append(errs, s.Topology.validate("topology")...)
+	if s.KueueConfig != "" && !isDNSLabel(s.KueueConfig) {
+		bad("kueueConfig: %q is not a lowercase DNS label", s.KueueConfig)
+	}
 	return errors.Join(errs...)
 }
 

@@ -26,6 +26,7 @@ func TestScenarioFiles(t *testing.T) {
 	}{
 		{"baseline.yaml", 15000, 30, 66},
 		{"large.yaml", 50000, 1000, 66},
+		{"kueue-large-scale.yaml", 50000, 1000, 4.025},
 		{"smoke.yaml", 300, 4, 5.25},
 		{"tas.yaml", 15000, 30, 66},
 		{"smoke-tas.yaml", 96, 4, 1.65},
@@ -106,6 +107,7 @@ clusterQueuesPerCohort: 0
 quota: {nominal: "1", borrowingLimit: "1"}
 preemption: {withinClusterQueue: Any, reclaimWithinCohort: Sometimes}
 queueingStrategy: Random
+kueueConfig: ../baseline
 classes:
 - {name: A, count: 0, interval: 1s, cpu: "0", runtime: 0s}
 - {name: A, count: 1, interval: 1s, cpu: "1", runtime: 1s}
@@ -125,6 +127,7 @@ classes:
 		"classes[0].cpu: must be positive",
 		"classes[0].runtime: must be positive",
 		`classes[1].name: "A" is repeated`,
+		`kueueConfig: "../baseline" is not a lowercase DNS label`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)

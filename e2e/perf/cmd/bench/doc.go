@@ -21,7 +21,9 @@
 // -rounds times, in turn, tally, tally at minimalkueue's client budget,
 // minimalkueue and minimalkueue-qps500 (at tally's budget), each on an
 // API server of its own started alike. It prints the medians and
-// spreads, Kueue's rangespec.yaml verdict, and writes
+// spreads and, when the scenario is Kueue's own (its kueueConfig names
+// Kueue's config, and it is that config's work), the verdict of that
+// config's rangespec.yaml on Kueue's runs, and writes
 // .bench/<scenario>.compare.yaml; each run's files are in
 // .bench/<scenario>.compare.<round>.<contender>/. `make bench-kueue` runs
 // it.

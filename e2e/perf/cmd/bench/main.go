@@ -236,20 +236,7 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 	if err := os.WriteFile(genPath, gen, 0o644); err != nil {
 		return fail(err)
 	}
-	// Kueue's own config of the same name, if it has one, should describe
-	// the same work.
-	if own, err := os.ReadFile(filepath.Join(tools, "configs", sc.Name, "generator.yaml")); err == nil {
-		same, err := perf.SameKueueGenerator(gen, own)
-		if err != nil {
-			return fail(err)
-		}
-		verdict := "the same work as"
-		if !same {
-			verdict = "NOT the same work as"
-		}
-		fmt.Printf("kueue: %s is %s Kueue's configs/%s/generator.yaml\n", genPath, verdict, sc.Name)
-	}
-	spec, err := perf.ReadKueueRangeSpec(tools, sc.Name)
+	spec, err := kueueRangeSpec(sc, gen, genPath, tools, v)
 	if err != nil {
 		return fail(err)
 	}
@@ -285,7 +272,7 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 	if b, err := os.ReadFile(filepath.Join(tools, "minimalkueue-qps500.edit")); err == nil {
 		contenders[4].Edit = strings.TrimSpace(string(b))
 	}
-	cmp := &perf.Comparison{Scenario: sc.Name, Jobs: len(plan.Jobs), APIServerFlags: perf.APIServerFlagsString(), Contenders: contenders, Started: time.Now(),
+	cmp := &perf.Comparison{Scenario: sc.Name, KueueConfig: sc.KueueConfig, Jobs: len(plan.Jobs), APIServerFlags: perf.APIServerFlagsString(), Contenders: contenders, Started: time.Now(),
 		Ideal: perf.IdealFigures{WallSeconds: bound.Wall.Seconds(), Classes: map[string]float64{}}}
 	var classes []string
 	for i, c := range plan.Classes {
@@ -342,4 +329,40 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 	}
 	fmt.Printf("\ncomparison: %s\n", path)
 	return 0
+}
+
+// kueueRangeSpec checks the scenario's generator config gen (written to
+// genPath) against Kueue's own config of the scenario (sc.KueueConfig),
+// says so, and returns that config's rangespec.yaml, by which Kueue's
+// runs are judged: nil when the scenario names no Kueue config, when
+// Kueue's release v (in tools) has none of that name, or when the work
+// differs from Kueue's, where Kueue's bounds do not apply.
+func kueueRangeSpec(sc *scenario.Scenario, gen []byte, genPath, tools, v string) (*perf.KueueRangeSpec, error) {
+	name := sc.KueueConfig
+	if name == "" {
+		fmt.Printf("kueue: scenario %s names no Kueue config (kueueConfig): no rangespec.yaml verdict\n", sc.Name)
+		return nil, nil
+	}
+	own, err := os.ReadFile(filepath.Join(tools, "configs", name, "generator.yaml"))
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Printf("kueue: Kueue %s has no configs/%s: the work is not checked against Kueue's, and no rangespec.yaml verdict\n", v, name)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	same, err := perf.SameKueueGenerator(gen, own)
+	if err != nil {
+		return nil, fmt.Errorf("Kueue's configs/%s/generator.yaml: %w", name, err)
+	}
+	if !same {
+		fmt.Printf("kueue: %s is NOT the same work as Kueue %s's configs/%s/generator.yaml: no rangespec.yaml verdict\n", genPath, v, name)
+		return nil, nil
+	}
+	fmt.Printf("kueue: %s is the same work as Kueue %s's configs/%s/generator.yaml\n", genPath, v, name)
+	spec, err := perf.ReadKueueRangeSpec(tools, name)
+	if spec == nil && err == nil {
+		fmt.Printf("kueue: Kueue %s has no configs/%s/rangespec.yaml: no verdict\n", v, name)
+	}
+	return spec, err
 }
