@@ -137,7 +137,7 @@ func (l *Ledger) captureManaged(ctx context.Context) {
 // captureNamespace looks for unrecorded running workloads in a namespace
 // that has just become managed.
 func (l *Ledger) captureNamespace(ctx context.Context, ns string) {
-	objs, err := l.listWatched(ctx, client.InNamespace(ns))
+	objs, err := l.listWatched(ctx, ns)
 	if err != nil {
 		l.log.Error(err, "listing workloads of a newly bound namespace", "namespace", ns)
 		return

@@ -8,9 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -168,21 +166,33 @@ type nsInfo struct {
 	hasLabel bool
 }
 
-// listWatched lists the workloads of every watched kind from the cache.
-func (l *Ledger) listWatched(ctx context.Context, opts ...client.ListOption) ([]*kinds.Object, error) {
+// listWatched lists the workloads of every watched kind in namespace ns
+// ("" for all) as the cache's stores hold them. Nothing is copied, so
+// nothing listed may be changed: a list through the cache's reader
+// copies every object into the list's items (a Job is over 1 KB), which
+// a recount of a large cluster's Jobs would allocate each time.
+func (l *Ledger) listWatched(ctx context.Context, ns string) ([]*kinds.Object, error) {
 	var out []*kinds.Object
 	for _, k := range l.watches.kinds {
-		list := k.NewList()
-		if err := l.cache.List(ctx, list, opts...); err != nil {
+		inf, err := l.cache.GetInformer(ctx, k.New())
+		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", k.GVK().Kind, err)
 		}
-		if err := meta.EachListItem(list, func(obj runtime.Object) error {
+		indexed, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
+		if !ok {
+			return nil, fmt.Errorf("listing %s: the cache's informer %T has no store to read", k.GVK().Kind, inf)
+		}
+		store := indexed.GetIndexer()
+		var objs []any
+		if ns == "" {
+			objs = store.List()
+		} else if objs, err = store.ByIndex(toolscache.NamespaceIndex, ns); err != nil {
+			return nil, fmt.Errorf("listing %s of namespace %s: %w", k.GVK().Kind, ns, err)
+		}
+		for _, obj := range objs {
 			if o, ok := l.opts.Kinds.Of(obj); ok {
 				out = append(out, o)
 			}
-			return nil
-		}); err != nil {
-			return nil, err
 		}
 	}
 	return out, nil

@@ -78,7 +78,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 	l.books = newBooks(&l.passCache, l.metrics)
 	l.writer = newWriter(opts.Workers, opts.Budget, opts.Clock, l.write)
 	l.watches.list = func(ctx context.Context) ([]*kinds.Object, error) {
-		return l.listWatched(ctx, client.UnsafeDisableDeepCopy)
+		return l.listWatched(ctx, "")
 	}
 	return l
 }
