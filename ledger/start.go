@@ -130,6 +130,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 	if err := l.watchBoundPods(ctx); err != nil {
 		return err
 	}
+	if err := l.watchDevices(ctx); err != nil {
+		return err
+	}
 	// The first pass waits until every handler has been given what the
 	// informers listed: workloads, and the pods that hold quota.
 	if !l.cache.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), l.watches.synced...) {
@@ -175,6 +178,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 			l.reconfigure(l.store.Load())
 			if err := l.watchBoundPods(ctx); err != nil {
 				l.log.Error(err, "watching the pods bound to nodes, for the new config's topologies")
+			}
+			if err := l.watchDevices(ctx); err != nil {
+				l.log.Error(err, "watching the nodes' devices, for the new config's topologies and device mappings")
 			}
 			l.captureManaged(ctx)
 			l.adoptOrphans(ctx)
@@ -270,6 +276,7 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	l.inputs.allChanged()
 	l.metrics.ObserveConfig(cfg, l.books.usage)
 	l.topo.Configure(cfg)
+	l.warnDeviceClassesLocked()
 	l.rebuildPendingLocked()
 	l.relabelLocked()
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))
