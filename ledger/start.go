@@ -213,7 +213,12 @@ func (l *Ledger) Start(ctx context.Context) error {
 }
 
 func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any), del func(any)) error {
-	inf, err := l.cache.GetInformer(ctx, obj)
+	return l.watchIn(ctx, l.cache, obj, upsert, del)
+}
+
+// watchIn is watch in cache c, its informer got with opts.
+func (l *Ledger) watchIn(ctx context.Context, c cache.Cache, obj client.Object, upsert func(any), del func(any), opts ...cache.InformerGetOption) error {
+	inf, err := c.GetInformer(ctx, obj, opts...)
 	if err != nil {
 		return fmt.Errorf("ledger: informer for %T: %w", obj, err)
 	}

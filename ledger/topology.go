@@ -255,26 +255,9 @@ func (l *Ledger) watchDevices(ctx context.Context) error {
 		{&resourcev1.ResourceSlice{}, l.onResourceSlice, l.onResourceSliceDelete},
 		{&resourcev1.ResourceClaim{}, l.onResourceClaim, l.onResourceClaimDelete},
 	} {
-		inf, err := l.opts.BoundPods.GetInformer(ctx, w.obj, cache.BlockUntilSynced(false))
-		if err != nil {
-			return fmt.Errorf("ledger: informer for %T: %w", w.obj, err)
+		if err := l.watchIn(ctx, l.opts.BoundPods, w.obj, w.set, w.del, cache.BlockUntilSynced(false)); err != nil {
+			return err
 		}
-		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    w.set,
-			UpdateFunc: func(_, n any) { w.set(n) },
-			DeleteFunc: func(o any) {
-				if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-					o = t.Obj
-				}
-				w.del(o)
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("ledger: handler for %T: %w", w.obj, err)
-		}
-		l.mu.Lock()
-		l.watches.synced = append(l.watches.synced, reg.HasSynced)
-		l.mu.Unlock()
 	}
 	return nil
 }
