@@ -3,6 +3,7 @@ package queues
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -135,7 +136,12 @@ func (d *nodeDevices) setMapped(mapped map[string]corev1.ResourceName, ch change
 // setSlice notes slice s as it is now; nil s, with name, that it is
 // gone.
 func (d *nodeDevices) setSlice(name string, s *resourcev1.ResourceSlice, ch changes) {
-	if old := d.slices[name]; old != nil {
+	old := d.slices[name]
+	if old != nil && s != nil && s.Spec.NodeName != nil && old.node == *s.Spec.NodeName && old.pool == (poolID{s.Spec.Driver, s.Spec.Pool.Name}) &&
+		old.generation == s.Spec.Pool.Generation && reflect.DeepEqual(old.devices, s.Spec.Devices) {
+		return // as it was
+	}
+	if old != nil {
 		delete(d.slices, name)
 		pool := d.pools[old.pool]
 		delete(pool, name)

@@ -357,6 +357,9 @@ func TestDevicesPlaceAGang(t *testing.T) {
 			t.Fatalf("a slice of %s changed queues %v, want [tas]", n, qs)
 		}
 	}
+	if qs := f.SetResourceSlice(eight("n1")); qs != nil {
+		t.Fatalf("a slice told of again as it was changed queues %v", qs)
+	}
 	if got, want := place(f), "b1/r2/n4:1 b1/r2/n5:1"; got != want {
 		t.Fatalf("placed %s, want %s: only r2 has 16 GPUs", got, want)
 	}
