@@ -46,7 +46,8 @@ type DeviceID struct {
 //
 //   - devices holds exactly the devices of the slices told of that are
 //     bound to a node and of their pool's current generation (the
-//     highest told of);
+//     highest told of), a device that two such slices name from the
+//     first by name;
 //   - each device's resources are the mapped resources of the classes
 //     whose selectors select it;
 //   - free is, by node and resource, the devices there that count as it
@@ -70,18 +71,19 @@ type poolID struct{ driver, pool string }
 
 // deviceSlice is what is read of a ResourceSlice bound to a node.
 type deviceSlice struct {
-	node       string
+	name, node string
 	pool       poolID
 	generation int64
 	devices    []resourcev1.Device
 	active     bool // of its pool's current generation
 }
 
-// nodeDevice is a device of a current slice: its node, the device as
-// published, the mapped classes that select it and the resources it
+// nodeDevice is a device of a current slice: its node, its slice, the
+// device as published, the mapped classes that select it and the resources it
 // counts as.
 type nodeDevice struct {
 	node      string
+	slice     string
 	device    *resourcev1.Device
 	matched   map[string]bool
 	resources []corev1.ResourceName
@@ -157,7 +159,7 @@ func (d *nodeDevices) setSlice(name string, s *resourcev1.ResourceSlice, ch chan
 	if s == nil || s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
 		return
 	}
-	ds := &deviceSlice{node: *s.Spec.NodeName, pool: poolID{s.Spec.Driver, s.Spec.Pool.Name}, generation: s.Spec.Pool.Generation, devices: s.Spec.Devices}
+	ds := &deviceSlice{name: name, node: *s.Spec.NodeName, pool: poolID{s.Spec.Driver, s.Spec.Pool.Name}, generation: s.Spec.Pool.Generation, devices: s.Spec.Devices}
 	d.slices[name] = ds
 	if d.pools[ds.pool] == nil {
 		d.pools[ds.pool] = map[string]*deviceSlice{}
@@ -188,22 +190,7 @@ func (d *nodeDevices) settle(pool poolID, ch changes) {
 func (d *nodeDevices) activate(s *deviceSlice, ch changes) {
 	s.active = true
 	for i := range s.devices {
-		dv := &s.devices[i]
-		id := DeviceID{s.pool.driver, s.pool.pool, dv.Name}
-		if old := d.devices[id]; old != nil {
-			// Two slices of one generation name it: the scheduler
-			// refuses such a pool; here the last one counts.
-			d.count(old, id, -1, ch)
-		}
-		dev := &nodeDevice{node: s.node, device: dv, matched: map[string]bool{}}
-		for class := range d.mapped {
-			if d.selects(class, id, dev) {
-				dev.matched[class] = true
-			}
-		}
-		dev.resources = d.resourcesOf(dev.matched)
-		d.devices[id] = dev
-		d.count(dev, id, +1, ch)
+		d.add(s, &s.devices[i], ch)
 	}
 }
 
@@ -211,13 +198,59 @@ func (d *nodeDevices) deactivate(s *deviceSlice, ch changes) {
 	s.active = false
 	for i := range s.devices {
 		id := DeviceID{s.pool.driver, s.pool.pool, s.devices[i].Name}
-		if dev := d.devices[id]; dev != nil && dev.node == s.node {
-			d.count(dev, id, -1, ch)
-			delete(d.devices, id)
-			for _, c := range d.classes {
-				delete(c.failed, id)
+		dev := d.devices[id]
+		if dev == nil || dev.slice != s.name {
+			continue
+		}
+		d.drop(id, dev, ch)
+		// Another current slice of the pool that names it too (a pool
+		// the scheduler refuses) has it now.
+		var from *deviceSlice
+		var dv *resourcev1.Device
+		for _, other := range d.pools[s.pool] {
+			if !other.active || (from != nil && other.name > from.name) {
+				continue
+			}
+			for j := range other.devices {
+				if other.devices[j].Name == id.Device {
+					from, dv = other, &other.devices[j]
+				}
 			}
 		}
+		if from != nil {
+			d.add(from, dv, ch)
+		}
+	}
+}
+
+// add counts device dv of slice s, unless a slice of a smaller name has
+// a device of its name: of two slices of a pool's generation that name
+// one device, the first by name counts it, whatever order they come in.
+func (d *nodeDevices) add(s *deviceSlice, dv *resourcev1.Device, ch changes) {
+	id := DeviceID{s.pool.driver, s.pool.pool, dv.Name}
+	if old := d.devices[id]; old != nil {
+		if old.slice < s.name {
+			return
+		}
+		d.drop(id, old, ch)
+	}
+	dev := &nodeDevice{node: s.node, slice: s.name, device: dv, matched: map[string]bool{}}
+	for class := range d.mapped {
+		if d.selects(class, id, dev) {
+			dev.matched[class] = true
+		}
+	}
+	dev.resources = d.resourcesOf(dev.matched)
+	d.devices[id] = dev
+	d.count(dev, id, +1, ch)
+}
+
+// drop stops counting device id.
+func (d *nodeDevices) drop(id DeviceID, dev *nodeDevice, ch changes) {
+	d.count(dev, id, -1, ch)
+	delete(d.devices, id)
+	for _, c := range d.classes {
+		delete(c.failed, id)
 	}
 }
 

@@ -3,6 +3,7 @@ package queues
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -388,5 +389,95 @@ func TestDevicesPlaceAGang(t *testing.T) {
 	f.SetClaim("other/pod-gpu", nil)
 	if got := f.Trees["gpu"].Holds([]string{"b1", "r2"}, perPod); got != 2 {
 		t.Fatalf("rack r2 holds %d once its GPU is given back, want 2", got)
+	}
+}
+
+// TestNodeDevicesIncremental: after any sequence of slice, class, claim
+// and mapping changes, what each node has free is what a nodeDevices
+// told of the same objects as they are now, at once, has free.
+func TestNodeDevicesIncremental(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	classes := [][]*resourcev1.DeviceClass{
+		{devClass("gpu.example.com", byType("gpu")), devClass("gpu.example.com", `device.attributes["gpu.example.com"].type != "nic"`), nil},
+		{devClass("fpga.example.com", byType("fpga")), devClass("fpga.example.com", `device.attributes["gpu.example.com"].model == "x"`), nil},
+	}
+	mappings := []map[string]corev1.ResourceName{
+		{"gpu.example.com": drGPU, "fpga.example.com": drFPGA},
+		{"gpu.example.com": drGPU},
+		{"gpu.example.com": drGPU, "fpga.example.com": drGPU},
+	}
+	types := []string{"gpu", "fpga", "nic"}
+	for run := range 300 {
+		d := newNodeDevices()
+		slicesNow := map[string]*resourcev1.ResourceSlice{}
+		classNow := map[string]*resourcev1.DeviceClass{}
+		claimsNow := map[string][]DeviceID{}
+		mapped := mappings[0]
+		d.setMapped(mapped, changes{})
+		var ops []string
+		for range 30 {
+			switch rng.IntN(5) {
+			case 0, 1:
+				name := fmt.Sprintf("s%d", rng.IntN(4))
+				if rng.IntN(4) == 0 {
+					delete(slicesNow, name)
+					d.setSlice(name, nil, changes{})
+					ops = append(ops, "delete slice "+name)
+					continue
+				}
+				var devs []string
+				for i := range 4 {
+					if rng.IntN(2) == 0 {
+						devs = append(devs, fmt.Sprintf("d%d:%s", i, types[rng.IntN(len(types))]))
+					}
+				}
+				node := fmt.Sprintf("n%d", rng.IntN(3))
+				s := devSlice(name, node, fmt.Sprintf("p%d", rng.IntN(2)), int64(1+rng.IntN(3)), devs...)
+				slicesNow[name] = s
+				d.setSlice(name, s, changes{})
+				ops = append(ops, fmt.Sprintf("slice %s on %s pool %s gen %d %v", name, node, s.Spec.Pool.Name, s.Spec.Pool.Generation, devs))
+			case 2:
+				i := rng.IntN(len(classes))
+				c := classes[i][rng.IntN(len(classes[i]))]
+				name := classes[i][0].Name
+				if c == nil {
+					delete(classNow, name)
+					d.setClass(name, nil, changes{})
+					ops = append(ops, "delete class "+name)
+				} else {
+					classNow[name] = c
+					d.setClass(name, deviceclass.Compile(c), changes{})
+					ops = append(ops, "class "+c.Spec.Selectors[0].CEL.Expression)
+				}
+			case 3:
+				key := fmt.Sprintf("ns/c%d", rng.IntN(3))
+				var ids []DeviceID
+				for range rng.IntN(3) {
+					ids = append(ids, DeviceID{Driver: "gpu.example.com", Pool: fmt.Sprintf("p%d", rng.IntN(2)), Device: fmt.Sprintf("d%d", rng.IntN(4))})
+				}
+				ids = slices.CompactFunc(ids, func(a, b DeviceID) bool { return a == b })
+				claimsNow[key] = ids
+				d.setClaim(key, ids, changes{})
+				ops = append(ops, fmt.Sprintf("claim %s %v", key, ids))
+			case 4:
+				mapped = mappings[rng.IntN(len(mappings))]
+				d.setMapped(mapped, changes{})
+				ops = append(ops, fmt.Sprintf("mapped %v", mapped))
+			}
+		}
+		fresh := newNodeDevices()
+		fresh.setMapped(mapped, changes{})
+		for name, c := range classNow {
+			fresh.setClass(name, deviceclass.Compile(c), changes{})
+		}
+		for _, name := range slices.Sorted(maps.Keys(slicesNow)) {
+			fresh.setSlice(name, slicesNow[name], changes{})
+		}
+		for key, ids := range claimsNow {
+			fresh.setClaim(key, ids, changes{})
+		}
+		if diff := cmp.Diff(fresh.free, d.free); diff != "" {
+			t.Fatalf("run %d: free devices told at once (-) and one change at a time (+):\n%s\nafter:\n%s", run, diff, strings.Join(ops, "\n"))
+		}
 	}
 }

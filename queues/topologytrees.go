@@ -15,8 +15,9 @@ import (
 // the tree of its domains that admission places pod sets in
 // (Snapshot.Domains). What a leaf has free is its nodes' allocatable
 // and their devices of mapped DeviceClasses that no claim holds
-// (topologydevices.go), less what the pods bound to them request (every pod, queued or not:
-// DaemonSets, static pods, other schedulers' pods), less what the
+// (topologydevices.go), less what the pods bound to them request
+// (every pod, queued or not: DaemonSets, static pods, other
+// schedulers' pods), less what the
 // placements of the workloads holding quota give it and their pods do
 // not take yet: a placement of n pods in a leaf where m of its
 // workload's pods are bound reserves n-m pods more. So a placement is
