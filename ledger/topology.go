@@ -328,7 +328,7 @@ func (l *Ledger) warnDeviceClassesLocked() {
 		if l.watches.deviceWarned[p.Class] == p.Why {
 			continue
 		}
-		msg := fmt.Sprintf("DeviceClass %s (mapped to %s): %s; the devices it cannot select so are not counted in the topologies' domains, and workloads that claim them are not placed on them", p.Class, p.Resource, p.Why)
+		msg := p.Message()
 		l.log.Info("a mapped DeviceClass's devices are not counted in the topologies' domains", "deviceClass", p.Class, "reason", msg)
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.opts.Namespace, Name: queues.ConfigName}}
 		l.recorder.Event(cm, corev1.EventTypeWarning, ReasonDeviceClassNotCounted, msg)

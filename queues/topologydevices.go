@@ -371,6 +371,13 @@ type DeviceClassProblem struct {
 	Why      string
 }
 
+// Message says what p means, for the Warning Event of ledger's
+// DeviceClassNotCounted and tally explain.
+func (p DeviceClassProblem) Message() string {
+	return fmt.Sprintf("DeviceClass %s (mapped to %s): %s; the devices it cannot select so are not counted in the topologies' domains, and workloads that claim them are not placed on them",
+		p.Class, p.Resource, p.Why)
+}
+
 // problems is, by class name, why each mapped class told of counts none
 // or not all of its devices.
 func (d *nodeDevices) problems() []DeviceClassProblem {

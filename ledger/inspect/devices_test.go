@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,8 @@ import (
 
 // TestTopologyDomainsCountDevices: the domains explain judges on count a
 // node's devices of a mapped class, less those a claim holds; without
-// the devices (a user who may not list them), a node has none.
+// the devices (a user who may not list them), a node has none. A mapped
+// class whose selector does not compile is named, for explain's notes.
 func TestTopologyDomainsCountDevices(t *testing.T) {
 	cfg, _, errs := queues.Parse([]byte(explainTopologyConfig + `---
 apiVersion: config.kueue.x-k8s.io/v1beta1
@@ -42,6 +44,13 @@ resources:
 			Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
 				{Request: "gpu", Driver: "gpu.example.com", Pool: "n2", Device: "g1"}}}}}}},
 	}
+	broken := *devices
+	broken.Classes = []resourcev1.DeviceClass{{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"}, Spec: resourcev1.DeviceClassSpec{
+		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: "device.driver =="}}}}}}
+	if _, _, problems := topologyDomains(cfg, nodes, &broken, nil); len(problems) != 1 ||
+		!strings.HasPrefix(problems[0].Message(), "DeviceClass gpu.example.com (mapped to example.com/gpu): spec.selectors[0].cel.expression does not compile") {
+		t.Errorf("a class whose selector does not compile: problems %+v, want it named", problems)
+	}
 	perPod := flavors.Resources{"example.com/gpu": 1, corev1.ResourcePods: 1}
 	for _, tc := range []struct {
 		name    string
@@ -52,7 +61,7 @@ resources:
 		{"without them", nil, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			domains, _ := topologyDomains(cfg, nodes, tc.devices, nil)
+			domains, _, _ := topologyDomains(cfg, nodes, tc.devices, nil)
 			if got := domains["default"].Holds([]string{"r1"}, perPod); got != tc.r1 {
 				t.Errorf("rack r1 holds %d 1-GPU pods, want %d", got, tc.r1)
 			}

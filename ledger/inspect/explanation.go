@@ -259,7 +259,12 @@ func Explain(in ExplainInput) Explanation {
 			lists[x.w.Queue] = append(lists[x.w.Queue], x.w)
 		}
 	}
-	domains, placements := topologyDomains(cfg, in.Nodes, in.Devices, running)
+	domains, placements, problems := topologyDomains(cfg, in.Nodes, in.Devices, running)
+	for _, p := range problems {
+		if _, needs := target.w.Total()[p.Resource]; needs {
+			out.Notes = append(out.Notes, "Warning: "+p.Message())
+		}
+	}
 	for _, list := range admittedByQueue {
 		for _, a := range list {
 			a.Placement = placements[a.W]
@@ -364,11 +369,12 @@ func Explain(in ExplainInput) Explanation {
 
 // topologyDomains are the topologies' domains of cfg's flavors, from
 // nodes, with the placements the running workloads hold (their
-// AnnotationTopology, returned by Workload); nil without nodes (they
-// could not be read).
-func topologyDomains(cfg *queues.Config, nodes []corev1.Node, devices *Devices, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement) {
+// AnnotationTopology, returned by Workload), and the mapped DeviceClasses
+// whose devices they do not all count; nil without nodes (they could not
+// be read).
+func topologyDomains(cfg *queues.Config, nodes []corev1.Node, devices *Devices, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement, []queues.DeviceClassProblem) {
 	if nodes == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	placements := map[*queues.Workload]*queues.Placement{}
 	f := queues.NewFlavorDomains()
@@ -389,7 +395,7 @@ func topologyDomains(cfg *queues.Config, nodes []corev1.Node, devices *Devices, 
 		f.Hold(queues.Owner{Namespace: x.w.Namespace, UID: string(x.w.UID)}, &p)
 		placements[x.w] = &p
 	}
-	return f.Trees, placements
+	return f.Trees, placements, f.DeviceClassProblems()
 }
 
 // topologyRoom is, for w waiting for room in the topology of a flavor
