@@ -75,6 +75,8 @@ var testConfig = queuestest.New().
 		"spec:\n  levels:\n  - {nodeLabel: example.com/block}\n  - {nodeLabel: example.com/rack}\n  - {nodeLabel: kubernetes.io/hostname}\n").
 	Flavor("tas-gpu", "nodeLabels: {pool: tas}", "topologyName: dc").
 	ClusterQueue("tas").Group("cpu", "nvidia.com/gpu").Quotas("tas-gpu", "cpu=100", "nvidia.com/gpu=32").
+	Flavor("tas-dra", "nodeLabels: {pool: tasdra}", "topologyName: dc").
+	ClusterQueue("tasdra").Group("cpu", "example.com/gpu").Quotas("tas-dra", "cpu=100", "example.com/gpu=32").
 	PriorityClass("high", 1000).
 	PriorityClass("low", 100).String()
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -183,6 +185,104 @@ func TestIntegrationTopology(t *testing.T) {
 		t.Errorf("Job third was requeued %s after its node stopped being Ready, want 30s", took.Round(time.Second))
 	}
 	for _, name := range []string{"first", "second", "third"} {
+		if err := k8s.Delete(ctx, getJob(t, ns, name), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deviceNode creates a Ready node of pool tasdra in block/rack, with no
+// GPU in its allocatable: its GPUs are published in ResourceSlices.
+func deviceNode(t *testing.T, name, block, rack string) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"pool": "tasdra", "example.com/block": block, "example.com/rack": rack, corev1.LabelHostname: name}}}
+	if err := k8s.Create(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+	n.Status = corev1.NodeStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourcePods: resource.MustParse("110")},
+		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+	}
+	if err := k8s.Status().Update(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gpuSlice is a ResourceSlice of driver gpu.example.com that publishes
+// gpus devices on node, in pool node at generation gen.
+func gpuSlice(node string, gen int64, gpus int) *resourcev1.ResourceSlice {
+	s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: "gpu.example.com", NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node, Generation: gen, ResourceSliceCount: 1}}}
+	for i := range gpus {
+		s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i)})
+	}
+	return s
+}
+
+// TestIntegrationTopologyDevices: in a flavor with a topology, a node's
+// GPUs published in a ResourceSlice, of the DeviceClass that
+// deviceClassMappings maps to example.com/gpu, are its room for pods
+// that claim them. A Job whose two pods claim 2 GPUs each in one rack
+// waits while no rack's nodes publish 4, and is admitted into the rack
+// whose node publishes them once its slice comes; a slice of the other
+// rack's pool's next generation, with fewer GPUs, leaves that rack too
+// small for a second such Job.
+func TestIntegrationTopologyDevices(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	const ns = "tasdra"
+	bindManaged(t, ns, "tasdra")
+	deviceNode(t, "tasdra-n1", "d1", "r1")
+	deviceNode(t, "tasdra-n2", "d1", "r2")
+	create := func(objs ...client.Object) {
+		t.Helper()
+		for _, o := range objs {
+			if err := k8s.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = k8s.Delete(context.Background(), o) })
+		}
+	}
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: draClass}, Spec: resourcev1.DeviceClassSpec{
+		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "gpu.example.com"`}}}}}
+	create(class, gpuSlice("tasdra-n1", 1, 2), claimTemplate(ns, "two-gpus", draClass, 2))
+	gang := func(name string) *batchv1.Job {
+		job := claimingJob(ns, name, "two-gpus", 2)
+		job.Spec.Template.Annotations = map[string]string{queues.AnnotationRequiredTopology: "example.com/rack"}
+		return job
+	}
+	create(gang("first"))
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "first", "Pending", "no example.com/rack domain holds 2 pods; the largest, d1/r1, holds 1")
+	})
+	if !suspended(t, ns, "first") {
+		t.Fatal("Job first admitted with no rack that has 4 GPUs")
+	}
+	create(gpuSlice("tasdra-n2", 1, 4))
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return !suspended(t, ns, "first"), "Job first not admitted once rack r2's node publishes 4 GPUs"
+	})
+	if got, want := getJob(t, ns, "first").Annotations[queues.AnnotationTopology], "tas-dra;main=d1/r2/tasdra-n2:2"; got != want {
+		t.Fatalf("%s = %q, want %q", queues.AnnotationTopology, got, want)
+	}
+	// n1's pool, at its next generation, publishes 1 GPU: the old
+	// generation's 2 no longer count.
+	create(&resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "tasdra-n1-gpus-next"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: "gpu.example.com", NodeName: ptr.To("tasdra-n1"), Pool: resourcev1.ResourcePool{Name: "tasdra-n1", Generation: 2, ResourceSliceCount: 1},
+		Devices: []resourcev1.Device{{Name: "gpu-0"}}}})
+	second := claimingJob(ns, "second", "two-gpus", 1)
+	second.Spec.Template.Annotations = map[string]string{queues.AnnotationRequiredTopology: "example.com/rack"}
+	create(second)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "second", "Pending", "no example.com/rack domain holds 1 pods")
+	})
+	if !suspended(t, ns, "second") {
+		t.Fatal("Job second admitted into rack r1, whose pool's current generation has 1 GPU")
+	}
+	for _, name := range []string{"first", "second"} {
 		if err := k8s.Delete(ctx, getJob(t, ns, name), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 			t.Fatal(err)
 		}

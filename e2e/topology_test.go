@@ -63,16 +63,26 @@ spec:
 // ends.
 func topologyNodes(ctx context.Context, t *testing.T, s *suite) {
 	t.Helper()
-	for _, n := range []struct {
-		name, rack string
-		gpus       int64
-	}{{"tas-r1-n1", "r1", 2}, {"tas-r1-n2", "r1", 2}, {"tas-r2-n1", "r2", 4}, {"tas-r2-n2", "r2", 4}} {
+	rackNodes(ctx, t, s, "tas", []rackNode{{"tas-r1-n1", "r1", 2}, {"tas-r1-n2", "r1", 2}, {"tas-r2-n1", "r2", 4}, {"tas-r2-n2", "r2", 4}})
+}
+
+// rackNode is a kwok node of block b1 in rack, with gpus nvidia.com/gpu.
+type rackNode struct {
+	name, rack string
+	gpus       int64
+}
+
+// rackNodes creates kwok nodes labelled e2e-pool=pool, and deletes them
+// when the test ends.
+func rackNodes(ctx context.Context, t *testing.T, s *suite, pool string, nodes []rackNode) {
+	t.Helper()
+	for _, n := range nodes {
 		gpus := *resource.NewQuantity(n.gpus, resource.DecimalSI)
 		list := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"),
 			corev1.ResourcePods: resource.MustParse("110"), framework.ResourceGPU: gpus}
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: n.name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels: map[string]string{"type": "kwok", "e2e-pool": "tas", labelBlock: "b1", labelRack: n.rack, corev1.LabelHostname: n.name}},
+				Labels: map[string]string{"type": "kwok", "e2e-pool": pool, labelBlock: "b1", labelRack: n.rack, corev1.LabelHostname: n.name}},
 			Status: corev1.NodeStatus{Allocatable: list, Capacity: list},
 		}
 		if err := s.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -36,7 +36,8 @@
 //	metrics.Metrics      metrics/       Kueue's metrics, per ClusterQueue and LocalQueue,
 //	                                    and what they keep of each workload (metrics.Workload)
 //	queues.FlavorDomains topology.go    the topologies' domains: nodes, bound pods (a second
-//	                                    cache, BoundPods), the placements held
+//	                                    cache, BoundPods), the placements held; with device
+//	                                    mappings, ResourceSlices, DeviceClasses, ResourceClaims
 //	entry, write         entry.go       a workload's record beside its machine.Entry; a
 //	                                    decided write
 //	placement, pins      placement.go   where an entry's pod sets go in a topology, and
@@ -45,7 +46,8 @@
 // Who calls whom:
 //
 //	informers ──▶ onJob, onPod, on… (jobs.go, pods.go, defaults.go, labels.go, claims.go,
-//	                 │                 topology.go: onNode, onBoundPod; a lost node's eviction)
+//	                 │                 topology.go: onNode, onBoundPod, onResourceSlice, …;
+//	                 │                 a lost node's eviction)
 //	                 │ read the object (machine.Observe), fold it (machine.React), or step
 //	                 ▼
 //	              step / foldLocked ──▶ apply (apply.go): the effects, in one place

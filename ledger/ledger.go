@@ -158,6 +158,11 @@ type watches struct {
 	list   func(context.Context) ([]*kinds.Object, error)
 	// boundPods: Options.BoundPods is started and watched.
 	boundPods bool
+	// devices: its ResourceSlices, DeviceClasses and ResourceClaims are
+	// watched (watchDevices); deviceWarned is, by mapped DeviceClass, why
+	// it was last warned of.
+	devices      bool
+	deviceWarned map[string]string
 }
 
 type nsInfo struct {

@@ -130,6 +130,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 	if err := l.watchBoundPods(ctx); err != nil {
 		return err
 	}
+	if err := l.watchDevices(ctx); err != nil {
+		return err
+	}
 	// The first pass waits until every handler has been given what the
 	// informers listed: workloads, and the pods that hold quota.
 	if !l.cache.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), l.watches.synced...) {
@@ -176,6 +179,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 			if err := l.watchBoundPods(ctx); err != nil {
 				l.log.Error(err, "watching the pods bound to nodes, for the new config's topologies")
 			}
+			if err := l.watchDevices(ctx); err != nil {
+				l.log.Error(err, "watching the nodes' devices, for the new config's topologies and device mappings")
+			}
 			l.captureManaged(ctx)
 			l.adoptOrphans(ctx)
 		case <-recount.C():
@@ -207,7 +213,12 @@ func (l *Ledger) Start(ctx context.Context) error {
 }
 
 func (l *Ledger) watch(ctx context.Context, obj client.Object, upsert func(any), del func(any)) error {
-	inf, err := l.cache.GetInformer(ctx, obj)
+	return l.watchIn(ctx, l.cache, obj, upsert, del)
+}
+
+// watchIn is watch in cache c, its informer got with opts.
+func (l *Ledger) watchIn(ctx context.Context, c cache.Cache, obj client.Object, upsert func(any), del func(any), opts ...cache.InformerGetOption) error {
+	inf, err := c.GetInformer(ctx, obj, opts...)
 	if err != nil {
 		return fmt.Errorf("ledger: informer for %T: %w", obj, err)
 	}
@@ -270,6 +281,7 @@ func (l *Ledger) reconfigure(cfg *queues.Config) {
 	l.inputs.allChanged()
 	l.metrics.ObserveConfig(cfg, l.books.usage)
 	l.topo.Configure(cfg)
+	l.warnDeviceClassesLocked()
 	l.rebuildPendingLocked()
 	l.relabelLocked()
 	l.log.Info("config in force", "clusterQueues", len(cfg.QueueNames), "flavors", len(cfg.Flavors))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tally.dev/tally/deviceclass"
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
@@ -122,11 +124,27 @@ func (l *Ledger) domainsChangedLocked(queues []string) {
 const boundPodsSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 // BoundPodsCache is the cache Options.BoundPods wants: every pod bound
-// to a node, not ended, stripped to what the topologies' trees read.
+// to a node, not ended, stripped to what the topologies' trees read;
+// and, informed only once the config maps DeviceClasses (watchDevices),
+// the ResourceSlices, DeviceClasses and ResourceClaims, stripped so.
 func BoundPodsCache(cfg *rest.Config, scheme *runtime.Scheme, mapper meta.RESTMapper) (cache.Cache, error) {
 	return cache.New(cfg, cache.Options{Scheme: scheme, Mapper: mapper, ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Field: fields.ParseSelectorOrDie(boundPodsSelector), Transform: StripBoundPod},
+		&corev1.Pod{}:               {Field: fields.ParseSelectorOrDie(boundPodsSelector), Transform: StripBoundPod},
+		&resourcev1.ResourceSlice{}: {Transform: stripWith(queues.StripResourceSlice)},
+		&resourcev1.DeviceClass{}:   {Transform: stripWith(queues.StripDeviceClass)},
+		&resourcev1.ResourceClaim{}: {Transform: stripWith(queues.StripResourceClaim)},
 	}})
+}
+
+// stripWith is a cache transform that strips objects of type T with
+// strip, and leaves others alone.
+func stripWith[T any](strip func(*T) *T) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		if o, ok := obj.(*T); ok {
+			return strip(o), nil
+		}
+		return obj, nil
+	}
 }
 
 // StripBoundPod is a cache transform that keeps only what the
@@ -213,4 +231,107 @@ func (l *Ledger) onBoundPod(obj any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.domainsChangedLocked(l.topo.SetPod(key, node, requests, owner))
+}
+
+// watchDevices watches, in Options.BoundPods, the ResourceSlices,
+// DeviceClasses and ResourceClaims once the config in force has a
+// topology and maps DeviceClasses, and has the trees told of them: a
+// node's devices of a mapped class count in its domains, less those its
+// claims hold (queues.FlavorDomains.SetResourceSlice). It runs after
+// watchBoundPods, which starts the cache.
+func (l *Ledger) watchDevices(ctx context.Context) error {
+	l.mu.Lock()
+	want := l.cfg != nil && len(l.cfg.Topologies) > 0 && len(l.cfg.DeviceClasses) > 0 && l.watches.boundPods && !l.watches.devices
+	l.watches.devices = l.watches.devices || want
+	l.mu.Unlock()
+	if !want {
+		return nil
+	}
+	for _, w := range []struct {
+		obj      client.Object
+		set, del func(any)
+	}{
+		{&resourcev1.DeviceClass{}, l.onDeviceClass, l.onDeviceClassDelete},
+		{&resourcev1.ResourceSlice{}, l.onResourceSlice, l.onResourceSliceDelete},
+		{&resourcev1.ResourceClaim{}, l.onResourceClaim, l.onResourceClaimDelete},
+	} {
+		if err := l.watchIn(ctx, l.opts.BoundPods, w.obj, w.set, w.del, cache.BlockUntilSynced(false)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Ledger) onResourceSlice(obj any) {
+	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+		l.devicesChanged(func() []string { return l.topo.SetResourceSlice(s) })
+	}
+}
+
+func (l *Ledger) onResourceSliceDelete(obj any) {
+	if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+		l.devicesChanged(func() []string { return l.topo.RemoveResourceSlice(s.Name) })
+	}
+}
+
+// onDeviceClass compiles a class's selectors (outside the lock) and has
+// the trees count its devices by them.
+func (l *Ledger) onDeviceClass(obj any) {
+	if c, ok := obj.(*resourcev1.DeviceClass); ok {
+		sel := deviceclass.Compile(c)
+		l.devicesChanged(func() []string { return l.topo.SetDeviceClass(c.Name, sel) })
+	}
+}
+
+func (l *Ledger) onDeviceClassDelete(obj any) {
+	if c, ok := obj.(*resourcev1.DeviceClass); ok {
+		l.devicesChanged(func() []string { return l.topo.RemoveDeviceClass(c.Name) })
+	}
+}
+
+func (l *Ledger) onResourceClaim(obj any) {
+	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
+		l.devicesChanged(func() []string { return l.topo.SetClaim(c.Namespace+"/"+c.Name, queues.ClaimDevices(c)) })
+	}
+}
+
+func (l *Ledger) onResourceClaimDelete(obj any) {
+	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
+		l.devicesChanged(func() []string { return l.topo.SetClaim(c.Namespace+"/"+c.Name, nil) })
+	}
+}
+
+// devicesChanged tells the trees of a change of the devices, under the
+// lock, has the queues of the trees it changed decided again, and warns
+// of the mapped classes that cannot count their devices.
+func (l *Ledger) devicesChanged(change func() []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.domainsChangedLocked(change())
+	l.warnDeviceClassesLocked()
+}
+
+// ReasonDeviceClassNotCounted is the Warning Event on the config
+// ConfigMap about a mapped DeviceClass whose selectors cannot be
+// evaluated, on some devices or at all: those devices are not counted in
+// the topologies' domains, and workloads that claim them are not placed
+// there.
+const ReasonDeviceClassNotCounted = "DeviceClassNotCounted"
+
+// warnDeviceClassesLocked warns, once per class and reason, of each
+// mapped DeviceClass whose devices are not all counted
+// (queues.FlavorDomains.DeviceClassProblems).
+func (l *Ledger) warnDeviceClassesLocked() {
+	now := map[string]string{}
+	for _, p := range l.topo.DeviceClassProblems() {
+		now[p.Class] = p.Why
+		if l.watches.deviceWarned[p.Class] == p.Why {
+			continue
+		}
+		msg := p.Message()
+		l.log.Info("a mapped DeviceClass's devices are not counted in the topologies' domains", "deviceClass", p.Class, "reason", msg)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: l.opts.Namespace, Name: queues.ConfigName}}
+		l.recorder.Event(cm, corev1.EventTypeWarning, ReasonDeviceClassNotCounted, msg)
+	}
+	l.watches.deviceWarned = now
 }

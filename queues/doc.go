@@ -37,6 +37,13 @@
 // Kueue's topology-aware scheduling does (Domains.Place, PlaceAll): the domains
 // and pod counts, or which level does not hold it and its largest domain
 // (Domains.Room says how much each level's top domains hold).
+// topologytrees.go keeps those trees for a config (FlavorDomains) from
+// the nodes, the pods bound to them and the placements held, and
+// topologydevices.go adds the nodes' devices of Dynamic Resource
+// Allocation: those of mapped DeviceClasses in the nodes' ResourceSlices,
+// less those ResourceClaims are allocated; whether a class selects a
+// device is a DeviceSelector's answer (package deviceclass evaluates the
+// class's CEL, which this package does not import).
 //
 // It may import tally's flavors package, the standard library, the
 // Kubernetes API types and machinery, k8s.io/component-helpers and the

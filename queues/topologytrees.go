@@ -13,9 +13,11 @@ import (
 
 // FlavorDomains keeps, for each flavor of a config that has a topology,
 // the tree of its domains that admission places pod sets in
-// (Snapshot.Domains). What a leaf has free is its nodes' allocatable,
-// less what the pods bound to them request (every pod, queued or not:
-// DaemonSets, static pods, other schedulers' pods), less what the
+// (Snapshot.Domains). What a leaf has free is its nodes' allocatable
+// and their devices of mapped DeviceClasses that no claim holds
+// (topologydevices.go), less what the pods bound to them request
+// (every pod, queued or not: DaemonSets, static pods, other
+// schedulers' pods), less what the
 // placements of the workloads holding quota give it and their pods do
 // not take yet: a placement of n pods in a leaf where m of its
 // workload's pods are bound reserves n-m pods more. So a placement is
@@ -26,12 +28,14 @@ import (
 //     topology;
 //   - each tree holds exactly the nodes told of that are Ready and
 //     schedulable and whose labels match the flavor's node labels, each
-//     with its allocatable less its pods' requests;
+//     with its allocatable and free devices less its pods' requests;
 //   - each held placement's reserved is, per leaf, what it reserves
 //     there now, and the trees have exactly that reserved.
 //
 // A node's change costs a check per topology flavor and its levels; a
-// pod's, its node's levels in each tree; a placement's, its domains.
+// pod's, its node's levels in each tree; a placement's, its domains; a
+// ResourceSlice's, DeviceClass's or ResourceClaim's, what nodeDevices
+// says, and its nodes' levels in each tree.
 type FlavorDomains struct {
 	// Trees maps each flavor with a topology to its tree.
 	Trees map[string]*Domains
@@ -45,6 +49,9 @@ type FlavorDomains struct {
 	// placement's pods bound per leaf are counted from.
 	owned map[Owner]map[string]struct{}
 	held  map[Owner]*held
+	// devices is the nodes' devices of Dynamic Resource Allocation, per
+	// mapped resource (topologydevices.go).
+	devices *nodeDevices
 }
 
 // Owner names a workload whose pods and placement FlavorDomains matches:
@@ -88,13 +95,15 @@ type held struct {
 
 // NewFlavorDomains is an empty FlavorDomains, for no config yet.
 func NewFlavorDomains() *FlavorDomains {
-	return &FlavorDomains{nodes: map[string]*domainNode{}, pods: map[string]boundPod{}, owned: map[Owner]map[string]struct{}{}, held: map[Owner]*held{}}
+	return &FlavorDomains{nodes: map[string]*domainNode{}, pods: map[string]boundPod{}, owned: map[Owner]map[string]struct{}{}, held: map[Owner]*held{},
+		devices: newNodeDevices()}
 }
 
 // Configure makes the trees for cfg from the nodes and pods known, with
 // the placements held reserved again.
 func (f *FlavorDomains) Configure(cfg *Config) {
 	f.cfg, f.Trees, f.queuesOf = cfg, nil, nil
+	f.devices.setMapped(cfg.DeviceClasses, changes{})
 	for name, fl := range cfg.Flavors {
 		t := cfg.Topologies[fl.TopologyName]
 		if fl.TopologyName == "" || t == nil {
@@ -168,6 +177,12 @@ func (f *FlavorDomains) place(name string, n *domainNode) []string {
 	for fl, t := range f.Trees {
 		if values := f.leafOf(fl, n); values != nil {
 			free := maps.Clone(n.allocatable)
+			if free == nil {
+				free = flavors.Resources{}
+			}
+			for r, a := range f.devices.free[name] {
+				free[r] = free[r].Add(a)
+			}
 			for r, a := range n.used {
 				free[r] = free[r].Sub(a)
 			}

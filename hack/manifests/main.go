@@ -70,7 +70,8 @@ const webhooksHeader = generated + `# tally's admission webhooks, all served by 
 const rbacHeader = generated + `# Least privilege for tally. Cluster-wide: the workload kinds it admits
 # and labels and the objects their pod sets are read from, Namespaces, what
 # it reads (PriorityClasses, LimitRanges, RuntimeClasses,
-# ResourceClaimTemplates, Nodes and Karpenter's NodePools), pods (the gate
+# ResourceClaimTemplates, Nodes and Karpenter's NodePools, and
+# ResourceSlices, DeviceClasses and ResourceClaims), pods (the gate
 # admits and preempts pods queued on their own, and admitted workloads'
 # pods hold quota until they are gone), the Events it explains with, and
 # its own two webhook configurations. In its namespace only: its config,
@@ -152,6 +153,9 @@ func rbacObjects(ns string) []runtime.Object {
 		rule([]string{"node.k8s.io"}, []string{"runtimeclasses"}, []string{"list", "watch"}),
 		// get: the creation check reads a template the cache has not seen.
 		rule([]string{"resource.k8s.io"}, []string{"resourceclaimtemplates"}, read),
+		// The nodes' devices and the claims that hold them, counted in
+		// the topologies' domains when the config maps DeviceClasses.
+		rule([]string{"resource.k8s.io"}, []string{"resourceslices", "deviceclasses", "resourceclaims"}, []string{"list", "watch"}),
 		// The gate's pods are admitted (patched) and preempted (deleted).
 		rule(core, []string{"pods"}, []string{"get", "list", "watch", "patch", "delete"}),
 		// The flavors' nodes and NodePools, for explanations and Karpenter.

@@ -107,6 +107,7 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 		if in.Nodes == nil {
 			in.Nodes = []corev1.Node{}
 		}
+		in.Devices = ReadDevices(ctx, c, cfg)
 	}
 	return Explain(in), nil
 }

@@ -54,6 +54,10 @@ type ExplainInput struct {
 	// when they could not be read, and then a workload is judged by
 	// quota alone.
 	Nodes []corev1.Node
+	// Devices are the ResourceSlices, DeviceClasses and ResourceClaims
+	// whose devices count in the topologies' domains (ReadDevices); nil
+	// when they could not be read, or the config maps no DeviceClass.
+	Devices *Devices
 	// NodeTemplates are what the NodePools put on their nodes
 	// (NodeTemplates), for which topology levels they can make.
 	NodeTemplates []flavors.NodeTemplate
@@ -255,7 +259,12 @@ func Explain(in ExplainInput) Explanation {
 			lists[x.w.Queue] = append(lists[x.w.Queue], x.w)
 		}
 	}
-	domains, placements := topologyDomains(cfg, in.Nodes, running)
+	domains, placements, problems := topologyDomains(cfg, in.Nodes, in.Devices, running)
+	for _, p := range problems {
+		if _, needs := target.w.Total()[p.Resource]; needs {
+			out.Notes = append(out.Notes, "Warning: "+p.Message())
+		}
+	}
 	for _, list := range admittedByQueue {
 		for _, a := range list {
 			a.Placement = placements[a.W]
@@ -360,11 +369,12 @@ func Explain(in ExplainInput) Explanation {
 
 // topologyDomains are the topologies' domains of cfg's flavors, from
 // nodes, with the placements the running workloads hold (their
-// AnnotationTopology, returned by Workload); nil without nodes (they
-// could not be read).
-func topologyDomains(cfg *queues.Config, nodes []corev1.Node, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement) {
+// AnnotationTopology, returned by Workload), and the mapped DeviceClasses
+// whose devices they do not all count; nil without nodes (they could not
+// be read).
+func topologyDomains(cfg *queues.Config, nodes []corev1.Node, devices *Devices, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement, []queues.DeviceClassProblem) {
 	if nodes == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	placements := map[*queues.Workload]*queues.Placement{}
 	f := queues.NewFlavorDomains()
@@ -372,6 +382,7 @@ func topologyDomains(cfg *queues.Config, nodes []corev1.Node, running []*explain
 		f.SetNode(&nodes[i])
 	}
 	f.Configure(cfg)
+	devices.tell(f)
 	for _, x := range running {
 		fl, sets, err := queues.ParseTopologyAnnotation(cfg, x.w, x.o.Meta.Annotations[queues.AnnotationTopology])
 		if err != nil {
@@ -384,7 +395,7 @@ func topologyDomains(cfg *queues.Config, nodes []corev1.Node, running []*explain
 		f.Hold(queues.Owner{Namespace: x.w.Namespace, UID: string(x.w.UID)}, &p)
 		placements[x.w] = &p
 	}
-	return f.Trees, placements
+	return f.Trees, placements, f.DeviceClassProblems()
 }
 
 // topologyRoom is, for w waiting for room in the topology of a flavor
