@@ -159,8 +159,8 @@
 //     (Lease.Held) it decides no pass and sends no write once its last
 //     renewal is as old as the renew deadline (fence.go).
 //
-// It may import tally's kinds, queues, flavors, ledger/machine,
-// ledger/metrics and ledger/inspect packages (machine.Observe reads a workload for the state
+// It may import tally's kinds, queues, queues/deviceclass, flavors,
+// ledger/machine, ledger/metrics and ledger/inspect packages (machine.Observe reads a workload for the state
 // machine, from the fields inspect.StatusOf copies out of a kinds.Object),
 // the Kubernetes API machinery and controller-runtime; never webhook or
 // main. Of its subpackages, metrics and inspect import only machine,

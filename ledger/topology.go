@@ -19,12 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tally.dev/tally/deviceclass"
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/deviceclass"
 )
 
 // onNode puts a node's change into the topologies' trees, and has the

@@ -42,8 +42,8 @@
 // topologydevices.go adds the nodes' devices of Dynamic Resource
 // Allocation: those of mapped DeviceClasses in the nodes' ResourceSlices,
 // less those ResourceClaims are allocated; whether a class selects a
-// device is a DeviceSelector's answer (package deviceclass evaluates the
-// class's CEL, which this package does not import).
+// device is a DeviceSelector's answer (its subpackage deviceclass
+// evaluates the class's CEL; this package does not import it).
 //
 // It may import tally's flavors package, the standard library, the
 // Kubernetes API types and machinery, k8s.io/component-helpers and the

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"tally.dev/tally/deviceclass"
 	"tally.dev/tally/flavors"
+	"tally.dev/tally/queues/deviceclass"
 )
 
 // setClass tells f of DeviceClass c, its selectors compiled.

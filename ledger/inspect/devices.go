@@ -6,8 +6,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tally.dev/tally/deviceclass"
 	"tally.dev/tally/queues"
+	"tally.dev/tally/queues/deviceclass"
 )
 
 // Devices are what the topologies' domains count of Dynamic Resource

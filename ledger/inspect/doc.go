@@ -17,7 +17,8 @@
 // their claims are charged from; ShowStatus and ExplainWorkload build
 // `tally status` and `tally explain` on them.
 //
-// It may import tally's kinds, queues and flavors packages, the state
+// It may import tally's kinds, queues, queues/deviceclass and flavors
+// packages, the state
 // machine (ledger/machine), the Kubernetes API machinery and
 // controller-runtime's client; never the ledger itself (imports_test.go
 // checks), webhook or main. The ledger and main import it.
