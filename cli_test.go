@@ -123,7 +123,7 @@ func TestIntegrationKubectlPlugin(t *testing.T) {
 		{[]string{"tally", "status", "--kubeconfig", file, "--context", "envtest"}, 0, "plugin"},
 		{[]string{"tally", "explain", "job/waits", "-n", "plugin", "--kubeconfig", file, "--context", "envtest"}, 0, "waits"},
 		{[]string{"tally", "explain", "--kubeconfig=" + file, "--context=envtest", "--namespace=plugin", "waits"}, 0, "waits"},
-		{[]string{"tally", "check-config", queuesFile, "--kubeconfig", file, "--context", "envtest"}, 0, "ok: 4 ResourceFlavor(s)"},
+		{[]string{"tally", "check-config", queuesFile, "--kubeconfig", file, "--context", "envtest"}, 0, "ok: 5 ResourceFlavor(s)"},
 		{[]string{"tally", "status", "--kubeconfig", file}, 1, "tally status: "},
 		{[]string{"tally", "status", "--kubeconfig", file, "--context", "none"}, 1, `tally status: kubeconfig: context "none" does not exist`},
 		{[]string{"tally", "version"}, 0, "tally "},
