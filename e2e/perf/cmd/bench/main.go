@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -47,6 +48,7 @@ func run() int {
 		kueue     = flag.String("kueue", "", "Compare tally with Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf): -rounds rounds of, in turn, tally with its defaults, the same with the Jobs' pods played through its pod gate, tally at minimalkueue's client budget, minimalkueue as released and minimalkueue at tally's budget (minimalkueue-qps500).")
 		tallyVer  = flag.String("tally-version", "", "What to call the tally binary's version in the comparison's header (make bench-kueue gives the commit).")
 		rounds    = flag.Int("rounds", 3, "With -kueue, how many runs of each of the five.")
+		only      = flag.String("contenders", "", "With -kueue, run only these of the five, a comma list of their names as the table gives them (tally, tally+pods, tally 50/100, kueue, kueue 500/1000); empty: all five.")
 		tallyArgs stringList
 		tallyEnv  stringList
 	)
@@ -171,7 +173,7 @@ func run() int {
 		return sum, res, nil
 	}
 	if *kueue != "" {
-		return compare(ctx, sc, plan, bound, *kueue, *assets, *bin, *tallyVer, *out, kueueTimeout, *rounds, tallyArgs, measureRun)
+		return compare(ctx, sc, plan, bound, *kueue, *assets, *bin, *tallyVer, *out, kueueTimeout, *rounds, *only, tallyArgs, measureRun)
 	}
 	var sum, replay *perf.Summary
 	var err1, err2 error
@@ -215,7 +217,7 @@ func run() int {
 // client budget, Kueue as released and Kueue at tally's budget, and prints
 // and writes the comparison.
 func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bound scenario.Stats, tools, assets, bin, tallyVersion, out string, kueueTimeout time.Duration, rounds int,
-	tallyArgs []string, measureRun func(replay bool, name string, tallyArgs []string, pods bool, timeout time.Duration) (*perf.Summary, *perf.Result, error)) int {
+	only string, tallyArgs []string, measureRun func(replay bool, name string, tallyArgs []string, pods bool, timeout time.Duration) (*perf.Summary, *perf.Result, error)) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "bench:", err); return 1 }
 	if bin == "" {
 		return fail(errors.New("-kueue compares with tally: set TALLY_BIN (or -tally)"))
@@ -272,6 +274,13 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 	if b, err := os.ReadFile(filepath.Join(tools, "minimalkueue-qps500.edit")); err == nil {
 		contenders[4].Edit = strings.TrimSpace(string(b))
 	}
+	// tally's contenders are the first three, run with args[i]; the rest
+	// are Kueue's.
+	isTally := []bool{true, true, true, false, false}
+	args = append(args, nil, nil)
+	if contenders, args, isTally, err = pick(contenders, args, isTally, only); err != nil {
+		return fail(err)
+	}
 	cmp := &perf.Comparison{Scenario: sc.Name, KueueConfig: sc.KueueConfig, Jobs: len(plan.Jobs), APIServerFlags: perf.APIServerFlagsString(), Contenders: contenders, Started: time.Now(),
 		Ideal: perf.IdealFigures{WallSeconds: bound.Wall.Seconds(), Classes: map[string]float64{}}}
 	var classes []string
@@ -289,7 +298,7 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 			start := time.Now()
 			var run perf.CompareRun
 			var err error
-			if i < len(args) {
+			if isTally[i] {
 				var sum *perf.Summary
 				var res *perf.Result
 				// tally's runs get Kueue's bound: at Kueue's client
@@ -329,6 +338,33 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 	}
 	fmt.Printf("\ncomparison: %s\n", path)
 	return 0
+}
+
+// pick keeps the contenders named in only (a comma list; empty: all),
+// in their order, each with its args and whether it is tally's.
+func pick(contenders []*perf.Contender, args [][]string, isTally []bool, only string) ([]*perf.Contender, [][]string, []bool, error) {
+	if strings.TrimSpace(only) == "" {
+		return contenders, args, isTally, nil
+	}
+	want := map[string]bool{}
+	for _, name := range strings.Split(only, ",") {
+		want[strings.TrimSpace(name)] = true
+	}
+	var keptC []*perf.Contender
+	var keptA [][]string
+	var keptT []bool
+	var names []string
+	for i, c := range contenders {
+		names = append(names, c.Name)
+		if want[c.Name] {
+			keptC, keptA, keptT = append(keptC, c), append(keptA, args[i]), append(keptT, isTally[i])
+			delete(want, c.Name)
+		}
+	}
+	if len(want) > 0 {
+		return nil, nil, nil, fmt.Errorf("-contenders: no contender named %q; they are %q", slices.Sorted(maps.Keys(want)), names)
+	}
+	return keptC, keptA, keptT, nil
 }
 
 // kueueRangeSpec checks the scenario's generator config gen (written to

@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"tally.dev/tally/e2e/perf"
@@ -54,5 +56,43 @@ func TestKueueRangeSpec(t *testing.T) {
 	other.KueueConfig = ""
 	if spec, err := kueueRangeSpec(&other, gen, "gen.yaml", tools, "v0"); spec != nil || err != nil {
 		t.Errorf("no config named: %+v, %v; want no range spec", spec, err)
+	}
+}
+
+func TestPick(t *testing.T) {
+	all := []*perf.Contender{{Name: "tally"}, {Name: "tally+pods"}, {Name: "tally 50/100"}, {Name: "kueue"}, {Name: "kueue 500/1000"}}
+	args := [][]string{{"a"}, {"a"}, {"b"}, nil, nil}
+	isTally := []bool{true, true, true, false, false}
+	for _, tc := range []struct {
+		only    string
+		want    []string
+		wantErr string
+	}{
+		{only: "", want: []string{"tally", "tally+pods", "tally 50/100", "kueue", "kueue 500/1000"}},
+		{only: "kueue, tally", want: []string{"tally", "kueue"}},
+		{only: "tally 50/100", want: []string{"tally 50/100"}},
+		{only: "tally,minimalkueue", wantErr: `no contender named ["minimalkueue"]`},
+	} {
+		c, a, is, err := pick(all, args, isTally, tc.only)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: err %v, want %q", tc.only, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.only, err)
+		}
+		var got []string
+		for i, x := range c {
+			got = append(got, x.Name)
+			j := slices.IndexFunc(all, func(y *perf.Contender) bool { return y == x })
+			if is[i] != isTally[j] || !slices.Equal(a[i], args[j]) {
+				t.Errorf("%q: %s kept with args %q, tally %v; want %q, %v", tc.only, x.Name, a[i], is[i], args[j], isTally[j])
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q: kept %q, want %q", tc.only, got, tc.want)
+		}
 	}
 }
