@@ -43,7 +43,7 @@ func run() int {
 		held      = flag.Bool("held-replay", false, "Make the replay reference the held replay: the ideal scheduler without preemption, holding each Job's quota until the runner's completion write for it returns, so that it never takes more quota than is free on the API server.")
 		policy    = flag.Bool("creation-policy", false, "Replace tally's Job webhook with a MutatingAdmissionPolicy that makes the same changes at creation, to measure what the webhook round trip costs.")
 		pods      = flag.Bool("pods", false, "Play the Jobs' pods too: the runner creates each admitted Job's pod, through tally's pod gate, marks it succeeded before completing the Job and deletes it when the Job is preempted, so that the gate's calls and tally's pod watch are in the run.")
-		profile   = flag.Bool("profile", false, "Take CPU and allocation profiles of tally (it is given --pprof-bind-address; not in a replay run) and of the API server over the run.")
+		profile   = flag.Bool("profile", false, "Take CPU and allocation profiles of tally (it is given --pprof-bind-address; not in a replay run) and of the API server over the run, and the heap profile of each with the most in use.")
 		apiLog    = flag.Int("apiserver-v", 0, "Keep the API server's log at this verbosity in the run's folder (apiserver.log); 0: no log. At 1 it names each Job watch it cuts off for falling behind.")
 		kueue     = flag.String("kueue", "", "Compare tally with Kueue's scheduler-performance runner and minimalkueue from this folder (the toolchain's kueue-perf): -rounds rounds of, in turn, tally with its defaults, the same with the Jobs' pods played through its pod gate, tally at minimalkueue's client budget, minimalkueue as released and minimalkueue at tally's budget (minimalkueue-qps500).")
 		tallyVer  = flag.String("tally-version", "", "What to call the tally binary's version in the comparison's header (make bench-kueue gives the commit).")
@@ -160,6 +160,7 @@ func run() int {
 		if len(profiles) > 0 {
 			fmt.Printf("tally CPU profiles, 10s each: go tool pprof -top %s %s\n", *bin, strings.Join(profiles, " "))
 			fmt.Printf("tally's allocations up to the last of them: go tool pprof -sample_index=alloc_space -top %s %s.allocs.pprof\n", *bin, profilePrefix)
+			fmt.Printf("tally's heap when the most was in use: go tool pprof -sample_index=inuse_space -top %s %s.heap.pprof\n", *bin, profilePrefix)
 		}
 		if len(res.APIServerProfiles) > 0 {
 			fmt.Printf("the API server's CPU profiles, 10s each: go tool pprof -top %s\n", strings.Join(res.APIServerProfiles, " "))
