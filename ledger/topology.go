@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/ledger/metrics"
@@ -217,17 +216,7 @@ func (l *Ledger) onBoundPod(obj any) {
 	if !ok {
 		return
 	}
-	key, node := p.Namespace+"/"+p.Name, p.Spec.NodeName
-	var requests flavors.Resources
-	var owner queues.Owner
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		node = ""
-	} else {
-		requests = queues.PodRequests(&p.Spec)
-		if w := p.Labels[queues.LabelWorkload]; w != "" {
-			owner = queues.Owner{Namespace: p.Namespace, UID: w}
-		}
-	}
+	key, node, requests, owner := queues.BoundPod(p)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.domainsChangedLocked(l.topo.SetPod(key, node, requests, owner))

@@ -211,6 +211,20 @@ func (f *FlavorDomains) leafOf(fl string, n *domainNode) []string {
 	return values
 }
 
+// BoundPod is what FlavorDomains.SetPod is told of pod p: its key
+// (namespace/name), its node ("" once it has ended), what it requests
+// and the workload its LabelWorkload names (zero for none).
+func BoundPod(p *corev1.Pod) (key, node string, requests flavors.Resources, owner Owner) {
+	key, node = p.Namespace+"/"+p.Name, p.Spec.NodeName
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return key, "", nil, Owner{}
+	}
+	if w := p.Labels[LabelWorkload]; w != "" {
+		owner = Owner{Namespace: p.Namespace, UID: w}
+	}
+	return key, node, PodRequests(&p.Spec), owner
+}
+
 // SetPod notes pod key (namespace/name) bound to node with requests, of
 // the workload owner names (zero for none), or, with node "", that it
 // is unbound, ended or gone; and returns the ClusterQueues whose flavors'

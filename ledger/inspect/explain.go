@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -108,8 +109,29 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 			in.Nodes = []corev1.Node{}
 		}
 		in.Devices = ReadDevices(ctx, c, cfg)
+		in.BoundPods = ReadBoundPods(ctx, c, cfg)
 	}
 	return Explain(in), nil
+}
+
+// ReadBoundPods lists the pods bound to nodes that have not ended, for
+// the domains of cfg's topologies; nil if cfg has none or they cannot be
+// read.
+func ReadBoundPods(ctx context.Context, c client.Reader, cfg *queues.Config) []corev1.Pod {
+	if len(cfg.Topologies) == 0 {
+		return nil
+	}
+	pods := &corev1.PodList{}
+	sel := fields.AndSelectors(fields.OneTermNotEqualSelector("spec.nodeName", ""),
+		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
+	if err := c.List(ctx, pods, client.MatchingFieldsSelector{Selector: sel}); err != nil {
+		return nil
+	}
+	if pods.Items == nil {
+		return []corev1.Pod{}
+	}
+	return pods.Items
 }
 
 // eventTime is when an Event last happened.

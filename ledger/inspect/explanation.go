@@ -54,6 +54,11 @@ type ExplainInput struct {
 	// when they could not be read, and then a workload is judged by
 	// quota alone.
 	Nodes []corev1.Node
+	// BoundPods are the pods bound to nodes that have not ended
+	// (ReadBoundPods), for what they use of their nodes; nil when they
+	// could not be read, and then the domains count only what the running
+	// workloads' placements hold.
+	BoundPods []corev1.Pod
 	// Devices are the ResourceSlices, DeviceClasses and ResourceClaims
 	// whose devices count in the topologies' domains (ReadDevices); nil
 	// when they could not be read, or the config maps no DeviceClass.
@@ -259,7 +264,7 @@ func Explain(in ExplainInput) Explanation {
 			lists[x.w.Queue] = append(lists[x.w.Queue], x.w)
 		}
 	}
-	domains, placements, problems := topologyDomains(cfg, in.Nodes, in.Devices, running)
+	domains, placements, problems := topologyDomains(cfg, in.Nodes, in.BoundPods, in.Devices, running)
 	for _, p := range problems {
 		if _, needs := target.w.Total()[p.Resource]; needs {
 			out.Notes = append(out.Notes, "Warning: "+p.Message())
@@ -368,11 +373,11 @@ func Explain(in ExplainInput) Explanation {
 }
 
 // topologyDomains are the topologies' domains of cfg's flavors, from
-// nodes, with the placements the running workloads hold (their
-// AnnotationTopology, returned by Workload), and the mapped DeviceClasses
-// whose devices they do not all count; nil without nodes (they could not
-// be read).
-func topologyDomains(cfg *queues.Config, nodes []corev1.Node, devices *Devices, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement, []queues.DeviceClassProblem) {
+// nodes, less what the pods bound to them use, with the placements the
+// running workloads hold (their AnnotationTopology, returned by
+// Workload), and the mapped DeviceClasses whose devices they do not all
+// count; nil without nodes (they could not be read).
+func topologyDomains(cfg *queues.Config, nodes []corev1.Node, pods []corev1.Pod, devices *Devices, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement, []queues.DeviceClassProblem) {
 	if nodes == nil {
 		return nil, nil, nil
 	}
@@ -394,6 +399,11 @@ func topologyDomains(cfg *queues.Config, nodes []corev1.Node, devices *Devices, 
 		}
 		f.Hold(queues.Owner{Namespace: x.w.Namespace, UID: string(x.w.UID)}, &p)
 		placements[x.w] = &p
+	}
+	for i := range pods {
+		if key, node, requests, owner := queues.BoundPod(&pods[i]); node != "" {
+			f.SetPod(key, node, requests, owner)
+		}
 	}
 	return f.Trees, placements, f.DeviceClassProblems()
 }

@@ -90,6 +90,24 @@ func TestExplainTopology(t *testing.T) {
 		t.Errorf("topology of the running Job: %+v, want main in r1/n1 and r1/n2", x.Topology)
 	}
 
+	// Pods bound to the nodes use room too: a DaemonSet's pod takes rack
+	// r2's one CPU; the running Job's own pod on n2 is already in its
+	// placement, and a pod that has ended uses nothing.
+	pod := func(name, node, cpu string, labels map[string]string, phase corev1.PodPhase) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, Labels: labels},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+			Status: corev1.PodStatus{Phase: phase}}
+	}
+	own := pod("run-0", "n2", "1", map[string]string{queues.LabelWorkload: string(run.UID)}, corev1.PodRunning)
+	own.Namespace = run.Namespace
+	in.Target = target
+	in.BoundPods = []corev1.Pod{pod("ds-n3", "n3", "1", nil, corev1.PodRunning), own, pod("done", "n2", "1", nil, corev1.PodSucceeded)}
+	if x := Explain(in); len(x.Room) != 2 || len(x.Room[0].Domains) != 2 || strings.Join(x.Room[0].Domains[0].Values, "/") != "r1" || x.Room[0].Domains[0].Count != 1 || x.Room[0].Domains[1].Count != 0 {
+		t.Errorf("room with bound pods %+v, want r1 holding 1 pod and r2 none", x.Room)
+	}
+	in.BoundPods = nil
+
 	// Without nodes: by quota alone, it fits.
 	in.Target, in.Nodes = target, nil
 	if x := Explain(in); !strings.HasPrefix(x.Reason, "fits now") {
