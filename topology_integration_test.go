@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"tally.dev/tally/ledger/inspect"
 	"tally.dev/tally/queues"
 )
 
@@ -286,5 +287,52 @@ func TestIntegrationTopologyDevices(t *testing.T) {
 		if err := k8s.Delete(ctx, getJob(t, ns, name), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestIntegrationReadBoundPods: explain's room counts the pods bound to
+// nodes that have not ended, which it lists with field selectors the
+// API server must take: a running bound pod is listed; one that has
+// succeeded, and one not bound, are not.
+func TestIntegrationReadBoundPods(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := "bound-pods"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	pod := func(name, node string, phase corev1.PodPhase) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		if err := k8s.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Status.Phase = phase
+		if err := k8s.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod("running", "bound-n1", corev1.PodRunning)
+	pod("done", "bound-n1", corev1.PodSucceeded)
+	pod("unbound", "", corev1.PodPending)
+	cfg, _, errs := queues.Parse([]byte("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f, annotations: {tally.dev/node-fit: \"true\"}}\n"))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, p := range inspect.ReadBoundPods(ctx, k8s, cfg) {
+		if p.Namespace == ns {
+			got = append(got, p.Name)
+		}
+	}
+	if len(got) != 1 || got[0] != "running" {
+		t.Errorf("bound pods of %s: %v, want [running]", ns, got)
+	}
+	if none, _, _ := queues.Parse([]byte("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: f}\n")); inspect.ReadBoundPods(ctx, k8s, none) != nil {
+		t.Error("bound pods listed for a config with no topology")
 	}
 }
