@@ -55,6 +55,7 @@
 // ConfigMap, labels and annotations), so the names it uses are spelled out
 // here. It may import the scenario, ideal and e2e/framework packages, the
 // Kubernetes API types and client-go, envtest (and controller-runtime's
-// log, which it writes to, with logr), sigs.k8s.io/yaml and the
-// standard library; cmd/bench imports it.
+// log, which it writes to, with logr), sigs.k8s.io/yaml, pprof's
+// profile reader (github.com/google/pprof/profile) and the standard
+// library; cmd/bench imports it.
 package perf
