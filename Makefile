@@ -12,10 +12,11 @@ TOOL_BINARIES := etcd kube-apiserver kube-controller-manager kube-scheduler kube
 
 GO ?= go
 BIN := $(CURDIR)/bin/tally
-# The e2e package builds the operators it has not built before (about 23
-# minutes on 2 busy cores), then runs about 30 minutes of tests.
-TEST_TIMEOUT ?= 60m
-E2E_TIMEOUT ?= 60m
+# The e2e package builds the operators it has not built before (about 25
+# minutes on 2 busy cores), then runs about 25 minutes of tests: 49
+# minutes in all on a cold 2-core machine, so its bound leaves room.
+TEST_TIMEOUT ?= 75m
+E2E_TIMEOUT ?= 75m
 # One test binary at a time: the envtest and e2e suites each run a control
 # plane, and two of them at once on a small machine make timings meaningless.
 TEST_PARALLEL ?= 1
