@@ -275,14 +275,15 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 	if b, err := os.ReadFile(filepath.Join(tools, "minimalkueue-qps500.edit")); err == nil {
 		contenders[4].Edit = strings.TrimSpace(string(b))
 	}
-	// tally's contenders are the first three, run with args[i]; the rest
-	// are Kueue's.
-	isTally := []bool{true, true, true, false, false}
-	args = append(args, nil, nil)
-	if contenders, args, isTally, err = pick(contenders, args, isTally, only); err != nil {
+	keep, err := pick(contenders, only)
+	if err != nil {
 		return fail(err)
 	}
-	cmp := &perf.Comparison{Scenario: sc.Name, KueueConfig: sc.KueueConfig, Jobs: len(plan.Jobs), APIServerFlags: perf.APIServerFlagsString(), Contenders: contenders, Started: time.Now(),
+	var kept []*perf.Contender
+	for _, i := range keep {
+		kept = append(kept, contenders[i])
+	}
+	cmp := &perf.Comparison{Scenario: sc.Name, KueueConfig: sc.KueueConfig, Jobs: len(plan.Jobs), APIServerFlags: perf.APIServerFlagsString(), Contenders: kept, Started: time.Now(),
 		Ideal: perf.IdealFigures{WallSeconds: bound.Wall.Seconds(), Classes: map[string]float64{}}}
 	var classes []string
 	for i, c := range plan.Classes {
@@ -290,7 +291,8 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 		cmp.Ideal.Classes[c.Name] = bound.Classes[i].AvgTimeToAdmission.Seconds()
 	}
 	for round := 1; round <= rounds; round++ {
-		for i, c := range contenders {
+		for _, i := range keep {
+			c := contenders[i]
 			if ctx.Err() != nil {
 				return fail(ctx.Err())
 			}
@@ -299,7 +301,7 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 			start := time.Now()
 			var run perf.CompareRun
 			var err error
-			if isTally[i] {
+			if i < len(args) {
 				var sum *perf.Summary
 				var res *perf.Result
 				// tally's runs get Kueue's bound: at Kueue's client
@@ -341,31 +343,29 @@ func compare(ctx context.Context, sc *scenario.Scenario, plan *scenario.Plan, bo
 	return 0
 }
 
-// pick keeps the contenders named in only (a comma list; empty: all),
-// in their order, each with its args and whether it is tally's.
-func pick(contenders []*perf.Contender, args [][]string, isTally []bool, only string) ([]*perf.Contender, [][]string, []bool, error) {
-	if strings.TrimSpace(only) == "" {
-		return contenders, args, isTally, nil
-	}
+// pick is the indexes of the contenders named in only (a comma list;
+// empty: all), in their order.
+func pick(contenders []*perf.Contender, only string) ([]int, error) {
 	want := map[string]bool{}
 	for _, name := range strings.Split(only, ",") {
-		want[strings.TrimSpace(name)] = true
+		if name = strings.TrimSpace(name); name != "" {
+			want[name] = true
+		}
 	}
-	var keptC []*perf.Contender
-	var keptA [][]string
-	var keptT []bool
+	all := len(want) == 0
+	var keep []int
 	var names []string
 	for i, c := range contenders {
 		names = append(names, c.Name)
-		if want[c.Name] {
-			keptC, keptA, keptT = append(keptC, c), append(keptA, args[i]), append(keptT, isTally[i])
-			delete(want, c.Name)
+		if all || want[c.Name] {
+			keep = append(keep, i)
 		}
+		delete(want, c.Name)
 	}
 	if len(want) > 0 {
-		return nil, nil, nil, fmt.Errorf("-contenders: no contender named %q; they are %q", slices.Sorted(maps.Keys(want)), names)
+		return nil, fmt.Errorf("-contenders: no contender named %q; they are %q", slices.Sorted(maps.Keys(want)), names)
 	}
-	return keptC, keptA, keptT, nil
+	return keep, nil
 }
 
 // kueueRangeSpec checks the scenario's generator config gen (written to
