@@ -919,3 +919,33 @@ func (d *Domains) Holds(values []string, perPod flavors.Resources) int32 {
 	}
 	return p.of(dom).pods
 }
+
+// replacement is the leaf other than lost, under lost's parent domain,
+// that holds n more pods of perPod with the fewest left over (the first
+// by values of those); ok says which leaves may be taken.
+func (d *Domains) replacement(lost []string, perPod flavors.Resources, n int32, ok func(values []string) bool) ([]string, bool) {
+	p := &assigning{d: d}
+	p.fillAll(withPod(perPod), 1, len(d.topology.Levels)-1)
+	siblings := d.roots
+	if len(lost) > 1 {
+		parent := d.index[strings.Join(lost[:len(lost)-1], "\x00")]
+		if parent == nil {
+			return nil, false
+		}
+		siblings = parent.children
+	}
+	var best *domain
+	for _, leaf := range siblings {
+		holds := p.of(leaf).pods
+		if holds < n || slices.Equal(leaf.values, lost) || !ok(leaf.values) {
+			continue
+		}
+		if best == nil || holds < p.of(best).pods || holds == p.of(best).pods && slices.Compare(leaf.values, best.values) < 0 {
+			best = leaf
+		}
+	}
+	if best == nil {
+		return nil, false
+	}
+	return best.values, true
+}

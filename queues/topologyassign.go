@@ -91,12 +91,18 @@ func (s *Snapshot) takeTopology(a Assignment) {
 // their counts, "gpu;main=block-1/rack-2:3,block-1/rack-3:1;worker=...".
 // Empty when nothing was placed.
 func (a Assignment) TopologyAnnotation(w *Workload) string {
-	if len(a.Topology) == 0 {
+	return FormatTopology(a.topologyFlavor, a.Topology, w)
+}
+
+// FormatTopology renders the placement of w's pod sets in flavor's
+// topology as AnnotationTopology holds it (Assignment.TopologyAnnotation).
+func FormatTopology(flavor string, sets []TopologyAssignment, w *Workload) string {
+	if len(sets) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString(a.topologyFlavor)
-	for i, ta := range a.Topology {
+	b.WriteString(flavor)
+	for i, ta := range sets {
 		b.WriteByte(';')
 		b.WriteString(w.PodSets[i].Name)
 		b.WriteByte('=')

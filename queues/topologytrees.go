@@ -442,6 +442,10 @@ func (f *FlavorDomains) Usable(name string) bool {
 type Loss struct {
 	Owner  Owner
 	Flavor string
+	// Set is the pod set's index, and Leaf the values of the leaf it lost
+	// the pods in.
+	Set    int
+	Leaf   []string
 	Pods   int32
 	PerPod flavors.Resources
 	Pinned []string // the pinned domain's values, from the top
@@ -494,19 +498,64 @@ func (f *FlavorDomains) Losses(name string) []Loss {
 				}
 				prefix = append(prefix, v)
 			}
-			out = append(out, Loss{Owner: owner, Flavor: h.p.Flavor, Pods: lost, PerPod: h.p.PerPod[i], Pinned: prefix})
+			out = append(out, Loss{Owner: owner, Flavor: h.p.Flavor, Set: i, Leaf: values, Pods: lost, PerPod: h.p.PerPod[i], Pinned: prefix})
 		}
 	}
 	return out
 }
 
-// Replaceable says whether l's pods can be made again in the domain
-// their pod set is pinned to, on what its nodes have free now: their
-// controller makes them again there, and the workload need not move.
+// Replaceable says whether l's pods can be made again in the leaf they
+// were placed in, on what its nodes have free now: their controller
+// makes them again, the template's pin or the pod gate sends them
+// there, and the workload need not move. A leaf that is the lost node
+// alone cannot.
 func (f *FlavorDomains) Replaceable(l Loss) bool {
 	t := f.Trees[l.Flavor]
 	if t == nil {
 		return false
 	}
-	return t.Holds(l.Pinned, l.PerPod) >= l.Pods
+	return t.Holds(l.Leaf, l.PerPod) >= l.Pods
+}
+
+// Swap is l's workload's placement with the pods of l's pod set that
+// were placed on the lost node given to one other node of the same
+// parent domain (its rack, say) that holds them all, the tightest: the
+// node's hot swap. Only a pod set spread over several nodes can move,
+// since the pod gate gives each of its pods its node as it releases it;
+// one pinned to a single node by its template cannot, nor one that
+// would end up on a single node. False when no node holds them.
+func (f *FlavorDomains) Swap(l Loss) (Placement, bool) {
+	h, t := f.held[l.Owner], f.Trees[l.Flavor]
+	if h == nil || t == nil || h.p.Flavor != l.Flavor || l.Set >= len(h.p.Sets) || l.Set >= len(h.p.PerPod) {
+		return Placement{}, false
+	}
+	levels := t.topology.Levels
+	ta := h.p.Sets[l.Set]
+	lost := slices.IndexFunc(ta.Domains, func(dc DomainCount) bool { return slices.Equal(dc.Values, l.Leaf) })
+	if levels[len(levels)-1] != corev1.LabelHostname || len(ta.Domains) < 2 || lost < 0 || ta.Domains[lost].Count != l.Pods {
+		return Placement{}, false
+	}
+	to, ok := t.replacement(l.Leaf, h.p.PerPod[l.Set], l.Pods, func(values []string) bool {
+		// The pod set stays spread: moving onto its only other node
+		// would pin it to one node its template does not name.
+		return len(ta.Domains) > 2 || !slices.Equal(values, ta.Domains[1-lost].Values)
+	})
+	if !ok {
+		return Placement{}, false
+	}
+	moved := TopologyAssignment{Levels: ta.Levels}
+	count := l.Pods
+	for _, dc := range ta.Domains {
+		switch {
+		case slices.Equal(dc.Values, to):
+			count += dc.Count
+		case !slices.Equal(dc.Values, l.Leaf):
+			moved.Domains = append(moved.Domains, dc)
+		}
+	}
+	moved.Domains = append(moved.Domains, DomainCount{Values: to, Count: count})
+	slices.SortFunc(moved.Domains, func(a, b DomainCount) int { return slices.Compare(a.Values, b.Values) })
+	out := Placement{Flavor: h.p.Flavor, Sets: slices.Clone(h.p.Sets), PerPod: h.p.PerPod}
+	out.Sets[l.Set] = moved
+	return out, true
 }

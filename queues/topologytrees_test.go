@@ -2,6 +2,7 @@ package queues
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,12 +181,147 @@ func TestLosses(t *testing.T) {
 		t.Fatalf("n3 holds nothing of w, but losing it loses %+v", f.Losses("n3"))
 	}
 	f.RemoveNode("n1")
-	// r1 has n2 (1 GPU left) and n3 (2): room for w's 2 pods.
-	if !f.Replaceable(losses[0]) {
-		t.Fatal("w's 2 pods cannot be made again in r1, which has 3 GPUs free")
-	}
-	f.SetPod("other/x", "n3", flavors.Resources{nvgpu: 2}, Owner{})
+	// The pod gate would send them to n1, which is gone; r1's n3 holds
+	// both (n2 has 1 GPU left).
 	if f.Replaceable(losses[0]) {
-		t.Fatal("w's 2 pods can be made again in r1, which has 1 GPU free")
+		t.Fatal("w's 2 pods can be made again on n1, which is gone")
+	}
+	if p, ok := f.Swap(losses[0]); !ok || placed(p.Sets[0]) != "b1/r1/n2:1 b1/r1/n3:2" {
+		t.Fatalf("w's 2 pods of n1 swapped to %+v %v, want n3", p, ok)
+	}
+	f.SetPod("other/x", "n3", flavors.Resources{nvgpu: 1}, Owner{})
+	if p, ok := f.Swap(losses[0]); ok {
+		t.Fatalf("w's 2 pods of n1 swapped to %+v, but no node of r1 has 2 GPUs free", p)
+	}
+}
+
+// TestReplaceable: a node lost from a leaf that still holds its pods
+// (a rack, when racks are the leaves) costs the workload nothing.
+func TestReplaceable(t *testing.T) {
+	cfg := topologyConfig()
+	cfg.Topologies = map[string]*Topology{"dc": {Name: "dc", Levels: []string{"block", "rack"}}}
+	f := NewFlavorDomains()
+	f.Configure(cfg)
+	f.SetNode(rackNode("n1", "a", 2, true))
+	f.SetNode(rackNode("n2", "a", 2, true))
+	one := flavors.Resources{nvgpu: 1}
+	w := Owner{Namespace: "ns", UID: "w"}
+	f.Hold(w, &Placement{Flavor: "gpu", PerPod: []flavors.Resources{one}, Sets: []TopologyAssignment{{Levels: []string{"block", "rack"},
+		Domains: []DomainCount{{Values: []string{"b1", "r1"}, Count: 2}}}}})
+	f.SetPod("ns/w-0", "n1", one, w)
+	f.SetPod("ns/w-1", "n2", one, w)
+	losses := f.Losses("n1")
+	f.RemoveNode("n1")
+	if len(losses) != 1 || losses[0].Pods != 1 || !f.Replaceable(losses[0]) {
+		t.Fatalf("losses of n1: %+v; want w's 1 pod there, which r1 (n2, 1 GPU free) makes again", losses)
+	}
+	f.SetPod("other/x", "n2", one, Owner{})
+	if f.Replaceable(losses[0]) {
+		t.Fatal("w's pod can be made again in r1, which has no GPU free")
+	}
+}
+
+// TestSwap: the pods a spread pod set lost with its node go to one other
+// node of the same parent domain that holds them all, the tightest.
+func TestSwap(t *testing.T) {
+	nodeFit := []string{"kubernetes.io/hostname"}
+	rackLeaves := []string{"block", "rack"}
+	for _, tc := range []struct {
+		name   string
+		levels []string // the topology's; rackTopology's when nil
+		nodes  string   // "values=GPUs free" per node, its hostname last
+		placed string   // the pod set's placement, "values:count"
+		lose   string   // the node lost
+		want   string   // the placement after, "" for no swap
+	}{
+		{name: "to the node that holds them", nodes: "b1/r1/n1=2 b1/r1/n2=2 b1/r1/n3=2", placed: "b1/r1/n1:2 b1/r1/n2:1", lose: "n1",
+			want: "b1/r1/n2:1 b1/r1/n3:2"},
+		{name: "none holds them all", nodes: "b1/r1/n1=2 b1/r1/n2=2 b1/r1/n3=1", placed: "b1/r1/n1:2 b1/r1/n2:1", lose: "n1"},
+		{name: "the tightest", nodes: "b1/r1/n1=2 b1/r1/n2=1 b1/r1/n3=4 b1/r1/n4=3", placed: "b1/r1/n1:2 b1/r1/n2:1", lose: "n1",
+			want: "b1/r1/n2:1 b1/r1/n4:2"},
+		{name: "ties go to the first by name", nodes: "b1/r1/n1=1 b1/r1/n2=1 b1/r1/n4=1 b1/r1/n3=1", placed: "b1/r1/n1:1 b1/r1/n2:1", lose: "n1",
+			want: "b1/r1/n2:1 b1/r1/n3:1"},
+		{name: "onto one of its other nodes", nodes: "b1/r1/n1=1 b1/r1/n2=2 b1/r1/n3=1", placed: "b1/r1/n1:1 b1/r1/n2:1 b1/r1/n3:1", lose: "n1",
+			want: "b1/r1/n2:2 b1/r1/n3:1"},
+		{name: "not onto its only other node", nodes: "b1/r1/n1=1 b1/r1/n2=4", placed: "b1/r1/n1:1 b1/r1/n2:1", lose: "n1"},
+		{name: "its only other node or another", nodes: "b1/r1/n1=1 b1/r1/n2=4 b1/r1/n3=2", placed: "b1/r1/n1:1 b1/r1/n2:1", lose: "n1",
+			want: "b1/r1/n2:1 b1/r1/n3:1"},
+		{name: "not out of its rack", nodes: "b1/r1/n1=2 b1/r1/n2=2 b1/r2/n3=8", placed: "b1/r1/n1:2 b1/r1/n2:2", lose: "n1"},
+		{name: "within its rack, when spread over racks", nodes: "b1/r1/n1=2 b1/r2/n2=2 b1/r2/n3=8 b1/r1/n4=2", placed: "b1/r1/n1:2 b1/r2/n2:2", lose: "n1",
+			want: "b1/r1/n4:2 b1/r2/n2:2"},
+		{name: "a pod set on one node is pinned there", nodes: "b1/r1/n1=2 b1/r1/n2=2", placed: "b1/r1/n1:2", lose: "n1"},
+		{name: "a node that held none of it", nodes: "b1/r1/n1=2 b1/r1/n2=2 b1/r1/n3=2", placed: "b1/r1/n1:1 b1/r1/n2:1", lose: "n3"},
+		{name: "node-fit: any node", levels: nodeFit, nodes: "n1=8 n2=8 n3=2 n4=1", placed: "n1:1 n2:1", lose: "n2",
+			want: "n1:1 n4:1"},
+		{name: "node-fit: not the node a pod of it is on", levels: nodeFit, nodes: "n1=16 n2=8", placed: "n1:1 n2:1", lose: "n2"},
+		{name: "racks as leaves: none", levels: rackLeaves, nodes: "b1/r1=2 b1/r2=2 b1/r3=8", placed: "b1/r1:2 b1/r2:2", lose: "b1/r1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := topologyConfig()
+			topo := rackTopology
+			if tc.levels != nil {
+				topo = &Topology{Name: "dc", Levels: tc.levels}
+				cfg.Topologies = map[string]*Topology{"dc": topo}
+			}
+			f := NewFlavorDomains()
+			f.Configure(cfg)
+			for i, spec := range strings.Fields(tc.nodes) {
+				path, gpus, _ := strings.Cut(spec, "=")
+				values := strings.Split(path, "/")
+				var g int64
+				fmt.Sscan(gpus, &g)
+				n := rackNode(values[len(values)-1], "a", g, true)
+				if tc.levels != nil && tc.levels[len(tc.levels)-1] != "kubernetes.io/hostname" {
+					n.Name = fmt.Sprintf("node%d", i)
+				}
+				for l, label := range topo.Levels {
+					n.Labels[label] = values[l]
+				}
+				f.SetNode(n)
+			}
+			ta := TopologyAssignment{Levels: topo.Levels}
+			for _, d := range strings.Fields(tc.placed) {
+				path, count, _ := strings.Cut(d, ":")
+				var c int32
+				fmt.Sscan(count, &c)
+				ta.Domains = append(ta.Domains, DomainCount{Values: strings.Split(path, "/"), Count: c})
+			}
+			one := flavors.Resources{nvgpu: 1}
+			w := Owner{Namespace: "ns", UID: "w"}
+			f.Hold(w, &Placement{Flavor: "gpu", PerPod: []flavors.Resources{one}, Sets: []TopologyAssignment{ta}})
+			lose := tc.lose
+			if tc.levels != nil && tc.levels[len(tc.levels)-1] != "kubernetes.io/hostname" {
+				lose = "node0"
+			}
+			losses := f.Losses(lose)
+			f.RemoveNode(lose)
+			var got []string
+			for _, l := range losses {
+				if f.Replaceable(l) {
+					t.Errorf("the leaf of lost node %s holds its %d pods again", lose, l.Pods)
+				}
+				p, ok := f.Swap(l)
+				if !ok {
+					continue
+				}
+				got = append(got, placed(p.Sets[l.Set]))
+				// Held, the placement swapped to takes the room it
+				// gives the new node.
+				var to []string
+				for _, dc := range p.Sets[l.Set].Domains {
+					if !slices.ContainsFunc(ta.Domains, func(old DomainCount) bool { return slices.Equal(old.Values, dc.Values) && old.Count == dc.Count }) {
+						to = dc.Values
+					}
+				}
+				before := f.Trees["gpu"].Holds(to, one)
+				f.Hold(w, &p)
+				if after := f.Trees["gpu"].Holds(to, one); after != before-l.Pods {
+					t.Errorf("%v holds %d pods with the swapped placement held, want %d", to, after, before-l.Pods)
+				}
+			}
+			if strings.Join(got, "; ") != tc.want {
+				t.Fatalf("losing %s of %q, swapped to %q, want %q", lose, tc.placed, got, tc.want)
+			}
+		})
 	}
 }
