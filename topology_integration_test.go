@@ -71,8 +71,9 @@ func pinnedRack(job *batchv1.Job) string {
 // saying why, and is admitted into a rack as soon as a node joins it. A
 // pod outside any queue, bound to a rack's node, takes its room. A node
 // of the first's rack deleted, with no room left in the rack to make its
-// pods again, has it requeued; so does the third's only node, once it
-// has not been Ready for 30 s.
+// pods again, has it requeued, and one with another node of the rack
+// that holds them has them given that node; the third's only node, once
+// it has not been Ready for 30 s, has the third requeued.
 func TestIntegrationTopology(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
@@ -156,13 +157,29 @@ func TestIntegrationTopology(t *testing.T) {
 		t.Fatalf("Job third is pinned to rack %q, want r3", got)
 	}
 
-	// Node tas-n2 goes: Job first had 2 of its pods' room there, and rack
-	// r1 has none left to make them again: it is requeued.
+	// Node tas-n2 goes while rack r1 has another node with room for
+	// Job first's 2 pods there: they are given that node, in the
+	// placement recorded, and first runs on.
+	tasNode(t, "tas-n7", "b1", "r1", 4)
 	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tas-n2"}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() (bool, string) {
-		return hasEvent(t, ns, "first", "Evicted", "NodeFailures: node tas-n2 was deleted, and b1/r1 has no room to make its 2 pods there again; requeued")
+		return hasEvent(t, ns, "first", "NodeReplaced", "Node tas-n2 was deleted: the 2 pods of pod set main placed there go to another node of the same domain; pod set main now runs in b1/r1/tas-n1 (2), b1/r1/tas-n7 (2)")
+	})
+	if got, want := getJob(t, ns, "first").Annotations[queues.AnnotationTopology], "tas-gpu;main=b1/r1/tas-n1:2,b1/r1/tas-n7:2"; got != want {
+		t.Fatalf("after node tas-n2 went, %s = %q, want %q", queues.AnnotationTopology, got, want)
+	}
+	if suspended(t, ns, "first") {
+		t.Fatal("Job first was suspended when its lost node's pods had another node of its rack")
+	}
+	// Node tas-n7 goes too: rack r1 has no room left to make first's 2
+	// pods there again, so it is requeued.
+	if err := k8s.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "tas-n7"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		return hasEvent(t, ns, "first", "Evicted", "NodeFailures: node tas-n7 was deleted, and b1/r1 has no room to make its 2 pods there again; requeued")
 	})
 	if !suspended(t, ns, "first") {
 		t.Fatal("Job first still runs after losing a node its rack cannot replace")

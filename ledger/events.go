@@ -30,7 +30,11 @@ const (
 	// ReasonMisplacedPod is on a running workload one of whose pods, held
 	// by the gate, could have run outside the flavors it holds, and was
 	// deleted (gated.go).
-	ReasonMisplacedPod  = "MisplacedPod"
+	ReasonMisplacedPod = "MisplacedPod"
+	// ReasonNodeReplaced is on a running workload whose pods, placed in a
+	// topology on a node that failed, are given another node of the same
+	// domain (topology.go).
+	ReasonNodeReplaced  = "NodeReplaced"
 	ReasonConfigInvalid = "InvalidConfig"
 	ReasonConfigLoaded  = "ConfigLoaded"
 	// ReasonNamespaceUnbound is on waiting Jobs whose namespace lost its
@@ -45,7 +49,7 @@ const (
 func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, args ...any) {
 	recent := false
 	switch reason {
-	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonEvicted, ReasonPodOverhead, ReasonExcessPod, ReasonQuotaReleased, ReasonInadmissible:
+	case ReasonAdmitted, ReasonPreempting, ReasonPreempted, ReasonEvicted, ReasonPodOverhead, ReasonExcessPod, ReasonQuotaReleased, ReasonInadmissible, ReasonNodeReplaced:
 		recent = true
 	}
 	q, queued := l.recorder.(*EventQueue)

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,10 +57,12 @@ func (l *Ledger) onNode(obj any) {
 // unusable (not Ready, or cordoned) before its workloads are moved.
 const nodeLostAfter = 30 * time.Second
 
-// strandedLocked evicts and requeues each workload that lost pods on
-// node name, lost as why says, whose pinned domain has no room to make
-// them again (queues.FlavorDomains.Replaceable); the others stay, and
-// their controllers make the pods again in their domain.
+// strandedLocked handles each workload that lost pods on node name, lost
+// as why says: where their leaf has room to make them again
+// (queues.FlavorDomains.Replaceable), it stays, and their controller
+// makes them again there; where another node of the same domain holds
+// them (queues.FlavorDomains.Swap), its placement gives them that node
+// instead, in one write; otherwise it is evicted and requeued.
 func (l *Ledger) strandedLocked(name, why string, losses []queues.Loss) {
 	for _, loss := range losses {
 		if l.topo.Replaceable(loss) {
@@ -69,29 +72,77 @@ func (l *Ledger) strandedLocked(name, why string, losses []queues.Loss) {
 		if e == nil || e.W == nil || e.W.Namespace != loss.Owner.Namespace || e.Phase() != machine.Admitted {
 			continue
 		}
-		if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
-			continue // its eviction would delete it
+		if p, ok := l.topo.Swap(loss); ok && e.placed != nil && e.placed.flavor == p.Flavor {
+			l.swapLocked(e, name, why, loss, p)
+			continue
 		}
-		now := l.opts.Clock.Now()
 		domain := "the topology"
 		if len(loss.Pinned) > 0 {
 			domain = strings.Join(loss.Pinned, "/")
 		}
-		msg := fmt.Sprintf("NodeFailures: node %s %s, and %s has no room to make its %d pods there again; requeued", name, why, domain, loss.Pods)
-		annotations := map[string]any{queues.AnnotationEvictedAt: now.UTC().Format(time.RFC3339)}
-		if pr := l.podsReadyConfigLocked(); pr != nil {
-			n := e.requeues + 1
-			at := requeueAt(now, pr.Backoff(n))
-			annotations[queues.AnnotationRequeues] = strconv.Itoa(int(n))
-			annotations[queues.AnnotationRequeueAt] = at.UTC().Format(time.RFC3339)
-			msg += fmt.Sprintf(", not admitted again before %s (backoff %s, eviction %d)", at.UTC().Format(time.RFC3339), pr.Backoff(n), n)
-		}
-		l.step(e, machine.Requeue(now))
-		w := write{e: e, w: e.W, suspend: e.suspend, message: msg}
-		l.writer.goTracked(func(ctx context.Context) {
-			l.requeueWrite(ctx, w, annotations, metrics.EvictedNodeFailures, "eviction of a workload that lost a node failed; it keeps its place")
-		})
+		l.requeueLostLocked(e, fmt.Sprintf("NodeFailures: node %s %s, and %s has no room to make its %d pods there again; requeued", name, why, domain, loss.Pods))
 	}
+}
+
+// swapLocked gives e's pods that loss lost on node name the node that p,
+// e's placement swapped (queues.FlavorDomains.Swap), puts them on: it
+// holds p and records it on the workload, in one write. The pod gate
+// gives the pods their controller makes again the new node. If the
+// write fails, e is requeued, as if no node held them: a placement the
+// workload does not record would be lost with a restart.
+func (l *Ledger) swapLocked(e *entry, name, why string, loss queues.Loss, p queues.Placement) {
+	e.placed = &placement{flavor: p.Flavor, sets: p.Sets}
+	l.followPlacement(e)
+	ann := queues.FormatTopology(p.Flavor, p.Sets, e.W)
+	var to []string
+	for _, dc := range p.Sets[loss.Set].Domains {
+		to = append(to, fmt.Sprintf("%s (%d)", strings.Join(dc.Values, "/"), dc.Count))
+	}
+	podSet := ""
+	if loss.Set < len(e.W.PodSets) {
+		podSet = e.W.PodSets[loss.Set].Name
+	}
+	msg := fmt.Sprintf("Node %s %s: the %d pods of pod set %s placed there go to another node of the same domain; pod set %s now runs in %s",
+		name, why, loss.Pods, podSet, podSet, strings.Join(to, ", "))
+	w := e.W
+	l.writer.goTracked(func(ctx context.Context) {
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{queues.AnnotationTopology: ann}}})
+		if err == nil {
+			err = l.client.Patch(ctx, kinds.Ref(w), client.RawPatch(types.MergePatchType, body), client.FieldOwner(queues.FieldManagerAdmission))
+		}
+		if err == nil {
+			l.event(w, corev1.EventTypeNormal, ReasonNodeReplaced, "%s", msg)
+			return
+		}
+		l.log.Info("recording a workload's new node failed; it is requeued", "job", w.Key(), "err", err.Error())
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if cur := l.jobs[w.UID]; cur == e && e.W == w && e.Phase() == machine.Admitted {
+			l.requeueLostLocked(e, fmt.Sprintf("NodeFailures: node %s %s, and recording another node for its %d pods failed; requeued", name, why, loss.Pods))
+		}
+	})
+}
+
+// requeueLostLocked evicts and requeues admitted e, which lost pods with
+// a node, saying msg.
+func (l *Ledger) requeueLostLocked(e *entry, msg string) {
+	if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
+		return // its eviction would delete it
+	}
+	now := l.opts.Clock.Now()
+	annotations := map[string]any{queues.AnnotationEvictedAt: now.UTC().Format(time.RFC3339)}
+	if pr := l.podsReadyConfigLocked(); pr != nil {
+		n := e.requeues + 1
+		at := requeueAt(now, pr.Backoff(n))
+		annotations[queues.AnnotationRequeues] = strconv.Itoa(int(n))
+		annotations[queues.AnnotationRequeueAt] = at.UTC().Format(time.RFC3339)
+		msg += fmt.Sprintf(", not admitted again before %s (backoff %s, eviction %d)", at.UTC().Format(time.RFC3339), pr.Backoff(n), n)
+	}
+	l.step(e, machine.Requeue(now))
+	w := write{e: e, w: e.W, suspend: e.suspend, message: msg}
+	l.writer.goTracked(func(ctx context.Context) {
+		l.requeueWrite(ctx, w, annotations, metrics.EvictedNodeFailures, "eviction of a workload that lost a node failed; it keeps its place")
+	})
 }
 
 // onNodeDelete takes a node out of the topologies' trees.
