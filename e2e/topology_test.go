@@ -399,10 +399,11 @@ func fitNode(ctx context.Context, t *testing.T, s *suite, name string, gpus int6
 // queue of 30 GPUs whose flavor's nodes have 7, 7 and 8 GPUs, fits the
 // quota but no two nodes. With the flavor's tally.dev/node-fit it waits,
 // saying why, and makes no pod; once an 8-GPU node joins, it runs, each
-// pod on an 8-GPU node. Read from the pods.
+// pod on an 8-GPU node. A spread Job that loses a node while it runs has
+// its pod given another node with room, and runs on. Read from the pods.
 func TestNodeFitFragmentation(t *testing.T) {
 	s := setup(t)
-	ctx := testContext(t, 3*time.Minute)
+	ctx := testContext(t, 6*time.Minute)
 	const ns, queue = "e2e-fit", "e2e-fit"
 	useQueues(ctx, t, s, []string{queue}, nodeFitDocs)
 	for i, gpus := range []int64{7, 7, 8} {
@@ -450,5 +451,104 @@ func TestNodeFitFragmentation(t *testing.T) {
 		if node != "fit-n2" && node != "fit-n3" {
 			t.Errorf("pod %s ran on %s, a node without 8 GPUs free", pod, node)
 		}
+	}
+
+	// A Job of two 8-GPU pods runs on fit-n2 and fit-n3, each pod given
+	// its node by the pod gate. One of those nodes is deleted while it
+	// runs and fit-n4 has 8 GPUs free: the lost pod is given fit-n4, and
+	// the Job runs on without being requeued.
+	job := framework.NewJob(ns, "swap").Parallelism(2).GPUs(8).Runtime(45 * time.Second).Obj()
+	if err := s.client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	running := map[string]string{} // pod name → node
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := s.client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"job-name": "swap"}); err != nil {
+			return false, "", err
+		}
+		clear(running)
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running[p.Name] = p.Spec.NodeName
+			}
+		}
+		return len(running) == 2, fmt.Sprintf("running pods of Job swap: %v", running), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost string
+	for _, node := range running {
+		if node != "fit-n2" && node != "fit-n3" {
+			t.Fatalf("Job swap runs pods on %v, want fit-n2 and fit-n3, the nodes with 8 GPUs free", running)
+		}
+		lost = node
+	}
+	fitNode(ctx, t, s, "fit-n4", 8)
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		n := &corev1.Node{}
+		if err := s.client.Get(ctx, client.ObjectKey{Name: "fit-n4"}, n); err != nil {
+			return false, "", err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("node fit-n4's conditions: %v", n.Status.Conditions), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: lost}}); err != nil {
+		t.Fatal(err)
+	}
+	// The pod garbage collector deletes the pods of a deleted node after
+	// 40 s; kwok, meanwhile, would run the pod there to its end. The
+	// test deletes it at once, as the collector would.
+	for pod, node := range running {
+		if node == lost {
+			err := s.client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod}}, client.GracePeriodSeconds(0))
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		evs, err := framework.WorkloadEvents(ctx, s.client, ns, "Job", "NodeReplaced")
+		if err != nil {
+			return false, "", err
+		}
+		for _, e := range evs["swap"] {
+			if strings.Contains(e.Message, "Node "+lost+" was deleted") && strings.Contains(e.Message, "fit-n4 (1)") {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("NodeReplaced Events of Job swap: %v", evs["swap"]), nil
+	})
+	if err != nil {
+		t.Fatalf("Job swap's pod on deleted node %s was not given fit-n4: %v", lost, err)
+	}
+	waitJobFinished(ctx, t, s, ns, "swap")
+	evicted, err := framework.WorkloadEvents(ctx, s.client, ns, "Job", "Evicted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evicted["swap"]) > 0 {
+		t.Errorf("Job swap was evicted after losing node %s: %v", lost, evicted["swap"][0].Message)
+	}
+	pods = &corev1.PodList{}
+	if err := s.client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"job-name": "swap"}); err != nil {
+		t.Fatal(err)
+	}
+	succeeded := map[string]int{}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded {
+			succeeded[p.Spec.NodeName]++
+		}
+	}
+	if succeeded["fit-n4"] != 1 || succeeded["fit-n2"]+succeeded["fit-n3"] != 1 {
+		t.Errorf("Job swap's pods succeeded on nodes %v, want one on fit-n4, which replaced %s, and one on the node it kept", succeeded, lost)
 	}
 }
