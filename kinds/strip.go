@@ -12,8 +12,11 @@ import (
 // StripJob is a cache transform that keeps only what the ledger reads of a
 // Job: metadata (but the values of annotations not tally's, see
 // stripMeta), parallelism, completions, suspend, the pod template's
-// labels, annotations, scheduling fields, resource requests and claims, and the
-// status conditions. It cuts the informer's memory per Job several-fold.
+// labels (their keys, and the values of tally's), annotations,
+// scheduling fields, resource requests and claims, and the status
+// conditions. Label and annotation maps and containers equal to another
+// Job's are that Job's (shared.go). It cuts the informer's memory per
+// Job several-fold.
 // Writes never start from a cached Job: they are patches, so nothing
 // stripped here can be lost. The JSON admission patch reads which of the
 // objects it writes into exist (the ledger's jsonAdmission): those are all kept.
@@ -37,7 +40,14 @@ func StripJob(obj any) (any, error) {
 		InitContainers:    StripContainers(spec.InitContainers),
 	}
 	meta := job.Spec.Template.ObjectMeta
-	job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels, Annotations: meta.Annotations}, Spec: kept}
+	// Of the template's labels, the ledger reads none but that there are
+	// some (the admission patch adds its own to them); the Job controller
+	// sets four per Job (its UID and name, twice). Its annotations are
+	// the pod sets' topology requests.
+	job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{
+		Labels:      shareMap(interned(meta.Labels, func(k string) bool { return strings.HasPrefix(k, tallyPrefix) })),
+		Annotations: shareMap(interned(meta.Annotations, func(string) bool { return true })),
+	}, Spec: kept}
 	job.Spec.Selector = nil
 	job.Spec.PodFailurePolicy = nil
 	job.Spec.SuccessPolicy = nil
@@ -97,12 +107,13 @@ func endConditions(conditions []batchv1.JobCondition) []batchv1.JobCondition {
 // The keys stay: the JSON admission patch adds to the annotations the
 // object has, and must not take them for none. Most of a Job's labels
 // and annotations, keys and values alike, are the same on many Jobs,
-// and the namespace on all of one namespace's.
+// and the namespace on all of one namespace's: the strings are interned,
+// and a map equal to another Job's is that one (shareMap).
 func stripMeta(m *metav1.ObjectMeta) {
 	m.ManagedFields = nil
 	m.Namespace = unique.Make(m.Namespace).Value()
-	m.Labels = interned(m.Labels, func(string) bool { return true })
-	m.Annotations = interned(m.Annotations, func(k string) bool { return strings.HasPrefix(k, tallyPrefix) })
+	m.Labels = shareMap(interned(m.Labels, func(string) bool { return true }))
+	m.Annotations = shareMap(interned(m.Annotations, func(k string) bool { return strings.HasPrefix(k, tallyPrefix) }))
 }
 
 // interned is a copy of m with its keys shared, and the values of the
@@ -131,6 +142,7 @@ const tallyPrefix = "tally.dev/"
 // policy: what the books read of it. Containers stripped already (no
 // image, which the API server requires of every container it stores) are
 // returned as they are: a watched Job's spec may be the stored one.
+// Containers equal to ones stripped before are those (shareContainers).
 func StripContainers(cs []corev1.Container) []corev1.Container {
 	if len(cs) == 0 {
 		return nil
@@ -142,7 +154,7 @@ func StripContainers(cs []corev1.Container) []corev1.Container {
 	for i := range cs {
 		out[i] = corev1.Container{Name: cs[i].Name, Resources: cs[i].Resources, RestartPolicy: cs[i].RestartPolicy}
 	}
-	return out
+	return shareContainers(out)
 }
 
 func hasImage(cs []corev1.Container) bool {

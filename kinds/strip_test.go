@@ -1,6 +1,8 @@
 package kinds
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 	"unsafe"
@@ -145,5 +147,64 @@ func TestStripJobMeta(t *testing.T) {
 				same("label key", k, k2)
 			}
 		}
+	}
+}
+
+// TestStripJobShares: Jobs alike in their containers' resources and
+// their labels share one copy of each once stripped; Jobs that differ
+// keep their own, equal to what they had.
+func TestStripJobShares(t *testing.T) {
+	job := func(name, cpu, queue string) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kueue.x-k8s.io/queue-name": queue}}}
+		j.Spec.Template.Labels = map[string]string{"batch.kubernetes.io/job-name": name, "tally.dev/podset": "main"}
+		j.Spec.Template.Spec.Containers = []corev1.Container{{Name: "main", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
+		out, _ := StripJob(j)
+		return out.(*batchv1.Job)
+	}
+	a, b, c := job("a", "1", "q"), job("b", "1", "q"), job("c", "2", "r")
+	containers := func(j *batchv1.Job) *corev1.Container { return &j.Spec.Template.Spec.Containers[0] }
+	same := func(x, y map[string]string) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	if containers(a) != containers(b) || !same(a.Labels, b.Labels) || !same(a.Spec.Template.Labels, b.Spec.Template.Labels) {
+		t.Errorf("Jobs a and b, alike but for their names, do not share their containers, labels and template labels")
+	}
+	if containers(a) == containers(c) || same(a.Labels, c.Labels) {
+		t.Errorf("Jobs a and c, of other requests and queues, share their containers or labels")
+	}
+	if got := c.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; got.Cmp(resource.MustParse("2")) != 0 {
+		t.Errorf("Job c's container requests %s cpu, want 2", got.String())
+	}
+	if diff := cmp.Diff(map[string]string{"kueue.x-k8s.io/queue-name": "r"}, c.Labels); diff != "" {
+		t.Errorf("Job c's labels (-want +got):\n%s", diff)
+	}
+	// The template's labels keep their keys (the admission patch adds to
+	// them), and the values of tally's only.
+	if diff := cmp.Diff(map[string]string{"batch.kubernetes.io/job-name": "", "tally.dev/podset": "main"}, a.Spec.Template.Labels); diff != "" {
+		t.Errorf("Job a's template labels (-want +got):\n%s", diff)
+	}
+}
+
+// TestShareBound: a share keeps at most shareMax values, then starts
+// again; what it handed out stays as it was.
+func TestShareBound(t *testing.T) {
+	var s share[*int]
+	first := new(int)
+	if got := s.of("k0", first); got != first {
+		t.Fatal("the first value for a key is not the one given")
+	}
+	for i := 1; i < shareMax; i++ {
+		s.of(fmt.Sprint("k", i), new(int))
+	}
+	if got := s.of("k0", new(int)); got != first {
+		t.Fatal("a key seen before, with the share not full, got another value")
+	}
+	s.of("one more", new(int))
+	if len(s.values) != 1 {
+		t.Fatalf("a full share took one more and holds %d values, want 1", len(s.values))
+	}
+	if again := new(int); s.of("k0", again) != again {
+		t.Fatal("a share started again still handed out a value from before")
 	}
 }

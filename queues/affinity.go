@@ -297,7 +297,7 @@ func placementOf(sel map[string]string, enc string, terms []corev1.NodeSelectorT
 	if len(sel) == 0 && enc == "" {
 		return nil, nil
 	}
-	key := placementKey{selectorKey(sel), enc}
+	key := placementKey{SelectorKey(sel), enc}
 	placements.Lock()
 	p := placements.m[key].Value()
 	placements.Unlock()
@@ -341,9 +341,10 @@ func forgetPlacement(key placementKey) {
 	}
 }
 
-// selectorKey renders a nodeSelector canonically: its entries sorted by
-// key, each as key NUL value NUL (neither may hold a NUL).
-func selectorKey(sel map[string]string) string {
+// SelectorKey renders a nodeSelector (or any map of strings)
+// canonically: its entries sorted by key, each as key NUL value NUL
+// (neither may hold a NUL).
+func SelectorKey(sel map[string]string) string {
 	if len(sel) == 0 {
 		return ""
 	}

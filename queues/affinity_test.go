@@ -265,7 +265,7 @@ func TestPlacementConfigReload(t *testing.T) {
 // TestPlacementForgotten: the table of shared placements lets go of those
 // no Workload holds any more.
 func TestPlacementForgotten(t *testing.T) {
-	key := placementKey{selectorKey(map[string]string{"forgotten": "yes"}), ""}
+	key := placementKey{SelectorKey(map[string]string{"forgotten": "yes"}), ""}
 	w := makeWL("j", "q", 1).Selector("forgotten", "yes").Obj()
 	placements.Lock()
 	_, ok := placements.m[key]
