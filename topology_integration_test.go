@@ -70,10 +70,10 @@ func pinnedRack(job *batchv1.Job) string {
 // which no rack has room for once the first holds its rack, waits,
 // saying why, and is admitted into a rack as soon as a node joins it. A
 // pod outside any queue, bound to a rack's node, takes its room. A node
-// of the first's rack deleted, with no room left in the rack to make its
-// pods again, has it requeued, and one with another node of the rack
-// that holds them has them given that node; the third's only node, once
-// it has not been Ready for 30 s, has the third requeued.
+// of the first's rack deleted while another node of the rack holds its
+// pods there has them given that node; deleted with no room left in the
+// rack to make them again, it has the first requeued. The third's only
+// node, once it has not been Ready for 30 s, has the third requeued.
 func TestIntegrationTopology(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
