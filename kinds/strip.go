@@ -15,8 +15,9 @@ import (
 // labels (their keys, and the values of tally's), annotations,
 // scheduling fields, resource requests and claims, and the status
 // conditions. Label and annotation maps and containers equal to another
-// Job's are that Job's (shared.go). It cuts the informer's memory per
-// Job several-fold.
+// Job's are that Job's (shared.go), so a stripped Job is read-only, as
+// an informer's objects are: copy it before changing it. It cuts the
+// informer's memory per Job several-fold.
 // Writes never start from a cached Job: they are patches, so nothing
 // stripped here can be lost. The JSON admission patch reads which of the
 // objects it writes into exist (the ledger's jsonAdmission): those are all kept.

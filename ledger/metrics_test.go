@@ -105,10 +105,10 @@ func TestUsageGaugeIsLive(t *testing.T) {
 	l.synced = true
 	l.namespaces["ns-gauge"] = &nsInfo{}
 	job := func(i int) *batchv1.Job {
-		j := StripJobOrDie(benchJob(i, 1, true))
+		j := benchJob(i, 1, true)
 		j.Namespace = "ns-gauge"
 		j.Labels[queues.LabelQueue] = queue
-		return j
+		return StripJobOrDie(j)
 	}
 	check := func(when string, cpu, memory float64) {
 		t.Helper()

@@ -49,11 +49,11 @@ func TestPassScope(t *testing.T) {
 	}
 	// A running Job of cq-14 finishes: cohort-4 is decided, its pending
 	// Jobs then fit.
-	done := StripJobOrDie(benchJob(14, 20, false))
+	done := benchJob(14, 20, false)
 	done.Labels["tally.dev/state"] = "admitted"
 	done.ResourceVersion = "2"
 	done.Status.Conditions = append(done.Status.Conditions, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue})
-	l.onJob(done)
+	l.onJob(StripJobOrDie(done))
 	if got := fmt.Sprint(scope()); got != "[cq-14 cq-4]" {
 		t.Errorf("after a Job of cq-14 finished, the pass decides %s, want cohort-4: [cq-14 cq-4]", got)
 	}
