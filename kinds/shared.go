@@ -1,8 +1,6 @@
 package kinds
 
 import (
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 
@@ -62,8 +60,10 @@ func shareContainers(cs []corev1.Container) []corev1.Container {
 			b.WriteString(string(*c.RestartPolicy))
 		}
 		b.WriteByte(0)
-		writeList(&b, c.Resources.Requests)
-		writeList(&b, c.Resources.Limits)
+		b.WriteString(queues.FormatPodOverhead(c.Resources.Requests))
+		b.WriteByte(0)
+		b.WriteString(queues.FormatPodOverhead(c.Resources.Limits))
+		b.WriteByte(0)
 		for _, claim := range c.Resources.Claims {
 			b.WriteString(claim.Name)
 			b.WriteByte('/')
@@ -73,21 +73,6 @@ func shareContainers(cs []corev1.Container) []corev1.Container {
 		b.WriteByte(1)
 	}
 	return sharedContainers.of(b.String(), cs)
-}
-
-// writeList writes l's resources and quantities, in the order of their
-// names, each quantity in its canonical form and format.
-func writeList(b *strings.Builder, l corev1.ResourceList) {
-	for _, name := range slices.Sorted(maps.Keys(l)) {
-		q := l[name]
-		b.WriteString(string(name))
-		b.WriteByte('=')
-		b.WriteString(q.String())
-		b.WriteByte('/')
-		b.WriteString(string(q.Format))
-		b.WriteByte(0)
-	}
-	b.WriteByte(2)
 }
 
 // shareMap is m, or an equal map already shared; nil stays nil.
