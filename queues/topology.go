@@ -113,6 +113,9 @@ type domain struct {
 	children []*domain
 	free     flavors.Resources // leaves only: the sum of their nodes'
 	nodes    int               // leaves only
+	// pool: the leaf is the room a NodePool can still make (PoolLeaf),
+	// not nodes that are.
+	pool bool
 }
 
 // topologyNode is one node of a Domains: its leaf, its allocatable and
@@ -268,7 +271,7 @@ func (d *Domains) leafOf(values []string) *domain {
 		key := strings.Join(values[:level+1], "\x00")
 		dom := d.index[key]
 		if dom == nil {
-			dom = &domain{values: slices.Clone(values[:level+1]), parent: parent}
+			dom = &domain{values: slices.Clone(values[:level+1]), parent: parent, pool: len(values) == 1 && IsPoolLeaf(values[0])}
 			d.index[key] = dom
 			if level == len(values)-1 {
 				d.move(dom, d.reserved[key], -1)
@@ -360,6 +363,9 @@ type assigning struct {
 	count  map[*domain]*counts
 	used   map[*domain]flavors.Resources
 	within []string
+	// noPools keeps the pod set being placed out of pool leaves: it asks
+	// pods to share a node, which nodes not made yet cannot promise.
+	noPools bool
 }
 
 func (p *assigning) of(dom *domain) *counts { return p.count[dom] }
@@ -439,6 +445,11 @@ func (p *assigning) place(count int32, perPod flavors.Resources, req TopologyReq
 	if err != nil {
 		return nil, err
 	}
+	// A pool leaf stands for any number of nodes not made yet: it takes
+	// only pods that ask no node shared with others.
+	saved := p.noPools
+	p.noPools = saved || slice > 1 || req.Mode == TopologyRequired && count > 1
+	defer func() { p.noPools = saved }()
 	p.fillAll(withPod(perPod), slice, sliceLevel)
 	unconstrained := req.Mode == TopologyUnconstrained
 
@@ -480,7 +491,7 @@ func (p *assigning) fillAll(requests flavors.Resources, slice int32, sliceLevel 
 // free is what leaf has free for the pod set being placed: nothing
 // outside p.within, else its free capacity less what p.used took.
 func (p *assigning) free(leaf *domain) flavors.Resources {
-	if p.within != nil && !slices.Equal(leaf.values[:len(p.within)], p.within) {
+	if p.within != nil && !slices.Equal(leaf.values[:len(p.within)], p.within) || leaf.pool && p.noPools {
 		return nil
 	}
 	used := p.used[leaf]
@@ -557,8 +568,10 @@ func (p *assigning) fitAt(level int, wanted, slice int32, required, unconstraine
 	if len(domains) == 0 {
 		return nil, 0, noFit(nil, 0)
 	}
-	if p.of(domains[0]).slices >= wanted {
-		return []*domain{p.bestFit(domains, wanted)}, level, nil
+	// One domain that holds them all, of nodes that are; a pool leaf's
+	// nodes are one domain only for a pod that must have its own.
+	if best := p.bestFit(domains, wanted); p.of(best).slices >= wanted && (!best.pool || required) {
+		return []*domain{best}, level, nil
 	}
 	if required {
 		return nil, 0, noFit(domains[0], p.of(domains[0]).slices)
@@ -620,22 +633,35 @@ func (p *assigning) bestFit(domains []*domain, wanted int32) *domain {
 }
 
 // bestBy is the first of domains that holds wanted (as holds counts)
-// with the fewest to spare; the first domain if none holds them.
+// with the fewest to spare, one of nodes that are before a pool leaf;
+// the first domain if none holds them.
 func bestBy(domains []*domain, wanted int32, holds func(*domain) int32) *domain {
-	best, bestHolds := domains[0], int32(math.MaxInt32)
+	best, bestHolds, found := domains[0], int32(math.MaxInt32), false
 	for _, d := range domains {
-		if h := holds(d); h >= wanted && h < bestHolds {
-			best, bestHolds = d, h
+		h := holds(d)
+		if h < wanted || found && best.pool != d.pool && d.pool {
+			continue
+		}
+		if !found || h < bestHolds || best.pool && !d.pool {
+			best, bestHolds, found = d, h, true
 		}
 	}
 	return best
 }
 
 // sorted is domains by slices held, most first, then by pods held,
-// fewest first (the least room to spare), then by their values.
+// fewest first (the least room to spare), then by their values; pool
+// leaves last, so that the nodes there are are filled before nodes are
+// made.
 func (p *assigning) sorted(domains []*domain) []*domain {
 	out := slices.Clone(domains)
 	slices.SortFunc(out, func(a, b *domain) int {
+		if a.pool != b.pool {
+			if a.pool {
+				return 1
+			}
+			return -1
+		}
 		ca, cb := p.of(a), p.of(b)
 		if ca.slices != cb.slices {
 			return cmp.Compare(cb.slices, ca.slices)
@@ -746,6 +772,9 @@ func (p *assigning) record(leaves []leafCount, requests flavors.Resources) {
 
 // placeGroup places a leader and its workers together (PlaceAll).
 func (p *assigning) placeGroup(leader, workers TopologyPodSet) (lead, rest []leafCount, err error) {
+	// A group shares a domain; a pool leaf's nodes are not one.
+	p.noPools = true
+	defer func() { p.noPools = false }()
 	req := workers.Request
 	level, slice, sliceLevel, err := p.d.levels(workers.Count, req)
 	if err != nil {

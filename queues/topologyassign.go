@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"tally.dev/tally/flavors"
 )
 
@@ -201,7 +203,8 @@ func (ta TopologyAssignment) Pinned() map[string]string {
 				return out
 			}
 		}
-		out[label] = first[level]
+		k, v := leafLabel(label, first[level])
+		out[k] = v
 	}
 	return out
 }
@@ -306,7 +309,8 @@ func (ta TopologyAssignment) NextLeaf(has map[string]int32) map[string]string {
 		if has[strings.Join(dc.Values, "/")] < dc.Count {
 			out := make(map[string]string, len(ta.Levels))
 			for l, label := range ta.Levels {
-				out[label] = dc.Values[l]
+				k, v := leafLabel(label, dc.Values[l])
+				out[k] = v
 			}
 			return out
 		}
@@ -315,13 +319,19 @@ func (ta TopologyAssignment) NextLeaf(has map[string]int32) map[string]string {
 }
 
 // LeafOf is the leaf ("/"-joined values) of ta's topology that a
-// nodeSelector names: "" when it does not name every level.
+// nodeSelector names: "" when it does not name every level. A
+// NodePool's label alone names its pool leaf.
 func (ta TopologyAssignment) LeafOf(nodeSelector map[string]string) string {
 	values := make([]string, len(ta.Levels))
 	for i, label := range ta.Levels {
-		if values[i] = nodeSelector[label]; values[i] == "" {
-			return ""
+		if values[i] = nodeSelector[label]; values[i] != "" {
+			continue
 		}
+		if pool := nodeSelector[LabelNodePool]; pool != "" && len(ta.Levels) == 1 && label == corev1.LabelHostname {
+			values[i] = PoolLeaf(pool)
+			continue
+		}
+		return ""
 	}
 	return strings.Join(values, "/")
 }

@@ -52,6 +52,8 @@ type FlavorDomains struct {
 	// devices is the nodes' devices of Dynamic Resource Allocation, per
 	// mapped resource (topologydevices.go).
 	devices *nodeDevices
+	// pools are Karpenter's NodePools, by name (topologypools.go).
+	pools map[string]*NodePool
 }
 
 // Owner names a workload whose pods and placement FlavorDomains matches:
@@ -91,12 +93,15 @@ type held struct {
 	p        Placement
 	reserved map[string]flavors.Resources
 	bound    map[string]int32
+	// pooled maps the leaves (by key) of h's bound pods on nodes of a
+	// NodePool that its placement has a pool leaf of to that NodePool.
+	pooled map[string]string
 }
 
 // NewFlavorDomains is an empty FlavorDomains, for no config yet.
 func NewFlavorDomains() *FlavorDomains {
 	return &FlavorDomains{nodes: map[string]*domainNode{}, pods: map[string]boundPod{}, owned: map[Owner]map[string]struct{}{}, held: map[Owner]*held{},
-		devices: newNodeDevices()}
+		devices: newNodeDevices(), pools: map[string]*NodePool{}}
 }
 
 // Configure makes the trees for cfg from the nodes and pods known, with
@@ -125,6 +130,9 @@ func (f *FlavorDomains) Configure(cfg *Config) {
 	}
 	for name, n := range f.nodes {
 		f.place(name, n)
+	}
+	for name, p := range f.pools {
+		f.placePool(name, p)
 	}
 	for _, h := range f.held {
 		h.reserved = nil
@@ -284,6 +292,10 @@ func (f *FlavorDomains) use(p boundPod, sign int) []string {
 			key := strings.Join(values, "\x00")
 			h.bound[key] += int32(sign)
 			f.reserveLeaf(h, key, values)
+			if pool := poolOfLeaf(h, n); pool != "" {
+				h.pooled[key] = pool
+				f.reserveLeaf(h, PoolLeaf(pool), []string{PoolLeaf(pool)})
+			}
 		}
 	}
 	if n.labels == nil {
@@ -321,11 +333,16 @@ func (f *FlavorDomains) Held(owner Owner) (Placement, bool) {
 
 // rebind counts h's pods bound per leaf again.
 func (f *FlavorDomains) rebind(h *held) {
-	h.bound = map[string]int32{}
+	h.bound, h.pooled = map[string]int32{}, map[string]string{}
 	for key := range f.owned[h.owner] {
 		p := f.pods[key]
-		if values := f.leafOf(h.p.Flavor, f.nodes[p.node]); values != nil {
-			h.bound[strings.Join(values, "\x00")]++
+		n := f.nodes[p.node]
+		if values := f.leafOf(h.p.Flavor, n); values != nil {
+			leaf := strings.Join(values, "\x00")
+			h.bound[leaf]++
+			if pool := poolOfLeaf(h, n); pool != "" {
+				h.pooled[leaf] = pool
+			}
 		}
 	}
 }
@@ -370,6 +387,9 @@ func (f *FlavorDomains) reserveLeaf(h *held, key string, values []string) {
 	}
 	want := flavors.Resources{}
 	bound := h.bound[key]
+	if IsPoolLeaf(key) {
+		bound = poolBound(h, strings.TrimPrefix(key, poolPrefix))
+	}
 	for i, ta := range h.p.Sets {
 		if i >= len(h.p.PerPod) {
 			break

@@ -1,0 +1,177 @@
+package queues
+
+import (
+	"maps"
+	"reflect"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"tally.dev/tally/flavors"
+)
+
+// A flavor placed at the node level (its topology's one level is the
+// hostname, as with AnnotationNodeFit) counts as room the nodes a
+// Karpenter NodePool can still make for it: one pool leaf per NodePool
+// that makes the flavor's nodes (flavors.Makes), with what the
+// NodePool's spec.limits leave over its status.resources (a resource it
+// does not limit is Unlimited). Karpenter makes each node its own
+// hostname, and no node into an existing rack or block, so only the
+// node level gains pool leaves.
+//
+// A pool leaf stands for any number of nodes not made yet. So placement
+// gives it only pods that need no node shared with others (not a
+// required node for several pods, not slices, not a group), and fills
+// the nodes there are before it (sorted, bestBy). Its pods go to the
+// NodePool by its label, karpenter.sh/nodepool, in their template's
+// affinity or the pod gate's nodeSelector, and Karpenter makes nodes
+// for them. Once one binds to a node of the NodePool, that node counts
+// what it requests, and the pool leaf no longer reserves it
+// (reservePools).
+
+// LabelNodePool is the label Karpenter gives each node it makes: the
+// name of its NodePool.
+const LabelNodePool = "karpenter.sh/nodepool"
+
+// poolPrefix starts a pool leaf's value: no label value has it, so no
+// node's hostname is one.
+const poolPrefix = "@"
+
+// PoolLeaf is the leaf value of the room NodePool name can still make.
+func PoolLeaf(name string) string { return poolPrefix + name }
+
+// IsPoolLeaf says whether value is a PoolLeaf.
+func IsPoolLeaf(value string) bool { return strings.HasPrefix(value, poolPrefix) }
+
+// NodePool is what FlavorDomains reads of a Karpenter NodePool: what it
+// puts on its nodes, its spec.limits (nil: none) and its
+// status.resources, what the nodes it has made have.
+type NodePool struct {
+	Template     flavors.NodeTemplate
+	Limits, Made flavors.Resources
+}
+
+// room is what p can still make: per resource it limits, the limit less
+// what it has made; Unlimited for each other resource of names.
+func (p *NodePool) room(names map[corev1.ResourceName]bool) flavors.Resources {
+	out := flavors.Resources{}
+	for r := range names {
+		out[r] = flavors.Unlimited
+	}
+	for r, a := range p.Limits {
+		out[r] = max(a.Sub(p.Made[r]), 0)
+	}
+	return out
+}
+
+// leafLabel is the node label and value that a leaf's value at level
+// label selects: a pool leaf's nodes by their NodePool.
+func leafLabel(label, value string) (string, string) {
+	if label == corev1.LabelHostname && IsPoolLeaf(value) {
+		return LabelNodePool, strings.TrimPrefix(value, poolPrefix)
+	}
+	return label, value
+}
+
+// SetNodePool notes NodePool p as it is now, and returns the
+// ClusterQueues whose flavors' trees it changed.
+func (f *FlavorDomains) SetNodePool(p NodePool) []string {
+	if old := f.pools[p.Template.Name]; old != nil && equalPools(old, &p) {
+		return nil
+	}
+	f.pools[p.Template.Name] = &p
+	return f.placePool(p.Template.Name, &p)
+}
+
+// RemoveNodePool forgets NodePool name, and returns the ClusterQueues
+// whose flavors' trees it changed.
+func (f *FlavorDomains) RemoveNodePool(name string) []string {
+	if f.pools[name] == nil {
+		return nil
+	}
+	delete(f.pools, name)
+	return f.placePool(name, nil)
+}
+
+func equalPools(a, b *NodePool) bool {
+	return maps.Equal(a.Limits, b.Limits) && maps.Equal(a.Made, b.Made) && maps.Equal(a.Template.Labels, b.Template.Labels) &&
+		reflect.DeepEqual(a.Template.Requirements, b.Template.Requirements) && reflect.DeepEqual(a.Template.Taints, b.Template.Taints)
+}
+
+// placePool puts NodePool name's leaf (p; nil for none) in the tree of
+// each flavor placed at the node level whose nodes it makes, and takes
+// it out of the others.
+func (f *FlavorDomains) placePool(name string, p *NodePool) []string {
+	var out []string
+	leaf := PoolLeaf(name)
+	for fl, t := range f.Trees {
+		had := t.nodes[leaf] != nil
+		if p != nil && poolPlaces(f.cfg.Flavors[fl], t.topology, p) {
+			t.SetNode(leaf, []string{leaf}, p.room(f.resourceNames()))
+		} else if had {
+			t.RemoveNode(leaf)
+		} else {
+			continue
+		}
+		out = append(out, f.queuesOf[fl]...)
+	}
+	return out
+}
+
+// poolPlaces says whether flavor fl, in topology t, counts the room of
+// NodePool p: t's one level is the hostname, and p makes fl's nodes.
+func poolPlaces(fl *flavors.Flavor, t *Topology, p *NodePool) bool {
+	return fl != nil && len(t.Levels) == 1 && t.Levels[0] == corev1.LabelHostname && fl.MadeBy(p.Template) == flavors.Makes
+}
+
+// resourceNames are the resources a pool leaf has room of: those the
+// config's ClusterQueues cover, and pods, CPU, memory and ephemeral
+// storage.
+func (f *FlavorDomains) resourceNames() map[corev1.ResourceName]bool {
+	out := map[corev1.ResourceName]bool{corev1.ResourcePods: true, corev1.ResourceCPU: true, corev1.ResourceMemory: true, corev1.ResourceEphemeralStorage: true}
+	for r := range f.cfg.index().covered {
+		out[r] = true
+	}
+	return out
+}
+
+// poolOfLeaf is the NodePool whose leaf a placement of h counts the pods
+// bound to node n toward: n's NodePool, if h's placement has a leaf of
+// it; "" for none.
+func poolOfLeaf(h *held, n *domainNode) string {
+	pool := n.labels[LabelNodePool]
+	if pool == "" {
+		return ""
+	}
+	leaf := PoolLeaf(pool)
+	for _, ta := range h.p.Sets {
+		for _, dc := range ta.Domains {
+			if len(dc.Values) == 1 && dc.Values[0] == leaf {
+				return pool
+			}
+		}
+	}
+	return ""
+}
+
+// poolBound is how many of h's pods bound to nodes of NodePool pool its
+// pool leaf counts: those beyond what the placement gives the node's
+// own leaf.
+func poolBound(h *held, pool string) int32 {
+	var n int32
+	for key, in := range h.pooled {
+		if in != pool {
+			continue
+		}
+		var given int32
+		for _, ta := range h.p.Sets {
+			for _, dc := range ta.Domains {
+				if strings.Join(dc.Values, "\x00") == key {
+					given += dc.Count
+				}
+			}
+		}
+		n += max(h.bound[key]-given, 0)
+	}
+	return n
+}

@@ -1,0 +1,294 @@
+package queues
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+
+	"tally.dev/tally/flavors"
+)
+
+// poolConfig is a config with flavor gpu (node label pool=gpu) placed at
+// the node level, with 64 GPUs of quota.
+func poolConfig(t *testing.T) *Config {
+	t.Helper()
+	cfg, _, errs := Parse([]byte(`apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: gpu
+  annotations: {tally.dev/node-fit: "true"}
+spec:
+  nodeLabels: {pool: gpu}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: tas}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: gpu
+      resources: [{name: nvidia.com/gpu, nominalQuota: 64}]
+`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return cfg
+}
+
+// poolNode is a Ready node of flavor gpu with free GPUs; made by
+// NodePool pool unless that is "".
+func poolNode(name string, free int64, pool string) *corev1.Node {
+	n := rackNode(name, "gpu", free, true)
+	n.Labels = map[string]string{"pool": "gpu", corev1.LabelHostname: name}
+	if pool != "" {
+		n.Labels[LabelNodePool] = pool
+	}
+	return n
+}
+
+// gpuPool is NodePool gpus, whose nodes carry pool=gpu, limited to limit
+// GPUs (none when negative) with made made.
+func gpuPool(limit, made int64) NodePool {
+	p := NodePool{Template: flavors.NodeTemplate{Name: "gpus", Labels: map[string]string{"pool": "gpu"}}, Made: flavors.Resources{nvgpu: flavors.Amount(made)}}
+	if limit >= 0 {
+		p.Limits = flavors.Resources{nvgpu: flavors.Amount(limit)}
+	}
+	return p
+}
+
+func TestPoolPlacement(t *testing.T) {
+	node := &TopologyRequest{Mode: TopologyRequired, Level: corev1.LabelHostname}
+	preferNode := &TopologyRequest{Mode: TopologyPreferred, Level: corev1.LabelHostname}
+	slices2 := &TopologyRequest{Mode: TopologyUnconstrained, SliceLevel: corev1.LabelHostname, SliceSize: 2}
+	may := gpuPool(16, 0)
+	may.Template.Labels = nil // says nothing of label pool
+	tainted := gpuPool(16, 0)
+	tainted.Template.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	cpuOnly := gpuPool(-1, 0)
+	cpuOnly.Limits = flavors.Resources{corev1.ResourceCPU: 1000}
+	for _, tc := range []struct {
+		name  string
+		nodes string // "name=GPUs free"
+		pool  *NodePool
+		pods  int32
+		req   *TopologyRequest
+		want  string // the placement, or part of the error
+	}{
+		{name: "no node has room: the NodePool makes them", nodes: "n0=7 n1=7", pool: ptr.To(gpuPool(16, 0)), pods: 2, want: "@gpus:2"},
+		{name: "the nodes there are first", nodes: "n0=8 n1=7", pool: ptr.To(gpuPool(16, 0)), pods: 2, want: "@gpus:1 n0:1"},
+		{name: "a node that holds them all", nodes: "n0=16 n1=8", pool: ptr.To(gpuPool(16, 0)), pods: 2, want: "n0:2"},
+		{name: "the NodePool's limit", nodes: "n0=7", pool: ptr.To(gpuPool(8, 0)), pods: 2, want: "hold 1 of 2 pods"},
+		{name: "what it made counts against its limit", nodes: "n0=7 n1=7", pool: ptr.To(gpuPool(24, 16)), pods: 2, want: "hold 1 of 2 pods"},
+		{name: "made beyond its limit", nodes: "n0=8", pool: ptr.To(gpuPool(16, 24)), pods: 2, want: "hold 1 of 2 pods"},
+		{name: "no limits", pool: ptr.To(gpuPool(-1, 64)), pods: 5, want: "@gpus:5"},
+		{name: "limits of other resources", pool: &cpuOnly, pods: 3, want: "@gpus:3"},
+		{name: "without a NodePool", nodes: "n0=7 n1=7", pods: 2, want: "hold 0 of 2 pods"},
+		{name: "one node for two pods: not the NodePool's", nodes: "n0=8", pool: ptr.To(gpuPool(64, 0)), pods: 2, req: node, want: "no kubernetes.io/hostname domain holds 2 pods; the largest, n0, holds 1"},
+		{name: "one node for one pod: the NodePool's", nodes: "n0=7", pool: ptr.To(gpuPool(64, 0)), pods: 1, req: node, want: "@gpus:1"},
+		{name: "a node preferred: spread over the nodes and the NodePool", nodes: "n0=8", pool: ptr.To(gpuPool(64, 0)), pods: 2, req: preferNode, want: "@gpus:1 n0:1"},
+		{name: "slices of two pods a node: not the NodePool's", nodes: "n0=16", pool: ptr.To(gpuPool(64, 0)), pods: 4, req: slices2, want: "hold 1 of 2 slices"},
+		{name: "a NodePool that may make the nodes counts none", nodes: "n0=7", pool: &may, pods: 1, want: "hold 0 of 1 pods"},
+		{name: "a NodePool whose taint the flavor does not admit counts none", pool: &tainted, pods: 1, want: "it has no kubernetes.io/hostname domains"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFlavorDomains()
+			f.Configure(poolConfig(t))
+			for _, spec := range strings.Fields(tc.nodes) {
+				name, free, _ := strings.Cut(spec, "=")
+				var g int64
+				fmt.Sscan(free, &g)
+				f.SetNode(poolNode(name, g, ""))
+			}
+			if tc.pool != nil {
+				qs := f.SetNodePool(*tc.pool)
+				if places := tc.pool != &may && tc.pool != &tainted; places != (len(qs) == 1) {
+					t.Fatalf("a NodePool changed queues %v", qs)
+				}
+			}
+			req := TopologyRequest{Mode: TopologyUnconstrained}
+			if tc.req != nil {
+				req = *tc.req
+			}
+			got, err := f.Trees["gpu"].Place(tc.pods, flavors.Resources{nvgpu: 8}, req)
+			out := placed(got)
+			if err != nil {
+				out = err.Error()
+			}
+			if !strings.Contains(out, tc.want) || err == nil && out != tc.want {
+				t.Fatalf("%d pods: %q, want %q", tc.pods, out, tc.want)
+			}
+		})
+	}
+}
+
+
+// A NodePool's leaf only where the topology's one level is the node: a
+// NodePool makes no node into a rack.
+func TestPoolOnlyAtTheNodeLevel(t *testing.T) {
+	cfg := topologyConfig()
+	f := NewFlavorDomains()
+	f.Configure(cfg)
+	p := gpuPool(16, 0)
+	p.Template.Labels = map[string]string{"pool": "a"}
+	if qs := f.SetNodePool(p); qs != nil {
+		t.Fatalf("a NodePool of a rack topology's flavor changed queues %v", qs)
+	}
+	if _, err := f.Trees["gpu"].Place(1, flavors.Resources{nvgpu: 1}, TopologyRequest{Mode: TopologyUnconstrained}); err == nil {
+		t.Fatal("placed in a rack topology with no node, on a NodePool's room")
+	}
+}
+
+// The room a NodePool can make follows it: a placement held there
+// reserves it, a node the NodePool makes counts as its own, and a pod of
+// the placement bound there moves its charge from the pool leaf to the
+// node, once.
+func TestPoolHeld(t *testing.T) {
+	cfg := poolConfig(t)
+	f := NewFlavorDomains()
+	f.Configure(cfg)
+	f.SetNodePool(gpuPool(16, 0))
+	gpus8 := flavors.Resources{nvgpu: 8}
+	holds := func(values ...string) int32 { return f.Trees["gpu"].Holds(values, gpus8) }
+	check := func(step string, all, pool int32) {
+		t.Helper()
+		if got, gotPool := holds(), holds(PoolLeaf("gpus")); got != all || gotPool != pool {
+			t.Fatalf("%s: the nodes and the NodePool hold %d pods of 8 GPUs, the NodePool %d; want %d and %d", step, got, gotPool, all, pool)
+		}
+	}
+	check("nothing held", 2, 2)
+	a := Owner{Namespace: "ns", UID: "a"}
+	ta := TopologyAssignment{Levels: NodeFitTopology.Levels, Domains: []DomainCount{{Values: []string{PoolLeaf("gpus")}, Count: 2}}}
+	f.Hold(a, &Placement{Flavor: "gpu", Sets: []TopologyAssignment{ta}, PerPod: []flavors.Resources{gpus8}})
+	check("a's 2 pods held in the NodePool", 0, 0)
+
+	// Karpenter makes n9 for a pod of a: it counts what it made, and n9
+	// is free until the pod binds.
+	f.SetNodePool(gpuPool(16, 8))
+	f.SetNode(poolNode("n9", 8, "gpus"))
+	check("n9 made", 1, 0)
+	f.SetPod("ns/a-0", "n9", gpus8, a)
+	check("a's first pod bound to n9", 0, 0)
+	if r := f.held[a].reserved[PoolLeaf("gpus")][nvgpu]; r != 8 {
+		t.Fatalf("the NodePool's leaf reserves %d GPUs of a with one pod bound, want 8", r)
+	}
+	f.SetNodePool(gpuPool(16, 16))
+	f.SetNode(poolNode("n10", 8, "gpus"))
+	f.SetPod("ns/a-1", "n10", gpus8, a)
+	check("both bound", 0, 0)
+	if r, ok := f.held[a].reserved[PoolLeaf("gpus")]; ok {
+		t.Fatalf("the NodePool's leaf reserves %v of a with both pods bound, want nothing", r)
+	}
+	// A new config counts the same.
+	f.Configure(cfg)
+	check("configured again", 0, 0)
+
+	// a ends: its nodes are free, and the NodePool has made its limit.
+	f.SetPod("ns/a-0", "", nil, Owner{})
+	f.SetPod("ns/a-1", "", nil, Owner{})
+	f.Hold(a, nil)
+	check("a ended", 2, 0)
+	// Karpenter removes n9: the NodePool can make it again.
+	f.RemoveNode("n9")
+	f.SetNodePool(gpuPool(16, 8))
+	check("n9 removed", 2, 1)
+	if qs := f.RemoveNodePool("gpus"); len(qs) != 1 {
+		t.Fatalf("removing the NodePool changed queues %v, want [tas]", qs)
+	}
+	check("NodePool removed", 1, 0)
+}
+
+// A pod bound to a node of the NodePool that the placement also gave
+// pods counts for the node first, then for the NodePool's leaf.
+func TestPoolBoundBeyondTheNode(t *testing.T) {
+	f := NewFlavorDomains()
+	f.Configure(poolConfig(t))
+	f.SetNodePool(gpuPool(64, 16))
+	f.SetNode(poolNode("n9", 16, "gpus"))
+	gpus8 := flavors.Resources{nvgpu: 8}
+	a := Owner{Namespace: "ns", UID: "a"}
+	ta := TopologyAssignment{Levels: NodeFitTopology.Levels, Domains: []DomainCount{{Values: []string{"n9"}, Count: 1}, {Values: []string{PoolLeaf("gpus")}, Count: 1}}}
+	f.Hold(a, &Placement{Flavor: "gpu", Sets: []TopologyAssignment{ta}, PerPod: []flavors.Resources{gpus8}})
+	pool := func() flavors.Amount { return f.held[a].reserved[PoolLeaf("gpus")][nvgpu] }
+	f.SetPod("ns/a-0", "n9", gpus8, a)
+	if pool() != 8 {
+		t.Fatalf("one pod on n9, which its placement gives one: the NodePool's leaf reserves %d GPUs, want 8", pool())
+	}
+	f.SetPod("ns/a-1", "n9", gpus8, a)
+	if pool() != 0 {
+		t.Fatalf("two pods on n9: the NodePool's leaf reserves %d GPUs, want 0", pool())
+	}
+	f.SetPod("ns/a-1", "", nil, Owner{})
+	if pool() != 8 {
+		t.Fatalf("the second pod gone: the NodePool's leaf reserves %d GPUs, want 8", pool())
+	}
+}
+
+// A pool leaf's pods go to the NodePool by its label: the template's pin,
+// the gate's nodeSelector, and back.
+func TestPoolLabels(t *testing.T) {
+	levels := NodeFitTopology.Levels
+	all := TopologyAssignment{Levels: levels, Domains: []DomainCount{{Values: []string{PoolLeaf("gpus")}, Count: 2}}}
+	if got, want := all.Pinned(), map[string]string{LabelNodePool: "gpus"}; !maps.Equal(got, want) {
+		t.Errorf("pinned %v, want %v", got, want)
+	}
+	some := TopologyAssignment{Levels: levels, Domains: []DomainCount{{Values: []string{"n0"}, Count: 1}, {Values: []string{PoolLeaf("gpus")}, Count: 1}}}
+	if got := some.Pinned(); len(got) != 0 {
+		t.Errorf("a pod set on a node and a NodePool pinned to %v, want nothing", got)
+	}
+	if got, want := some.NextLeaf(map[string]int32{"n0": 1}), map[string]string{LabelNodePool: "gpus"}; !maps.Equal(got, want) {
+		t.Errorf("next leaf %v, want %v", got, want)
+	}
+	if got := some.LeafOf(map[string]string{LabelNodePool: "gpus"}); got != PoolLeaf("gpus") {
+		t.Errorf("leaf of the NodePool's selector %q, want %q", got, PoolLeaf("gpus"))
+	}
+	if got := some.LeafOf(map[string]string{corev1.LabelHostname: "n0", LabelNodePool: "gpus"}); got != "n0" {
+		t.Errorf("leaf of a node's selector %q, want n0", got)
+	}
+	rack := TopologyAssignment{Levels: rackTopology.Levels}
+	if got := rack.LeafOf(map[string]string{LabelNodePool: "gpus"}); got != "" {
+		t.Errorf("a rack topology's leaf of a NodePool's selector %q, want none", got)
+	}
+	cfg := poolConfig(t)
+	w := makeWL("train", "tas", 1).Req(nvgpu, "8").Count(2).Obj()
+	ann := FormatTopology("gpu", []TopologyAssignment{some}, w)
+	_, sets, err := ParseTopologyAnnotation(cfg, w, ann)
+	if err != nil || len(sets) != 1 || placed(sets[0]) != "n0:1 @gpus:1" {
+		t.Fatalf("%q read back as %v, %v", ann, sets, err)
+	}
+}
+
+// Admission through the snapshot: quota fits, no node holds the pods,
+// the NodePool does; a second workload waits for what the first holds.
+func TestPoolAdmission(t *testing.T) {
+	cfg := poolConfig(t)
+	f := NewFlavorDomains()
+	f.Configure(cfg)
+	f.SetNode(poolNode("n0", 7, ""))
+	f.SetNodePool(gpuPool(16, 0))
+	snap := NewSnapshot(cfg, nil, map[string]labels.Set{"ns": {}})
+	snap.Domains = f.Trees
+	first := makeWL("first", "tas", 1).Req(nvgpu, "8").Count(2).Obj()
+	a, v := snap.Assign(first)
+	if v.Kind != Fits || len(a.Topology) != 1 || placed(a.Topology[0]) != "@gpus:2" {
+		t.Fatalf("first: %s, placed %v; want both pods on the NodePool's nodes", v.Message(), a.Topology)
+	}
+	f.Hold(Owner{Namespace: "ns", UID: "first"}, &Placement{Flavor: "gpu", Sets: a.Topology, PerPod: []flavors.Resources{{nvgpu: 8}}})
+	second := makeWL("second", "tas", 2).Req(nvgpu, "8").Count(1).Obj()
+	if _, v := snap.Assign(second); v.Kind == Fits || !strings.Contains(v.Message(), "hold 0 of 1 pods") {
+		t.Fatalf("second, with the NodePool's room held: %q, want it to wait", v.Message())
+	}
+	var nf *NoFit
+	_, err := f.Trees["gpu"].Place(1, flavors.Resources{nvgpu: 8}, TopologyRequest{Mode: TopologyUnconstrained})
+	if !errors.As(err, &nf) {
+		t.Fatalf("placing a third pod: %v, want a NoFit", err)
+	}
+}
+
