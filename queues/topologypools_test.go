@@ -129,7 +129,6 @@ func TestPoolPlacement(t *testing.T) {
 	}
 }
 
-
 // A NodePool's leaf only where the topology's one level is the node: a
 // NodePool makes no node into a rack.
 func TestPoolOnlyAtTheNodeLevel(t *testing.T) {
@@ -291,4 +290,3 @@ func TestPoolAdmission(t *testing.T) {
 		t.Fatalf("placing a third pod: %v, want a NoFit", err)
 	}
 }
-
