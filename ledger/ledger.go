@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,6 +74,10 @@ type Options struct {
 	// has a topology, it tells the topologies' trees what pods use. Nil:
 	// they count only the placements of the workloads tally admitted.
 	BoundPods cache.Cache
+	// Mapper, if set, tells whether the API server serves Karpenter's
+	// NodePools: where it does and the config has a topology, the
+	// ledger watches them for the room they can still make.
+	Mapper meta.RESTMapper
 }
 
 // Ledger keeps quota usage and admits Jobs. It is a manager Runnable that
@@ -163,6 +168,8 @@ type watches struct {
 	// it was last warned of.
 	devices      bool
 	deviceWarned map[string]string
+	// nodePools: Karpenter's NodePools are watched (watchNodePools).
+	nodePools bool
 }
 
 type nsInfo struct {

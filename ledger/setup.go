@@ -93,6 +93,7 @@ func Setup(mgr manager.Manager, store *queues.Store, fromConfigMap bool, log log
 	if opts.BoundPods, err = BoundPodsCache(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper()); err != nil {
 		return fmt.Errorf("the bound pods' cache: %w", err)
 	}
+	opts.Mapper = mgr.GetRESTMapper()
 	l := New(cl, mgr.GetCache(), store, recorder, log.WithName("ledger"), opts)
 	if opts.DashboardAddr != "" {
 		if err := mgr.Add(&Dashboard{Addr: opts.DashboardAddr, Ledger: l, Log: log.WithName("dashboard")}); err != nil {

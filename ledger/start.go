@@ -133,6 +133,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 	if err := l.watchDevices(ctx); err != nil {
 		return err
 	}
+	if err := l.watchNodePools(ctx); err != nil {
+		return err
+	}
 	// The first pass waits until every handler has been given what the
 	// informers listed: workloads, and the pods that hold quota.
 	if !l.cache.WaitForCacheSync(ctx) || !toolscache.WaitForCacheSync(ctx.Done(), l.watches.synced...) {
@@ -181,6 +184,9 @@ func (l *Ledger) Start(ctx context.Context) error {
 			}
 			if err := l.watchDevices(ctx); err != nil {
 				l.log.Error(err, "watching the nodes' devices, for the new config's topologies and device mappings")
+			}
+			if err := l.watchNodePools(ctx); err != nil {
+				l.log.Error(err, "watching Karpenter's NodePools, for the new config's topologies")
 			}
 			l.captureManaged(ctx)
 			l.adoptOrphans(ctx)

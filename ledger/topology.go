@@ -12,6 +12,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"tally.dev/tally/kinds"
+	"tally.dev/tally/ledger/inspect"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
@@ -300,6 +302,41 @@ func (l *Ledger) watchDevices(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// watchNodePools watches Karpenter's NodePools, in the manager's cache
+// (FlavorWatch reads the same informer), once the config in force has a
+// topology and the API server serves them: the trees of the flavors
+// placed at the node level count the room each can still make
+// (queues.NodePool).
+func (l *Ledger) watchNodePools(ctx context.Context) error {
+	l.mu.Lock()
+	want := l.cfg != nil && len(l.cfg.Topologies) > 0 && l.opts.Mapper != nil && !l.watches.nodePools
+	l.mu.Unlock()
+	if !want || !servesNodePools(l.opts.Mapper) {
+		return nil
+	}
+	l.mu.Lock()
+	l.watches.nodePools = true
+	l.mu.Unlock()
+	return l.watchIn(ctx, l.cache, inspect.NewNodePool(), l.onNodePool, l.onNodePoolDelete, cache.BlockUntilSynced(false))
+}
+
+func (l *Ledger) onNodePool(obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		p := inspect.NodePoolOf(u)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.domainsChangedLocked(l.topo.SetNodePool(p))
+	}
+}
+
+func (l *Ledger) onNodePoolDelete(obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.domainsChangedLocked(l.topo.RemoveNodePool(u.GetName()))
+	}
 }
 
 func (l *Ledger) onResourceSlice(obj any) {

@@ -47,7 +47,7 @@ resources:
 	broken := *devices
 	broken.Classes = []resourcev1.DeviceClass{{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"}, Spec: resourcev1.DeviceClassSpec{
 		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: "device.driver =="}}}}}}
-	if _, _, problems := topologyDomains(cfg, nodes, nil, &broken, nil); len(problems) != 1 ||
+	if _, _, problems := topologyDomains(cfg, nodes, nil, nil, &broken, nil); len(problems) != 1 ||
 		!strings.HasPrefix(problems[0].Message(), "DeviceClass gpu.example.com (mapped to example.com/gpu): spec.selectors[0].cel.expression does not compile") {
 		t.Errorf("a class whose selector does not compile: problems %+v, want it named", problems)
 	}
@@ -61,7 +61,7 @@ resources:
 		{"without them", nil, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			domains, _, _ := topologyDomains(cfg, nodes, nil, tc.devices, nil)
+			domains, _, _ := topologyDomains(cfg, nodes, nil, nil, tc.devices, nil)
 			if got := domains["default"].Holds([]string{"r1"}, perPod); got != tc.r1 {
 				t.Errorf("rack r1 holds %d 1-GPU pods, want %d", got, tc.r1)
 			}

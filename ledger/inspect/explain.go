@@ -100,7 +100,7 @@ func ExplainWorkload(ctx context.Context, c client.Reader, req ExplainRequest, n
 		in.Unhostable = bad
 	}
 	if pools := NewNodePoolList(); c.List(ctx, pools) == nil {
-		in.NodeTemplates = NodeTemplates(pools)
+		in.NodePools = NodePools(pools)
 	}
 	nodes := &corev1.NodeList{}
 	if err := c.List(ctx, nodes); err == nil {

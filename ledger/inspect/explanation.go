@@ -63,9 +63,10 @@ type ExplainInput struct {
 	// whose devices count in the topologies' domains (ReadDevices); nil
 	// when they could not be read, or the config maps no DeviceClass.
 	Devices *Devices
-	// NodeTemplates are what the NodePools put on their nodes
-	// (NodeTemplates), for which topology levels they can make.
-	NodeTemplates []flavors.NodeTemplate
+	// NodePools are Karpenter's NodePools (NodePools): for which
+	// topology levels they can make, and the room they can still make
+	// for a flavor placed at the node level.
+	NodePools []queues.NodePool
 }
 
 // Explanation is what `tally explain` says of one workload.
@@ -228,7 +229,7 @@ func Explain(in ExplainInput) Explanation {
 	}
 	out.Notes = append(out.Notes, podsReadyNotes(cfg, target.w, in.Target.Meta.Annotations, in.Now)...)
 	out.Notes = append(out.Notes, unhostableNotes(cfg.ClusterQueues[q], in.Unhostable)...)
-	out.Notes = append(out.Notes, unmadeLevelNotes(cfg, cfg.ClusterQueues[q], in.NodeTemplates)...)
+	out.Notes = append(out.Notes, unmadeLevelNotes(cfg, cfg.ClusterQueues[q], in.NodePools)...)
 	out.Needs = target.w.Total().String()
 	if f := in.Target.Meta.Annotations[queues.AnnotationFlavors]; f != "" && target.e.Phase() == machine.Admitted {
 		out.Flavors = f
@@ -264,7 +265,7 @@ func Explain(in ExplainInput) Explanation {
 			lists[x.w.Queue] = append(lists[x.w.Queue], x.w)
 		}
 	}
-	domains, placements, problems := topologyDomains(cfg, in.Nodes, in.BoundPods, in.Devices, running)
+	domains, placements, problems := topologyDomains(cfg, in.Nodes, in.NodePools, in.BoundPods, in.Devices, running)
 	for _, p := range problems {
 		if _, needs := target.w.Total()[p.Resource]; needs {
 			out.Notes = append(out.Notes, "Warning: "+p.Message())
@@ -377,7 +378,7 @@ func Explain(in ExplainInput) Explanation {
 // running workloads hold (their AnnotationTopology, returned by
 // Workload), and the mapped DeviceClasses whose devices they do not all
 // count; nil without nodes (they could not be read).
-func topologyDomains(cfg *queues.Config, nodes []corev1.Node, pods []corev1.Pod, devices *Devices, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement, []queues.DeviceClassProblem) {
+func topologyDomains(cfg *queues.Config, nodes []corev1.Node, pools []queues.NodePool, pods []corev1.Pod, devices *Devices, running []*explained) (map[string]*queues.Domains, map[*queues.Workload]*queues.Placement, []queues.DeviceClassProblem) {
 	if nodes == nil {
 		return nil, nil, nil
 	}
@@ -385,6 +386,9 @@ func topologyDomains(cfg *queues.Config, nodes []corev1.Node, pods []corev1.Pod,
 	f := queues.NewFlavorDomains()
 	for i := range nodes {
 		f.SetNode(&nodes[i])
+	}
+	for _, p := range pools {
+		f.SetNodePool(p)
 	}
 	f.Configure(cfg)
 	devices.tell(f)
@@ -702,7 +706,7 @@ func podsReadyNotes(cfg *queues.Config, w *queues.Workload, ann map[string]strin
 // NodePool can make nodes of, the levels whose domains it cannot make
 // nodes into (flavors.NodeTemplate.SetsLabel): a workload that asks for
 // such a domain waits for room on the nodes there are.
-func unmadeLevelNotes(cfg *queues.Config, cq *queues.ClusterQueue, templates []flavors.NodeTemplate) []string {
+func unmadeLevelNotes(cfg *queues.Config, cq *queues.ClusterQueue, pools []queues.NodePool) []string {
 	if cq == nil {
 		return nil
 	}
@@ -713,7 +717,8 @@ func unmadeLevelNotes(cfg *queues.Config, cq *queues.ClusterQueue, templates []f
 			if f == nil || cfg.Topologies[f.TopologyName] == nil {
 				continue
 			}
-			for _, t := range templates {
+			for _, p := range pools {
+				t := p.Template
 				if f.MadeBy(t) == flavors.CannotMake {
 					continue
 				}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,20 +51,53 @@ func NewNodePoolList() *unstructured.UnstructuredList {
 // template's labels, requirements and taints.
 func NodeTemplates(list *unstructured.UnstructuredList) []flavors.NodeTemplate {
 	out := make([]flavors.NodeTemplate, 0, len(list.Items))
-	for _, p := range list.Items {
-		t := flavors.NodeTemplate{Name: p.GetName()}
-		t.Labels, _, _ = unstructured.NestedStringMap(p.Object, "spec", "template", "metadata", "labels")
-		var spec struct {
-			Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
-			Taints       []corev1.Taint                   `json:"taints"`
-		}
-		if m, ok, _ := unstructured.NestedMap(p.Object, "spec", "template", "spec"); ok {
-			_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec)
-		}
-		t.Requirements, t.Taints = spec.Requirements, spec.Taints
-		out = append(out, t)
+	for i := range list.Items {
+		out = append(out, NodePoolOf(&list.Items[i]).Template)
 	}
 	return out
+}
+
+// NodePools reads each NodePool of list (NodePoolOf).
+func NodePools(list *unstructured.UnstructuredList) []queues.NodePool {
+	out := make([]queues.NodePool, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, NodePoolOf(&list.Items[i]))
+	}
+	return out
+}
+
+// NodePoolOf reads what NodePool p puts on its nodes (its template's
+// labels, requirements and taints), its spec.limits and its
+// status.resources.
+func NodePoolOf(p *unstructured.Unstructured) queues.NodePool {
+	t := flavors.NodeTemplate{Name: p.GetName()}
+	t.Labels, _, _ = unstructured.NestedStringMap(p.Object, "spec", "template", "metadata", "labels")
+	var spec struct {
+		Requirements []corev1.NodeSelectorRequirement `json:"requirements"`
+		Taints       []corev1.Taint                   `json:"taints"`
+	}
+	if m, ok, _ := unstructured.NestedMap(p.Object, "spec", "template", "spec"); ok {
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec)
+	}
+	t.Requirements, t.Taints = spec.Requirements, spec.Taints
+	return queues.NodePool{Template: t, Limits: resourcesAt(p, "spec", "limits"), Made: resourcesAt(p, "status", "resources")}
+}
+
+// resourcesAt reads the resource list at path of u; nil for none. A
+// quantity that does not parse is left out.
+func resourcesAt(u *unstructured.Unstructured, path ...string) flavors.Resources {
+	m, ok, _ := unstructured.NestedMap(u.Object, path...)
+	if !ok {
+		return nil
+	}
+	list := corev1.ResourceList{}
+	for k, v := range m {
+		q, err := resource.ParseQuantity(fmt.Sprint(v))
+		if err == nil {
+			list[corev1.ResourceName(k)] = q
+		}
+	}
+	return flavors.FromList(list)
 }
 
 // UnhostableFlavor is a flavor of the config that no Ready node can host

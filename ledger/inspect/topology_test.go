@@ -125,7 +125,7 @@ func TestExplainUnmadeLevels(t *testing.T) {
 	}
 	target := explainJob("a", "gang", 1, time.Minute, queues.StatePending, 0, 0, 0)
 	in := ExplainInput{Config: cfg, Workloads: []*kinds.Object{target}, AllNamespaces: true, Target: target, Now: explainNow,
-		NodeTemplates: []flavors.NodeTemplate{{Name: "gpus"}, {Name: "racked", Labels: map[string]string{"rack": "r9"}}}}
+		NodePools: []queues.NodePool{{Template: flavors.NodeTemplate{Name: "gpus"}}, {Template: flavors.NodeTemplate{Name: "racked", Labels: map[string]string{"rack": "r9"}}}}}
 	var notes []string
 	for _, n := range Explain(in).Notes {
 		if strings.HasPrefix(n, "NodePool") {
