@@ -933,7 +933,12 @@ func (d *Domains) Room(perPod flavors.Resources, top int) []LevelRoom {
 // values from the top; none for the whole tree) holds on what its
 // leaves have free.
 func (d *Domains) Holds(values []string, perPod flavors.Resources) int32 {
-	p := &assigning{d: d}
+	return d.holdsOn(nil, values, perPod)
+}
+
+// holdsOn is Holds on what taken leaves free.
+func (d *Domains) holdsOn(taken Taken, values []string, perPod flavors.Resources) int32 {
+	p := &assigning{d: d, used: taken}
 	p.fillAll(withPod(perPod), 1, len(d.topology.Levels)-1)
 	if len(values) == 0 {
 		var n int32

@@ -68,6 +68,8 @@ type domainNode struct {
 	allocatable flavors.Resources
 	used        flavors.Resources // what the pods bound to it request
 	usable      bool              // Ready and schedulable
+	// owned counts the pods of workloads (LabelWorkload) bound to it.
+	owned int32
 }
 
 // boundPod is a pod bound to a node: its requests, and the workload its
@@ -150,12 +152,12 @@ func (f *FlavorDomains) SetNode(n *corev1.Node) []string {
 		if old.usable == dn.usable && maps.Equal(old.labels, dn.labels) && maps.Equal(old.allocatable, dn.allocatable) {
 			return nil
 		}
-		dn.used = old.used
+		dn.used, dn.owned = old.used, old.owned
 	}
 	f.nodes[n.Name] = dn
 	out := f.place(n.Name, dn)
-	if old != nil && old.labels != nil && !maps.Equal(old.labels, dn.labels) {
-		// Its pods are in other leaves now.
+	if old != nil && old.owned > 0 && (old.usable != dn.usable || !maps.Equal(old.labels, dn.labels)) {
+		// Its workloads' pods are in another leaf now, or in none.
 		f.rebindAll()
 	}
 	return out
@@ -169,12 +171,20 @@ func (f *FlavorDomains) RemoveNode(name string) []string {
 		return nil
 	}
 	delete(f.nodes, name)
+	if len(n.used) > 0 || n.owned > 0 {
+		// Pods bound to it stay known until they are gone, and what
+		// they use with them: a node of the same name may come back.
+		f.nodes[name] = &domainNode{used: n.used, owned: n.owned}
+	}
 	var out []string
 	for fl, t := range f.Trees {
 		t.RemoveNode(name)
 		out = append(out, f.queuesOf[fl]...)
 	}
-	// Pods bound to it stay known: they are gone when they are.
+	if n.owned > 0 {
+		// Its workloads' pods are in no leaf now.
+		f.rebindAll()
+	}
 	return out
 }
 
@@ -277,6 +287,9 @@ func (f *FlavorDomains) use(p boundPod, sign int) []string {
 	if n.used == nil {
 		n.used = flavors.Resources{}
 	}
+	if p.owner != (Owner{}) {
+		n.owned += int32(sign)
+	}
 	for r, a := range p.requests {
 		if sign > 0 {
 			n.used[r] = n.used[r].Add(a)
@@ -284,7 +297,7 @@ func (f *FlavorDomains) use(p boundPod, sign int) []string {
 			delete(n.used, r)
 		}
 	}
-	if len(n.used) == 0 && n.labels == nil {
+	if len(n.used) == 0 && n.owned == 0 && n.labels == nil {
 		delete(f.nodes, p.node) // a node not seen, and no pod left on it
 	}
 	if h := f.held[p.owner]; h != nil && p.owner != (Owner{}) {
@@ -534,7 +547,16 @@ func (f *FlavorDomains) Replaceable(l Loss) bool {
 	if t == nil {
 		return false
 	}
-	return t.Holds(l.Leaf, l.PerPod) >= l.Pods
+	// What the workload reserves there for the lost pods is theirs.
+	var back Taken
+	key := strings.Join(l.Leaf, "\x00")
+	if h, leaf := f.held[l.Owner], t.index[key]; h != nil && leaf != nil && h.reserved[key] != nil {
+		back = Taken{leaf: flavors.Resources{}}
+		for r, a := range h.reserved[key] {
+			back[leaf][r] = -a
+		}
+	}
+	return t.holdsOn(back, l.Leaf, l.PerPod) >= l.Pods
 }
 
 // Swap is l's workload's placement with the pods of l's pod set that

@@ -325,3 +325,57 @@ func TestSwap(t *testing.T) {
 		})
 	}
 }
+
+// The pods bound to a node count where the node is, whatever the order
+// their events and the node's come in: a node gone and back, a node seen
+// only after its pods, a node unusable for a while.
+func TestBoundPodsFollowTheirNode(t *testing.T) {
+	one := flavors.Resources{nvgpu: 1}
+	w := Owner{Namespace: "ns", UID: "w"}
+	onN1 := &Placement{Flavor: "gpu", PerPod: []flavors.Resources{one}, Sets: []TopologyAssignment{{Levels: rackTopology.Levels,
+		Domains: []DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}}}}}
+	holds := func(f *FlavorDomains) int32 { return f.Trees["gpu"].Holds([]string{"b1", "r1", "n1"}, one) }
+	for _, tc := range []struct {
+		name  string
+		steps func(f *FlavorDomains)
+		want  int32 // pods of 1 GPU n1 holds after, of its 4
+	}{
+		{"a node gone and back, its pod ending meanwhile", func(f *FlavorDomains) {
+			f.SetNode(rackNode("n1", "a", 4, true))
+			f.SetPod("ns/x", "n1", one, Owner{})
+			f.RemoveNode("n1")
+			f.SetPod("ns/x", "", nil, Owner{})
+			f.SetNode(rackNode("n1", "a", 4, true))
+		}, 4},
+		{"a node gone and back, its pod still there", func(f *FlavorDomains) {
+			f.SetNode(rackNode("n1", "a", 4, true))
+			f.SetPod("ns/x", "n1", one, Owner{})
+			f.RemoveNode("n1")
+			f.SetNode(rackNode("n1", "a", 4, true))
+		}, 3},
+		{"a placement's pods bound before their node is seen", func(f *FlavorDomains) {
+			f.Hold(w, onN1)
+			f.SetPod("ns/w-0", "n1", one, w)
+			f.SetPod("ns/w-1", "n1", one, w)
+			f.SetNode(rackNode("n1", "a", 4, true))
+		}, 2},
+		{"a placement's pod ending while its node is not Ready", func(f *FlavorDomains) {
+			f.SetNode(rackNode("n1", "a", 4, true))
+			f.Hold(w, onN1)
+			f.SetPod("ns/w-0", "n1", one, w)
+			f.SetPod("ns/w-1", "n1", one, w)
+			f.SetNode(rackNode("n1", "a", 4, false))
+			f.SetPod("ns/w-1", "", nil, Owner{})
+			f.SetNode(rackNode("n1", "a", 4, true))
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFlavorDomains()
+			f.Configure(topologyConfig())
+			tc.steps(f)
+			if got := holds(f); got != tc.want {
+				t.Fatalf("n1 holds %d pods of 1 GPU, want %d", got, tc.want)
+			}
+		})
+	}
+}
