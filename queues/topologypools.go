@@ -26,8 +26,14 @@ import (
 // NodePool by its label, karpenter.sh/nodepool, in their template's
 // affinity or the pod gate's nodeSelector, and Karpenter makes nodes
 // for them. Once one binds to a node of the NodePool, that node counts
-// what it requests, and the pool leaf no longer reserves it
-// (reservePools).
+// what it requests, and the pool leaf no longer reserves it (poolBound).
+//
+// Karpenter makes a node for such a pod, and the node is Ready a moment
+// before the scheduler binds the pod to it: another workload placed on
+// it then would find it taken. So while placements wait in a
+// NodePool's leaf, each node of the NodePool that no workload's pod is
+// bound to yet has free only what they do not take of it
+// (holdForPool): a new node is theirs until they are bound.
 
 // LabelNodePool is the label Karpenter gives each node it makes: the
 // name of its NodePool.
@@ -174,4 +180,83 @@ func poolBound(h *held, pool string) int32 {
 		n += max(h.bound[key]-given, 0)
 	}
 	return n
+}
+
+// indexPool notes node name's NodePool, as its old and new labels say
+// (nil: none).
+func (f *FlavorDomains) indexPool(name string, old, n *domainNode) {
+	var was, is string
+	if old != nil {
+		was = old.labels[LabelNodePool]
+	}
+	if n != nil {
+		is = n.labels[LabelNodePool]
+	}
+	if was == is {
+		return
+	}
+	if set := f.poolNodes[was]; was != "" && set != nil {
+		if delete(set, name); len(set) == 0 {
+			delete(f.poolNodes, was)
+		}
+	}
+	if is != "" {
+		if f.poolNodes[is] == nil {
+			f.poolNodes[is] = map[string]struct{}{}
+		}
+		f.poolNodes[is][name] = struct{}{}
+	}
+}
+
+// holdForPool takes from free, node n's room in flavor fl's tree, what
+// the placements waiting in its NodePool's leaf reserve, if no workload's
+// pod is bound to it yet.
+func (f *FlavorDomains) holdForPool(fl string, n *domainNode, free flavors.Resources) {
+	pool := n.labels[LabelNodePool]
+	if pool == "" || n.owned > 0 {
+		return
+	}
+	for r, a := range f.waiting[fl][pool] {
+		if have := free[r]; have > 0 && !have.IsUnlimited() {
+			free[r] = have.Sub(min(have, a))
+		}
+	}
+}
+
+// setWaiting changes what flavor fl's placements reserve in leaf key,
+// from old to want, where key is a pool leaf, and places again the
+// NodePool's nodes that no workload's pod is bound to.
+func (f *FlavorDomains) setWaiting(fl, key string, old, want flavors.Resources) {
+	if !IsPoolLeaf(key) || maps.Equal(old, want) {
+		return
+	}
+	pool := strings.TrimPrefix(key, poolPrefix)
+	if f.waiting == nil {
+		f.waiting = map[string]map[string]flavors.Resources{}
+	}
+	if f.waiting[fl] == nil {
+		f.waiting[fl] = map[string]flavors.Resources{}
+	}
+	w := f.waiting[fl][pool]
+	if w == nil {
+		w = flavors.Resources{}
+	}
+	for r, a := range old {
+		if w[r] = w[r].Sub(a); w[r] == 0 {
+			delete(w, r)
+		}
+	}
+	for r, a := range want {
+		w[r] = w[r].Add(a)
+	}
+	if len(w) == 0 {
+		delete(f.waiting[fl], pool)
+	} else {
+		f.waiting[fl][pool] = w
+	}
+	for name := range f.poolNodes[pool] {
+		if n := f.nodes[name]; n != nil && n.owned == 0 {
+			f.place(name, n)
+		}
+	}
 }

@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -146,9 +150,9 @@ func TestPoolOnlyAtTheNodeLevel(t *testing.T) {
 }
 
 // The room a NodePool can make follows it: a placement held there
-// reserves it, a node the NodePool makes counts as its own, and a pod of
-// the placement bound there moves its charge from the pool leaf to the
-// node, once.
+// reserves it, a node the NodePool makes is the placement's until its
+// pods are bound, and a pod of the placement bound there moves its
+// charge from the pool leaf to the node, once.
 func TestPoolHeld(t *testing.T) {
 	cfg := poolConfig(t)
 	f := NewFlavorDomains()
@@ -169,10 +173,10 @@ func TestPoolHeld(t *testing.T) {
 	check("a's 2 pods held in the NodePool", 0, 0)
 
 	// Karpenter makes n9 for a pod of a: it counts what it made, and n9
-	// is free until the pod binds.
+	// is a's until its pods are bound, not free to another workload.
 	f.SetNodePool(gpuPool(16, 8))
 	f.SetNode(poolNode("n9", 8, "gpus"))
-	check("n9 made", 1, 0)
+	check("n9 made", 0, 0)
 	f.SetPod("ns/a-0", "n9", gpus8, a)
 	check("a's first pod bound to n9", 0, 0)
 	if r := f.held[a].reserved[PoolLeaf("gpus")][nvgpu]; r != 8 {
@@ -180,6 +184,7 @@ func TestPoolHeld(t *testing.T) {
 	}
 	f.SetNodePool(gpuPool(16, 16))
 	f.SetNode(poolNode("n10", 8, "gpus"))
+	check("n10 made", 0, 0)
 	f.SetPod("ns/a-1", "n10", gpus8, a)
 	check("both bound", 0, 0)
 	if r, ok := f.held[a].reserved[PoolLeaf("gpus")]; ok {
@@ -289,4 +294,128 @@ func TestPoolAdmission(t *testing.T) {
 	if !errors.As(err, &nf) {
 		t.Fatalf("placing a third pod: %v, want a NoFit", err)
 	}
+}
+
+// Pools, their nodes, the pods bound there and the placements held, told
+// one change at a time in any order, leave the tree as they do told at
+// once.
+func TestPoolsIncremental(t *testing.T) {
+	cfg := poolConfig(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	gpus8 := flavors.Resources{nvgpu: 8}
+	owners := []Owner{{Namespace: "ns", UID: "a"}, {Namespace: "ns", UID: "b"}}
+	leafValues := []string{"n0", "n1", "n2", PoolLeaf("gpus"), PoolLeaf("other")}
+	for run := range 500 {
+		f := NewFlavorDomains()
+		f.Configure(cfg)
+		nodes := map[string]*corev1.Node{}
+		pools := map[string]NodePool{}
+		type pod struct {
+			node  string
+			owner Owner
+		}
+		pods := map[string]pod{}
+		held := map[Owner]*Placement{}
+		var ops []string
+		for range 40 {
+			switch rng.IntN(5) {
+			case 0:
+				name := fmt.Sprintf("n%d", rng.IntN(3))
+				if rng.IntN(5) == 0 {
+					delete(nodes, name)
+					f.RemoveNode(name)
+					ops = append(ops, "remove node "+name)
+					continue
+				}
+				pool := []string{"", "gpus", "other"}[rng.IntN(3)]
+				n := poolNode(name, int64(8*(1+rng.IntN(2))), pool)
+				nodes[name] = n
+				f.SetNode(n)
+				ops = append(ops, fmt.Sprintf("node %s pool %q", name, pool))
+			case 1:
+				name := []string{"gpus", "other"}[rng.IntN(2)]
+				if rng.IntN(4) == 0 {
+					delete(pools, name)
+					f.RemoveNodePool(name)
+					ops = append(ops, "remove pool "+name)
+					continue
+				}
+				p := gpuPool(int64(8*rng.IntN(4)), int64(8*rng.IntN(3)))
+				p.Template.Name = name
+				pools[name] = p
+				f.SetNodePool(p)
+				ops = append(ops, fmt.Sprintf("pool %s %v", name, p))
+			case 2, 3:
+				key := fmt.Sprintf("ns/p%d", rng.IntN(4))
+				if rng.IntN(3) == 0 {
+					delete(pods, key)
+					f.SetPod(key, "", nil, Owner{})
+					ops = append(ops, "unbind "+key)
+					continue
+				}
+				p := pod{node: fmt.Sprintf("n%d", rng.IntN(3))}
+				if i := rng.IntN(3); i < len(owners) {
+					p.owner = owners[i]
+				}
+				pods[key] = p
+				f.SetPod(key, p.node, gpus8, p.owner)
+				ops = append(ops, fmt.Sprintf("bind %s to %s of %v", key, p.node, p.owner))
+			case 4:
+				o := owners[rng.IntN(len(owners))]
+				if rng.IntN(4) == 0 {
+					delete(held, o)
+					f.Hold(o, nil)
+					ops = append(ops, fmt.Sprintf("release %v", o))
+					continue
+				}
+				ta := TopologyAssignment{Levels: NodeFitTopology.Levels}
+				for _, v := range leafValues {
+					if rng.IntN(3) == 0 {
+						ta.Domains = append(ta.Domains, DomainCount{Values: []string{v}, Count: int32(1 + rng.IntN(2))})
+					}
+				}
+				p := &Placement{Flavor: "gpu", Sets: []TopologyAssignment{ta}, PerPod: []flavors.Resources{gpus8}}
+				held[o] = p
+				f.Hold(o, p)
+				ops = append(ops, fmt.Sprintf("hold %v %s", o, placed(ta)))
+			}
+		}
+		fresh := NewFlavorDomains()
+		fresh.Configure(cfg)
+		for _, name := range slices.Sorted(maps.Keys(nodes)) {
+			fresh.SetNode(nodes[name])
+		}
+		for _, name := range slices.Sorted(maps.Keys(pools)) {
+			fresh.SetNodePool(pools[name])
+		}
+		for _, o := range owners {
+			if p := held[o]; p != nil {
+				fresh.Hold(o, p)
+			}
+		}
+		for _, key := range slices.Sorted(maps.Keys(pods)) {
+			fresh.SetPod(key, pods[key].node, gpus8, pods[key].owner)
+		}
+		if diff := cmp.Diff(leafFree(fresh.Trees["gpu"]), leafFree(f.Trees["gpu"])); diff != "" {
+			t.Fatalf("run %d: the leaves' free told at once (-) and one change at a time (+):\n%s\nafter:\n%s", run, diff, strings.Join(ops, "\n"))
+		}
+	}
+}
+
+// leafFree is what each leaf of d has free, zeros left out.
+func leafFree(d *Domains) map[string]flavors.Resources {
+	out := map[string]flavors.Resources{}
+	for key, dom := range d.index {
+		if len(dom.values) != len(d.topology.Levels) {
+			continue
+		}
+		free := flavors.Resources{}
+		for r, a := range dom.free {
+			if a != 0 {
+				free[r] = a
+			}
+		}
+		out[key] = free
+	}
+	return out
 }

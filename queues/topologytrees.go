@@ -52,8 +52,13 @@ type FlavorDomains struct {
 	// devices is the nodes' devices of Dynamic Resource Allocation, per
 	// mapped resource (topologydevices.go).
 	devices *nodeDevices
-	// pools are Karpenter's NodePools, by name (topologypools.go).
-	pools map[string]*NodePool
+	// pools are Karpenter's NodePools, by name, poolNodes the nodes
+	// known of each, and waiting, by flavor and NodePool, what the
+	// placements held reserve in its pool leaf for pods not bound yet
+	// (topologypools.go).
+	pools     map[string]*NodePool
+	poolNodes map[string]map[string]struct{}
+	waiting   map[string]map[string]flavors.Resources
 }
 
 // Owner names a workload whose pods and placement FlavorDomains matches:
@@ -103,13 +108,13 @@ type held struct {
 // NewFlavorDomains is an empty FlavorDomains, for no config yet.
 func NewFlavorDomains() *FlavorDomains {
 	return &FlavorDomains{nodes: map[string]*domainNode{}, pods: map[string]boundPod{}, owned: map[Owner]map[string]struct{}{}, held: map[Owner]*held{},
-		devices: newNodeDevices(), pools: map[string]*NodePool{}}
+		devices: newNodeDevices(), pools: map[string]*NodePool{}, poolNodes: map[string]map[string]struct{}{}}
 }
 
 // Configure makes the trees for cfg from the nodes and pods known, with
 // the placements held reserved again.
 func (f *FlavorDomains) Configure(cfg *Config) {
-	f.cfg, f.Trees, f.queuesOf = cfg, nil, nil
+	f.cfg, f.Trees, f.queuesOf, f.waiting = cfg, nil, nil, nil
 	f.devices.setMapped(cfg.DeviceClasses, changes{})
 	for name, fl := range cfg.Flavors {
 		t := cfg.Topologies[fl.TopologyName]
@@ -154,6 +159,7 @@ func (f *FlavorDomains) SetNode(n *corev1.Node) []string {
 		}
 		dn.used, dn.owned = old.used, old.owned
 	}
+	f.indexPool(n.Name, old, dn)
 	f.nodes[n.Name] = dn
 	out := f.place(n.Name, dn)
 	if old != nil && old.owned > 0 && (old.usable != dn.usable || !maps.Equal(old.labels, dn.labels)) {
@@ -171,6 +177,7 @@ func (f *FlavorDomains) RemoveNode(name string) []string {
 		return nil
 	}
 	delete(f.nodes, name)
+	f.indexPool(name, n, nil)
 	if len(n.used) > 0 || n.owned > 0 {
 		// Pods bound to it stay known until they are gone, and what
 		// they use with them: a node of the same name may come back.
@@ -204,6 +211,7 @@ func (f *FlavorDomains) place(name string, n *domainNode) []string {
 			for r, a := range n.used {
 				free[r] = free[r].Sub(a)
 			}
+			f.holdForPool(fl, n, free)
 			t.SetNode(name, values, free)
 		} else {
 			t.RemoveNode(name)
@@ -305,9 +313,16 @@ func (f *FlavorDomains) use(p boundPod, sign int) []string {
 			key := strings.Join(values, "\x00")
 			h.bound[key] += int32(sign)
 			f.reserveLeaf(h, key, values)
-			if pool := poolOfLeaf(h, n); pool != "" {
+			was, pool := h.pooled[key], poolOfLeaf(h, n)
+			if pool != "" {
 				h.pooled[key] = pool
-				f.reserveLeaf(h, PoolLeaf(pool), []string{PoolLeaf(pool)})
+			} else {
+				delete(h.pooled, key)
+			}
+			for _, p := range []string{was, pool} {
+				if p != "" {
+					f.reserveLeaf(h, PoolLeaf(p), []string{PoolLeaf(p)})
+				}
 			}
 		}
 	}
@@ -385,6 +400,7 @@ func (f *FlavorDomains) unreserveAll(h *held) {
 	for key, r := range h.reserved {
 		if t != nil {
 			t.Reserve(strings.Split(key, "\x00"), r, -1)
+			f.setWaiting(h.p.Flavor, key, r, nil)
 		}
 	}
 	h.reserved = nil
@@ -439,6 +455,7 @@ func (f *FlavorDomains) reserveLeaf(h *held, key string, values []string) {
 		h.reserved[key] = want
 		t.Reserve(values, want, +1)
 	}
+	f.setWaiting(h.p.Flavor, key, old, want)
 }
 
 // NodeReady says whether n's Ready condition is True.
