@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -171,14 +172,7 @@ func TestKarpenter(t *testing.T) {
 	t.Run("a flavor Karpenter cannot make: timed out, requeued, set aside", func(t *testing.T) {
 		// The GPU training example's config with Kueue's waitForPodsReady
 		// pasted in, and a flavor whose label no NodePool gives.
-		var docs []string
-		for _, f := range exampleFiles {
-			b, err := os.ReadFile(filepath.Join(k.env.Root, "examples", "gpu-training", f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs = append(docs, string(b))
-		}
+		docs := exampleDocs(t, k.env.Root)
 		if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(append(docs, unmakeableDocs), "\n---\n")); err != nil {
 			t.Fatal(err)
 		}
@@ -287,6 +281,111 @@ func TestKarpenter(t *testing.T) {
 		waitNoKarpenterNodes(ctx, t, k.client)
 	})
 
+	t.Run("node-level fit counts the nodes a NodePool can still make", func(t *testing.T) {
+		// NodePool fit makes 8-GPU nodes, 16 GPUs in all (spec.limits),
+		// for flavor fit-flavor, placed at the node level
+		// (tally.dev/node-fit), whose ClusterQueue has 64 GPUs of quota.
+		// With no node yet, the first PyTorchJob (a master and a worker
+		// of 8 GPUs) is admitted on the room the NodePool can make, and
+		// Karpenter makes its nodes. The second fits the quota but not
+		// that room: it waits, its pods not made, until the first ends,
+		// and then runs on the nodes made for the first.
+		waitNoKarpenterNodes(ctx, t, k.client)
+		docs := exampleDocs(t, k.env.Root)
+		if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(append(docs, fitDocs), "\n---\n")); err != nil {
+			t.Fatal(err)
+		}
+		pool := framework.NodePool{Name: "fit", NodeClass: "default", InstanceTypes: []string{"gpu-8x-amd64-linux"},
+			Labels: map[string]string{"e2e-fit": "true"}, ConsolidateAfter: time.Minute,
+			Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("16")}}
+		if err := k.client.Create(ctx, pool.Obj()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := k.client.Delete(ctx, pool.Obj()); err != nil {
+				t.Errorf("deleting NodePool fit: %v", err)
+			}
+			waitNoKarpenterNodes(ctx, t, k.client)
+			if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(docs, "\n---\n")); err != nil {
+				t.Errorf("restoring the GPU training example's config: %v", err)
+			}
+		})
+		if err := framework.WaitClusterQueues(ctx, k.client, 30*time.Second, "karpenter-fit"); err != nil {
+			t.Fatal(err)
+		}
+		const ns = "team-fit"
+		if err := framework.BindNamespace(ctx, k.client, ns, "karpenter-fit"); err != nil {
+			t.Fatal(err)
+		}
+		rec := recordPyTorchJobs(ctx, t, k, ns)
+		since := time.Now()
+		for _, name := range []string{"first", "second"} {
+			if err := k.client.Create(ctx, framework.NewPyTorchJob(ns, name).Workers(1).GPUs(8).Runtime(20*time.Second).Obj()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first runs on two nodes Karpenter made; the second waits,
+		// suspended, with no pod.
+		const why = "fits ClusterQueue karpenter-fit's quota in flavor fit-flavor, but not its topology"
+		err := framework.Poll(ctx, 200*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+			n, suspended, err := runningOnKarpenter(ctx, k.client, ns, []string{"first"})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			evs, err := framework.WorkloadEvents(ctx, k.client, ns, framework.PyTorchJobGVK.Kind, "Pending")
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			waits := slices.ContainsFunc(evs["second"], func(e corev1.Event) bool { return strings.Contains(e.Message, why) })
+			return n == 2 && len(suspended) == 0 && waits, fmt.Sprintf("first: %d pods Running on Karpenter's nodes; second's Pending Events %v", n, evs["second"]), nil
+		})
+		if err != nil {
+			t.Fatalf("the first PyTorchJob did not run on nodes Karpenter made while the second waited: %v", err)
+		}
+		var pods corev1.PodList
+		if err := k.client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods.Items {
+			if owner := framework.Owner(&pods.Items[i], framework.PyTorchJobGVK.Kind); owner == "second" {
+				t.Fatalf("pod %s of the second PyTorchJob exists while the first holds the NodePool's room", pods.Items[i].Name)
+			}
+		}
+		u, err := getPyTorchJob(ctx, k.client, ns, "first")
+		if err != nil {
+			t.Fatal(err)
+		}
+		placement := strings.Split(u.GetAnnotations()["tally.dev/topology"], ";")
+		slices.Sort(placement)
+		if got, want := strings.Join(placement, ";"), "fit-flavor;master=@fit:1;worker=@fit:1"; got != want {
+			t.Errorf("the first PyTorchJob's placement %q, want %q (both pods on nodes NodePool fit makes)", got, want)
+		}
+		waitPyTorchJobs(ctx, t, k.client, ns, []string{"first", "second"}, 3*time.Minute)
+		made := nodes.ClaimsSeen(since, time.Now())
+		if len(made) != 2 {
+			t.Errorf("Karpenter made NodeClaims %v, want 2: the second PyTorchJob runs on the nodes made for the first", made)
+		}
+		byJob := map[string][]string{}
+		for _, name := range []string{"first", "second"} {
+			for pod, node := range rec.Pods(name) {
+				n := &corev1.Node{}
+				if err := k.client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+					t.Errorf("pod %s: node %q: %v", pod, node, err)
+					continue
+				}
+				if n.Labels[framework.LabelNodePool] != "fit" {
+					t.Errorf("pod %s ran on node %s (labels %v), want a node of NodePool fit", pod, node, n.Labels)
+				}
+				byJob[name] = append(byJob[name], node)
+			}
+			slices.Sort(byJob[name])
+		}
+		if len(byJob["first"]) != 2 || !slices.Equal(byJob["first"], byJob["second"]) {
+			t.Errorf("pods ran on %v, want each PyTorchJob's two pods on the two nodes made for the first", byJob)
+		}
+		t.Logf("NodeClaims %v; pods on %v", made, byJob)
+	})
+
 	if lines, err := framework.Forbidden(k.tally.LogPath()); err != nil {
 		t.Error(err)
 	} else if len(lines) > 0 {
@@ -363,14 +462,7 @@ func startKarpenterCluster(ctx context.Context, t *testing.T, env framework.Env)
 
 	// tally as after kubectl apply -k deploy/, with the GPU training
 	// example's manifests, unchanged, as its config.
-	var docs []string
-	for _, f := range exampleFiles {
-		b, err := os.ReadFile(filepath.Join(env.Root, "examples", "gpu-training", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, string(b))
-	}
+	docs := exampleDocs(t, env.Root)
 	if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(docs, "\n---\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -525,6 +617,47 @@ func roundAll(ds []time.Duration) []time.Duration {
 // unmakeableDocs turn on waitForPodsReady with a short timeout and add a
 // flavor of spot capacity, which Karpenter's NodePool (on-demand only)
 // rules out, with a ClusterQueue of its own.
+// exampleDocs are the GPU training example's manifests, tally's config
+// in TestKarpenter.
+func exampleDocs(t *testing.T, root string) []string {
+	t.Helper()
+	var docs []string
+	for _, f := range exampleFiles {
+		b, err := os.ReadFile(filepath.Join(root, "examples", "gpu-training", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(b))
+	}
+	return docs
+}
+
+// fitDocs add to the GPU training example's config a flavor placed at
+// the node level whose nodes NodePool fit makes, and its ClusterQueue,
+// with more quota than the NodePool can make.
+const fitDocs = `apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: fit-flavor
+  annotations: {tally.dev/node-fit: "true"}
+spec:
+  nodeLabels: {e2e-fit: "true"}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: karpenter-fit
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: fit-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 64}
+`
+
 const unmakeableDocs = `apiVersion: config.kueue.x-k8s.io/v1beta1
 kind: Configuration
 waitForPodsReady:

@@ -89,11 +89,13 @@ type NodePool struct {
 	// ConsolidateAfter is how long a node stays empty before Karpenter
 	// removes it.
 	ConsolidateAfter time.Duration
+	// Limits caps what its nodes have in all (spec.limits); nil: no cap.
+	Limits corev1.ResourceList
 }
 
 // Obj is the NodePool: on-demand capacity of InstanceTypes, consolidated
 // when empty after ConsolidateAfter, all nodes at once if need be, never
-// expiring.
+// expiring, up to Limits.
 func (p NodePool) Obj() *unstructured.Unstructured {
 	labels := map[string]any{}
 	for k, v := range p.Labels {
@@ -122,16 +124,22 @@ func (p NodePool) Obj() *unstructured.Unstructured {
 	if len(taints) > 0 {
 		spec["taints"] = taints
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"spec": map[string]any{
-			"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": spec},
-			"disruption": map[string]any{
-				"consolidationPolicy": "WhenEmpty",
-				"consolidateAfter":    p.ConsolidateAfter.String(),
-				"budgets":             []any{map[string]any{"nodes": "100%"}},
-			},
+	pool := map[string]any{
+		"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": spec},
+		"disruption": map[string]any{
+			"consolidationPolicy": "WhenEmpty",
+			"consolidateAfter":    p.ConsolidateAfter.String(),
+			"budgets":             []any{map[string]any{"nodes": "100%"}},
 		},
-	}}
+	}
+	if len(p.Limits) > 0 {
+		limits := map[string]any{}
+		for r, q := range p.Limits {
+			limits[string(r)] = q.String()
+		}
+		pool["limits"] = limits
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": pool}}
 	u.SetGroupVersionKind(NodePoolGVK)
 	u.SetName(p.Name)
 	return u
