@@ -186,7 +186,7 @@ func TestIntegrationTopology(t *testing.T) {
 	}
 	// Node tas-n6, rack r3's only node, where Job third has its room,
 	// stops being Ready: once it has stayed so for 30 s, third is
-	// requeued, not before.
+	// requeued, not before, since no other node of r3 holds its pod.
 	n6 := &corev1.Node{}
 	if err := k8s.Get(ctx, client.ObjectKey{Name: "tas-n6"}, n6); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestIntegrationTopology(t *testing.T) {
 	}
 	notReady := time.Now()
 	eventually(t, 45*time.Second, func() (bool, string) {
-		return hasEvent(t, ns, "third", "Evicted", "NodeFailures: node tas-n6 was not Ready (or was cordoned) for 30s, and b1/r3/tas-n6 has no room to make its 1 pods there again; requeued")
+		return hasEvent(t, ns, "third", "Evicted", "NodeFailures: node tas-n6 was not Ready (or was cordoned) for 30s, and b1/r3 has no room to make its 1 pods there again; requeued")
 	})
 	if took := time.Since(notReady); took < 29*time.Second {
 		t.Errorf("Job third was requeued %s after its node stopped being Ready, want 30s", took.Round(time.Second))

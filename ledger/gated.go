@@ -191,9 +191,9 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	}
 }
 
-// leafCounts are, for a workload whose pod sets are spread over several
-// leaf domains of a topology (queues.Spread), how many of each pod
-// set's pods each leaf has: the gate gives a pod it releases the first
+// leafCounts are, for a workload whose pod sets' pods are each given
+// their leaf domain of a topology (queues.TopologyAssignment.Gated), how
+// many of each pod set's pods each leaf has: the gate gives a pod it releases the first
 // leaf of its pod set with fewer than it was given (its nodeSelector),
 // so the pods go where the placement counted them. A nil leafCounts
 // gives none.
@@ -203,14 +203,14 @@ type leafCounts struct {
 }
 
 // newLeafCounts are the leafCounts of w placed as p; nil when no pod set
-// of it is spread.
+// of it is Gated.
 func newLeafCounts(w *queues.Workload, p *placement) *leafCounts {
 	if p == nil {
 		return nil
 	}
 	var c *leafCounts
 	for i, ta := range p.sets {
-		if len(ta.Domains) > 1 && i < len(w.PodSets) {
+		if ta.Gated() && i < len(w.PodSets) {
 			if c == nil {
 				c = &leafCounts{sets: map[string]queues.TopologyAssignment{}, has: map[string]map[string]int32{}}
 			}

@@ -956,8 +956,8 @@ func (d *Domains) holdsOn(taken Taken, values []string, perPod flavors.Resources
 
 // replacement is the leaf other than lost, under lost's parent domain,
 // that holds n more pods of perPod with the fewest left over (the first
-// by values of those); ok says which leaves may be taken.
-func (d *Domains) replacement(lost []string, perPod flavors.Resources, n int32, ok func(values []string) bool) ([]string, bool) {
+// by values of those).
+func (d *Domains) replacement(lost []string, perPod flavors.Resources, n int32) ([]string, bool) {
 	p := &assigning{d: d}
 	p.fillAll(withPod(perPod), 1, len(d.topology.Levels)-1)
 	siblings := d.roots
@@ -971,7 +971,7 @@ func (d *Domains) replacement(lost []string, perPod flavors.Resources, n int32, 
 	var best *domain
 	for _, leaf := range siblings {
 		holds := p.of(leaf).pods
-		if holds < n || slices.Equal(leaf.values, lost) || !ok(leaf.values) {
+		if holds < n || slices.Equal(leaf.values, lost) {
 			continue
 		}
 		if best == nil || holds < p.of(best).pods || holds == p.of(best).pods && slices.Compare(leaf.values, best.values) < 0 {

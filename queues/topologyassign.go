@@ -189,8 +189,10 @@ func parseTopologyAnnotation(cfg *Config, ann string) (string, []string, []Topol
 
 // Pinned is the node labels that every pod of the pod set ta places
 // shares: each level's label and value down to the deepest level where
-// all its domains are one. A pod set pinned so runs where it was placed
-// at that level; nil when its domains differ at the top.
+// all its domains are one, above the node. A pod set pinned so runs
+// where it was placed at that level; nil when its domains differ at the
+// top. The node itself is never pinned: the gate gives each pod its
+// node (Gated), so that a node lost can be replaced by another.
 func (ta TopologyAssignment) Pinned() map[string]string {
 	if len(ta.Domains) == 0 {
 		return nil
@@ -198,15 +200,24 @@ func (ta TopologyAssignment) Pinned() map[string]string {
 	out := map[string]string{}
 	first := ta.Domains[0].Values
 	for level, label := range ta.Levels {
+		if label == corev1.LabelHostname {
+			return out
+		}
 		for _, dc := range ta.Domains[1:] {
 			if dc.Values[level] != first[level] {
 				return out
 			}
 		}
-		k, v := leafLabel(label, first[level])
-		out[k] = v
+		out[label] = first[level]
 	}
 	return out
+}
+
+// Gated says whether the pods of ta's pod set wait at the pod gate to be
+// given each its leaf (NextLeaf): the pod set is in several leaves, or
+// its leaf is a node, which its template does not pin.
+func (ta TopologyAssignment) Gated() bool {
+	return len(ta.Domains) > 1 || len(ta.Domains) == 1 && len(ta.Levels) > 0 && ta.Levels[len(ta.Levels)-1] == corev1.LabelHostname
 }
 
 // placedAfter says, for a workload w that may preempt on flavor f, whether
@@ -279,17 +290,17 @@ func (d *Domains) released(taken Taken, p Placement) Taken {
 	return taken
 }
 
-// Spread says whether pod set name of the workload an AnnotationTopology
-// annotation describes is placed in several leaf domains: its pods then
-// wait at the pod gate to be given each its own (TopologyLeafFor). An
-// empty name (a pod that names no pod set) asks whether any pod set is.
+// Spread says whether the pods of pod set name of the workload an
+// AnnotationTopology annotation describes wait at the pod gate to be
+// given each its leaf (TopologyAssignment.Gated). An empty name (a pod
+// that names no pod set) asks whether any pod set's do.
 func Spread(cfg *Config, ann, name string) bool {
 	_, names, sets, err := parseTopologyAnnotation(cfg, ann)
 	if err != nil {
 		return false
 	}
 	for i, ta := range sets {
-		if (name == "" || names[i] == name) && len(ta.Domains) > 1 {
+		if (name == "" || names[i] == name) && ta.Gated() {
 			return true
 		}
 	}
@@ -299,10 +310,11 @@ func Spread(cfg *Config, ann, name string) bool {
 // NextLeaf is the node labels of the leaf domain the next pod of ta's
 // pod set goes to, given how many of its pods each leaf (by its values,
 // "/"-joined) has already: the first leaf with fewer than it was given.
-// Nil when the pod set is in one leaf (its template pins it), or every
-// leaf has its count (its pods then keep to what the template pins).
+// Nil when its pods are not Gated (its template pins its one leaf), or
+// every leaf has its count (its pods then keep to what the template
+// pins).
 func (ta TopologyAssignment) NextLeaf(has map[string]int32) map[string]string {
-	if len(ta.Domains) < 2 {
+	if !ta.Gated() {
 		return nil
 	}
 	for _, dc := range ta.Domains {

@@ -224,7 +224,8 @@ func TestPinned(t *testing.T) {
 		want    string
 	}{
 		{nil, ""},
-		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}}, "block=b1,kubernetes.io/hostname=n1,rack=r1"},
+		// Not the node: the gate gives each pod its node.
+		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}}, "block=b1,rack=r1"},
 		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}, {Values: []string{"b1", "r1", "n2"}, Count: 1}}, "block=b1,rack=r1"},
 		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}, {Values: []string{"b1", "r2", "n3"}, Count: 1}}, "block=b1"},
 		{[]DomainCount{{Values: []string{"b1", "r1", "n1"}, Count: 2}, {Values: []string{"b2", "r2", "n3"}, Count: 1}}, ""},
@@ -233,6 +234,11 @@ func TestPinned(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("%v: pinned %q, want %q", tc.domains, got, tc.want)
 		}
+	}
+	// Leaves that are racks are pinned whole.
+	racks := TopologyAssignment{Levels: []string{"block", "rack"}, Domains: []DomainCount{{Values: []string{"b1", "r1"}, Count: 2}}}
+	if got := labels.Set(racks.Pinned()).String(); got != "block=b1,rack=r1" {
+		t.Errorf("a rack leaf: pinned %q, want block=b1,rack=r1", got)
 	}
 }
 
@@ -404,8 +410,15 @@ func ignoreVerdicts(*Workload, Verdict, int) {}
 func TestTopologyLeafFor(t *testing.T) {
 	cfg := topologyConfig()
 	ann := "gpu;master=b1/r1/n1:1;worker=b1/r1/n1:1,b1/r2/n3:2"
-	if !Spread(cfg, ann, "worker") || Spread(cfg, ann, "master") || !Spread(cfg, ann, "") || Spread(cfg, "plain;main=x:1", "") {
-		t.Fatal("Spread: want worker (two leaves) and any, not master (one leaf) nor a flavor without a topology")
+	if !Spread(cfg, ann, "worker") || !Spread(cfg, ann, "master") || !Spread(cfg, ann, "") || Spread(cfg, "plain;main=x:1", "") {
+		t.Fatal("Spread: want worker (two leaves), master (one node) and any, not a flavor without a topology")
+	}
+	racks := TopologyAssignment{Levels: []string{"block", "rack"}, Domains: []DomainCount{{Values: []string{"b1", "r1"}, Count: 2}}}
+	if racks.Gated() || racks.NextLeaf(nil) != nil {
+		t.Fatal("a pod set in one rack, where racks are the leaves, is gated: its template pins it")
+	}
+	if !(TopologyAssignment{Levels: racks.Levels, Domains: []DomainCount{{Values: []string{"b1", "r1"}, Count: 2}, {Values: []string{"b1", "r2"}, Count: 1}}}).Gated() {
+		t.Fatal("a pod set in two racks, where racks are the leaves, is not gated")
 	}
 	_, sets, err := ParseTopologyAnnotation(cfg, &Workload{PodSets: []PodSet{{Name: "master"}, {Name: "worker"}}}, ann)
 	if err != nil {
@@ -425,8 +438,8 @@ func TestTopologyLeafFor(t *testing.T) {
 	if want := "b1/r1/n1 b1/r2/n3 b1/r2/n3 "; strings.Join(got, " ") != want {
 		t.Fatalf("leaves given %q, want %q (then none: every leaf has its count)", strings.Join(got, " "), want)
 	}
-	if master.NextLeaf(nil) != nil {
-		t.Fatal("a pod set in one leaf is given a leaf: its template pins it")
+	if got := master.LeafOf(master.NextLeaf(nil)); got != "b1/r1/n1" {
+		t.Fatalf("the pod of a pod set on one node is given leaf %q, want its node b1/r1/n1", got)
 	}
 	if worker.LeafOf(map[string]string{"block": "b1", "rack": "r1"}) != "" {
 		t.Fatal("a nodeSelector without every level names a leaf")

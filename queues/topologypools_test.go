@@ -235,13 +235,16 @@ func TestPoolBoundBeyondTheNode(t *testing.T) {
 	}
 }
 
-// A pool leaf's pods go to the NodePool by its label: the template's pin,
-// the gate's nodeSelector, and back.
+// A pool leaf's pods go to the NodePool by its label, in the gate's
+// nodeSelector, and back.
 func TestPoolLabels(t *testing.T) {
 	levels := NodeFitTopology.Levels
 	all := TopologyAssignment{Levels: levels, Domains: []DomainCount{{Values: []string{PoolLeaf("gpus")}, Count: 2}}}
-	if got, want := all.Pinned(), map[string]string{LabelNodePool: "gpus"}; !maps.Equal(got, want) {
-		t.Errorf("pinned %v, want %v", got, want)
+	if got := all.Pinned(); len(got) != 0 {
+		t.Errorf("a pod set on a NodePool's nodes pinned to %v, want nothing: the gate gives its pods the NodePool", got)
+	}
+	if got, want := all.NextLeaf(nil), map[string]string{LabelNodePool: "gpus"}; !maps.Equal(got, want) {
+		t.Errorf("next leaf %v, want %v", got, want)
 	}
 	some := TopologyAssignment{Levels: levels, Domains: []DomainCount{{Values: []string{"n0"}, Count: 1}, {Values: []string{PoolLeaf("gpus")}, Count: 1}}}
 	if got := some.Pinned(); len(got) != 0 {

@@ -579,10 +579,10 @@ func (f *FlavorDomains) Replaceable(l Loss) bool {
 // Swap is l's workload's placement with the pods of l's pod set that
 // were placed on the lost node given to one other node of the same
 // parent domain (its rack, say) that holds them all, the tightest: the
-// node's hot swap. Only a pod set spread over several nodes can move,
-// since the pod gate gives each of its pods its node as it releases it;
-// one pinned to a single node by its template cannot, nor one that
-// would end up on a single node. False when no node holds them.
+// node's hot swap. The pod gate gives each pod of a pod set placed on
+// nodes its node as it releases it (TopologyAssignment.Gated), so the
+// pods their controller makes again go there. False when no node holds
+// them, or the topology's leaves are not nodes.
 func (f *FlavorDomains) Swap(l Loss) (Placement, bool) {
 	h, t := f.held[l.Owner], f.Trees[l.Flavor]
 	if h == nil || t == nil || h.p.Flavor != l.Flavor || l.Set >= len(h.p.Sets) || l.Set >= len(h.p.PerPod) {
@@ -591,14 +591,10 @@ func (f *FlavorDomains) Swap(l Loss) (Placement, bool) {
 	levels := t.topology.Levels
 	ta := h.p.Sets[l.Set]
 	lost := slices.IndexFunc(ta.Domains, func(dc DomainCount) bool { return slices.Equal(dc.Values, l.Leaf) })
-	if levels[len(levels)-1] != corev1.LabelHostname || len(ta.Domains) < 2 || lost < 0 || ta.Domains[lost].Count != l.Pods {
+	if levels[len(levels)-1] != corev1.LabelHostname || lost < 0 || ta.Domains[lost].Count != l.Pods {
 		return Placement{}, false
 	}
-	to, ok := t.replacement(l.Leaf, h.p.PerPod[l.Set], l.Pods, func(values []string) bool {
-		// The pod set stays spread: moving onto its only other node
-		// would pin it to one node its template does not name.
-		return len(ta.Domains) > 2 || !slices.Equal(values, ta.Domains[1-lost].Values)
-	})
+	to, ok := t.replacement(l.Leaf, h.p.PerPod[l.Set], l.Pods)
 	if !ok {
 		return Placement{}, false
 	}

@@ -221,8 +221,8 @@ func TestReplaceable(t *testing.T) {
 	}
 }
 
-// TestSwap: the pods a spread pod set lost with its node go to one other
-// node of the same parent domain that holds them all, the tightest.
+// TestSwap: the pods a pod set lost with its node go to one other node
+// of the same parent domain that holds them all, the tightest.
 func TestSwap(t *testing.T) {
 	nodeFit := []string{"kubernetes.io/hostname"}
 	rackLeaves := []string{"block", "rack"}
@@ -243,17 +243,21 @@ func TestSwap(t *testing.T) {
 			want: "b1/r1/n2:1 b1/r1/n3:1"},
 		{name: "onto one of its other nodes", nodes: "b1/r1/n1=1 b1/r1/n2=2 b1/r1/n3=1", placed: "b1/r1/n1:1 b1/r1/n2:1 b1/r1/n3:1", lose: "n1",
 			want: "b1/r1/n2:2 b1/r1/n3:1"},
-		{name: "not onto its only other node", nodes: "b1/r1/n1=1 b1/r1/n2=4", placed: "b1/r1/n1:1 b1/r1/n2:1", lose: "n1"},
+		{name: "onto its only other node", nodes: "b1/r1/n1=1 b1/r1/n2=4", placed: "b1/r1/n1:1 b1/r1/n2:1", lose: "n1",
+			want: "b1/r1/n2:2"},
 		{name: "its only other node or another", nodes: "b1/r1/n1=1 b1/r1/n2=4 b1/r1/n3=2", placed: "b1/r1/n1:1 b1/r1/n2:1", lose: "n1",
 			want: "b1/r1/n2:1 b1/r1/n3:1"},
 		{name: "not out of its rack", nodes: "b1/r1/n1=2 b1/r1/n2=2 b1/r2/n3=8", placed: "b1/r1/n1:2 b1/r1/n2:2", lose: "n1"},
 		{name: "within its rack, when spread over racks", nodes: "b1/r1/n1=2 b1/r2/n2=2 b1/r2/n3=8 b1/r1/n4=2", placed: "b1/r1/n1:2 b1/r2/n2:2", lose: "n1",
 			want: "b1/r1/n4:2 b1/r2/n2:2"},
-		{name: "a pod set on one node is pinned there", nodes: "b1/r1/n1=2 b1/r1/n2=2", placed: "b1/r1/n1:2", lose: "n1"},
+		{name: "a pod set on one node", nodes: "b1/r1/n1=2 b1/r1/n2=2", placed: "b1/r1/n1:2", lose: "n1",
+			want: "b1/r1/n2:2"},
+		{name: "a pod set on one node, none other in its rack", nodes: "b1/r1/n1=2 b1/r2/n2=2", placed: "b1/r1/n1:2", lose: "n1"},
 		{name: "a node that held none of it", nodes: "b1/r1/n1=2 b1/r1/n2=2 b1/r1/n3=2", placed: "b1/r1/n1:1 b1/r1/n2:1", lose: "n3"},
 		{name: "node-fit: any node", levels: nodeFit, nodes: "n1=8 n2=8 n3=2 n4=1", placed: "n1:1 n2:1", lose: "n2",
 			want: "n1:1 n4:1"},
-		{name: "node-fit: not the node a pod of it is on", levels: nodeFit, nodes: "n1=16 n2=8", placed: "n1:1 n2:1", lose: "n2"},
+		{name: "node-fit: onto the node a pod of it is on", levels: nodeFit, nodes: "n1=16 n2=8", placed: "n1:1 n2:1", lose: "n2",
+			want: "n1:2"},
 		{name: "racks as leaves: none", levels: rackLeaves, nodes: "b1/r1=2 b1/r2=2 b1/r3=8", placed: "b1/r1:2 b1/r2:2", lose: "b1/r1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
