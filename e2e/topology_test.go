@@ -399,8 +399,8 @@ func fitNode(ctx context.Context, t *testing.T, s *suite, name string, gpus int6
 // queue of 30 GPUs whose flavor's nodes have 7, 7 and 8 GPUs, fits the
 // quota but no two nodes. With the flavor's tally.dev/node-fit it waits,
 // saying why, and makes no pod; once an 8-GPU node joins, it runs, each
-// pod on an 8-GPU node. A spread Job that loses a node while it runs has
-// its pod given another node with room, and runs on. Read from the pods.
+// pod on an 8-GPU node. A Job on one node that loses it while it runs has
+// its pods given another node with room, and runs on. Read from the pods.
 func TestNodeFitFragmentation(t *testing.T) {
 	s := setup(t)
 	ctx := testContext(t, 6*time.Minute)
@@ -453,11 +453,12 @@ func TestNodeFitFragmentation(t *testing.T) {
 		}
 	}
 
-	// A Job of two 8-GPU pods runs on fit-n2 and fit-n3, each pod given
-	// its node by the pod gate. One of those nodes is deleted while it
-	// runs and fit-n4 has 8 GPUs free: the lost pod is given fit-n4, and
-	// the Job runs on without being requeued.
-	job := framework.NewJob(ns, "swap").Parallelism(2).GPUs(8).Runtime(45 * time.Second).Obj()
+	// A Job of two 4-GPU pods runs on one node with 8 GPUs free, fit-n2
+	// (the first of the tightest), its pods given that node by the pod
+	// gate. The node is deleted while it runs: the lost pods are given
+	// fit-n3, the one node that holds both, and the Job runs on without
+	// being requeued.
+	job := framework.NewJob(ns, "swap").Parallelism(2).GPUs(4).Runtime(45 * time.Second).Obj()
 	if err := s.client.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
@@ -478,28 +479,11 @@ func TestNodeFitFragmentation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lost string
+	const lost = "fit-n2"
 	for _, node := range running {
-		if node != "fit-n2" && node != "fit-n3" {
-			t.Fatalf("Job swap runs pods on %v, want fit-n2 and fit-n3, the nodes with 8 GPUs free", running)
+		if node != lost {
+			t.Fatalf("Job swap runs pods on %v, want both on %s, the tightest node that holds them", running, lost)
 		}
-		lost = node
-	}
-	fitNode(ctx, t, s, "fit-n4", 8)
-	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
-		n := &corev1.Node{}
-		if err := s.client.Get(ctx, client.ObjectKey{Name: "fit-n4"}, n); err != nil {
-			return false, "", err
-		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return true, "", nil
-			}
-		}
-		return false, fmt.Sprintf("node fit-n4's conditions: %v", n.Status.Conditions), nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if err := s.client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: lost}}); err != nil {
 		t.Fatal(err)
@@ -521,14 +505,14 @@ func TestNodeFitFragmentation(t *testing.T) {
 			return false, "", err
 		}
 		for _, e := range evs["swap"] {
-			if strings.Contains(e.Message, "Node "+lost+" was deleted") && strings.Contains(e.Message, "fit-n4 (1)") {
+			if strings.Contains(e.Message, "Node "+lost+" was deleted") && strings.Contains(e.Message, "now runs in fit-n3 (2)") {
 				return true, "", nil
 			}
 		}
 		return false, fmt.Sprintf("NodeReplaced Events of Job swap: %v", evs["swap"]), nil
 	})
 	if err != nil {
-		t.Fatalf("Job swap's pod on deleted node %s was not given fit-n4: %v", lost, err)
+		t.Fatalf("Job swap's pods on deleted node %s were not given fit-n3: %v", lost, err)
 	}
 	waitJobFinished(ctx, t, s, ns, "swap")
 	evicted, err := framework.WorkloadEvents(ctx, s.client, ns, "Job", "Evicted")
@@ -548,7 +532,7 @@ func TestNodeFitFragmentation(t *testing.T) {
 			succeeded[p.Spec.NodeName]++
 		}
 	}
-	if succeeded["fit-n4"] != 1 || succeeded["fit-n2"]+succeeded["fit-n3"] != 1 {
-		t.Errorf("Job swap's pods succeeded on nodes %v, want one on fit-n4, which replaced %s, and one on the node it kept", succeeded, lost)
+	if succeeded["fit-n3"] != 2 || len(succeeded) != 1 {
+		t.Errorf("Job swap's pods succeeded on nodes %v, want both on fit-n3, which replaced %s", succeeded, lost)
 	}
 }
