@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"tally.dev/tally/flavors"
@@ -274,31 +272,6 @@ func TestReserve(t *testing.T) {
 // sits Pending while it holds the quota, with tally.dev/node-fit it
 // waits, saying so, until a node has room.
 func TestNodeFitFragmentation(t *testing.T) {
-	const docs = `apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata:
-  name: gpu
-  annotations: {%s}
-spec:
-  nodeLabels: {pool: gpu}
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ClusterQueue
-metadata: {name: tas}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: gpu
-      resources: [{name: nvidia.com/gpu, nominalQuota: 22}]
-`
-	node := func(name string, free int64) *corev1.Node {
-		n := rackNode(name, "gpu", 8, true)
-		n.Labels = map[string]string{"pool": "gpu", corev1.LabelHostname: name}
-		n.Status.Allocatable[nvgpu] = *resource.NewQuantity(free, resource.DecimalSI)
-		return n
-	}
 	for _, tc := range []struct {
 		ann  string
 		want string
@@ -306,14 +279,11 @@ spec:
 		{"", "admitted"},
 		{`tally.dev/node-fit: "true"`, `its kubernetes.io/hostname domains hold 1 of 2 pods in all`},
 	} {
-		cfg, _, errs := Parse([]byte(fmt.Sprintf(docs, tc.ann)))
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
+		cfg := flavorConfig(t, tc.ann, 22)
 		f := NewFlavorDomains()
 		f.Configure(cfg)
 		for i, free := range []int64{7, 7, 8} {
-			f.SetNode(node(fmt.Sprintf("n%d", i), free))
+			f.SetNode(poolNode(fmt.Sprintf("n%d", i), free, ""))
 		}
 		snap := NewSnapshot(cfg, nil, map[string]labels.Set{"ns": {}})
 		snap.Domains = f.Trees
@@ -329,7 +299,7 @@ spec:
 			continue
 		}
 		// n0 gets a GPU back (its allocatable grows): both pods fit.
-		f.SetNode(node("n0", 8))
+		f.SetNode(poolNode("n0", 8, ""))
 		if a, v := snap.Assign(w); v.Kind != Fits || len(a.Topology) != 1 || placed(a.Topology[0]) != "n0:1 n2:1" {
 			t.Errorf("with n0 at 8 free: %s, placed %v; want n0 and n2", v.Message(), a.Topology)
 		}

@@ -18,15 +18,15 @@ import (
 	"tally.dev/tally/flavors"
 )
 
-// poolConfig is a config with flavor gpu (node label pool=gpu) placed at
-// the node level, with 64 GPUs of quota.
-func poolConfig(t *testing.T) *Config {
+// flavorConfig is a config with flavor gpu (node label pool=gpu, with
+// annotations ann) and ClusterQueue tas, with quota GPUs of it.
+func flavorConfig(t *testing.T, ann string, quota int) *Config {
 	t.Helper()
-	cfg, _, errs := Parse([]byte(`apiVersion: kueue.x-k8s.io/v1beta1
+	cfg, _, errs := Parse([]byte(fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata:
   name: gpu
-  annotations: {tally.dev/node-fit: "true"}
+  annotations: {%s}
 spec:
   nodeLabels: {pool: gpu}
 ---
@@ -39,12 +39,18 @@ spec:
   - coveredResources: [nvidia.com/gpu]
     flavors:
     - name: gpu
-      resources: [{name: nvidia.com/gpu, nominalQuota: 64}]
-`))
+      resources: [{name: nvidia.com/gpu, nominalQuota: %d}]
+`, ann, quota)))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	return cfg
+}
+
+// poolConfig is flavorConfig placed at the node level, with 64 GPUs.
+func poolConfig(t *testing.T) *Config {
+	t.Helper()
+	return flavorConfig(t, `tally.dev/node-fit: "true"`, 64)
 }
 
 // poolNode is a Ready node of flavor gpu with free GPUs; made by
