@@ -58,14 +58,31 @@ type NodePool struct {
 }
 
 // room is what p can still make: per resource it limits, the limit less
-// what it has made; Unlimited for each other resource of names.
-func (p *NodePool) room(names map[corev1.ResourceName]bool) flavors.Resources {
+// what it has made, the more of its status.resources and nodes, the
+// allocatable of its nodes known; Unlimited for each other resource of
+// names.
+func (p *NodePool) room(names map[corev1.ResourceName]bool, nodes flavors.Resources) flavors.Resources {
 	out := flavors.Resources{}
 	for r := range names {
 		out[r] = flavors.Unlimited
 	}
 	for r, a := range p.Limits {
-		out[r] = max(a.Sub(p.Made[r]), 0)
+		out[r] = max(a.Sub(max(p.Made[r], nodes[r])), 0)
+	}
+	return out
+}
+
+// poolMade is what the nodes known of NodePool name have allocatable:
+// Karpenter updates its status.resources some time after it makes a
+// node, and a pod bound there meanwhile no longer holds the pool's room.
+func (f *FlavorDomains) poolMade(name string) flavors.Resources {
+	out := flavors.Resources{}
+	for node := range f.poolNodes[name] {
+		if n := f.nodes[node]; n != nil {
+			for r, a := range n.allocatable {
+				out[r] = out[r].Add(a)
+			}
+		}
 	}
 	return out
 }
@@ -113,7 +130,7 @@ func (f *FlavorDomains) placePool(name string, p *NodePool) []string {
 	for fl, t := range f.Trees {
 		had := t.nodes[leaf] != nil
 		if p != nil && poolPlaces(f.cfg.Flavors[fl], t.topology, p) {
-			t.SetNode(leaf, []string{leaf}, p.room(f.resourceNames()))
+			t.SetNode(leaf, []string{leaf}, p.room(f.resourceNames(), f.poolMade(name)))
 		} else if had {
 			t.RemoveNode(leaf)
 		} else {
@@ -183,8 +200,9 @@ func poolBound(h *held, pool string) int32 {
 }
 
 // indexPool notes node name's NodePool, as its old and new labels say
-// (nil: none).
-func (f *FlavorDomains) indexPool(name string, old, n *domainNode) {
+// (nil: none), and returns the ClusterQueues whose trees the room of
+// either NodePool changed in.
+func (f *FlavorDomains) indexPool(name string, old, n *domainNode) []string {
 	var was, is string
 	if old != nil {
 		was = old.labels[LabelNodePool]
@@ -193,7 +211,10 @@ func (f *FlavorDomains) indexPool(name string, old, n *domainNode) {
 		is = n.labels[LabelNodePool]
 	}
 	if was == is {
-		return
+		if is != "" && f.pools[is] != nil && (old == nil || !maps.Equal(old.allocatable, n.allocatable)) {
+			return f.placePool(is, f.pools[is])
+		}
+		return nil
 	}
 	if set := f.poolNodes[was]; was != "" && set != nil {
 		if delete(set, name); len(set) == 0 {
@@ -206,6 +227,13 @@ func (f *FlavorDomains) indexPool(name string, old, n *domainNode) {
 		}
 		f.poolNodes[is][name] = struct{}{}
 	}
+	var out []string
+	for _, p := range []string{was, is} {
+		if p != "" && f.pools[p] != nil {
+			out = append(out, f.placePool(p, f.pools[p])...)
+		}
+	}
+	return out
 }
 
 // holdForPool takes from free, node n's room in flavor fl's tree, what

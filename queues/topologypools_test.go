@@ -428,3 +428,26 @@ func leafFree(d *Domains) map[string]flavors.Resources {
 	}
 	return out
 }
+
+// Karpenter counts a node it made in status.resources some time after
+// the node is there: the nodes of the NodePool count against its limit
+// meanwhile.
+func TestPoolMadeByItsNodes(t *testing.T) {
+	f := NewFlavorDomains()
+	f.Configure(poolConfig(t))
+	f.SetNodePool(gpuPool(16, 0))
+	gpus8 := flavors.Resources{nvgpu: 8}
+	pool := func() int32 { return f.Trees["gpu"].Holds([]string{PoolLeaf("gpus")}, gpus8) }
+	if qs := f.SetNode(poolNode("n9", 8, "gpus")); len(qs) == 0 || pool() != 1 {
+		t.Fatalf("with n9 made and status.resources not counting it: the NodePool holds %d pods of 8 GPUs (queues %v), want 1", pool(), qs)
+	}
+	f.SetNodePool(gpuPool(16, 8))
+	if pool() != 1 {
+		t.Fatalf("status.resources counting n9: the NodePool holds %d, want 1", pool())
+	}
+	f.RemoveNode("n9")
+	f.SetNodePool(gpuPool(16, 0))
+	if pool() != 2 {
+		t.Fatalf("n9 gone: the NodePool holds %d, want 2", pool())
+	}
+}

@@ -159,9 +159,8 @@ func (f *FlavorDomains) SetNode(n *corev1.Node) []string {
 		}
 		dn.used, dn.owned = old.used, old.owned
 	}
-	f.indexPool(n.Name, old, dn)
 	f.nodes[n.Name] = dn
-	out := f.place(n.Name, dn)
+	out := append(f.place(n.Name, dn), f.indexPool(n.Name, old, dn)...)
 	if old != nil && old.owned > 0 && (old.usable != dn.usable || !maps.Equal(old.labels, dn.labels)) {
 		// Its workloads' pods are in another leaf now, or in none.
 		f.rebindAll()
@@ -177,13 +176,12 @@ func (f *FlavorDomains) RemoveNode(name string) []string {
 		return nil
 	}
 	delete(f.nodes, name)
-	f.indexPool(name, n, nil)
+	out := f.indexPool(name, n, nil)
 	if len(n.used) > 0 || n.owned > 0 {
 		// Pods bound to it stay known until they are gone, and what
 		// they use with them: a node of the same name may come back.
 		f.nodes[name] = &domainNode{used: n.used, owned: n.owned}
 	}
-	var out []string
 	for fl, t := range f.Trees {
 		t.RemoveNode(name)
 		out = append(out, f.queuesOf[fl]...)
