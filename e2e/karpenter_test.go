@@ -120,7 +120,7 @@ func TestKarpenter(t *testing.T) {
 		var waiting string
 		var running time.Time
 		err = framework.Poll(ctx, 100*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
-			n, suspended, err := runningOnKarpenter(ctx, k.client, ns, names)
+			n, suspended, err := runningOnKarpenter(ctx, k.client, karpenterNodePool, ns, names)
 			if err != nil {
 				return false, err.Error(), nil
 			}
@@ -258,7 +258,7 @@ func TestKarpenter(t *testing.T) {
 					if _, ok := admitted[name]; !ok || !running[name].IsZero() {
 						continue
 					}
-					n, _, err := runningOnKarpenter(ctx, k.client, ns, []string{name})
+					n, _, err := runningOnKarpenter(ctx, k.client, karpenterNodePool, ns, []string{name})
 					if err != nil {
 						return false, err.Error(), nil
 					}
@@ -319,16 +319,31 @@ func TestKarpenter(t *testing.T) {
 		}
 		rec := recordPyTorchJobs(ctx, t, k, ns)
 		since := time.Now()
+		// The second is made once the first is admitted, so that the
+		// first is the one admitted.
 		for _, name := range []string{"first", "second"} {
 			if err := k.client.Create(ctx, framework.NewPyTorchJob(ns, name).Workers(1).GPUs(8).Runtime(20*time.Second).Obj()); err != nil {
 				t.Fatal(err)
+			}
+			if name == "second" {
+				break
+			}
+			err := framework.Poll(ctx, 100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+				u, err := getPyTorchJob(ctx, k.client, ns, name)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				return !framework.PyTorchJobSuspended(u), "suspended", nil
+			})
+			if err != nil {
+				t.Fatalf("PyTorchJob %s was not admitted on the room NodePool fit can make: %v", name, err)
 			}
 		}
 		// The first runs on two nodes Karpenter made; the second waits,
 		// suspended, with no pod.
 		const why = "fits ClusterQueue karpenter-fit's quota in flavor fit-flavor, but not its topology"
 		err := framework.Poll(ctx, 200*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
-			n, suspended, err := runningOnKarpenter(ctx, k.client, ns, []string{"first"})
+			n, suspended, err := runningOnKarpenter(ctx, k.client, "fit", ns, []string{"first"})
 			if err != nil {
 				return false, err.Error(), nil
 			}
@@ -538,8 +553,8 @@ func waitNoKarpenterNodes(ctx context.Context, t *testing.T, c client.Reader) {
 }
 
 // runningOnKarpenter counts the Running pods of the PyTorchJobs names on
-// nodes of Karpenter's NodePool, and names those still suspended.
-func runningOnKarpenter(ctx context.Context, c client.Reader, ns string, names []string) (int, []string, error) {
+// nodes of Karpenter's NodePool pool, and names those still suspended.
+func runningOnKarpenter(ctx context.Context, c client.Reader, pool, ns string, names []string) (int, []string, error) {
 	var suspended []string
 	for _, name := range names {
 		u, err := getPyTorchJob(ctx, c, ns, name)
@@ -564,7 +579,7 @@ func runningOnKarpenter(ctx context.Context, c client.Reader, ns string, names [
 		if err := c.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
 			return 0, nil, err
 		}
-		if node.Labels[framework.LabelNodePool] == karpenterNodePool {
+		if node.Labels[framework.LabelNodePool] == pool {
 			n++
 		}
 	}
