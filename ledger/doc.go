@@ -46,7 +46,7 @@
 // Who calls whom:
 //
 //	informers ──▶ onJob, onPod, on… (jobs.go, pods.go, defaults.go, labels.go, claims.go,
-//	                 │                 topology.go: onNode, onBoundPod, onResourceSlice, …;
+//	                 │                 topology.go: onNode, onBoundPod, onResourceSlice, onNodePool, …;
 //	                 │                 a lost node's eviction)
 //	                 │ read the object (machine.Observe), fold it (machine.React), or step
 //	                 ▼

@@ -30,7 +30,11 @@ import (
 //     schedulable and whose labels match the flavor's node labels, each
 //     with its allocatable and free devices less its pods' requests;
 //   - each held placement's reserved is, per leaf, what it reserves
-//     there now, and the trees have exactly that reserved.
+//     there now, and the trees have exactly that reserved;
+//   - each tree of a flavor placed at the node level has a pool leaf for
+//     exactly the NodePools known that make its nodes, with what they
+//     can still make, and waiting is what the placements reserve there
+//     (topologypools.go).
 //
 // A node's change costs a check per topology flavor and its levels; a
 // pod's, its node's levels in each tree; a placement's, its domains; a
