@@ -519,6 +519,62 @@ func TestNodeFitFragmentation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Job swap's pod on deleted node %s was not given %s: %v", lost, other, err)
 	}
+	// The namespace's user makes a pod with the labels and owner of the
+	// Job's pod, asking for the node that runs it: while the Job runs the
+	// one pod it was admitted with, that pod must not run beside it.
+	grantEdit(ctx, t, s, ns, integrityUser)
+	user, err := framework.NewUserClient(s.cluster.Kubeconfig, integrityUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var real *corev1.Pod
+	err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := s.client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"job-name": "swap"}); err != nil {
+			return false, "", err
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.Spec.NodeName == other && p.Status.Phase == corev1.PodRunning {
+				real = p
+			}
+		}
+		return real != nil, "Job swap's pod not Running on " + other, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "swap-forged", OwnerReferences: real.OwnerReferences, Labels: real.Labels},
+		Spec: corev1.PodSpec{Affinity: real.Spec.Affinity, Tolerations: real.Spec.Tolerations, NodeSelector: map[string]string{corev1.LabelHostname: other},
+			Containers: []corev1.Container{{Name: "c", Image: "registry.example/job:v1", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")}}}}}}
+	if err := userCreate(ctx, t, &attackRun{s: s, user: user, ns: ns}, forged); err != nil {
+		t.Logf("the user's pod %s, labelled as Job swap's: %v", forged.Name, err)
+	} else {
+		t.Cleanup(func() { _ = s.client.Delete(context.Background(), forged, client.GracePeriodSeconds(0)) })
+		lastOn := ""
+		err = framework.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+			p, f := &corev1.Pod{}, &corev1.Pod{}
+			if err := s.client.Get(ctx, client.ObjectKeyFromObject(real), p); err != nil {
+				return false, "", err
+			}
+			if err := s.client.Get(ctx, client.ObjectKeyFromObject(forged), f); apierrors.IsNotFound(err) {
+				t.Logf("the user's pod %s, labelled as Job swap's, was deleted (by the Job controller or tally) while the Job's pod ran; node when last seen: %q", forged.Name, lastOn)
+				return true, "", nil
+			} else if err != nil {
+				return false, "", err
+			}
+			lastOn = f.Spec.NodeName
+			ended := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+			if f.Spec.NodeName != "" && !ended {
+				t.Errorf("the user's pod %s, labelled as Job swap's, was bound to %s beside the one pod the Job was admitted with", f.Name, f.Spec.NodeName)
+				return true, "", nil
+			}
+			return ended, fmt.Sprintf("Job swap's pod %s is %s; the user's pod is on node %q", p.Name, p.Status.Phase, f.Spec.NodeName), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	waitJobFinished(ctx, t, s, ns, "swap")
 	evicted, err := framework.WorkloadEvents(ctx, s.client, ns, "Job", "Evicted")
 	if err != nil {
