@@ -14,17 +14,17 @@ import (
 // hostname, as with AnnotationNodeFit) counts as room the nodes a
 // Karpenter NodePool can still make for it: one pool leaf per NodePool
 // that makes the flavor's nodes (flavors.Makes), with what the
-// NodePool's spec.limits leave over its status.resources (a resource it
-// does not limit is Unlimited). Karpenter makes each node its own
+// NodePool's spec.limits leave over what it has made (room; a resource
+// it does not limit is Unlimited). Karpenter makes each node its own
 // hostname, and no node into an existing rack or block, so only the
 // node level gains pool leaves.
 //
 // A pool leaf stands for any number of nodes not made yet. So placement
 // gives it only pods that need no node shared with others (not a
 // required node for several pods, not slices, not a group), and fills
-// the nodes there are before it (sorted, bestBy). Its pods go to the
-// NodePool by its label, karpenter.sh/nodepool, in their template's
-// affinity or the pod gate's nodeSelector, and Karpenter makes nodes
+// the nodes there are before it (sorted, bestBy). The pod gate gives
+// its pods the NodePool's label, karpenter.sh/nodepool, in their
+// nodeSelector (TopologyAssignment.NextLeaf), and Karpenter makes nodes
 // for them. Once one binds to a node of the NodePool, that node counts
 // what it requests, and the pool leaf no longer reserves it (poolBound).
 //
