@@ -180,3 +180,29 @@ func (t NodeTemplate) SetsLabel(k string) bool {
 	}
 	return slices.ContainsFunc(t.Requirements, func(r corev1.NodeSelectorRequirement) bool { return r.Key == k })
 }
+
+// Value is the value every node of template t carries for label k, known
+// before it is made: the one t sets, or the one value its requirements
+// allow (an In of one value that every other requirement on k allows).
+// False when its nodes may differ there (a zone the autoscaler picks
+// among several), or t says nothing of k.
+func (t NodeTemplate) Value(k string) (string, bool) {
+	if v, ok := t.Labels[k]; ok {
+		return v, true
+	}
+	var one string
+	for _, r := range t.Requirements {
+		if r.Key == k && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+			one = r.Values[0]
+		}
+	}
+	if one == "" {
+		return "", false
+	}
+	for _, r := range t.Requirements {
+		if r.Key == k && !requirementAllows(r, one) {
+			return "", false
+		}
+	}
+	return one, true
+}

@@ -97,3 +97,30 @@ func TestSetsLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestTemplateValue(t *testing.T) {
+	in := func(k string, v ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: v}
+	}
+	zone := corev1.LabelTopologyZone
+	for _, tc := range []struct {
+		name string
+		t    NodeTemplate
+		want string // "" for none
+	}{
+		{"a label", NodeTemplate{Labels: map[string]string{zone: "a"}}, "a"},
+		{"one value", NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in(zone, "a")}}, "a"},
+		{"two values", NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in(zone, "a", "b")}}, ""},
+		{"narrowed to one", NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in(zone, "a", "b"), in(zone, "b")}}, "b"},
+		{"ruled out", NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in(zone, "a"), {Key: zone, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a"}}}}, ""},
+		{"two single values", NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{in(zone, "a"), in(zone, "b")}}, ""},
+		{"exists", NodeTemplate{Requirements: []corev1.NodeSelectorRequirement{{Key: zone, Operator: corev1.NodeSelectorOpExists}}}, ""},
+		{"another label", NodeTemplate{Labels: map[string]string{"rack": "r1"}, Requirements: []corev1.NodeSelectorRequirement{in("block", "b1")}}, ""},
+		{"nothing", NodeTemplate{}, ""},
+	} {
+		got, ok := tc.t.Value(zone)
+		if ok != (tc.want != "") || got != tc.want {
+			t.Errorf("%s: Value = %q, %v; want %q", tc.name, got, ok, tc.want)
+		}
+	}
+}
