@@ -271,7 +271,7 @@ func (d *Domains) leafOf(values []string) *domain {
 		key := strings.Join(values[:level+1], "\x00")
 		dom := d.index[key]
 		if dom == nil {
-			dom = &domain{values: slices.Clone(values[:level+1]), parent: parent, pool: len(values) == 1 && IsPoolLeaf(values[0])}
+			dom = &domain{values: slices.Clone(values[:level+1]), parent: parent, pool: level == len(values)-1 && IsPoolLeaf(values[level])}
 			d.index[key] = dom
 			if level == len(values)-1 {
 				d.move(dom, d.reserved[key], -1)
@@ -447,8 +447,9 @@ func (p *assigning) place(count int32, perPod flavors.Resources, req TopologyReq
 	}
 	// A pool leaf stands for any number of nodes not made yet: it takes
 	// only pods that ask no node shared with others.
+	node := len(t.Levels) - 1
 	saved := p.noPools
-	p.noPools = saved || slice > 1 || req.Mode == TopologyRequired && count > 1
+	p.noPools = saved || slice > 1 && sliceLevel == node || req.Mode == TopologyRequired && level == node && count > 1
 	defer func() { p.noPools = saved }()
 	p.fillAll(withPod(perPod), slice, sliceLevel)
 	unconstrained := req.Mode == TopologyUnconstrained
@@ -772,8 +773,8 @@ func (p *assigning) record(leaves []leafCount, requests flavors.Resources) {
 
 // placeGroup places a leader and its workers together (PlaceAll).
 func (p *assigning) placeGroup(leader, workers TopologyPodSet) (lead, rest []leafCount, err error) {
-	// A group shares a domain; a pool leaf's nodes are not one.
-	p.noPools = true
+	// A group shares a domain; a pool leaf's nodes are not one node.
+	node := len(p.d.topology.Levels) - 1
 	defer func() { p.noPools = false }()
 	req := workers.Request
 	level, slice, sliceLevel, err := p.d.levels(workers.Count, req)
@@ -803,6 +804,7 @@ func (p *assigning) placeGroup(leader, workers TopologyPodSet) (lead, rest []lea
 	if req.Mode != TopologyUnconstrained {
 		var first error
 		for at := level; at >= 0; at-- {
+			p.noPools = at == node
 			p.fillAll(wantsWorker, slice, sliceLevel)
 			candidates := p.sorted(p.d.level(at))
 			// The tightest first: the fewest workers' pods held.
@@ -831,6 +833,7 @@ func (p *assigning) placeGroup(leader, workers TopologyPodSet) (lead, rest []lea
 	}
 	// Anywhere: the leader where it costs the workers least, the workers
 	// as they ask on what it leaves.
+	p.noPools = false
 	leaf := p.leaderLeaf(wantsLeader, wantsWorker)
 	if leaf == nil {
 		return nil, nil, &NoFit{Topology: p.d.topology.Name, Level: p.d.topology.Levels[len(p.d.topology.Levels)-1], Wanted: workers.Count + 1, Spread: true}

@@ -339,7 +339,7 @@ func (ta TopologyAssignment) LeafOf(nodeSelector map[string]string) string {
 		if values[i] = nodeSelector[label]; values[i] != "" {
 			continue
 		}
-		if pool := nodeSelector[LabelNodePool]; pool != "" && len(ta.Levels) == 1 && label == corev1.LabelHostname {
+		if pool := nodeSelector[LabelNodePool]; pool != "" && i == len(ta.Levels)-1 && label == corev1.LabelHostname {
 			values[i] = PoolLeaf(pool)
 			continue
 		}

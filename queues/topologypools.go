@@ -10,21 +10,26 @@ import (
 	"tally.dev/tally/flavors"
 )
 
-// A flavor placed at the node level (its topology's one level is the
+// A flavor placed at the node level (its topology's lowest level is the
 // hostname, as with AnnotationNodeFit) counts as room the nodes a
 // Karpenter NodePool can still make for it: one pool leaf per NodePool
 // that makes the flavor's nodes (flavors.Makes), with what the
 // NodePool's spec.limits leave over what it has made (room; a resource
 // it does not limit is Unlimited). Karpenter makes each node its own
-// hostname, and no node into an existing rack or block, so only the
-// node level gains pool leaves.
+// hostname. A level above the node (a zone, a rack) gains the leaf only
+// in the one domain the NodePool's template gives all its nodes
+// (flavors.NodeTemplate.Value): a zonal NodePool's room is its zone's.
+// A NodePool that may put nodes in several domains of a level, or says
+// nothing of it (a rack, a block: the data centre labels those), gains
+// no leaf: its room would count in each, and it has it once.
 //
 // A pool leaf stands for any number of nodes not made yet. So placement
 // gives it only pods that need no node shared with others (not a
-// required node for several pods, not slices, not a group), and fills
-// the nodes there are before it (sorted, bestBy). The pod gate gives
-// its pods the NodePool's label, karpenter.sh/nodepool, in their
-// nodeSelector (TopologyAssignment.NextLeaf), and Karpenter makes nodes
+// required node for several pods, not slices of a node, not a group on
+// one node), and fills the nodes there are before it (sorted, bestBy).
+// The pod gate gives its pods the NodePool's label,
+// karpenter.sh/nodepool, in their nodeSelector beside the labels of the
+// levels above (TopologyAssignment.NextLeaf), and Karpenter makes nodes
 // for them. Once one binds to a node of the NodePool, that node counts
 // what it requests, and the pool leaf no longer reserves it (poolBound).
 //
@@ -48,6 +53,16 @@ func PoolLeaf(name string) string { return poolPrefix + name }
 
 // IsPoolLeaf says whether value is a PoolLeaf.
 func IsPoolLeaf(value string) bool { return strings.HasPrefix(value, poolPrefix) }
+
+// poolOfKey is the NodePool whose leaf key ("\x00"-joined values) is;
+// "" when it is a node's.
+func poolOfKey(key string) string {
+	last := key[strings.LastIndexByte(key, 0)+1:]
+	if !IsPoolLeaf(last) {
+		return ""
+	}
+	return strings.TrimPrefix(last, poolPrefix)
+}
 
 // NodePool is what FlavorDomains reads of a Karpenter NodePool: what it
 // puts on its nodes, its spec.limits (nil: none) and its
@@ -129,8 +144,8 @@ func (f *FlavorDomains) placePool(name string, p *NodePool) []string {
 	leaf := PoolLeaf(name)
 	for fl, t := range f.Trees {
 		had := t.nodes[leaf] != nil
-		if p != nil && poolPlaces(f.cfg.Flavors[fl], t.topology, p) {
-			t.SetNode(leaf, []string{leaf}, p.room(f.resourceNames(), f.poolMade(name)))
+		if values := poolValues(f.cfg.Flavors[fl], t.topology, name, p); values != nil {
+			t.SetNode(leaf, values, p.room(f.resourceNames(), f.poolMade(name)))
 		} else if had {
 			t.RemoveNode(leaf)
 		} else {
@@ -141,10 +156,26 @@ func (f *FlavorDomains) placePool(name string, p *NodePool) []string {
 	return out
 }
 
-// poolPlaces says whether flavor fl, in topology t, counts the room of
-// NodePool p: t's one level is the hostname, and p makes fl's nodes.
-func poolPlaces(fl *flavors.Flavor, t *Topology, p *NodePool) bool {
-	return fl != nil && len(t.Levels) == 1 && t.Levels[0] == corev1.LabelHostname && fl.MadeBy(p.Template) == flavors.Makes
+// poolValues is the leaf values of NodePool name (p; nil for none) in
+// flavor fl's topology t: the value its template gives each level above
+// the node, then its pool leaf. Nil when t's lowest level is not the
+// hostname, p does not make fl's nodes, or its nodes may differ at a
+// level above.
+func poolValues(fl *flavors.Flavor, t *Topology, name string, p *NodePool) []string {
+	levels := len(t.Levels)
+	if p == nil || fl == nil || levels == 0 || t.Levels[levels-1] != corev1.LabelHostname || fl.MadeBy(p.Template) != flavors.Makes {
+		return nil
+	}
+	values := make([]string, levels)
+	for i, label := range t.Levels[:levels-1] {
+		v, ok := p.Template.Value(label)
+		if !ok {
+			return nil
+		}
+		values[i] = v
+	}
+	values[levels-1] = PoolLeaf(name)
+	return values
 }
 
 // resourceNames are the resources a pool leaf has room of: those the
@@ -163,18 +194,27 @@ func (f *FlavorDomains) resourceNames() map[corev1.ResourceName]bool {
 // it; "" for none.
 func poolOfLeaf(h *held, n *domainNode) string {
 	pool := n.labels[LabelNodePool]
-	if pool == "" {
+	if poolLeafOf(h, pool) == nil {
 		return ""
+	}
+	return pool
+}
+
+// poolLeafOf is the values of NodePool pool's leaf in h's placement; nil
+// for none.
+func poolLeafOf(h *held, pool string) []string {
+	if pool == "" {
+		return nil
 	}
 	leaf := PoolLeaf(pool)
 	for _, ta := range h.p.Sets {
 		for _, dc := range ta.Domains {
-			if len(dc.Values) == 1 && dc.Values[0] == leaf {
-				return pool
+			if dc.Values[len(dc.Values)-1] == leaf {
+				return dc.Values
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // poolBound is how many of h's pods bound to nodes of NodePool pool its
@@ -255,10 +295,10 @@ func (f *FlavorDomains) holdForPool(fl string, n *domainNode, free flavors.Resou
 // from old to want, where key is a pool leaf, and places again the
 // NodePool's nodes that no workload's pod is bound to.
 func (f *FlavorDomains) setWaiting(fl, key string, old, want flavors.Resources) {
-	if !IsPoolLeaf(key) || maps.Equal(old, want) {
+	pool := poolOfKey(key)
+	if pool == "" || maps.Equal(old, want) {
 		return
 	}
-	pool := strings.TrimPrefix(key, poolPrefix)
 	if f.waiting == nil {
 		f.waiting = map[string]map[string]flavors.Resources{}
 	}

@@ -139,19 +139,107 @@ func TestPoolPlacement(t *testing.T) {
 	}
 }
 
-// A NodePool's leaf only where the topology's one level is the node: a
-// NodePool makes no node into a rack.
-func TestPoolOnlyAtTheNodeLevel(t *testing.T) {
-	cfg := topologyConfig()
-	f := NewFlavorDomains()
-	f.Configure(cfg)
-	p := gpuPool(16, 0)
-	p.Template.Labels = map[string]string{"pool": "a"}
-	if qs := f.SetNodePool(p); qs != nil {
-		t.Fatalf("a NodePool of a rack topology's flavor changed queues %v", qs)
+// Above the node, a NodePool's leaf is in the one domain of each level
+// that its template gives all its nodes, and in none when it leaves a
+// level open: it makes no node into a rack it does not name, and its room
+// is one, not one in each zone it may pick.
+func TestPoolAboveTheNode(t *testing.T) {
+	rack := &TopologyRequest{Mode: TopologyRequired, Level: "rack"}
+	node := &TopologyRequest{Mode: TopologyRequired, Level: corev1.LabelHostname}
+	rackSlices := &TopologyRequest{Mode: TopologyRequired, Level: "block", SliceLevel: "rack", SliceSize: 2}
+	nodeSlices := &TopologyRequest{Mode: TopologyRequired, Level: "rack", SliceLevel: corev1.LabelHostname, SliceSize: 2}
+	in := func(k string, v ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: v}
 	}
-	if _, err := f.Trees["gpu"].Place(1, flavors.Resources{nvgpu: 1}, TopologyRequest{Mode: TopologyUnconstrained}); err == nil {
-		t.Fatal("placed in a rack topology with no node, on a NodePool's room")
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		reqs   []corev1.NodeSelectorRequirement
+		nodes  string // "block/rack/name=GPUs free"
+		pods   int32
+		req    *TopologyRequest
+		want   string // the placement, or part of the error; "" for no leaf
+	}{
+		{name: "no rack named: no leaf", labels: map[string]string{"pool": "a"}, pods: 1},
+		{name: "its block and rack from labels", labels: map[string]string{"pool": "a", "block": "b1", "rack": "r9"},
+			pods: 2, req: rack, want: "b1/r9/@gpus:2"},
+		{name: "its block and rack from requirements", labels: map[string]string{"pool": "a"}, reqs: []corev1.NodeSelectorRequirement{in("block", "b1"), in("rack", "r9")},
+			pods: 2, req: rack, want: "b1/r9/@gpus:2"},
+		{name: "two racks it may pick: no leaf", labels: map[string]string{"pool": "a", "block": "b1"}, reqs: []corev1.NodeSelectorRequirement{in("rack", "r1", "r2")}, pods: 1},
+		{name: "a rack of nodes there are, filled first", labels: map[string]string{"pool": "a", "block": "b1", "rack": "r1"},
+			nodes: "b1/r1/n1=8 b1/r2/n2=8", pods: 3, req: rack, want: "b1/r1/@gpus:2 b1/r1/n1:1"},
+		{name: "one node for two pods: not the NodePool's", labels: map[string]string{"pool": "a", "block": "b1", "rack": "r1"},
+			nodes: "b1/r1/n1=8", pods: 2, req: node, want: "no kubernetes.io/hostname domain holds 2 pods"},
+		{name: "slices of a rack: the NodePool's", labels: map[string]string{"pool": "a", "block": "b1", "rack": "r9"},
+			pods: 4, req: rackSlices, want: "b1/r9/@gpus:4"},
+		{name: "slices of a node: not the NodePool's", labels: map[string]string{"pool": "a", "block": "b1", "rack": "r1"},
+			nodes: "b1/r1/n1=16", pods: 4, req: nodeSlices, want: "no rack domain holds 2 slices of 2 pods; the largest, b1/r1, holds 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := topologyConfig()
+			f := NewFlavorDomains()
+			f.Configure(cfg)
+			for _, spec := range strings.Fields(tc.nodes) {
+				path, free, _ := strings.Cut(spec, "=")
+				parts := strings.Split(path, "/")
+				var g int64
+				fmt.Sscan(free, &g)
+				n := rackNode(parts[2], "a", g, true)
+				n.Labels["block"], n.Labels["rack"] = parts[0], parts[1]
+				f.SetNode(n)
+			}
+			p := gpuPool(64, 0)
+			p.Template.Labels, p.Template.Requirements = tc.labels, tc.reqs
+			if qs := f.SetNodePool(p); (len(qs) == 1) != (tc.want != "") {
+				t.Fatalf("the NodePool changed queues %v", qs)
+			}
+			if tc.want == "" {
+				if _, err := f.Trees["gpu"].Place(tc.pods, flavors.Resources{nvgpu: 8}, TopologyRequest{Mode: TopologyUnconstrained}); err == nil {
+					t.Fatal("placed on a NodePool's room with no node, and no leaf")
+				}
+				return
+			}
+			got, err := f.Trees["gpu"].Place(tc.pods, flavors.Resources{nvgpu: 8}, *tc.req)
+			out := placed(got)
+			if err != nil {
+				out = err.Error()
+			}
+			if !strings.Contains(out, tc.want) || err == nil && out != tc.want {
+				t.Fatalf("%d pods: %q, want %q", tc.pods, out, tc.want)
+			}
+		})
+	}
+}
+
+// A group shares a domain: a NodePool's leaf holds it at a level above
+// the node, not on one node.
+func TestPoolGroup(t *testing.T) {
+	p := gpuPool(64, 0)
+	p.Template.Labels = map[string]string{"pool": "a", "block": "b1", "rack": "r9"}
+	for _, tc := range []struct {
+		level string
+		want  string
+	}{
+		{"rack", "b1/r9/@gpus:1 | b1/r9/@gpus:2"},
+		{corev1.LabelHostname, "no kubernetes.io/hostname domain"},
+	} {
+		f := NewFlavorDomains()
+		f.Configure(topologyConfig())
+		f.SetNodePool(p)
+		req := TopologyRequest{Mode: TopologyRequired, Level: tc.level}
+		got, err := f.Trees["gpu"].PlaceAll([]TopologyPodSet{
+			{Name: "master", Count: 1, PerPod: flavors.Resources{nvgpu: 8}, Request: req, Group: "g"},
+			{Name: "worker", Count: 2, PerPod: flavors.Resources{nvgpu: 8}, Request: req, Group: "g"},
+		})
+		out := ""
+		if err != nil {
+			out = err.Error()
+		} else {
+			out = placed(got[0]) + " | " + placed(got[1])
+		}
+		if !strings.Contains(out, tc.want) || err == nil && out != tc.want {
+			t.Errorf("a group at level %s: %q, want %q", tc.level, out, tc.want)
+		}
 	}
 }
 
@@ -160,40 +248,62 @@ func TestPoolOnlyAtTheNodeLevel(t *testing.T) {
 // pods are bound, and a pod of the placement bound there moves its
 // charge from the pool leaf to the node, once.
 func TestPoolHeld(t *testing.T) {
-	cfg := poolConfig(t)
+	t.Run("node level", func(t *testing.T) { poolHeld(t, poolConfig(t), nil) })
+	t.Run("in a rack", func(t *testing.T) { poolHeld(t, topologyConfig(), []string{"b1", "r9"}) })
+}
+
+// poolHeld runs TestPoolHeld on cfg's flavor gpu, whose NodePool's nodes
+// are in the domain of values above (nil: none).
+func poolHeld(t *testing.T, cfg *Config, above []string) {
 	f := NewFlavorDomains()
 	f.Configure(cfg)
-	f.SetNodePool(gpuPool(16, 0))
+	nodePool := func(limit, made int64) NodePool {
+		p := gpuPool(limit, made)
+		if above != nil {
+			p.Template.Labels = map[string]string{"pool": "a", "block": above[0], "rack": above[1]}
+		}
+		return p
+	}
+	node := func(name string) *corev1.Node {
+		n := poolNode(name, 8, "gpus")
+		if above != nil {
+			n.Labels["pool"], n.Labels["block"], n.Labels["rack"] = "a", above[0], above[1]
+		}
+		return n
+	}
+	leaf := append(slices.Clone(above), PoolLeaf("gpus"))
+	key := strings.Join(leaf, "\x00")
+	f.SetNodePool(nodePool(16, 0))
 	gpus8 := flavors.Resources{nvgpu: 8}
 	holds := func(values ...string) int32 { return f.Trees["gpu"].Holds(values, gpus8) }
 	check := func(step string, all, pool int32) {
 		t.Helper()
-		if got, gotPool := holds(), holds(PoolLeaf("gpus")); got != all || gotPool != pool {
+		if got, gotPool := holds(), holds(leaf...); got != all || gotPool != pool {
 			t.Fatalf("%s: the nodes and the NodePool hold %d pods of 8 GPUs, the NodePool %d; want %d and %d", step, got, gotPool, all, pool)
 		}
 	}
 	check("nothing held", 2, 2)
 	a := Owner{Namespace: "ns", UID: "a"}
-	ta := TopologyAssignment{Levels: NodeFitTopology.Levels, Domains: []DomainCount{{Values: []string{PoolLeaf("gpus")}, Count: 2}}}
+	ta := TopologyAssignment{Levels: f.Trees["gpu"].topology.Levels, Domains: []DomainCount{{Values: leaf, Count: 2}}}
 	f.Hold(a, &Placement{Flavor: "gpu", Sets: []TopologyAssignment{ta}, PerPod: []flavors.Resources{gpus8}})
 	check("a's 2 pods held in the NodePool", 0, 0)
 
 	// Karpenter makes n9 for a pod of a: it counts what it made, and n9
 	// is a's until its pods are bound, not free to another workload.
-	f.SetNodePool(gpuPool(16, 8))
-	f.SetNode(poolNode("n9", 8, "gpus"))
+	f.SetNodePool(nodePool(16, 8))
+	f.SetNode(node("n9"))
 	check("n9 made", 0, 0)
 	f.SetPod("ns/a-0", "n9", gpus8, a)
 	check("a's first pod bound to n9", 0, 0)
-	if r := f.held[a].reserved[PoolLeaf("gpus")][nvgpu]; r != 8 {
+	if r := f.held[a].reserved[key][nvgpu]; r != 8 {
 		t.Fatalf("the NodePool's leaf reserves %d GPUs of a with one pod bound, want 8", r)
 	}
-	f.SetNodePool(gpuPool(16, 16))
-	f.SetNode(poolNode("n10", 8, "gpus"))
+	f.SetNodePool(nodePool(16, 16))
+	f.SetNode(node("n10"))
 	check("n10 made", 0, 0)
 	f.SetPod("ns/a-1", "n10", gpus8, a)
 	check("both bound", 0, 0)
-	if r, ok := f.held[a].reserved[PoolLeaf("gpus")]; ok {
+	if r, ok := f.held[a].reserved[key]; ok {
 		t.Fatalf("the NodePool's leaf reserves %v of a with both pods bound, want nothing", r)
 	}
 	// A new config counts the same.
@@ -207,7 +317,7 @@ func TestPoolHeld(t *testing.T) {
 	check("a ended", 2, 0)
 	// Karpenter removes n9: the NodePool can make it again.
 	f.RemoveNode("n9")
-	f.SetNodePool(gpuPool(16, 8))
+	f.SetNodePool(nodePool(16, 8))
 	check("n9 removed", 2, 1)
 	if qs := f.RemoveNodePool("gpus"); len(qs) != 1 {
 		t.Fatalf("removing the NodePool changed queues %v, want [tas]", qs)
@@ -265,9 +375,19 @@ func TestPoolLabels(t *testing.T) {
 	if got := some.LeafOf(map[string]string{corev1.LabelHostname: "n0", LabelNodePool: "gpus"}); got != "n0" {
 		t.Errorf("leaf of a node's selector %q, want n0", got)
 	}
-	rack := TopologyAssignment{Levels: rackTopology.Levels}
+	rack := TopologyAssignment{Levels: rackTopology.Levels, Domains: []DomainCount{{Values: []string{"b1", "r9", PoolLeaf("gpus")}, Count: 2}}}
 	if got := rack.LeafOf(map[string]string{LabelNodePool: "gpus"}); got != "" {
-		t.Errorf("a rack topology's leaf of a NodePool's selector %q, want none", got)
+		t.Errorf("a rack topology's leaf of a NodePool's selector alone %q, want none", got)
+	}
+	if got, want := rack.Pinned(), map[string]string{"block": "b1", "rack": "r9"}; !maps.Equal(got, want) {
+		t.Errorf("a pod set on a NodePool's nodes in rack r9 pinned to %v, want %v", got, want)
+	}
+	sel := rack.NextLeaf(nil)
+	if want := map[string]string{"block": "b1", "rack": "r9", LabelNodePool: "gpus"}; !maps.Equal(sel, want) {
+		t.Errorf("next leaf in rack r9 %v, want %v", sel, want)
+	}
+	if got := rack.LeafOf(sel); got != "b1/r9/"+PoolLeaf("gpus") {
+		t.Errorf("leaf of %v: %q, want the NodePool's in rack r9", sel, got)
 	}
 	cfg := poolConfig(t)
 	w := makeWL("train", "tas", 1).Req(nvgpu, "8").Count(2).Obj()
@@ -309,10 +429,34 @@ func TestPoolAdmission(t *testing.T) {
 // one change at a time in any order, leave the tree as they do told at
 // once.
 func TestPoolsIncremental(t *testing.T) {
-	cfg := poolConfig(t)
+	t.Run("node level", func(t *testing.T) { poolsIncremental(t, poolConfig(t), nil) })
+	t.Run("racks", func(t *testing.T) { poolsIncremental(t, topologyConfig(), []string{"r1", "r2"}) })
+}
+
+// poolsIncremental runs TestPoolsIncremental on cfg's flavor gpu: on the
+// node level alone without racks, else in block b1 with its nodes and
+// NodePools in racks.
+func poolsIncremental(t *testing.T, cfg *Config, racks []string) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	gpus8 := flavors.Resources{nvgpu: 8}
 	owners := []Owner{{Namespace: "ns", UID: "a"}, {Namespace: "ns", UID: "b"}}
+	labels := map[string]string{"pool": "gpu"}
+	if racks != nil {
+		labels["pool"] = "a"
+	}
+	// rack picks a rack, or none of the NodePool's: open there.
+	rack := func(open bool) string {
+		if racks == nil || open && rng.IntN(4) == 0 {
+			return ""
+		}
+		return racks[rng.IntN(len(racks))]
+	}
+	leaf := func(r, v string) []string {
+		if racks == nil {
+			return []string{v}
+		}
+		return []string{"b1", r, v}
+	}
 	leafValues := []string{"n0", "n1", "n2", PoolLeaf("gpus"), PoolLeaf("other")}
 	for run := range 500 {
 		f := NewFlavorDomains()
@@ -338,9 +482,13 @@ func TestPoolsIncremental(t *testing.T) {
 				}
 				pool := []string{"", "gpus", "other"}[rng.IntN(3)]
 				n := poolNode(name, int64(8*(1+rng.IntN(2))), pool)
+				n.Labels["pool"] = labels["pool"]
+				if r := rack(false); r != "" {
+					n.Labels["block"], n.Labels["rack"] = "b1", r
+				}
 				nodes[name] = n
 				f.SetNode(n)
-				ops = append(ops, fmt.Sprintf("node %s pool %q", name, pool))
+				ops = append(ops, fmt.Sprintf("node %s pool %q labels %v", name, pool, n.Labels))
 			case 1:
 				name := []string{"gpus", "other"}[rng.IntN(2)]
 				if rng.IntN(4) == 0 {
@@ -350,7 +498,10 @@ func TestPoolsIncremental(t *testing.T) {
 					continue
 				}
 				p := gpuPool(int64(8*rng.IntN(4)), int64(8*rng.IntN(3)))
-				p.Template.Name = name
+				p.Template.Name, p.Template.Labels = name, maps.Clone(labels)
+				if r := rack(true); r != "" {
+					p.Template.Labels["block"], p.Template.Labels["rack"] = "b1", r
+				}
 				pools[name] = p
 				f.SetNodePool(p)
 				ops = append(ops, fmt.Sprintf("pool %s %v", name, p))
@@ -377,12 +528,13 @@ func TestPoolsIncremental(t *testing.T) {
 					ops = append(ops, fmt.Sprintf("release %v", o))
 					continue
 				}
-				ta := TopologyAssignment{Levels: NodeFitTopology.Levels}
+				ta := TopologyAssignment{Levels: f.Trees["gpu"].topology.Levels}
 				for _, v := range leafValues {
 					if rng.IntN(3) == 0 {
-						ta.Domains = append(ta.Domains, DomainCount{Values: []string{v}, Count: int32(1 + rng.IntN(2))})
+						ta.Domains = append(ta.Domains, DomainCount{Values: leaf(rack(false), v), Count: int32(1 + rng.IntN(2))})
 					}
 				}
+				slices.SortFunc(ta.Domains, func(a, b DomainCount) int { return slices.Compare(a.Values, b.Values) })
 				p := &Placement{Flavor: "gpu", Sets: []TopologyAssignment{ta}, PerPod: []flavors.Resources{gpus8}}
 				held[o] = p
 				f.Hold(o, p)

@@ -322,8 +322,8 @@ func (f *FlavorDomains) use(p boundPod, sign int) []string {
 				delete(h.pooled, key)
 			}
 			for _, p := range []string{was, pool} {
-				if p != "" {
-					f.reserveLeaf(h, PoolLeaf(p), []string{PoolLeaf(p)})
+				if values := poolLeafOf(h, p); values != nil {
+					f.reserveLeaf(h, strings.Join(values, "\x00"), values)
 				}
 			}
 		}
@@ -418,8 +418,8 @@ func (f *FlavorDomains) reserveLeaf(h *held, key string, values []string) {
 	}
 	want := flavors.Resources{}
 	bound := h.bound[key]
-	if IsPoolLeaf(key) {
-		bound = poolBound(h, strings.TrimPrefix(key, poolPrefix))
+	if pool := poolOfKey(key); pool != "" {
+		bound = poolBound(h, pool)
 	}
 	for i, ta := range h.p.Sets {
 		if i >= len(h.p.PerPod) {
