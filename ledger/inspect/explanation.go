@@ -705,7 +705,10 @@ func podsReadyNotes(cfg *queues.Config, w *queues.Workload, ann map[string]strin
 // unmadeLevelNotes says, for each flavor of cq with a topology that a
 // NodePool can make nodes of, the levels whose domains it cannot make
 // nodes into (flavors.NodeTemplate.SetsLabel): a workload that asks for
-// such a domain waits for room on the nodes there are.
+// such a domain waits for room on the nodes there are. Of one that can
+// make nodes into each level, it says the levels above the node where
+// its template names no one domain (flavors.NodeTemplate.Value): its
+// room counts in none of them.
 func unmadeLevelNotes(cfg *queues.Config, cq *queues.ClusterQueue, pools []queues.NodePool) []string {
 	if cq == nil {
 		return nil
@@ -722,15 +725,22 @@ func unmadeLevelNotes(cfg *queues.Config, cq *queues.ClusterQueue, pools []queue
 				if f.MadeBy(t) == flavors.CannotMake {
 					continue
 				}
-				var unmade []string
-				for _, level := range cfg.Topologies[f.TopologyName].Levels {
+				levels := cfg.Topologies[f.TopologyName].Levels
+				var unmade, open []string
+				for i, level := range levels {
 					if !t.SetsLabel(level) {
 						unmade = append(unmade, level)
+					} else if _, one := t.Value(level); !one && i < len(levels)-1 {
+						open = append(open, level)
 					}
 				}
-				if len(unmade) > 0 {
+				switch {
+				case len(unmade) > 0:
 					out = append(out, fmt.Sprintf("NodePool %s can make nodes of flavor %s, but not into its domains of %s: their nodes do not carry those labels, so a workload that asks for one such domain waits for room on the nodes there are, and Karpenter is not asked for nodes it would put elsewhere",
 						t.Name, f.Name, strings.Join(unmade, ", ")))
+				case len(open) > 0 && levels[len(levels)-1] == corev1.LabelHostname:
+					out = append(out, fmt.Sprintf("NodePool %s can make nodes of flavor %s in several domains of %s: its room counts in none of them, so a workload waits for room on the nodes there are (a NodePool whose template names one domain of each level counts its room there)",
+						t.Name, f.Name, strings.Join(open, ", ")))
 				}
 			}
 		}

@@ -117,7 +117,8 @@ func TestExplainTopology(t *testing.T) {
 
 // TestExplainUnmadeLevels: a NodePool that makes nodes of a flavor with
 // a topology of rack and node can make them into no rack: explain says
-// so; one whose template labels its nodes' rack can.
+// so; one whose template labels its nodes' rack can, and counts; one
+// that may pick among racks can make them, and counts in none.
 func TestExplainUnmadeLevels(t *testing.T) {
 	cfg, _, errs := queues.Parse([]byte(explainTopologyConfig))
 	if len(errs) > 0 {
@@ -125,14 +126,16 @@ func TestExplainUnmadeLevels(t *testing.T) {
 	}
 	target := explainJob("a", "gang", 1, time.Minute, queues.StatePending, 0, 0, 0)
 	in := ExplainInput{Config: cfg, Workloads: []*kinds.Object{target}, AllNamespaces: true, Target: target, Now: explainNow,
-		NodePools: []queues.NodePool{{Template: flavors.NodeTemplate{Name: "gpus"}}, {Template: flavors.NodeTemplate{Name: "racked", Labels: map[string]string{"rack": "r9"}}}}}
+		NodePools: []queues.NodePool{{Template: flavors.NodeTemplate{Name: "gpus"}}, {Template: flavors.NodeTemplate{Name: "racked", Labels: map[string]string{"rack": "r9"}}},
+			{Template: flavors.NodeTemplate{Name: "racks", Requirements: []corev1.NodeSelectorRequirement{{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{"r8", "r9"}}}}}}}
 	var notes []string
 	for _, n := range Explain(in).Notes {
 		if strings.HasPrefix(n, "NodePool") {
 			notes = append(notes, n)
 		}
 	}
-	if len(notes) != 1 || !strings.HasPrefix(notes[0], "NodePool gpus can make nodes of flavor default, but not into its domains of rack:") {
-		t.Errorf("notes %q, want one of NodePool gpus and level rack", notes)
+	if len(notes) != 2 || !strings.HasPrefix(notes[0], "NodePool gpus can make nodes of flavor default, but not into its domains of rack:") ||
+		!strings.HasPrefix(notes[1], "NodePool racks can make nodes of flavor default in several domains of rack: its room counts in none of them") {
+		t.Errorf("notes %q, want one of NodePool gpus that makes no rack, and one of NodePool racks that may make two", notes)
 	}
 }
