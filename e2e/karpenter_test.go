@@ -290,33 +290,10 @@ func TestKarpenter(t *testing.T) {
 		// Karpenter makes its nodes. The second fits the quota but not
 		// that room: it waits, its pods not made, until the first ends,
 		// and then runs on the nodes made for the first.
-		waitNoKarpenterNodes(ctx, t, k.client)
-		docs := exampleDocs(t, k.env.Root)
-		if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(append(docs, fitDocs), "\n---\n")); err != nil {
-			t.Fatal(err)
-		}
-		pool := framework.NodePool{Name: "fit", NodeClass: "default", InstanceTypes: []string{"gpu-8x-amd64-linux"},
-			Labels: map[string]string{"e2e-fit": "true"}, ConsolidateAfter: time.Minute,
-			Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("16")}}
-		if err := k.client.Create(ctx, pool.Obj()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := k.client.Delete(ctx, pool.Obj()); err != nil {
-				t.Errorf("deleting NodePool fit: %v", err)
-			}
-			waitNoKarpenterNodes(ctx, t, k.client)
-			if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(docs, "\n---\n")); err != nil {
-				t.Errorf("restoring the GPU training example's config: %v", err)
-			}
-		})
-		if err := framework.WaitClusterQueues(ctx, k.client, 30*time.Second, "karpenter-fit"); err != nil {
-			t.Fatal(err)
-		}
 		const ns = "team-fit"
-		if err := framework.BindNamespace(ctx, k.client, ns, "karpenter-fit"); err != nil {
-			t.Fatal(err)
-		}
+		withNodePool(ctx, t, k, fitDocs, framework.NodePool{Name: "fit", NodeClass: "default", InstanceTypes: []string{"gpu-8x-amd64-linux"},
+			Labels: map[string]string{"e2e-fit": "true"}, ConsolidateAfter: time.Minute,
+			Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("16")}}, "karpenter-fit", ns)
 		rec := recordPyTorchJobs(ctx, t, k, ns)
 		since := time.Now()
 		// The second is made once the first is admitted, so that the
@@ -399,6 +376,46 @@ func TestKarpenter(t *testing.T) {
 			t.Errorf("pods ran on %v, want each PyTorchJob's two pods on the two nodes made for the first", byJob)
 		}
 		t.Logf("NodeClaims %v; pods on %v", made, byJob)
+	})
+
+	t.Run("a zonal NodePool's room counts in its zone", func(t *testing.T) {
+		// Flavor zone-flavor has a Topology of zone and node. NodePool
+		// zone-b names one zone, test-zone-b, so what it can still make
+		// counts in that zone's domain. With no node yet, a PyTorchJob
+		// whose master and worker ask for one zone is admitted there,
+		// and Karpenter makes its two nodes in test-zone-b.
+		const ns = "team-zone"
+		withNodePool(ctx, t, k, zoneDocs, framework.NodePool{Name: "zone-b", NodeClass: "default", InstanceTypes: []string{"gpu-8x-amd64-linux"},
+			Labels: map[string]string{"e2e-zone": "true"}, ConsolidateAfter: time.Minute,
+			Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"test-zone-b"}}},
+			Limits:       corev1.ResourceList{framework.ResourceGPU: resource.MustParse("16")}}, "karpenter-zone", ns)
+		rec := recordPyTorchJobs(ctx, t, k, ns)
+		if err := k.client.Create(ctx, framework.NewPyTorchJob(ns, "zonal").Workers(1).GPUs(8).Runtime(5*time.Second).
+			TemplateAnnotation("kueue.x-k8s.io/podset-required-topology", corev1.LabelTopologyZone).Obj()); err != nil {
+			t.Fatal(err)
+		}
+		waitPyTorchJobs(ctx, t, k.client, ns, []string{"zonal"}, 3*time.Minute)
+		u, err := getPyTorchJob(ctx, k.client, ns, "zonal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		placement := strings.Split(u.GetAnnotations()["tally.dev/topology"], ";")
+		slices.Sort(placement)
+		if got, want := strings.Join(placement, ";"), "master=test-zone-b/@zone-b:1;worker=test-zone-b/@zone-b:1;zone-flavor"; got != want {
+			t.Errorf("the PyTorchJob's placement %q, want %q (both pods on nodes NodePool zone-b makes in its zone)", got, want)
+		}
+		ran := rec.Pods("zonal")
+		if len(ran) != 2 {
+			t.Errorf("pods ran %v, want the master and the worker", ran)
+		}
+		for pod, node := range ran {
+			n := &corev1.Node{}
+			if err := k.client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+				t.Errorf("pod %s: node %q: %v", pod, node, err)
+			} else if n.Labels[framework.LabelNodePool] != "zone-b" || n.Labels[corev1.LabelTopologyZone] != "test-zone-b" {
+				t.Errorf("pod %s ran on node %s (labels %v), want a node of NodePool zone-b in test-zone-b", pod, node, n.Labels)
+			}
+		}
 	})
 
 	if lines, err := framework.Forbidden(k.tally.LogPath()); err != nil {
@@ -646,6 +663,71 @@ func exampleDocs(t *testing.T, root string) []string {
 	}
 	return docs
 }
+
+// withNodePool adds docs to the GPU training example's config and makes
+// NodePool pool, until the test ends, and binds namespace ns to
+// ClusterQueue cq, one of docs'.
+func withNodePool(ctx context.Context, t *testing.T, k *suite, docs string, pool framework.NodePool, cq, ns string) {
+	t.Helper()
+	waitNoKarpenterNodes(ctx, t, k.client)
+	example := exampleDocs(t, k.env.Root)
+	if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(append(example, docs), "\n---\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.client.Create(ctx, pool.Obj()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k.client.Delete(ctx, pool.Obj()); err != nil {
+			t.Errorf("deleting NodePool %s: %v", pool.Name, err)
+		}
+		waitNoKarpenterNodes(ctx, t, k.client)
+		if err := framework.ApplyConfig(ctx, k.client, tallyNamespace, strings.Join(example, "\n---\n")); err != nil {
+			t.Errorf("restoring the GPU training example's config: %v", err)
+		}
+	})
+	if err := framework.WaitClusterQueues(ctx, k.client, 30*time.Second, cq); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.BindNamespace(ctx, k.client, ns, cq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// zoneDocs add to the GPU training example's config a Topology of zone
+// and node, a flavor of it whose nodes NodePool zone-b makes, and its
+// ClusterQueue.
+const zoneDocs = `apiVersion: kueue.x-k8s.io/v1beta1
+kind: Topology
+metadata:
+  name: zones
+spec:
+  levels:
+  - nodeLabel: topology.kubernetes.io/zone
+  - nodeLabel: kubernetes.io/hostname
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata:
+  name: zone-flavor
+spec:
+  nodeLabels: {e2e-zone: "true"}
+  topologyName: zones
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata:
+  name: karpenter-zone
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu]
+    flavors:
+    - name: zone-flavor
+      resources:
+      - {name: cpu, nominalQuota: 64}
+      - {name: nvidia.com/gpu, nominalQuota: 64}
+`
 
 // fitDocs add to the GPU training example's config a flavor placed at
 // the node level whose nodes NodePool fit makes, and its ClusterQueue,

@@ -91,6 +91,8 @@ type NodePool struct {
 	ConsolidateAfter time.Duration
 	// Limits caps what its nodes have in all (spec.limits); nil: no cap.
 	Limits corev1.ResourceList
+	// Requirements are more requirements of its nodes (a zone).
+	Requirements []corev1.NodeSelectorRequirement
 }
 
 // Obj is the NodePool: on-demand capacity of InstanceTypes, consolidated
@@ -120,6 +122,13 @@ func (p NodePool) Obj() *unstructured.Unstructured {
 		},
 		"nodeClassRef": map[string]any{"group": KWOKNodeClassGVK.Group, "kind": KWOKNodeClassGVK.Kind, "name": p.NodeClass},
 		"expireAfter":  "Never",
+	}
+	for _, r := range p.Requirements {
+		values := make([]any, len(r.Values))
+		for i, v := range r.Values {
+			values[i] = v
+		}
+		spec["requirements"] = append(spec["requirements"].([]any), map[string]any{"key": r.Key, "operator": string(r.Operator), "values": values})
 	}
 	if len(taints) > 0 {
 		spec["taints"] = taints
