@@ -343,15 +343,8 @@ func TestKarpenter(t *testing.T) {
 				t.Fatalf("pod %s of the second PyTorchJob exists while the first holds the NodePool's room", pods.Items[i].Name)
 			}
 		}
-		u, err := getPyTorchJob(ctx, k.client, ns, "first")
-		if err != nil {
-			t.Fatal(err)
-		}
-		placement := strings.Split(u.GetAnnotations()["tally.dev/topology"], ";")
-		slices.Sort(placement)
-		if got, want := strings.Join(placement, ";"), "fit-flavor;master=@fit:1;worker=@fit:1"; got != want {
-			t.Errorf("the first PyTorchJob's placement %q, want %q (both pods on nodes NodePool fit makes)", got, want)
-		}
+		// Both pods on nodes NodePool fit makes.
+		checkTopologyAnnotation(ctx, t, k.client, ns, "first", "fit-flavor;master=@fit:1;worker=@fit:1")
 		waitPyTorchJobs(ctx, t, k.client, ns, []string{"first", "second"}, 3*time.Minute)
 		made := nodes.ClaimsSeen(since, time.Now())
 		if len(made) != 2 {
@@ -395,15 +388,8 @@ func TestKarpenter(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitPyTorchJobs(ctx, t, k.client, ns, []string{"zonal"}, 3*time.Minute)
-		u, err := getPyTorchJob(ctx, k.client, ns, "zonal")
-		if err != nil {
-			t.Fatal(err)
-		}
-		placement := strings.Split(u.GetAnnotations()["tally.dev/topology"], ";")
-		slices.Sort(placement)
-		if got, want := strings.Join(placement, ";"), "master=test-zone-b/@zone-b:1;worker=test-zone-b/@zone-b:1;zone-flavor"; got != want {
-			t.Errorf("the PyTorchJob's placement %q, want %q (both pods on nodes NodePool zone-b makes in its zone)", got, want)
-		}
+		// Both pods on nodes NodePool zone-b makes in its zone.
+		checkTopologyAnnotation(ctx, t, k.client, ns, "zonal", "master=test-zone-b/@zone-b:1;worker=test-zone-b/@zone-b:1;zone-flavor")
 		ran := rec.Pods("zonal")
 		if len(ran) != 2 {
 			t.Errorf("pods ran %v, want the master and the worker", ran)
@@ -662,6 +648,21 @@ func exampleDocs(t *testing.T, root string) []string {
 		docs = append(docs, string(b))
 	}
 	return docs
+}
+
+// checkTopologyAnnotation checks PyTorchJob name's tally.dev/topology, its parts
+// sorted, against want.
+func checkTopologyAnnotation(ctx context.Context, t *testing.T, c client.Reader, ns, name, want string) {
+	t.Helper()
+	u, err := getPyTorchJob(ctx, c, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placement := strings.Split(u.GetAnnotations()["tally.dev/topology"], ";")
+	slices.Sort(placement)
+	if got := strings.Join(placement, ";"); got != want {
+		t.Errorf("PyTorchJob %s's placement %q, want %q", name, got, want)
+	}
 }
 
 // withNodePool adds docs to the GPU training example's config and makes
