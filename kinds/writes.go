@@ -90,7 +90,49 @@ func (templateWrites) restoreDue(ps PodSet, userAnn string, combos [][]*flavors.
 	if have != nil && have.NodeAffinity != nil {
 		haveSel = have.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 	}
-	return !equality.Semantic.DeepEqual(want, haveSel), nil
+	return !pinnedWithin(want, haveSel), nil
+}
+
+// pinnedWithin says whether node selector have is want, or want with a
+// topology domain's pins beside each term's requirements: a label In
+// one value that want does not name, as an admission pins its domain
+// (Target.Pinned). Such a template runs only where want lets it; the
+// next admission's write replaces the pins, so a stopped victim is not
+// written again for them.
+func pinnedWithin(want, have *corev1.NodeSelector) bool {
+	if equality.Semantic.DeepEqual(want, have) {
+		return true
+	}
+	if want == nil || have == nil || len(want.NodeSelectorTerms) != len(have.NodeSelectorTerms) {
+		return false
+	}
+	for i, w := range want.NodeSelectorTerms {
+		h := have.NodeSelectorTerms[i]
+		if !equality.Semantic.DeepEqual(w.MatchFields, h.MatchFields) {
+			return false
+		}
+		named := map[string]bool{}
+		for _, r := range w.MatchExpressions {
+			named[r.Key] = true
+			if !slices.ContainsFunc(h.MatchExpressions, func(x corev1.NodeSelectorRequirement) bool { return equality.Semantic.DeepEqual(r, x) }) {
+				return false
+			}
+		}
+		pins := 0
+		for _, r := range h.MatchExpressions {
+			if named[r.Key] {
+				continue
+			}
+			if r.Operator != corev1.NodeSelectorOpIn || len(r.Values) != 1 {
+				return false
+			}
+			pins++
+		}
+		if len(h.MatchExpressions) != len(w.MatchExpressions)+pins {
+			return false // a requirement of want's keys that want has not
+		}
+	}
+	return true
 }
 
 func (templateWrites) resume(t *Target) any {
