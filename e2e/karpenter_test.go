@@ -11,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -376,30 +378,109 @@ func TestKarpenter(t *testing.T) {
 		// zone-b names one zone, test-zone-b, so what it can still make
 		// counts in that zone's domain. With no node yet, a PyTorchJob
 		// whose master and worker ask for one zone is admitted there,
-		// and Karpenter makes its two nodes in test-zone-b.
+		// and Karpenter makes its two nodes in test-zone-b. A pod an
+		// ordinary user dresses as its master is never bound beside
+		// both of its pods.
 		const ns = "team-zone"
 		withNodePool(ctx, t, k, zoneDocs, framework.NodePool{Name: "zone-b", NodeClass: "default", InstanceTypes: []string{"gpu-8x-amd64-linux"},
 			Labels: map[string]string{"e2e-zone": "true"}, ConsolidateAfter: time.Minute,
 			Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"test-zone-b"}}},
-			Limits:       corev1.ResourceList{framework.ResourceGPU: resource.MustParse("16")}}, "karpenter-zone", ns)
+			Limits:       corev1.ResourceList{framework.ResourceGPU: resource.MustParse("24")}}, "karpenter-zone", ns)
+		grantEdit(ctx, t, k, ns, integrityUser)
+		user, err := framework.NewUserClient(k.cluster.Kubeconfig, integrityUser)
+		if err != nil {
+			t.Fatal(err)
+		}
 		rec := recordPyTorchJobs(ctx, t, k, ns)
-		if err := k.client.Create(ctx, framework.NewPyTorchJob(ns, "zonal").Workers(1).GPUs(8).Runtime(5*time.Second).
+		if err := k.client.Create(ctx, framework.NewPyTorchJob(ns, "zonal").Workers(1).GPUs(8).Runtime(20*time.Second).
 			TemplateAnnotation("kueue.x-k8s.io/podset-required-topology", corev1.LabelTopologyZone).Obj()); err != nil {
 			t.Fatal(err)
 		}
-		waitPyTorchJobs(ctx, t, k.client, ns, []string{"zonal"}, 3*time.Minute)
-		// Both pods on nodes NodePool zone-b makes in its zone.
-		checkTopologyAnnotation(ctx, t, k.client, ns, "zonal", "master=test-zone-b/@zone-b:1;worker=test-zone-b/@zone-b:1;zone-flavor")
-		ran := rec.Pods("zonal")
-		if len(ran) != 2 {
-			t.Errorf("pods ran %v, want the master and the worker", ran)
+		// Both pods bound, on nodes NodePool zone-b made in its zone
+		// (read while they run: Karpenter removes the nodes once empty).
+		var master *corev1.Pod
+		nodesOf := map[string]string{}
+		err = framework.Poll(ctx, 200*time.Millisecond, 3*time.Minute, func(ctx context.Context) (bool, string, error) {
+			pods := &corev1.PodList{}
+			if err := k.client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+				return false, err.Error(), nil
+			}
+			for i := range pods.Items {
+				if p := &pods.Items[i]; framework.Owner(p, framework.PyTorchJobGVK.Kind) == "zonal" && p.Spec.NodeName != "" {
+					nodesOf[p.Name] = p.Spec.NodeName
+					if p.Name == "zonal-master-0" {
+						master = p
+					}
+				}
+			}
+			return len(nodesOf) == 2 && master != nil, fmt.Sprintf("pods of PyTorchJob zonal bound: %v", nodesOf), nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		for pod, node := range ran {
+		for pod, node := range nodesOf {
 			n := &corev1.Node{}
 			if err := k.client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 				t.Errorf("pod %s: node %q: %v", pod, node, err)
 			} else if n.Labels[framework.LabelNodePool] != "zone-b" || n.Labels[corev1.LabelTopologyZone] != "test-zone-b" {
 				t.Errorf("pod %s ran on node %s (labels %v), want a node of NodePool zone-b in test-zone-b", pod, node, n.Labels)
+			}
+		}
+		// A user's pod dressed as the master (its owner, labels,
+		// tolerations and affinity) that asks for NodePool zone-b's nodes
+		// by name. NodePool zone-b may make a third node for it, but the
+		// room tally admitted zonal on is zonal's two pods': the pod is
+		// never bound beside both of them.
+		forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "zonal-forged", OwnerReferences: master.OwnerReferences, Labels: master.Labels},
+			Spec: corev1.PodSpec{Affinity: master.Spec.Affinity, Tolerations: master.Spec.Tolerations,
+				NodeSelector: map[string]string{"e2e-zone": "true", corev1.LabelTopologyZone: "test-zone-b", framework.LabelNodePool: "zone-b"},
+				Containers: []corev1.Container{{Name: "c", Image: "registry.example/pytorch:v1", Resources: corev1.ResourceRequirements{
+					Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")}}}}}}
+		if err := userCreate(ctx, t, &attackRun{s: k, user: user, ns: ns}, forged); err != nil {
+			t.Logf("the user's pod %s, dressed as PyTorchJob zonal's master: %v", forged.Name, err)
+		} else {
+			err = framework.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+				pods := &corev1.PodList{}
+				if err := k.client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+					return false, err.Error(), nil
+				}
+				running, forgedOn := 0, ""
+				for i := range pods.Items {
+					p := &pods.Items[i]
+					switch {
+					case p.Name == forged.Name:
+						forgedOn = p.Spec.NodeName
+					case framework.Owner(p, framework.PyTorchJobGVK.Kind) == "zonal" && p.Spec.NodeName != "" &&
+						p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+						running++
+					}
+				}
+				if forgedOn != "" && running == 2 {
+					t.Errorf("the user's pod %s, dressed as PyTorchJob zonal's master, was bound to node %s beside both of zonal's pods", forged.Name, forgedOn)
+					return true, "", nil
+				}
+				if running < 2 {
+					t.Logf("the user's pod %s, dressed as PyTorchJob zonal's master, was held while both of zonal's pods ran; one has ended, and it is on node %q", forged.Name, forgedOn)
+				}
+				return running < 2, fmt.Sprintf("%d pods of PyTorchJob zonal run; the user's pod is on node %q", running, forgedOn), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.client.Delete(ctx, forged, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting pod %s: %v", forged.Name, err)
+			}
+		}
+		waitPyTorchJobs(ctx, t, k.client, ns, []string{"zonal"}, 3*time.Minute)
+		checkTopologyAnnotation(ctx, t, k.client, ns, "zonal", "master=test-zone-b/@zone-b:1;worker=test-zone-b/@zone-b:1;zone-flavor")
+		ran := rec.Pods("zonal")
+		delete(ran, forged.Name)
+		if len(ran) != 2 {
+			t.Errorf("pods ran %v, want the master and the worker", ran)
+		}
+		for pod, node := range ran {
+			if nodesOf[pod] != node {
+				t.Errorf("pod %s ran on node %s, want %s, the node it was bound to", pod, node, nodesOf[pod])
 			}
 		}
 	})
