@@ -53,7 +53,7 @@ func TestIntegrationNamespaceLabel(t *testing.T) {
 	t.Run("an unknown ClusterQueue is denied with the known ones", func(t *testing.T) {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-bad", Annotations: map[string]string{queues.AnnotationNamespaceQueue: "nope"}}}
 		err := k8s.Create(ctx, ns)
-		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, dra, drabench, drapods, late, plugin, podmisplaced, podplace, podreplace, pods, poduncovered, prio, pytorch, selective, small, stat, tas, tasdra, tiny`) {
+		if err == nil || !strings.Contains(err.Error(), `ClusterQueue "nope" is not defined; known ClusterQueues: accel, dra, drabench, drapods, finished, late, plugin, podmisplaced, podplace, podreplace, pods, poduncovered, prio, pytorch, selective, small, stat, tas, tasdra, tiny`) {
 			t.Fatalf("want denial naming the known queues, got %v", err)
 		}
 	})

@@ -63,6 +63,7 @@ var testConfig = queuestest.New().
 	ClusterQueue("poduncovered").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("podmisplaced").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("tiny").Group("cpu").Quotas("on-demand", "cpu=1").
+	ClusterQueue("finished").Group("cpu").Quotas("on-demand", "cpu=2").
 	ClusterQueue("dra").Group("cpu", "example.com/gpu").Quotas("gpu", "cpu=100", "example.com/gpu=4").
 	ClusterQueue("drapods").Group("cpu", "example.com/gpu").Quotas("gpu", "cpu=100", "example.com/gpu=2").
 	ClusterQueue("drabench").Group("cpu", "example.com/gpu").Quotas("gpu", "cpu=100", "example.com/gpu=100").

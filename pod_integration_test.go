@@ -406,7 +406,7 @@ func TestIntegrationConcurrentPodsAsUser(t *testing.T) {
 // gate reading it, as tally's does, with no pods let through yet.
 func inProcessGate(tb testing.TB, ctx context.Context, podSelector labels.Selector) func() *webhook.PodGate {
 	tb.Helper()
-	byObject := ledger.CacheOptions(tallyNS, false)
+	byObject := ledger.CacheOptions(tallyNS, false, false)
 	if podSelector != nil {
 		for obj, o := range byObject {
 			if _, ok := obj.(*corev1.Pod); ok {

@@ -41,6 +41,7 @@ type serveFlags struct {
 	webhookHost, certDir, webhookURL   string
 	webhookPort                        int
 	register, certManager, leaderElect bool
+	watchFinished                      bool
 	metricsAddr, probeAddr, pprofAddr  string
 	dashboardAddr                      string
 	shutdownDelay, recount             time.Duration
@@ -83,6 +84,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	var finishedLabel, events, admissionPatch string
 	fs.StringVar(&finishedLabel, "finished-label", string(ledger.FinishedLabelEager), "How the ledger writes the label tally.dev/state=finished: eager (when the workload finishes), lazy (coalesced, at most --finished-label-rate a second, and only while no admission or preemption write is in flight), or off (never: a finished workload keeps its label; its status says it finished).")
 	fs.Float64Var(&f.finishedLabelRate, "finished-label-rate", 100, "With --finished-label=lazy, the most finished labels written a second.")
+	fs.BoolVar(&f.watchFinished, "watch-finished", false, "Keep watching batch/v1 Jobs labelled tally.dev/state=finished until they are deleted. By default they leave tally's watch once labelled, so tally's memory follows the Jobs queued and running, not the cluster's history of finished ones.")
 	fs.StringVar(&events, "events", string(ledger.EventsAll), "Which Events the ledger records: all, or minimal (no Queued or Pending Event for a workload admitted by the first pass that sees it; every other Event is recorded).")
 	fs.StringVar(&admissionPatch, "admission-patch", string(ledger.AdmissionPatchMerge), "How the admission write is encoded, one write guarded by resourceVersion in each: merge (JSON merge patch), json (JSON patch), or apply (server-side apply, forced; it cannot delete fields).")
 	fs.StringVar(&f.apiContentType, "api-content-type", "protobuf", "The encoding of tally's API requests, responses and watches: protobuf (for built-in kinds, custom resources in JSON: controller-runtime's choice) or json (for all, but the metadata-only answers to its patches, always protobuf).")
@@ -223,7 +225,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	}
 	var jobWatch *ledger.JobWatch
 	if f.apiContentType != "json" {
-		if jobWatch, err = ledger.NewJobWatch(watchCfg, watchHTTP); err != nil {
+		if jobWatch, err = ledger.NewJobWatch(watchCfg, watchHTTP, ledger.JobSelector(f.watchFinished)); err != nil {
 			return err
 		}
 	}
@@ -237,7 +239,7 @@ func serveWith(ctx context.Context, f *serveFlags, log logr.Logger, draining *at
 	mgr, err := ctrl.NewManager(restCfg, manager.Options{
 		Scheme:         scheme,
 		MapperProvider: newMapper,
-		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: ledger.CacheOptions(f.namespace, f.configFile == ""),
+		Cache: cache.Options{HTTPClient: watchHTTP, ByObject: ledger.CacheOptions(f.namespace, f.configFile == "", f.watchFinished),
 			DefaultTransform: cache.TransformStripManagedFields(), NewInformer: ledger.ResumingInformers(log.WithName("watch"), jobWatch)},
 		Metrics:                             metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:              f.probeAddr,

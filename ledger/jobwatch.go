@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -49,18 +50,19 @@ type WatchFunc = toolscache.WatchFuncWithContext
 // which makes of a spec what it made of it before, and writes to none it
 // shares: what the informer stores is what decoding the spec would give.
 //
-// The watches open with the informer's options as they are: the Jobs'
-// informer has no selector and no namespace (CacheOptions), so none is
-// added. Like client-go's watches, their opening is not throttled by the
-// client's rate limiter.
+// The watches open with the informer's options and the label selector
+// the cache gives the Jobs' informer (CacheOptions' JobSelector), which
+// they are opened in place of; the Jobs' informer has no namespace. Like
+// client-go's watches, their opening is not throttled by the client's
+// rate limiter.
 type JobWatch struct {
 	open  WatchFunc
 	store atomic.Pointer[toolscache.KeyGetter]
 }
 
 // NewJobWatch returns a JobWatch over cfg's server and credentials and
-// httpClient.
-func NewJobWatch(cfg *rest.Config, httpClient *http.Client) (*JobWatch, error) {
+// httpClient, whose watches select the Jobs selector selects (all if nil).
+func NewJobWatch(cfg *rest.Config, httpClient *http.Client, selector labels.Selector) (*JobWatch, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &batchv1.SchemeGroupVersion
 	c.APIPath = "/apis"
@@ -75,6 +77,9 @@ func NewJobWatch(cfg *rest.Config, httpClient *http.Client) (*JobWatch, error) {
 	jw := &JobWatch{}
 	jw.open = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		opts.Watch = true
+		if selector != nil {
+			opts.LabelSelector = selector.String()
+		}
 		body, err := rc.Get().Resource("jobs").VersionedParams(&opts, metav1.ParameterCodec).
 			SetHeader("Accept", jobWatchMediaType).Stream(ctx)
 		if err != nil {

@@ -223,7 +223,7 @@ func TestJobWatchAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jw, err := NewJobWatch(cfg, httpClient)
+	jw, err := NewJobWatch(cfg, httpClient, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,9 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -19,15 +21,38 @@ import (
 	"tally.dev/tally/queues"
 )
 
+// JobSelector is the label selector of the batch/v1 Jobs the ledger
+// watches: those not labelled tally.dev/state=finished (and those with no
+// state label), or, if watchFinished, all (nil). See CacheOptions; a
+// JobWatch opens its watches with it too.
+func JobSelector(watchFinished bool) labels.Selector {
+	if watchFinished {
+		return nil
+	}
+	r, err := labels.NewRequirement(queues.LabelState, selection.NotEquals, []string{string(queues.StateFinished)})
+	if err != nil {
+		panic(err) // a constant requirement
+	}
+	return labels.NewSelector().Add(*r)
+}
+
 // CacheOptions are what the ledger needs of the manager's cache: Jobs
 // stripped to what it reads (kinds.StripJob), the pods of admitted workloads
 // stripped to their owner and phase (StripPod), and, when the config comes from
 // the ConfigMap (fromConfigMap), that one ConfigMap of namespace; and the
 // LimitRanges, RuntimeClasses and ResourceClaimTemplates stripped to what
 // makes pod defaults.
-func CacheOptions(namespace string, fromConfigMap bool) map[client.Object]cache.ByObject {
+//
+// Unless watchFinished, the Jobs exclude those labelled
+// tally.dev/state=finished. A finished Job holds no quota and its finish
+// is final, and the label is the last thing tally writes on it: once
+// labelled, it leaves the watch and the ledger forgets it as if it were
+// deleted (its pods that still run keep its quota until they are gone).
+// So what tally keeps follows the Jobs queued and running, not the
+// cluster's history of finished ones.
+func CacheOptions(namespace string, fromConfigMap, watchFinished bool) map[client.Object]cache.ByObject {
 	byObject := map[client.Object]cache.ByObject{
-		kinds.Job{}.New():                   {Transform: kinds.StripJob},
+		kinds.Job{}.New():                   {Label: JobSelector(watchFinished), Transform: kinds.StripJob},
 		&corev1.Pod{}:                       {Label: podSelector(), Transform: StripPod},
 		&corev1.LimitRange{}:                {Transform: StripLimitRange},
 		&nodev1.RuntimeClass{}:              {Transform: StripRuntimeClass},
