@@ -74,7 +74,8 @@
 // machine's documentation), and beside it what the ledger keeps of its
 // object for its writes and its own bookkeeping of Events and metrics.
 // One that has finished and holds nothing keeps only who its workload is
-// (entry.forgetEnded): most of a cluster's workloads have finished.
+// (entry.forgetEnded) until it is labelled finished; a batch/v1 Job then
+// leaves the watch (CacheOptions) and its entry goes, as on a delete.
 // The machine decides; the ledger acts. What an informer shows is folded
 // with machine.React (onJob, foldLocked); the ledger's own decisions and
 // the outcomes of its writes are the machine's steps, each carried out by
