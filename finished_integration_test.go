@@ -61,6 +61,18 @@ func TestIntegrationFinishedLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, finished)
+	// A pod that names Job one, out of tally's watch now, as its
+	// controller is not let through as its: Job one has finished.
+	late := newPod(ns, "one-late", "2", one, "Job")
+	if err := k8s.Create(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if !gated(late) {
+		t.Fatalf("pod one-late, naming finished Job one as its controller, was let through: labels %v", late.Labels)
+	}
+	if err := k8s.Delete(ctx, late, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, 10*time.Second, func() (bool, string) {
 		j := getJob(t, ns, "two")
 		return !ptr.Deref(j.Spec.Suspend, true), "Job two is " + j.Labels[queues.LabelState]
