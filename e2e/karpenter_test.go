@@ -439,34 +439,7 @@ func TestKarpenter(t *testing.T) {
 		if err := userCreate(ctx, t, &attackRun{s: k, user: user, ns: ns}, forged); err != nil {
 			t.Logf("the user's pod %s, dressed as PyTorchJob zonal's master: %v", forged.Name, err)
 		} else {
-			err = framework.Poll(ctx, 200*time.Millisecond, 2*time.Minute, func(ctx context.Context) (bool, string, error) {
-				pods := &corev1.PodList{}
-				if err := k.client.List(ctx, pods, client.InNamespace(ns)); err != nil {
-					return false, err.Error(), nil
-				}
-				running, forgedOn := 0, ""
-				for i := range pods.Items {
-					p := &pods.Items[i]
-					switch {
-					case p.Name == forged.Name:
-						forgedOn = p.Spec.NodeName
-					case framework.Owner(p, framework.PyTorchJobGVK.Kind) == "zonal" && p.Spec.NodeName != "" &&
-						p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
-						running++
-					}
-				}
-				if forgedOn != "" && running == 2 {
-					t.Errorf("the user's pod %s, dressed as PyTorchJob zonal's master, was bound to node %s beside both of zonal's pods", forged.Name, forgedOn)
-					return true, "", nil
-				}
-				if running < 2 {
-					t.Logf("the user's pod %s, dressed as PyTorchJob zonal's master, was held while both of zonal's pods ran; one has ended, and it is on node %q", forged.Name, forgedOn)
-				}
-				return running < 2, fmt.Sprintf("%d pods of PyTorchJob zonal run; the user's pod is on node %q", running, forgedOn), nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			waitHeldBeside(ctx, t, k.client, ns, forged.Name, "zonal", 2, 2*time.Minute)
 			if err := k.client.Delete(ctx, forged, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("deleting pod %s: %v", forged.Name, err)
 			}

@@ -288,35 +288,7 @@ func TestTopologyPyTorchJob(t *testing.T) {
 		// It may run only in the place of one of the nine that has
 		// ended (as a pod its controller makes again would): never
 		// beside all nine.
-		err = framework.Poll(ctx, 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
-			pods := &corev1.PodList{}
-			if err := s.client.List(ctx, pods, client.InNamespace(ns)); err != nil {
-				return false, "", err
-			}
-			running, forgedOn := 0, ""
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				switch {
-				case p.Name == forged.Name:
-					forgedOn = p.Spec.NodeName
-				case framework.Owner(p, framework.PyTorchJobGVK.Kind) == c && p.Spec.NodeName != "" &&
-					p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
-					running++
-				}
-			}
-			if forgedOn != "" && running == 9 {
-				t.Errorf("the user's pod %s, labelled as a worker of PyTorchJob spread (tally.dev/podset %q), was bound to node %s beside all 9 pods spread was admitted with",
-					forged.Name, worker.Labels["tally.dev/podset"], forgedOn)
-				return true, "", nil
-			}
-			if running < 9 {
-				t.Logf("the user's pod %s, labelled as a worker of PyTorchJob spread, was held while its 9 pods ran; one has ended, and it is on node %q", forged.Name, forgedOn)
-			}
-			return running < 9, fmt.Sprintf("%d pods of PyTorchJob spread run; the user's pod is on node %q", running, forgedOn), nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		waitHeldBeside(ctx, t, s.client, ns, forged.Name, c, 9, time.Minute)
 	}
 	done := waitPyTorchJobs(ctx, t, s.client, ns, []string{c}, 2*time.Minute)[0]
 	pods := rec.Pods(c)
@@ -595,5 +567,41 @@ func TestNodeFitFragmentation(t *testing.T) {
 	}
 	if succeeded[other] != 1 || len(succeeded) != 1 {
 		t.Errorf("Job swap's pods succeeded on nodes %v, want one on %s, which replaced %s", succeeded, other, lost)
+	}
+}
+
+// waitHeldBeside waits until fewer than n pods of PyTorchJob job run in
+// ns, and fails if the user's pod forged is bound while all n do: it may
+// run only in the place of one that has ended, as a pod the job's
+// controller makes again would.
+func waitHeldBeside(ctx context.Context, t *testing.T, c client.Reader, ns, forged, job string, n int, timeout time.Duration) {
+	t.Helper()
+	err := framework.Poll(ctx, 200*time.Millisecond, timeout, func(ctx context.Context) (bool, string, error) {
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return false, err.Error(), nil
+		}
+		running, forgedOn := 0, ""
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			switch {
+			case p.Name == forged:
+				forgedOn = p.Spec.NodeName
+			case framework.Owner(p, framework.PyTorchJobGVK.Kind) == job && p.Spec.NodeName != "" &&
+				p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed:
+				running++
+			}
+		}
+		if forgedOn != "" && running == n {
+			t.Errorf("the user's pod %s, claiming to be PyTorchJob %s's, was bound to node %s beside all %d of its pods", forged, job, forgedOn, n)
+			return true, "", nil
+		}
+		if running < n {
+			t.Logf("the user's pod %s, claiming to be PyTorchJob %s's, was held while its %d pods ran; one has ended, and it is on node %q", forged, job, n, forgedOn)
+		}
+		return running < n, fmt.Sprintf("%d pods of PyTorchJob %s run; the user's pod is on node %q", running, job, forgedOn), nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
