@@ -117,6 +117,7 @@ func TestIntegrityAttacks(t *testing.T) {
 		{name: "e2e-int-owner2", run: attackFalseOwner("a served kind", framework.PyTorchJobGVK)},
 		{name: "e2e-int-scale", run: attackScale},
 		{name: "e2e-int-ghost", run: attackGhostPod},
+		{name: "e2e-int-finished", run: attackFinishedOwner},
 		{name: "e2e-int-defaults", run: attackLimitRange},
 		{name: "e2e-int-pod", run: attackBarePods},
 		{name: "e2e-int-deploy", run: attackDeployment},
@@ -501,6 +502,47 @@ func attackGhostPod(ctx context.Context, t *testing.T, r *attackRun) {
 	}
 	if err := r.s.client.Delete(ctx, ghost); err != nil {
 		t.Errorf("deleting the ghost pod: %v", err)
+	}
+}
+
+// A pod of the user's dressed as a pod of their Job that has finished and
+// been labelled so, which takes it out of tally's watch: the Job as its
+// controller, the Job's pod labels, the whole quota and the GPU nodes. The
+// gate holds it, as it holds a pod of any workload that is not admitted:
+// it is never bound, and the Job the user queues next runs in the quota.
+func attackFinishedOwner(ctx context.Context, t *testing.T, r *attackRun) {
+	first := framework.NewJob(r.ns, "first").GPUs(integrityGPUs).Runtime(time.Second).Obj()
+	if err := userCreate(ctx, t, r, first); err != nil {
+		t.Fatal(err)
+	}
+	waitFinishedAndLabelled(ctx, t, r.s.client, r.ns, 1, time.Minute)
+	done := &batchv1.Job{}
+	if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(first), done); err != nil {
+		t.Fatal(err)
+	}
+	late := ownedPod(r.ns, "late", done)
+	late.Labels = done.Spec.Template.Labels
+	if err := userCreate(ctx, t, r, late); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.s.client.Delete(context.Background(), late) })
+	waitNsPods(ctx, t, r, "pod late is held by the gate", func(pods []corev1.Pod) bool {
+		return slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == late.Name && podGated(&p) })
+	})
+	second := framework.NewJob(r.ns, "second").GPUs(integrityGPUs).Runtime(time.Second).Obj()
+	if err := userCreate(ctx, t, r, second); err != nil {
+		t.Fatal(err)
+	}
+	waitJobsDone(ctx, t, r, time.Minute, "second")
+	if n := r.audit.SucceededOf(r.ns, "second"); n == 0 {
+		t.Errorf("Job second finished with no pod that succeeded")
+	}
+	p := &corev1.Pod{}
+	if err := r.s.client.Get(ctx, client.ObjectKeyFromObject(late), p); err != nil {
+		t.Fatalf("pod late: %v", err)
+	}
+	if p.Spec.NodeName != "" || !podGated(p) {
+		t.Errorf("pod late, naming finished Job first as its controller, was let through: node %q, phase %s, gated %v", p.Spec.NodeName, p.Status.Phase, podGated(p))
 	}
 }
 
