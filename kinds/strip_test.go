@@ -3,6 +3,7 @@ package kinds
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -189,7 +191,7 @@ func TestStripJobShares(t *testing.T) {
 // TestShareBound: a share keeps at most shareMax values, then starts
 // again; what it handed out stays as it was.
 func TestShareBound(t *testing.T) {
-	var s share[*int]
+	var s share[string, *int]
 	first := new(int)
 	if got := s.of("k0", first); got != first {
 		t.Fatal("the first value for a key is not the one given")
@@ -207,4 +209,123 @@ func TestShareBound(t *testing.T) {
 	if again := new(int); s.of("k0", again) != again {
 		t.Fatal("a share started again still handed out a value from before")
 	}
+}
+
+// storedJob is a Job of a queue as the API server keeps it once tally's
+// webhook has made it: the API server's defaults, the Job controller's
+// labels and Suspended condition, and the node affinity and toleration
+// of its queue's flavor.
+func storedJob(name string, uid types.UID) *batchv1.Job {
+	at := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	nonIndexed, replace := batchv1.NonIndexedCompletion, batchv1.TerminatingOrFailed
+	pods := map[string]string{"batch.kubernetes.io/controller-uid": string(uid), "batch.kubernetes.io/job-name": name,
+		"controller-uid": string(uid), "job-name": name}
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", UID: uid, ResourceVersion: "123456",
+		Generation: 1, CreationTimestamp: at,
+		Labels:      map[string]string{"kueue.x-k8s.io/queue-name": "lq", "tally.dev/state": "pending"},
+		Annotations: map[string]string{"tally.dev/queue": "team-a-cq"}}}
+	j.Spec = batchv1.JobSpec{Parallelism: ptr.To[int32](1), Completions: ptr.To[int32](1), BackoffLimit: ptr.To[int32](6),
+		CompletionMode: &nonIndexed, Suspend: ptr.To(true), PodReplacementPolicy: &replace, ManualSelector: ptr.To(false),
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/controller-uid": string(uid)}}}
+	j.Spec.Template.Labels = pods
+	j.Spec.Template.Spec = corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, DNSPolicy: corev1.DNSClusterFirst,
+		SchedulerName: "default-scheduler", TerminationGracePeriodSeconds: ptr.To[int64](30),
+		Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: corev1.PullIfNotPresent,
+			TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: "cloud.example.com/instance-type", Operator: corev1.NodeSelectorOpIn, Values: []string{"gpu-a100"}}}}}}}},
+		Tolerations: []corev1.Toleration{{Key: "kueue.x-k8s.io/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+	}
+	j.Status = batchv1.JobStatus{Ready: ptr.To[int32](0), Terminating: ptr.To[int32](0),
+		UncountedTerminatedPods: &batchv1.UncountedTerminatedPods{},
+		Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, LastProbeTime: at,
+			LastTransitionTime: at, Reason: "JobSuspended", Message: "Job suspended"}}}
+	return j
+}
+
+// TestStripJobSharesScheduling: Jobs of one queue, stored apart, share
+// their affinity, tolerations, the spec's counts and modes, and their
+// conditions' words once stripped; their own values are unchanged.
+func TestStripJobSharesScheduling(t *testing.T) {
+	strip := func(name string) *batchv1.Job {
+		b, err := storedJob(name, types.UID("uid-"+name)).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &batchv1.Job{}
+		if err := j.Unmarshal(b); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := StripJob(j)
+		return out.(*batchv1.Job)
+	}
+	a, b := strip("a"), strip("b")
+	sa, sb := &a.Spec.Template.Spec, &b.Spec.Template.Spec
+	if sa.Affinity != sb.Affinity || &sa.Tolerations[0] != &sb.Tolerations[0] {
+		t.Errorf("Jobs a and b do not share their affinity and tolerations")
+	}
+	if a.Spec.Parallelism != b.Spec.Parallelism || a.Spec.BackoffLimit != b.Spec.BackoffLimit || a.Spec.Suspend != b.Spec.Suspend ||
+		a.Spec.CompletionMode != b.Spec.CompletionMode || a.Spec.PodReplacementPolicy != b.Spec.PodReplacementPolicy ||
+		a.Status.Ready != b.Status.Ready {
+		t.Errorf("Jobs a and b do not share the pointers of their spec's counts and modes")
+	}
+	if unsafe.StringData(a.Status.Conditions[0].Reason) != unsafe.StringData(b.Status.Conditions[0].Reason) {
+		t.Errorf("Jobs a and b do not share their condition's reason")
+	}
+	want := storedJob("a", "uid-a")
+	if diff := cmp.Diff(want.Spec.Template.Spec.Affinity, sa.Affinity); diff != "" {
+		t.Errorf("Job a's affinity (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.Spec.Template.Spec.Tolerations, sa.Tolerations); diff != "" {
+		t.Errorf("Job a's tolerations (-want +got):\n%s", diff)
+	}
+	if *a.Spec.Parallelism != 1 || *a.Spec.BackoffLimit != 6 || !*a.Spec.Suspend || *a.Spec.ManualSelector ||
+		*a.Spec.CompletionMode != batchv1.NonIndexedCompletion || *a.Spec.PodReplacementPolicy != batchv1.TerminatingOrFailed {
+		t.Errorf("Job a's counts and modes changed: %+v", a.Spec)
+	}
+	other := storedJob("c", "uid-c")
+	other.Spec.Template.Spec.Tolerations[0].Key = "other"
+	other.Spec.Parallelism = ptr.To[int32](3)
+	out, _ := StripJob(other)
+	c := out.(*batchv1.Job)
+	if c.Spec.Template.Spec.Tolerations[0].Key != "other" || *c.Spec.Parallelism != 3 || *a.Spec.Parallelism != 1 {
+		t.Errorf("Job c, of other tolerations and parallelism, got another's: %q, %d", c.Spec.Template.Spec.Tolerations[0].Key, *c.Spec.Parallelism)
+	}
+}
+
+// BenchmarkStrippedJobHeld reports the heap that each of 10,000 stored
+// Jobs of one queue holds once decoded from protobuf and stripped, as
+// the Jobs' informer keeps them (B/job).
+func BenchmarkStrippedJobHeld(b *testing.B) {
+	const n = 10000
+	frames := make([][]byte, n)
+	for i := range frames {
+		name := fmt.Sprintf("job-%05d", i)
+		var err error
+		if frames[i], err = storedJob(name, types.UID(fmt.Sprintf("8d7c1e2a-0000-4000-8000-%012d", i))).Marshal(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var perJob float64
+	for b.Loop() {
+		held := make([]*batchv1.Job, n)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i, f := range frames {
+			j := &batchv1.Job{}
+			if err := j.Unmarshal(f); err != nil {
+				b.Fatal(err)
+			}
+			out, _ := StripJob(j)
+			held[i] = out.(*batchv1.Job)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perJob = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(held)
+	}
+	b.ReportMetric(perJob, "B/job")
 }
