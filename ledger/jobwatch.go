@@ -204,8 +204,14 @@ func (d *jobFrames) decodeParts(job *batchv1.Job, b []byte) bool {
 	if job.ObjectMeta.Unmarshal(parts[0]) != nil || job.Status.Unmarshal(parts[2]) != nil {
 		return false
 	}
-	if known := d.known(job.Namespace, job.Name); known != nil && job.Generation != 0 &&
-		known.UID == job.UID && known.Generation == job.Generation && (kinds.Ended(job) || !kinds.Ended(known)) {
+	known := d.known(job.Namespace, job.Name)
+	if known == nil || known.UID != job.UID {
+		return job.Spec.Unmarshal(parts[1]) == nil
+	}
+	// The same Job: its name and UID are the stored strings, which its
+	// workload holds too, not copies of them.
+	job.Name, job.UID = known.Name, known.UID
+	if job.Generation != 0 && known.Generation == job.Generation && (kinds.Ended(job) || !kinds.Ended(known)) {
 		job.Spec = known.Spec
 		return true
 	}

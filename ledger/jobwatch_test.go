@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
@@ -313,8 +314,9 @@ func TestJobWatchAPIServer(t *testing.T) {
 
 // TestJobFramesKnownSpecs decodes events of Jobs the store holds: the
 // spec is the stored one exactly when the UID and generation are the
-// stored ones, and the informer stores what it would store from
-// client-go's watch either way.
+// stored ones, the name and UID strings exactly when the UID is, and
+// the informer stores what it would store from client-go's watch either
+// way.
 func TestJobFramesKnownSpecs(t *testing.T) {
 	job := func(uid string, generation int64, rv string, mutate func(*batchv1.Job)) *batchv1.Job {
 		j := watchedJob("a", rv)
@@ -366,6 +368,11 @@ func TestJobFramesKnownSpecs(t *testing.T) {
 		}
 		if known := stored != nil && got.Spec.Parallelism == stored.Spec.Parallelism; known != ev.known {
 			t.Errorf("event %d (%s, generation %d): took the stored spec: %t, want %t", i, got.UID, got.Generation, known, ev.known)
+		}
+		reused := stored != nil && unsafe.StringData(string(got.UID)) == unsafe.StringData(string(stored.UID)) &&
+			unsafe.StringData(got.Name) == unsafe.StringData(stored.Name)
+		if same := stored != nil && stored.UID == got.UID; reused != same {
+			t.Errorf("event %d (%s): took the stored name and UID: %t, want %t", i, got.UID, reused, same)
 		}
 		gotStripped, _ := kinds.StripJob(got)
 		wantStripped, _ := kinds.StripJob(want[i].Object.(*batchv1.Job))
