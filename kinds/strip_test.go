@@ -188,29 +188,6 @@ func TestStripJobShares(t *testing.T) {
 	}
 }
 
-// TestShareBound: a share keeps at most shareMax values, then starts
-// again; what it handed out stays as it was.
-func TestShareBound(t *testing.T) {
-	var s share[string, *int]
-	first := new(int)
-	if got := s.of("k0", first); got != first {
-		t.Fatal("the first value for a key is not the one given")
-	}
-	for i := 1; i < shareMax; i++ {
-		s.of(fmt.Sprint("k", i), new(int))
-	}
-	if got := s.of("k0", new(int)); got != first {
-		t.Fatal("a key seen before, with the share not full, got another value")
-	}
-	s.of("one more", new(int))
-	if len(s.values) != 1 {
-		t.Fatalf("a full share took one more and holds %d values, want 1", len(s.values))
-	}
-	if again := new(int); s.of("k0", again) != again {
-		t.Fatal("a share started again still handed out a value from before")
-	}
-}
-
 // storedJob is a Job of a queue as the API server keeps it once tally's
 // webhook has made it: the API server's defaults, the Job controller's
 // labels and Suspended condition, and the node affinity and toleration

@@ -24,7 +24,9 @@
 // with why (docs/kueue-fields.md lists them all). stop.go decides what a
 // ClusterQueue's or LocalQueue's stopPolicy holds and drains, priority.go
 // resolves a workload's priority as Kueue does, and UsageOf (usageof.go)
-// reads what an admitted workload holds from its flavors annotation.
+// reads what an admitted workload holds from its flavors annotation,
+// handing out one Usage for all that hold the same (Share, share.go, which
+// kinds uses for the Jobs' stripped copies too).
 // cohort.go derives the tree that Cohort documents make (validatecohort.go
 // checks them): each cohort's subtree quota, what it keeps and what it may
 // reach; the Snapshot bubbles usage up the tree as it charges, Pools keep
