@@ -26,7 +26,8 @@
 // resolves a workload's priority as Kueue does, and UsageOf (usageof.go)
 // reads what an admitted workload holds from its flavors annotation,
 // handing out one Usage for all that hold the same (Share, share.go, which
-// kinds uses for the Jobs' stripped copies too).
+// also gives the workloads of one size one map of requests, and kinds
+// the Jobs' stripped copies their shared values).
 // cohort.go derives the tree that Cohort documents make (validatecohort.go
 // checks them): each cohort's subtree quota, what it keeps and what it may
 // reach; the Snapshot bubbles usage up the tree as it charges, Pools keep

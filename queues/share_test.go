@@ -5,6 +5,12 @@ import (
 	"reflect"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"tally.dev/tally/flavors"
 )
 
@@ -56,5 +62,34 @@ func TestUsageOfShares(t *testing.T) {
 		if !got.Equal(want[name]) {
 			t.Errorf("%s = %v, want %v", name, got, want[name])
 		}
+	}
+}
+
+// TestWorkloadsShareRequests: Workloads of pods of the same requests
+// share their pod sets' requests and their totals; one of other requests
+// has its own.
+func TestWorkloadsShareRequests(t *testing.T) {
+	job := func(name, cpu string, count int32) *Workload {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name)}}
+		j.Spec.Parallelism = &count
+		j.Spec.Template.Spec.Containers = []corev1.Container{{Name: "main",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
+		return WorkloadFromJob(j, "q", 0)
+	}
+	same := func(x, y flavors.Resources) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	a, b, c := job("a", "2", 3), job("b", "2", 3), job("c", "3", 3)
+	if !same(a.PodSets[0].Requests, b.PodSets[0].Requests) || !same(a.Total(), b.Total()) {
+		t.Errorf("Jobs a and b, of the same pods, do not share their requests and totals")
+	}
+	if same(a.PodSets[0].Requests, c.PodSets[0].Requests) || same(a.Total(), c.Total()) {
+		t.Errorf("Jobs a and c, of other requests, share them")
+	}
+	if got := a.Total()[corev1.ResourceCPU]; got != amt(corev1.ResourceCPU, "6") {
+		t.Errorf("Job a's total cpu is %v, want 6", got)
+	}
+	if got := c.PodSets[0].Requests[corev1.ResourceCPU]; got != amt(corev1.ResourceCPU, "3") {
+		t.Errorf("Job c's pods request %v cpu, want 3", got)
 	}
 }

@@ -3,6 +3,8 @@ package queues
 import (
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 	"unique"
 
@@ -135,7 +137,7 @@ func (w *Workload) Key() string { return w.Namespace + "/" + w.Name }
 // Seal computes the Workload's totals once, after which Total is free and
 // the Workload must not change. WorkloadFromJob seals what it builds.
 func (w *Workload) Seal() *Workload {
-	w.total = w.sum()
+	w.total = shareResources(w.sum())
 	w.vec = make([]cell, 0, len(w.total))
 	w.names = w.total.Names()
 	for i, n := range w.names {
@@ -228,11 +230,31 @@ func podSets(sets []PodTemplate) []PodSet {
 	out := make([]PodSet, 0, len(sets))
 	for _, t := range sets {
 		count := max(t.Count, 0)
-		out = append(out, PodSet{Name: t.Name, Count: count, Autoscaled: min(max(t.Autoscaled, 0), count), Requests: WithClaims(PodRequests(t.Spec), t.Claims), Uncharged: t.Uncharged,
+		out = append(out, PodSet{Name: t.Name, Count: count, Autoscaled: min(max(t.Autoscaled, 0), count), Requests: shareResources(WithClaims(PodRequests(t.Spec), t.Claims)), Uncharged: t.Uncharged,
 			Topology: t.Topology, Group: t.Group})
 	}
 	return out
 }
+
+// shareResources is r, or an equal map handed out before: the pod sets'
+// requests and the totals of workloads of one size are one map, which no
+// one changes (a Workload is sealed).
+func shareResources(r flavors.Resources) flavors.Resources {
+	if len(r) == 0 {
+		return r
+	}
+	var key strings.Builder
+	for _, n := range r.Names() {
+		key.WriteString(string(n))
+		key.WriteByte(0)
+		key.WriteString(strconv.FormatInt(int64(r[n]), 10))
+		key.WriteByte(0)
+	}
+	return sharedResources.Of(key.String(), r)
+}
+
+// sharedResources holds the maps shareResources hands out.
+var sharedResources Share[string, flavors.Resources]
 
 // PodRequests is what one pod of spec requests, as the scheduler computes
 // it (init containers, sidecars, overhead and pod-level resources
