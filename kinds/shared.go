@@ -19,6 +19,7 @@ var (
 	sharedMaps        queues.Share[string, map[string]string]
 	sharedAffinities  queues.Share[string, *corev1.Affinity]
 	sharedTolerations queues.Share[string, []corev1.Toleration]
+	sharedBools       queues.Share[bool, *bool]
 	sharedInt32s      queues.Share[int32, *int32]
 	sharedInt64s      queues.Share[int64, *int64]
 	sharedStrings     queues.Share[string, *string]
@@ -97,18 +98,3 @@ func sharePtr[T comparable](s *queues.Share[T, *T], p *T) *T {
 	}
 	return s.Of(*p, p)
 }
-
-// shareBool is p as one of two pointers shared by all: nil stays nil.
-func shareBool(p *bool) *bool {
-	switch {
-	case p == nil:
-		return nil
-	case *p:
-		return &sharedTrue
-	default:
-		return &sharedFalse
-	}
-}
-
-// sharedTrue and sharedFalse are what shareBool hands out; never written.
-var sharedTrue, sharedFalse = true, false

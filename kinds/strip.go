@@ -83,7 +83,7 @@ func sharePointers(spec *batchv1.JobSpec, status *batchv1.JobStatus) {
 		*p = sharePtr(&sharedInt32s, *p)
 	}
 	spec.ActiveDeadlineSeconds = sharePtr(&sharedInt64s, spec.ActiveDeadlineSeconds)
-	spec.ManualSelector, spec.Suspend = shareBool(spec.ManualSelector), shareBool(spec.Suspend)
+	spec.ManualSelector, spec.Suspend = sharePtr(&sharedBools, spec.ManualSelector), sharePtr(&sharedBools, spec.Suspend)
 	spec.CompletionMode = sharePtr(&sharedModes, spec.CompletionMode)
 	spec.PodReplacementPolicy = sharePtr(&sharedPolicies, spec.PodReplacementPolicy)
 	spec.ManagedBy = sharePtr(&sharedStrings, spec.ManagedBy)
