@@ -75,13 +75,10 @@ const excessGrace = 5 * time.Second
 func (l *Ledger) judgePodsLocked(uid types.UID) {
 	e := l.jobs[uid]
 	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil || l.writer.stopped() {
-		l.pods.setExcess(uid, nil)
+		l.pods.forgetExcess(uid)
 		return
 	}
-	if l.pods.gatedOf(uid) == 0 && int64(l.pods.liveOf(uid)) <= e.W.PodCount() && len(l.pods.excessOf(uid)) == 0 {
-		return
-	}
-	if !l.pods.startJudging(uid) {
+	if !l.pods.startJudging(uid, e.W.PodCount()) {
 		return
 	}
 	l.writer.goTracked(func(ctx context.Context) {
@@ -104,7 +101,7 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	l.mu.Lock()
 	e := l.jobs[uid]
 	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil {
-		l.pods.setExcess(uid, nil)
+		l.pods.forgetExcess(uid)
 		l.mu.Unlock()
 		return
 	}
@@ -297,20 +294,18 @@ func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Work
 			}
 		}
 	}
+	ids := make([]types.UID, len(beyond))
+	for i, p := range beyond {
+		ids[i] = p.UID
+	}
 	now := l.opts.Clock.Now()
 	l.mu.Lock()
-	since := map[types.UID]time.Time{}
+	since := l.pods.noteExcess(uid, ids, now)
 	for _, p := range beyond {
-		t, ok := l.pods.excessOf(uid)[p.UID]
-		if !ok {
-			t = now
-		}
-		since[p.UID] = t
-		if now.Sub(t) >= excessGrace {
+		if now.Sub(since[p.UID]) >= excessGrace {
 			due = append(due, p)
 		}
 	}
-	l.pods.setExcess(uid, since)
 	l.mu.Unlock()
 	again := len(due) < len(beyond)
 	for _, p := range due {

@@ -82,36 +82,34 @@ func (l *Ledger) noteUnrecordedLocked(o *kinds.Object) {
 // taken as part of it: captureManaged looks again after the sync. It
 // records what o is part of in the pod book, for its pods' claims (pods.go).
 func (l *Ledger) partOfQueuedLocked(o *kinds.Object) bool {
-	uid := o.Meta.UID
-	ref := l.opts.Kinds.Owner(o)
-	if ref == nil {
-		l.pods.dropPart(uid)
-		return false
-	}
+	uid, ns := o.Meta.UID, o.Meta.Namespace
+	var of types.UID
 	part := false
-	if e := l.jobs[ref.UID]; e != nil {
-		// A finished owner's parts may still run a moment (a RayJob is
-		// done before its submitter Job says so): they stay parts.
-		ran := e.Phase() == machine.Assumed || e.Phase() == machine.Admitted || e.Phase() == machine.Evicting || e.Phase() == machine.Finished
-		part = ran && e.W != nil && e.W.Namespace == o.Meta.Namespace
-	} else if _, ns, ok := l.pods.partOf(ref.UID); ok {
-		part = ns == o.Meta.Namespace
-	} else {
-		return !l.synced
-	}
-	if !part {
-		l.pods.dropPart(uid)
-		return false
-	}
-	if of, _, _ := l.pods.partOf(uid); of != ref.UID {
-		l.pods.setPart(uid, ref.UID, o.Meta.Namespace)
-		if root := l.pods.rootOf(ref.UID, l.known); root != "" {
-			if e := l.jobs[root]; e != nil && e.W != nil {
-				l.reverifyLocked(root, e.W.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.W)))
+	if ref := l.opts.Kinds.Owner(o); ref != nil {
+		of = ref.UID
+		if e := l.jobs[of]; e != nil {
+			switch e.Phase() {
+			case machine.Assumed, machine.Admitted, machine.Evicting, machine.Finished:
+				// A finished owner's parts may still run a moment (a
+				// RayJob is done before its submitter Job says so): they
+				// stay parts.
+				part = e.W != nil && e.W.Namespace == ns
 			}
+		} else if _, ofNS, ok := l.pods.partOf(of); ok {
+			part = ofNS == ns
+		} else {
+			return !l.synced
 		}
 	}
-	return true
+	if !part {
+		of = ""
+	}
+	if root := l.pods.link(uid, of, ns, l.known); root != "" {
+		if e := l.jobs[root]; e != nil && e.W != nil {
+			l.reverifyLocked(root, e.W.Namespace, l.opts.Kinds.For(kinds.GVKOf(e.W)))
+		}
+	}
+	return part
 }
 
 // known says whether the ledger knows workload uid.

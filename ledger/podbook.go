@@ -151,15 +151,21 @@ func (b *podBook[W]) unverify(pod types.UID) {
 // may unverify them as it ranges over it.
 func (b *podBook[W]) doubted(owner types.UID) map[types.UID]podClaim { return b.unverified[owner] }
 
-// setPart records that Job uid, of namespace ns, is part of of.
-func (b *podBook[W]) setPart(uid, of types.UID, ns string) {
+// link records that Job uid, of namespace ns, is part of workload of,
+// or, for of "", that it is part of nothing. When that is new and of is
+// not "", it returns the workload that holds the quota of the chain from
+// of (rootOf), "" otherwise.
+func (b *podBook[W]) link(uid, of types.UID, ns string, known func(types.UID) bool) (root types.UID) {
+	if of == "" {
+		delete(b.parts, uid)
+		delete(b.partNS, uid)
+		return ""
+	}
+	if was, ok := b.parts[uid]; ok && was == of {
+		return ""
+	}
 	b.parts[uid], b.partNS[uid] = of, ns
-}
-
-// dropPart forgets what Job uid is part of.
-func (b *podBook[W]) dropPart(uid types.UID) {
-	delete(b.parts, uid)
-	delete(b.partNS, uid)
+	return b.rootOf(of, known)
 }
 
 // partOf is what Job uid is part of, and its namespace.
@@ -210,12 +216,15 @@ func (b *podBook[W]) ungate(pod types.UID) {
 	}
 }
 
-// gatedOf is how many of workload uid's pods the gate holds.
-func (b *podBook[W]) gatedOf(uid types.UID) int { return len(b.gated[uid]) }
-
-// startJudging marks workload uid's pods as being judged; false if they
-// already are, and then they are judged again after (judged).
-func (b *podBook[W]) startJudging(uid types.UID) bool {
+// startJudging marks the pods of workload uid, admitted for count pods,
+// as being judged, and says whether a judgement starts: there is one to
+// make (the gate holds some of its pods, more than count of them are
+// counted, or some ran beyond its count when last judged) and none is
+// under way. One under way is asked to judge again after (judged).
+func (b *podBook[W]) startJudging(uid types.UID, count int64) bool {
+	if len(b.gated[uid]) == 0 && int64(b.live[uid]) <= count && len(b.excess[uid]) == 0 {
+		return false
+	}
 	if b.gating[uid] {
 		b.regate[uid] = true
 		return false
@@ -235,18 +244,28 @@ func (b *podBook[W]) judged(uid types.UID) (again bool) {
 	return again
 }
 
-// excessOf holds workload uid's running pods found beyond its count, and
-// since when; the map must not be modified.
-func (b *podBook[W]) excessOf(uid types.UID) map[types.UID]time.Time { return b.excess[uid] }
+// forgetExcess forgets workload uid's pods beyond its count.
+func (b *podBook[W]) forgetExcess(uid types.UID) { delete(b.excess, uid) }
 
-// setExcess replaces workload uid's pods beyond its count; an empty since
-// forgets them.
-func (b *podBook[W]) setExcess(uid types.UID, since map[types.UID]time.Time) {
-	if len(since) == 0 {
-		delete(b.excess, uid)
-		return
+// noteExcess replaces workload uid's pods beyond its count with beyond
+// (none forgets them), each noted since it was first found beyond, or
+// since now, and returns those times; the map must not be modified.
+func (b *podBook[W]) noteExcess(uid types.UID, beyond []types.UID, now time.Time) map[types.UID]time.Time {
+	if len(beyond) == 0 {
+		b.forgetExcess(uid)
+		return nil
+	}
+	was := b.excess[uid]
+	since := make(map[types.UID]time.Time, len(beyond))
+	for _, p := range beyond {
+		t, ok := was[p]
+		if !ok {
+			t = now
+		}
+		since[p] = t
 	}
 	b.excess[uid] = since
+	return since
 }
 
 // ghost is deleted workload uid, whose pods still run; the zero W if
@@ -256,8 +275,18 @@ func (b *podBook[W]) ghost(uid types.UID) W { return b.ghosts[uid] }
 // haunt keeps e, of deleted workload uid, until its pods are gone.
 func (b *podBook[W]) haunt(uid types.UID, e W) { b.ghosts[uid] = e }
 
-// exorcise forgets deleted workload uid.
-func (b *podBook[W]) exorcise(uid types.UID) { delete(b.ghosts, uid) }
+// lay says whether uid is a deleted workload whose pods ran (ok), and,
+// once none of them is counted, forgets it and returns it (g; the zero W
+// while some still run).
+func (b *podBook[W]) lay(uid types.UID) (g W, ok bool) {
+	g, ok = b.ghosts[uid]
+	if !ok || b.live[uid] > 0 {
+		var none W
+		return none, ok
+	}
+	delete(b.ghosts, uid)
+	return g, true
+}
 
 // awaitReady notes admitted workload e as one that may wait for its pods
 // to be ready; doneWaiting forgets it.
@@ -268,7 +297,7 @@ func (b *podBook[W]) doneWaiting(e W) { delete(b.unready, e) }
 // W if unknown) as a workload: what it is part of, and its wait for ready
 // pods. Its pods are counted on until they are gone.
 func (b *podBook[W]) forget(uid types.UID, e W) {
-	b.dropPart(uid)
+	b.link(uid, "", "", nil)
 	var none W
 	if e != none {
 		b.doneWaiting(e)

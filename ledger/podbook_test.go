@@ -163,14 +163,21 @@ func TestPodBookUnverified(t *testing.T) {
 func TestPodBookRootOf(t *testing.T) {
 	b := newPodBook[*entry]()
 	// A TrainJob t makes a JobSet s, whose Job j is a part of it.
-	b.setPart("s", "t", "ns")
-	b.setPart("j", "s", "ns")
-	// A chain longer than maxPartDepth.
-	for i := range maxPartDepth + 1 {
-		b.setPart(types.UID(fmt.Sprint("d", i)), types.UID(fmt.Sprint("d", i+1)), "ns")
-	}
 	deep := types.UID(fmt.Sprint("d", maxPartDepth+1))
 	known := func(uid types.UID) bool { return uid == "t" || uid == deep }
+	if got := b.link("s", "t", "ns", known); got != "t" {
+		t.Errorf("link(s, t) = %q, want its root t", got)
+	}
+	if got := b.link("j", "s", "ns", known); got != "t" {
+		t.Errorf("link(j, s) = %q, want its root t", got)
+	}
+	if got := b.link("j", "s", "ns", known); got != "" {
+		t.Errorf("link(j, s) again = %q, want none: nothing is new", got)
+	}
+	// A chain longer than maxPartDepth.
+	for i := range maxPartDepth + 1 {
+		b.link(types.UID(fmt.Sprint("d", i)), types.UID(fmt.Sprint("d", i+1)), "ns", known)
+	}
 	for _, tc := range []struct {
 		uid, want types.UID
 	}{
@@ -189,30 +196,30 @@ func TestPodBookRootOf(t *testing.T) {
 	if got := b.rootOf("j", known); got != "" {
 		t.Errorf("rootOf(j) after its JobSet is forgotten = %q, want none", got)
 	}
+	b.link("j", "", "", known)
+	if _, _, ok := b.partOf("j"); ok {
+		t.Errorf("link(j, none) keeps j as a part")
+	}
+	if len(b.partNS) != len(b.parts) {
+		t.Errorf("parts and their namespaces differ: %v, %v", b.parts, b.partNS)
+	}
 }
 
 func TestPodBookGatedAndJudging(t *testing.T) {
 	b := newPodBook[*entry]()
+	if b.startJudging("w", 0) {
+		t.Fatalf("a judgement starts for a workload with nothing to judge")
+	}
 	b.gate("p1", "w")
 	b.gate("p2", "w")
 	b.gate("p2", "w")
-	if got := b.gatedOf("w"); got != 2 {
-		t.Errorf("gatedOf(w) = %d, want 2", got)
+	if got := len(b.gated["w"]); got != 2 {
+		t.Errorf("gated pods of w: %d, want 2", got)
 	}
-	b.ungate("p1")
-	b.ungate("p2")
-	b.ungate("p3")
-	if err := b.check(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := b.gated["w"]; ok {
-		t.Errorf("a workload without gated pods keeps a set")
-	}
-
-	if !b.startJudging("w") {
+	if !b.startJudging("w", 0) {
 		t.Fatalf("the first judgement does not start")
 	}
-	if b.startJudging("w") || b.startJudging("w") {
+	if b.startJudging("w", 0) || b.startJudging("w", 0) {
 		t.Fatalf("a judgement starts while one is under way")
 	}
 	if err := b.check(); err != nil {
@@ -224,30 +231,65 @@ func TestPodBookGatedAndJudging(t *testing.T) {
 	if b.judged("w") {
 		t.Errorf("two asks ran two more judgements")
 	}
-	if !b.startJudging("w") {
-		t.Errorf("a judgement does not start after the last ended")
+	b.ungate("p1")
+	b.ungate("p2")
+	b.ungate("p3")
+	if err := b.check(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.gated["w"]; ok {
+		t.Errorf("a workload without gated pods keeps a set")
+	}
+	// Counted pods beyond the count, or pods found beyond it before, have
+	// it judged; as many as its count do not.
+	b.count("c1", "w")
+	b.count("c2", "w")
+	if b.startJudging("w", 2) {
+		t.Errorf("a judgement starts for a workload with its count of pods")
+	}
+	if !b.startJudging("w", 1) {
+		t.Errorf("a judgement does not start for a pod beyond the count")
+	}
+	b.judged("w")
+	b.noteExcess("w", []types.UID{"c2"}, time.Unix(1, 0))
+	if !b.startJudging("w", 2) {
+		t.Errorf("a judgement does not start for a workload that ran beyond its count")
 	}
 }
 
 func TestPodBookExcessAndGhosts(t *testing.T) {
 	b := newPodBook[*entry]()
 	now := time.Unix(100, 0)
-	b.setExcess("w", map[types.UID]time.Time{"p": now})
-	if got := b.excessOf("w")["p"]; !got.Equal(now) {
-		t.Errorf("excessOf(w)[p] = %v, want %v", got, now)
+	b.noteExcess("w", []types.UID{"p"}, now)
+	since := b.noteExcess("w", []types.UID{"p", "q"}, now.Add(time.Minute))
+	if !since["p"].Equal(now) || !since["q"].Equal(now.Add(time.Minute)) {
+		t.Errorf("noteExcess: %v, want p since %v and q a minute later", since, now)
 	}
-	b.setExcess("w", map[types.UID]time.Time{})
-	if _, ok := b.excess["w"]; ok {
+	if b.noteExcess("w", nil, now); len(b.excess) != 0 {
 		t.Errorf("an empty set of pods beyond the count is kept")
 	}
+	b.noteExcess("w", []types.UID{"p"}, now)
+	if b.forgetExcess("w"); len(b.excess) != 0 {
+		t.Errorf("forgetExcess keeps the pods beyond the count")
+	}
 	e := &entry{}
+	if _, ok := b.lay("w"); ok {
+		t.Errorf("lay(w) finds a ghost never kept")
+	}
 	b.haunt("w", e)
+	b.count("p", "w")
 	if b.ghost("w") != e {
 		t.Errorf("ghost(w) is not the entry kept")
 	}
-	b.exorcise("w")
+	if g, ok := b.lay("w"); !ok || g != nil {
+		t.Errorf("lay(w) with a pod counted = %v, %v; want the ghost kept", g, ok)
+	}
+	b.uncount("p")
+	if g, ok := b.lay("w"); !ok || g != e {
+		t.Errorf("lay(w) with no pod left = %v, %v; want the ghost", g, ok)
+	}
 	if b.ghost("w") != nil {
-		t.Errorf("ghost(w) is kept after exorcise")
+		t.Errorf("ghost(w) is kept after its last pod is gone")
 	}
 	b.awaitReady(e)
 	b.forget("w", e)

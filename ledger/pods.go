@@ -239,9 +239,8 @@ func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
 // live pods again or none left: a finished or stopped workload keeps its
 // quota while it has pods, and frees it when they are gone.
 func (l *Ledger) podsChangedLocked(uid types.UID) {
-	if g := l.pods.ghost(uid); g != nil {
-		if l.pods.liveOf(uid) == 0 {
-			l.pods.exorcise(uid)
+	if g, ghost := l.pods.lay(uid); ghost {
+		if g != nil {
 			l.step(g, machine.Forget(false))
 		}
 		return
