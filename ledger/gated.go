@@ -69,12 +69,22 @@ func (l *Ledger) gatedPodLocked(p *corev1.Pod, c podClaim) {
 // was admitted with before the ledger deletes it.
 const excessGrace = 5 * time.Second
 
+// admittedEntryLocked is workload uid's entry while it is admitted under a
+// config; nil otherwise.
+func (l *Ledger) admittedEntryLocked(uid types.UID) *entry {
+	e := l.jobs[uid]
+	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil {
+		return nil
+	}
+	return e
+}
+
 // judgePodsLocked has the pods of workload uid judged, if it is admitted
 // and has gated pods, more live pods than its count, or pods found
 // beyond it before: now, or after the judgement under way.
 func (l *Ledger) judgePodsLocked(uid types.UID) {
-	e := l.jobs[uid]
-	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil || l.writer.stopped() {
+	e := l.admittedEntryLocked(uid)
+	if e == nil || l.writer.stopped() {
 		l.pods.forgetExcess(uid)
 		return
 	}
@@ -99,8 +109,8 @@ func (l *Ledger) judgePodsLocked(uid types.UID) {
 // gated pods beside the others.
 func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	l.mu.Lock()
-	e := l.jobs[uid]
-	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil {
+	e := l.admittedEntryLocked(uid)
+	if e == nil {
 		l.pods.forgetExcess(uid)
 		l.mu.Unlock()
 		return
@@ -343,8 +353,8 @@ func (l *Ledger) deleteExcess(ctx context.Context, uid types.UID, w *queues.Work
 // Workload. Otherwise, or if the write fails, it returns false.
 func (l *Ledger) grow(ctx context.Context, uid types.UID, w *queues.Workload, p *corev1.Pod, reqs flavors.Resources) (*queues.Workload, bool) {
 	l.mu.Lock()
-	e := l.jobs[uid]
-	if e == nil || e.W != w || e.Phase() != machine.Admitted || l.cfg == nil || e.Charged == nil {
+	e := l.admittedEntryLocked(uid)
+	if e == nil || e.W != w || e.Charged == nil {
 		l.mu.Unlock()
 		return nil, false
 	}
@@ -442,8 +452,8 @@ func (l *Ledger) ungate(ctx context.Context, p *corev1.Pod, nodeSelector map[str
 // tooLargeLocked requeues admitted workload uid at the size of its pod p,
 // which asks for reqs.
 func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resources) {
-	e := l.jobs[uid]
-	if e == nil || e.W == nil || e.Phase() != machine.Admitted || l.cfg == nil {
+	e := l.admittedEntryLocked(uid)
+	if e == nil {
 		return
 	}
 	if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {

@@ -73,9 +73,8 @@ func (l *Ledger) podsReadyLocked(e *entry) bool {
 // again; when an admitted workload that had them all ready loses one,
 // its recovery timeout starts.
 func (l *Ledger) readyChangedLocked(uid types.UID) {
-	e := l.jobs[uid]
-	pr := l.podsReadyConfigLocked()
-	if e == nil || e.W == nil || pr == nil || e.Phase() != machine.Admitted {
+	e, pr := l.admittedEntryLocked(uid), l.podsReadyConfigLocked()
+	if e == nil || pr == nil {
 		return
 	}
 	ready := l.podsReadyLocked(e)
@@ -150,9 +149,8 @@ func (l *Ledger) podsReadyDue(uid types.UID) {
 // admitted without all its pods ready at its deadline: the write to make,
 // and its annotations.
 func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
-	e := l.jobs[uid]
-	pr := l.podsReadyConfigLocked()
-	if e == nil || e.W == nil || pr == nil || e.Phase() != machine.Admitted || l.podsReadyLocked(e) {
+	e, pr := l.admittedEntryLocked(uid), l.podsReadyConfigLocked()
+	if e == nil || pr == nil || l.podsReadyLocked(e) {
 		return write{}, nil, false
 	}
 	now := l.opts.Clock.Now()
@@ -167,11 +165,12 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 	n := e.requeues + 1
 	wait := pr.Backoff(n)
 	at := requeueAt(now, wait)
+	ready, since := min(int64(l.pods.readyOf(uid)), e.W.StartCount()), now.Sub(e.AdmittedAt).Round(time.Second)
 	msg := fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; requeued, not admitted again before %s (backoff %s, eviction %d)",
-		min(int64(l.pods.readyOf(uid)), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), at.UTC().Format(time.RFC3339), wait, n)
+		ready, e.W.StartCount(), since, at.UTC().Format(time.RFC3339), wait, n)
 	if limit := pr.BackoffLimitCount; limit != nil && n > *limit {
 		msg = fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; evicted %d times, more than backoffLimitCount %d allows: set aside as inadmissible (its pods did not start in flavor %s)",
-			min(int64(l.pods.readyOf(uid)), e.W.StartCount()), e.W.StartCount(), now.Sub(e.AdmittedAt).Round(time.Second), n, *limit, flavorsOf(e.Charged))
+			ready, e.W.StartCount(), since, n, *limit, flavorsOf(e.Charged))
 	}
 	l.step(e, machine.Requeue(now))
 	return write{e: e, w: e.W, suspend: e.suspend, message: msg}, map[string]any{
