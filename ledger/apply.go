@@ -18,6 +18,16 @@ func (l *Ledger) step(e *entry, s machine.Step) {
 	l.apply(e, next, effects)
 }
 
+// foldLocked folds view o into e (as next, with what changed besides the
+// view already noted), keeps o for the folds of e's pod counts, and puts
+// the result in force.
+func (l *Ledger) foldLocked(e *entry, next entry, o machine.Observed) {
+	var effects []machine.Effect
+	next.Entry, effects = machine.React(next.Entry, o, l.opts.Clock.Now(), l.takeEffects())
+	next.seen = o
+	l.apply(e, next, effects)
+}
+
 // takeEffects hands out the ledger's buffer for a step's effects; apply
 // hands it back. An effect may step another entry (Freed steps the
 // preemptor) while apply still reads the buffer: that step gets a new one.
@@ -89,6 +99,30 @@ func (l *Ledger) foldAgain(uid types.UID, rv string) {
 	if e := l.jobs[uid]; e != nil && e.rv == rv {
 		l.foldLocked(e, *e, e.seen)
 	}
+}
+
+// victimFreedLocked notes that a preemption victim's quota is free. When
+// its preemptor waits for no other victim, the preemptor's claim is given
+// back and it rejoins its queue, to be tried first in the next pass.
+func (l *Ledger) victimFreedLocked(victim types.UID) {
+	p := l.preempt.waitingOn[victim]
+	if p == nil {
+		return
+	}
+	delete(l.preempt.waitingOn, victim)
+	l.step(p, machine.VictimGone(victim, l.jobs[p.W.UID] == p))
+}
+
+// recheckVictim frees an evicted Job held back by suspensionUnseen, if
+// nothing has changed since its version rv.
+func (l *Ledger) recheckVictim(uid types.UID, rv string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.jobs[uid]
+	if e == nil || e.rv != rv {
+		return
+	}
+	l.step(e, machine.Recheck(e.seen))
 }
 
 // followPlacement holds e's placement in the topologies' trees while it is

@@ -86,9 +86,9 @@
 // whose pods are larger (gated.go), Grow and Shrink for one charged in
 // place for them (gated.go), not ready in time (podsready.go) or
 // drained by its stopped queue (stop.go), Capture and Captured for a late
-// capture (late.go), Forget when a workload is deleted, Recheck when an
-// evicted one's wait is over and Rebuild when the pending trees are built
-// again (jobs.go), Adopt for the ghost of a deleted workload whose pods
+// capture (late.go), Forget when a workload is deleted and Rebuild when
+// the pending trees are built again (jobs.go), Recheck when an evicted
+// one's wait is over (apply.go, where its effect asks for it), Adopt for the ghost of a deleted workload whose pods
 // are found running at start (pods.go). Every one of them returns the
 // new entry and a closed set of effects, which Ledger.apply (apply.go)
 // carries out in one place: no file of this package assigns a phase or

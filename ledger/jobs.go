@@ -3,7 +3,6 @@ package ledger
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
@@ -37,16 +36,6 @@ func (l *Ledger) onJob(obj any) {
 	next.note(o)
 	next.defaultsGen = l.inputs.gen
 	l.foldLocked(e, next, l.observeLocked(o, e, next.prio))
-}
-
-// foldLocked folds view o into e (as next, with what changed besides the
-// view already noted), keeps o for the folds of e's pod counts, and puts
-// the result in force.
-func (l *Ledger) foldLocked(e *entry, next entry, o machine.Observed) {
-	var effects []machine.Effect
-	next.Entry, effects = machine.React(next.Entry, o, l.opts.Clock.Now(), l.takeEffects())
-	next.seen = o
-	l.apply(e, next, effects)
 }
 
 // observeLocked reads o, whose entry is e, under the config in force.
@@ -138,18 +127,6 @@ func (l *Ledger) onJobDelete(obj any) {
 	l.writer.wakePass()
 }
 
-// recheckVictim frees an evicted Job held back by suspensionUnseen, if
-// nothing has changed since its version rv.
-func (l *Ledger) recheckVictim(uid types.UID, rv string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.jobs[uid]
-	if e == nil || e.rv != rv {
-		return
-	}
-	l.step(e, machine.Recheck(e.seen))
-}
-
 // restoreDueLocked says whether a suspended workload that was admitted
 // before still has, in some pod template, a node affinity other than its
 // candidate flavors', and the API now allows changing it: its controller
@@ -181,18 +158,6 @@ func (l *Ledger) candidatesLocked(w *queues.Workload, userAnn string) ([]corev1.
 		return nil, nil, false
 	}
 	return user, l.cfg.Candidates(l.cfg.ClusterQueues[w.Queue], w), true
-}
-
-// victimFreedLocked notes that a preemption victim's quota is free. When
-// its preemptor waits for no other victim, the preemptor's claim is given
-// back and it rejoins its queue, to be tried first in the next pass.
-func (l *Ledger) victimFreedLocked(victim types.UID) {
-	p := l.preempt.waitingOn[victim]
-	if p == nil {
-		return
-	}
-	delete(l.preempt.waitingOn, victim)
-	l.step(p, machine.VictimGone(victim, l.jobs[p.W.UID] == p))
 }
 
 // priorityOf resolves a Job's priority (queues.Config.Priority): its
