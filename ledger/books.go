@@ -65,21 +65,21 @@ func (b *books) take(cfg *queues.Config, e *entry, effects []machine.Effect) {
 		case machine.JoinTree:
 			b.insert(e)
 		case machine.Reserve:
-			b.add(cfg, f.Queue, f.Usage)
+			b.move(cfg, f.Queue, f.Usage, +1)
 		case machine.Unreserve:
-			b.sub(cfg, f.Queue, f.Usage)
+			b.move(cfg, f.Queue, f.Usage, -1)
 		case machine.Grew:
-			b.add(cfg, f.Queue, f.Usage)
+			b.move(cfg, f.Queue, f.Usage, +1)
 		case machine.Shrank:
-			b.sub(cfg, f.Queue, f.Usage)
+			b.move(cfg, f.Queue, f.Usage, -1)
 		case machine.Charge:
-			b.add(cfg, f.Queue, f.Usage)
+			b.move(cfg, f.Queue, f.Usage, +1)
 		case machine.Release:
-			b.sub(cfg, f.Queue, f.Usage)
+			b.move(cfg, f.Queue, f.Usage, -1)
 		case machine.Yield:
-			b.sub(cfg, f.Queue, f.Usage)
+			b.move(cfg, f.Queue, f.Usage, -1)
 		case machine.Unyield:
-			b.add(cfg, f.Queue, f.Usage)
+			b.move(cfg, f.Queue, f.Usage, +1)
 		}
 	}
 	b.hold(e)
@@ -167,30 +167,27 @@ func (b *books) hold(e *entry) {
 	e.held, e.heldIn = true, e.ChargedQueue
 }
 
-// add adds u to queue's usage.
-func (b *books) add(cfg *queues.Config, queue string, u queues.Usage) {
+// move adds u to queue's usage (sign +1) or takes it off (-1).
+func (b *books) move(cfg *queues.Config, queue string, u queues.Usage, sign int) {
 	cur := b.usage[queue]
 	if cur == nil {
+		if sign < 0 {
+			return
+		}
 		cur = queues.Usage{}
 		b.usage[queue] = cur
 	}
-	b.movePools(cfg, queue, cur, u, +1)
-	cur.Add(u)
-	b.cache.touch(queue)
-	b.metrics.SetUsage(cfg, queue, cur, u)
-}
-
-// sub takes u off queue's usage.
-func (b *books) sub(cfg *queues.Config, queue string, u queues.Usage) {
-	if cur := b.usage[queue]; cur != nil {
-		b.movePools(cfg, queue, cur, u, -1)
+	b.movePools(cfg, queue, cur, u, sign)
+	if sign > 0 {
+		cur.Add(u)
+	} else {
 		cur.Sub(u)
 		if len(cur) == 0 {
 			delete(b.usage, queue)
 		}
-		b.cache.touch(queue)
-		b.metrics.SetUsage(cfg, queue, cur, u)
 	}
+	b.cache.touch(queue)
+	b.metrics.SetUsage(cfg, queue, cur, u)
 }
 
 // movePools moves the pools as queue's usage cur is about to have u

@@ -54,14 +54,14 @@ func (l *Ledger) event(w *queues.Workload, eventType, reason, format string, arg
 	}
 	q, queued := l.recorder.(*EventQueue)
 	full := queued && q.Full()
-	if full && !recent {
-		q.Drop()
-		return
-	}
-	msg := fmt.Sprintf(format, args...)
 	if full {
 		q.Drop()
-	} else {
+		if !recent {
+			return
+		}
+	}
+	msg := fmt.Sprintf(format, args...)
+	if !full {
 		l.recorder.Event(kinds.Ref(w), eventType, reason, msg)
 	}
 	if recent {

@@ -448,7 +448,7 @@ func TestQuotaMetricsFollowConfig(t *testing.T) {
 
 	l.reconfigure(first)
 	l.mu.Lock()
-	l.books.add(l.cfg, "qy", queues.Usage{gpu: 3})
+	l.books.move(l.cfg, "qy", queues.Usage{gpu: 3}, +1)
 	l.mu.Unlock()
 	check("first config", merge(map[string]float64{
 		cell("tally_cluster_queue_nominal_quota", "qx", "c1", "f1", "cpu"):            1.5,
@@ -474,7 +474,7 @@ func TestQuotaMetricsFollowConfig(t *testing.T) {
 	}, status("qx", 1, 0, 0), status("qy", 0, 1, 0)))
 
 	l.mu.Lock()
-	l.books.add(l.cfg, "qx", queues.Usage{{Flavor: "f1", Resource: "cpu"}: 250})
+	l.books.move(l.cfg, "qx", queues.Usage{{Flavor: "f1", Resource: "cpu"}: 250}, +1)
 	l.mu.Unlock()
 	l.reconfigure(second)
 	check("second config", merge(map[string]float64{
@@ -491,7 +491,7 @@ func TestQuotaMetricsFollowConfig(t *testing.T) {
 	}, status("qx", 1, 0, 0), status("qy", 0, 0, 1)))
 
 	l.mu.Lock()
-	l.books.sub(l.cfg, "qy", queues.Usage{gpu: 3})
+	l.books.move(l.cfg, "qy", queues.Usage{gpu: 3}, -1)
 	l.mu.Unlock()
 	check("qy released", merge(map[string]float64{
 		cell("tally_cluster_queue_nominal_quota", "qx", "c2", "f1", "cpu"):      3,
