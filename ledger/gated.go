@@ -136,10 +136,8 @@ func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil && kinds.Gated(p) {
 			continue
 		}
-		// A running pod counts for uid if the ledger counts it so: a
-		// pod once counted stays counted when its controller releases
-		// it (see onPod), and so may be one too many.
-		if o, _ := l.pods.ownerOf(p.UID); o != uid && !l.podOfLocked(claimOf(p), w.Namespace, k) {
+		// A running pod once counted may be one too many.
+		if !l.countsForLocked(p, uid, w.Namespace, k) {
 			continue
 		}
 		if kinds.Gated(p) {

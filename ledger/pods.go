@@ -196,6 +196,17 @@ func (l *Ledger) podOfLocked(c podClaim, ns string, k kinds.Kind) bool {
 	return k != nil && slices.Contains(kinds.PodParents(k), c.ctrlKind)
 }
 
+// countsForLocked says whether pod p, which names workload uid, of
+// namespace ns and kind k, counts for it: the ledger counts it so (a pod
+// once counted stays counted when its controller releases it, see
+// onPod), or its claim checks out.
+func (l *Ledger) countsForLocked(p *corev1.Pod, uid types.UID, ns string, k kinds.Kind) bool {
+	if o, ok := l.pods.ownerOf(p.UID); ok && o == uid {
+		return true
+	}
+	return l.podOfLocked(claimOf(p), ns, k)
+}
+
 // reverifyLocked counts the live pods that claim workload owner, of
 // namespace ns and kind k, and were waiting for it (or for a part of it)
 // to be seen.
