@@ -19,7 +19,6 @@ import (
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
-	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -321,7 +320,7 @@ func (l *Ledger) write(ctx context.Context, w write) {
 	case w.late:
 		l.capture(ctx, w)
 	case w.stop.Stopped():
-		l.drain(ctx, w)
+		l.requeueWrite(ctx, w, nil, w.stop.Reason, "eviction for a stopped queue failed; the next pass tries again")
 	case w.preemptor != nil:
 		l.evict(ctx, w)
 	default:
@@ -329,50 +328,10 @@ func (l *Ledger) write(ctx context.Context, w write) {
 	}
 }
 
-// evict makes the one write that preempts a workload: it suspends it and
-// sets its state back to pending. It is not guarded by a resourceVersion:
-// a running workload's status changes all the time, and suspending it is
-// right whatever changed. Its controller then deletes the pods; the quota
-// is released when they are gone. Its node affinity can change only once
-// it has stopped: the label worker restores it then (restorePatchLocked).
-//
-// A workload of a kind that cannot be suspended again (a Pod) is deleted
-// instead; a controller that makes it again makes a new one, queued anew.
-func (l *Ledger) evict(ctx context.Context, w write) {
-	if err := l.writeEviction(ctx, w, nil); err != nil {
-		l.mu.Lock()
-		// It runs on: its quota counts in full again.
-		l.step(w.e, machine.EvictionFailed(w.moved))
-		l.mu.Unlock()
-		l.log.Info("preemption write failed; the preemptor queues again", "job", w.w.Key(), "preemptor", w.preemptor.W.Key(), "err", err.Error())
-		return
-	}
-	l.evicted(w)
-}
-
-// writeEviction makes the one write that evicts w's workload, as its kind
-// evicts (kinds.Target.Evict), with annotations in the same write.
-func (l *Ledger) writeEviction(ctx context.Context, w write, annotations map[string]any) error {
-	ev, err := l.target(w).Evict(annotations)
-	if err != nil {
-		return err
-	}
-	if ev.Delete {
-		return l.client.Delete(ctx, kinds.Ref(w.w), client.Preconditions{UID: &w.w.UID})
-	}
-	return l.client.Patch(ctx, kinds.Ref(w.w), client.RawPatch(types.MergePatchType, ev.Patch), client.FieldOwner(queues.FieldManagerPreemption))
-}
-
 // target is the workload of w as its kind's writes need it.
 func (l *Ledger) target(w write) kinds.Target {
 	return kinds.Target{Kind: l.opts.Kinds.For(kinds.GVKOf(w.w)), W: w.w, RV: w.rv, UserAffinity: w.userAffinity,
 		Paths: w.paths, Suspend: w.suspend, Resume: w.resume, Src: w.src}
-}
-
-// evicted records a preemption write that landed.
-func (l *Ledger) evicted(w write) {
-	l.observeEviction(w, metrics.EvictedPreempted)
-	l.event(w.w, corev1.EventTypeWarning, ReasonPreempted, "%s", w.message)
 }
 
 // admit makes the one write that admits a Job and rolls the assumption back
@@ -441,17 +400,6 @@ func (l *Ledger) admitted(adm write, now time.Time) {
 	l.mu.Unlock()
 	l.event(adm.w, corev1.EventTypeNormal, ReasonAdmitted, "Admitted by ClusterQueue %s in flavor %s (%s%s) after %s",
 		adm.w.Queue, strings.Join(adm.a.Flavors, "+"), adm.w.Total().String(), podSetsNote(adm.w), now.Sub(adm.w.Created).Round(time.Second))
-}
-
-// observeEviction counts w's eviction, for reason, once its write
-// landed, and, for a preemption, the preemption.
-func (l *Ledger) observeEviction(w write, reason string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.metrics.ObserveEviction(l.cfg, &w.e.metrics, &w.e.Entry, w.w.Queue, reason, l.priorityClassOf(w.e.prio))
-	if w.preemptor != nil && w.preemptor.W != nil {
-		l.metrics.ObservePreemption(w.preemptor.W.Queue, w.cause)
-	}
 }
 
 func (l *Ledger) rollback(adm write, err error) {

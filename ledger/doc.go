@@ -58,7 +58,8 @@
 //	                 │                    └─▶ pods judged, ready timers (gated.go, podsready.go)
 //	Start (start.go) ──▶ pass (admit.go): decide under the lock, on books and passCache,
 //	                     queues.Decide ──▶ writer.writeAll ──▶ Ledger.write: admit,
-//	                     evict, capture, drain ──▶ step with the outcome
+//	                     capture, or evict (evict.go: a victim, a drained or requeued
+//	                     workload) ──▶ step with the outcome
 //
 // New and Start (start.go) wire the rooms and the informers; nothing in
 // the ledger calls back into them. go run ./hack/ledgermap measures the
@@ -80,16 +81,17 @@
 // with machine.React (onJob, foldLocked); the ledger's own decisions and
 // the outcomes of its writes are the machine's steps, each carried out by
 // Ledger.step: Reject, Assume and Preempt in a pass (admit.go), Evict for
-// a preemption's victims, EvictionFailed when its write fails and
-// VictimGone when one has given its quota back, Rollback
-// when an admission write fails, Requeue and RequeueFailed for a workload
-// whose pods are larger (gated.go), Grow and Shrink for one charged in
-// place for them (gated.go), not ready in time (podsready.go) or
-// drained by its stopped queue (stop.go), Capture and Captured for a late
-// capture (late.go), Forget when a workload is deleted and Rebuild when
-// the pending trees are built again (jobs.go), Recheck when an evicted
-// one's wait is over (apply.go, where its effect asks for it), Adopt for the ghost of a deleted workload whose pods
-// are found running at start (pods.go). Every one of them returns the
+// a preemption's victims, EvictionFailed when its write fails (evict.go)
+// and VictimGone when one has given its quota back, Rollback when an
+// admission write fails, Requeue for a workload whose pods are larger
+// (gated.go), Grow and Shrink for one charged in place for them
+// (gated.go), not ready in time (podsready.go) or drained by its stopped
+// queue (evict.go), and RequeueFailed when its eviction write fails
+// (evict.go), Capture and Captured for a late capture (late.go), Forget
+// when a workload is deleted and Rebuild when the pending trees are built
+// again (jobs.go), Recheck when an evicted one's wait is over (apply.go,
+// where its effect asks for it), Adopt for the ghost of a deleted
+// workload whose pods are found running at start (pods.go). Every one of them returns the
 // new entry and a closed set of effects, which Ledger.apply (apply.go)
 // carries out in one place: no file of this package assigns a phase or
 // a charge.

@@ -126,7 +126,7 @@ type write struct {
 	// late is set for the capture of an unrecorded running Job.
 	late bool
 	// stop is set for the eviction of a workload its stopped queue
-	// drains (stop.go).
+	// drains (evict.go).
 	stop queues.Stop
 	// moved, for a preemption, is the victim's quota its preemptor's
 	// claim took over.

@@ -15,7 +15,6 @@ import (
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
-	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -473,34 +472,6 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 	l.writer.goTracked(func(ctx context.Context) {
 		l.requeue(ctx, w)
 	})
-}
-
-// requeue makes the one write that evicts a workload to be admitted
-// again at a new size: suspended, pending again, with its pod overhead.
-func (l *Ledger) requeue(ctx context.Context, w write) {
-	l.requeueWrite(ctx, w, map[string]any{queues.AnnotationPodOverhead: w.overhead}, metrics.EvictedResized,
-		"requeue at the pods' size failed; its larger pods wait")
-}
-
-// requeueWrite makes the one write that evicts a workload a step has
-// requeued, with annotations, and records it as evicted for reason, with
-// an Event that says w.message. When the write fails, the requeue is
-// rolled back (RequeueFailed) and failed is logged.
-func (l *Ledger) requeueWrite(ctx context.Context, w write, annotations map[string]any, reason, failed string) {
-	if err := l.writeEviction(ctx, w, annotations); err != nil {
-		l.mu.Lock()
-		l.step(w.e, machine.RequeueFailed)
-		l.mu.Unlock()
-		l.log.Info(failed, "job", w.w.Key(), "err", err.Error())
-		return
-	}
-	l.requeued(w, reason)
-}
-
-// requeued records a requeue's eviction that landed.
-func (l *Ledger) requeued(w write, reason string) {
-	l.observeEviction(w, reason)
-	l.event(w.w, corev1.EventTypeWarning, ReasonEvicted, "%s", w.message)
 }
 
 // addOverhead is the AnnotationPodOverhead value ann with excess added.

@@ -409,7 +409,7 @@ func (s *scenario) step(f []string) {
 			ev, err = s.l.target(w).Evict(nil)
 			patch = ev.Patch
 			if w.stop.Stopped() {
-				s.l.drained(w)
+				s.l.requeued(w, w.stop.Reason)
 			} else {
 				s.l.evicted(w)
 			}
