@@ -5,7 +5,6 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 
 	"tally.dev/tally/kinds"
-	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/queues"
 )
 
@@ -89,7 +88,7 @@ func (l *Ledger) reobserve(ns string, only func(*kinds.Object) bool) {
 		}
 		l.mu.Lock()
 		e := l.jobs[o.Meta.UID]
-		waiting := e != nil && (e.Phase() == machine.Pending || e.Phase() == machine.Inadmissible)
+		waiting := e != nil && e.Phase().Waiting()
 		l.mu.Unlock()
 		if waiting {
 			l.onJob(o.Obj)

@@ -46,7 +46,7 @@ func (l *Ledger) observeLocked(o *kinds.Object, e *entry, prio priorityRef) mach
 	// admitted keeps what it was admitted with, which its pods got.
 	// So does a change of the objects its pod sets were read from.
 	stale := e.defaultsGen != l.inputs.gen || e.refsVersion != o.RefsVersion
-	if !e.builtFrom(o, queue, priority) || stale && (e.Phase() == machine.Pending || e.Phase() == machine.Inadmissible) {
+	if !e.builtFrom(o, queue, priority) || stale && e.Phase().Waiting() {
 		w = o.WorkloadIn(queue, priority, l.defaultsLocked(o.Meta.Namespace))
 		w.Tag = e
 	} else {
@@ -175,7 +175,7 @@ func (l *Ledger) rebuildPendingLocked() {
 	for _, e := range l.jobs {
 		// The trees it was in are gone.
 		e.InTree = false
-		if e.Claim != nil || (e.Phase() != machine.Pending && e.Phase() != machine.Inadmissible) {
+		if e.Claim != nil || !e.Phase().Waiting() {
 			continue
 		}
 		l.step(e, machine.Rebuild(l.priorityOf(e.prio), l.podsReadyConfigLocked()))

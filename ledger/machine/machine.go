@@ -65,6 +65,10 @@ func (p Phase) Label() queues.State {
 // next.
 func (p Phase) Writing() bool { return p == Assumed || p == Capturing }
 
+// Waiting says whether the workload waits for admission, pending or set
+// aside as inadmissible, with no write in flight.
+func (p Phase) Waiting() bool { return p == Pending || p == Inadmissible }
+
 // Claim is what a preemptor waits for: its victims, and the quota it
 // preempts for, counted in its queue until they are gone.
 type Claim struct {

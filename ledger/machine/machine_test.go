@@ -233,3 +233,17 @@ func TestReactBackoff(t *testing.T) {
 		})
 	}
 }
+
+// TestPhasePredicates: a workload waits for admission only while pending
+// or inadmissible, and never while a write of tally's is in flight.
+func TestPhasePredicates(t *testing.T) {
+	for p := range Phase(len(phaseNames)) {
+		want := p == Pending || p == Inadmissible
+		if p.Waiting() != want {
+			t.Errorf("%s.Waiting() = %v, want %v", p, p.Waiting(), want)
+		}
+		if p.Waiting() && p.Writing() {
+			t.Errorf("%s both waits and writes", p)
+		}
+	}
+}
