@@ -110,8 +110,12 @@ func (w *writer[W]) quiet() bool {
 }
 
 // goTracked runs f as spawn does, counted in flight (Start waits for
-// it), with a context that ends when the ledger stops.
+// it), with a context that ends when the ledger stops; once the ledger
+// has stopped it starts nothing.
 func (w *writer[W]) goTracked(f func(context.Context)) {
+	if w.stopped() {
+		return
+	}
 	w.inflight.Add(1)
 	w.spawn(func() {
 		defer w.inflight.Done()

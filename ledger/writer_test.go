@@ -186,3 +186,22 @@ func TestWriterAwaitBudget(t *testing.T) {
 		t.Errorf("a label write whose context ended did not give up")
 	}
 }
+
+// TestWriterStartsNothingOnceStopped: work started before the stop runs
+// with a context that the stop ends; none starts after it.
+func TestWriterStartsNothingOnceStopped(t *testing.T) {
+	w := newWriter[write](1, nil, clocktesting.NewFakeClock(time.Unix(0, 0)), nil)
+	ended := make(chan struct{})
+	w.goTracked(func(ctx context.Context) {
+		<-ctx.Done()
+		close(ended)
+	})
+	w.stop()
+	<-ended
+	var ran atomic.Bool
+	w.goTracked(func(context.Context) { ran.Store(true) })
+	w.inflight.Wait()
+	if ran.Load() {
+		t.Errorf("work started after the stop")
+	}
+}
