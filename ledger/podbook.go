@@ -16,7 +16,8 @@ import (
 // gated.go). Its invariants, which check verifies:
 //
 //   - counted: owner maps each counted pod to its workload, and live counts
-//     them per workload; a workload with none has no live entry.
+//     them per workload; a workload with none has no live entry; no
+//     counted pod is unverified.
 //   - ready: readyOwner maps each pod that counts as ready to its workload,
 //     and ready counts them per workload, with no zero entries.
 //   - unverified: claimed maps each pod whose claim does not check out yet
@@ -79,24 +80,39 @@ func (b *podBook[W]) ownerOf(pod types.UID) (types.UID, bool) {
 	return o, ok
 }
 
-// count counts pod, not counted yet, for workload owner; first says it is
-// the workload's only counted pod now.
-func (b *podBook[W]) count(pod, owner types.UID) (first bool) {
-	b.owner[pod] = owner
-	b.live[owner]++
-	return b.live[owner] == 1
+// podMove is what setCounted changed: the workload a pod stopped
+// counting for (left, "" for none) and whether that left it none
+// (emptied), and the workload it started counting for (joined, "" for
+// none) and whether it is that workload's only counted pod now (first).
+type podMove struct {
+	left, joined   types.UID
+	emptied, first bool
 }
 
-// uncount stops counting pod, counted for workload owner; last says the
-// workload has no counted pod left.
-func (b *podBook[W]) uncount(pod types.UID) (owner types.UID, last bool) {
-	owner = b.owner[pod]
-	delete(b.owner, pod)
-	if b.live[owner]--; b.live[owner] <= 0 {
-		delete(b.live, owner)
-		return owner, true
+// setCounted counts pod for workload owner when live, and stops counting
+// it when not: a pod counted for another workload stops counting for it
+// first (a pod's labels may change), and a pod not live stops counting
+// for whichever it counted for. A pod counted no longer waits for its
+// claim to check out (unverify).
+func (b *podBook[W]) setCounted(pod, owner types.UID, live bool) (m podMove) {
+	was, seen := b.owner[pod]
+	if seen && (!live || owner != "" && was != owner) {
+		delete(b.owner, pod)
+		m.left, seen = was, false
+		if b.live[was]--; b.live[was] <= 0 {
+			delete(b.live, was)
+			m.emptied = true
+		}
 	}
-	return owner, false
+	if live {
+		b.unverify(pod)
+	}
+	if live && !seen {
+		b.owner[pod] = owner
+		b.live[owner]++
+		m.joined, m.first = owner, b.live[owner] == 1
+	}
+	return m
 }
 
 // readyOf is how many of workload uid's counted pods are ready.
@@ -148,7 +164,7 @@ func (b *podBook[W]) unverify(pod types.UID) {
 }
 
 // doubted is the unverified claims to workload owner, by pod; the caller
-// may unverify them as it ranges over it.
+// may count them (setCounted) as it ranges over it.
 func (b *podBook[W]) doubted(owner types.UID) map[types.UID]podClaim { return b.unverified[owner] }
 
 // link records that Job uid, of namespace ns, is part of workload of,

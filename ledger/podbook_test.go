@@ -27,6 +27,11 @@ func (b *podBook[W]) check() error {
 	if err := sameSets("unverified", b.unverified, b.claimed); err != nil {
 		return err
 	}
+	for pod := range b.owner {
+		if _, ok := b.claimed[pod]; ok {
+			return fmt.Errorf("counted: pod %s is counted and unverified", pod)
+		}
+	}
 	if err := sameSets("gated", b.gated, b.gatedOwner); err != nil {
 		return err
 	}
@@ -71,28 +76,66 @@ func sameCounts(what string, want, got map[types.UID]int) error {
 	return nil
 }
 
-func TestPodBookCount(t *testing.T) {
+func TestPodBookSetCounted(t *testing.T) {
+	type step struct {
+		pod, owner types.UID
+		live       bool
+		want       podMove
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		live  map[types.UID]int
+	}{
+		{name: "first and last", steps: []step{
+			{"p1", "w", true, podMove{joined: "w", first: true}},
+			{"p2", "w", true, podMove{joined: "w"}},
+			{"p1", "w", true, podMove{}},
+			{"p1", "w", false, podMove{left: "w"}},
+			{"p2", "", false, podMove{left: "w", emptied: true}},
+			{"p2", "", false, podMove{}},
+		}},
+		{name: "relabelled", steps: []step{
+			{"p", "a", true, podMove{joined: "a", first: true}},
+			{"q", "b", true, podMove{joined: "b", first: true}},
+			{"p", "b", true, podMove{left: "a", emptied: true, joined: "b"}},
+		}, live: map[types.UID]int{"b": 2}},
+		{name: "relabelled and ended", steps: []step{
+			{"p", "a", true, podMove{joined: "a", first: true}},
+			{"p", "b", false, podMove{left: "a", emptied: true}},
+		}},
+		{name: "a live pod without a new owner stays", steps: []step{
+			{"p", "a", true, podMove{joined: "a", first: true}},
+			{"p", "", true, podMove{}},
+		}, live: map[types.UID]int{"a": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newPodBook[*entry]()
+			for i, s := range tc.steps {
+				if got := b.setCounted(s.pod, s.owner, s.live); got != s.want {
+					t.Errorf("step %d: setCounted(%s, %q, %v) = %+v, want %+v", i, s.pod, s.owner, s.live, got, s.want)
+				}
+				if err := b.check(); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			if err := sameCounts("live", tc.live, b.live); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestPodBookCountingForgetsDoubt(t *testing.T) {
 	b := newPodBook[*entry]()
-	if !b.count("p1", "w") {
-		t.Errorf("the first pod counted is not first")
+	b.doubt("p", podClaim{owner: "w", ns: "n"})
+	b.setCounted("p", "w", false)
+	if len(b.doubted("w")) != 1 {
+		t.Fatalf("a pod not counted lost its doubt")
 	}
-	if b.count("p2", "w") {
-		t.Errorf("the second pod counted is first")
-	}
-	if o, ok := b.ownerOf("p2"); !ok || o != "w" {
-		t.Errorf("ownerOf(p2) = %q, %v", o, ok)
-	}
-	if got := b.liveOf("w"); got != 2 {
-		t.Errorf("liveOf(w) = %d, want 2", got)
-	}
-	if o, last := b.uncount("p1"); o != "w" || last {
-		t.Errorf("uncount(p1) = %q, %v; want w, false", o, last)
-	}
-	if o, last := b.uncount("p2"); o != "w" || !last {
-		t.Errorf("uncount(p2) = %q, %v; want w, true", o, last)
-	}
-	if _, ok := b.live["w"]; ok {
-		t.Errorf("a workload without pods keeps a live entry")
+	b.setCounted("p", "w", true)
+	if len(b.doubted("w")) != 0 {
+		t.Errorf("a counted pod is still doubted")
 	}
 	if err := b.check(); err != nil {
 		t.Error(err)
@@ -242,8 +285,8 @@ func TestPodBookGatedAndJudging(t *testing.T) {
 	}
 	// Counted pods beyond the count, or pods found beyond it before, have
 	// it judged; as many as its count do not.
-	b.count("c1", "w")
-	b.count("c2", "w")
+	b.setCounted("c1", "w", true)
+	b.setCounted("c2", "w", true)
 	if b.startJudging("w", 2) {
 		t.Errorf("a judgement starts for a workload with its count of pods")
 	}
@@ -277,14 +320,14 @@ func TestPodBookExcessAndGhosts(t *testing.T) {
 		t.Errorf("lay(w) finds a ghost never kept")
 	}
 	b.haunt("w", e)
-	b.count("p", "w")
+	b.setCounted("p", "w", true)
 	if b.ghost("w") != e {
 		t.Errorf("ghost(w) is not the entry kept")
 	}
 	if g, ok := b.lay("w"); !ok || g != nil {
 		t.Errorf("lay(w) with a pod counted = %v, %v; want the ghost kept", g, ok)
 	}
-	b.uncount("p")
+	b.setCounted("p", "", false)
 	if g, ok := b.lay("w"); !ok || g != e {
 		t.Errorf("lay(w) with no pod left = %v, %v; want the ghost", g, ok)
 	}

@@ -213,43 +213,37 @@ func (l *Ledger) countsForLocked(p *corev1.Pod, uid types.UID, ns string, k kind
 func (l *Ledger) reverifyLocked(owner types.UID, ns string, k kinds.Kind) {
 	for pod, c := range l.pods.doubted(owner) {
 		if l.podOfLocked(c, ns, k) {
-			l.pods.unverify(pod)
 			l.setPodLocked(pod, owner, true)
 		}
 	}
 }
 
-// setPodLocked records whether pod (of workload owner) is live, and
-// settles the workload when its count of live pods crosses zero.
+// setPodLocked records whether pod (of workload owner) is live, has the
+// workloads it leaves and joins judged, and settles each whose count of
+// live pods crosses zero.
 func (l *Ledger) setPodLocked(pod, owner types.UID, live bool) {
-	was, seen := l.pods.ownerOf(pod)
-	if seen && was != owner && owner != "" {
-		// A pod's labels may change; count it under its new owner.
-		l.setPodLocked(pod, "", false)
-		was, seen = "", false
+	m := l.pods.setCounted(pod, owner, live)
+	if m.left != "" {
+		// A pod that ends may leave room for one the gate holds.
+		l.judgePodsLocked(m.left)
+		if m.emptied {
+			l.podsChangedLocked(m.left, 0)
+		}
 	}
-	if live == seen {
-		return
-	}
-	if live {
-		if l.pods.count(pod, owner) {
-			l.podsChangedLocked(owner)
+	if m.joined != "" {
+		if m.first {
+			l.podsChangedLocked(m.joined, 1)
 		}
 		// One pod more than the workload's count has it judged.
-		l.judgePodsLocked(owner)
-		return
-	}
-	// A pod that ends may leave room for one the gate holds.
-	l.judgePodsLocked(was)
-	if _, last := l.pods.uncount(pod); last {
-		l.podsChangedLocked(was)
+		l.judgePodsLocked(m.joined)
 	}
 }
 
 // podsChangedLocked folds workload uid's last view again once it has
-// live pods again or none left: a finished or stopped workload keeps its
-// quota while it has pods, and frees it when they are gone.
-func (l *Ledger) podsChangedLocked(uid types.UID) {
+// live pods again or none left (pods, its count now): a finished or
+// stopped workload keeps its quota while it has pods, and frees it when
+// they are gone.
+func (l *Ledger) podsChangedLocked(uid types.UID, pods int) {
 	if g, ghost := l.pods.lay(uid); ghost {
 		if g != nil {
 			l.step(g, machine.Forget(false))
@@ -261,7 +255,7 @@ func (l *Ledger) podsChangedLocked(uid types.UID) {
 		return
 	}
 	o := e.seen
-	o.W, o.Pods = e.W, l.pods.liveOf(uid)
+	o.W, o.Pods = e.W, pods
 	l.foldLocked(e, *e, o)
 }
 
@@ -319,7 +313,6 @@ func (l *Ledger) adoptOrphans(ctx context.Context) {
 			l.pods.haunt(owner, g)
 		}
 		l.step(g, machine.Adopt(o.queue, queues.UsageOf(l.cfg, w, p.Annotations[queues.AnnotationFlavors])))
-		l.pods.unverify(p.UID)
 		l.setPodLocked(p.UID, owner, true)
 	}
 	if len(orphans) > 0 {
