@@ -80,10 +80,11 @@ func (l *Ledger) admittedEntryLocked(uid types.UID) *entry {
 
 // judgePodsLocked has the pods of workload uid judged, if it is admitted
 // and has gated pods, more live pods than its count, or pods found
-// beyond it before: now, or after the judgement under way.
+// beyond it before: now, or after the judgement under way. Once the
+// ledger has stopped, none starts (goTracked).
 func (l *Ledger) judgePodsLocked(uid types.UID) {
 	e := l.admittedEntryLocked(uid)
-	if e == nil || l.writer.stopped() {
+	if e == nil {
 		l.pods.forgetExcess(uid)
 		return
 	}
