@@ -38,16 +38,13 @@ func (l *Ledger) takeEffects() []machine.Effect {
 }
 
 // apply puts a folded entry in force: e becomes next, and the effects are
-// carried out (LeaveTree first, on e as it was). effects is l.effects,
+// carried out (the books' first, LeaveTree on e as it was). effects is l.effects,
 // handed back empty for the next fold. It is the one place where the
 // ledger acts on the state machine's decisions: the books take theirs,
 // the writer is woken, and what is left is carried out here.
 func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 	defer func() { clear(effects); l.effects = effects[:0] }()
-	l.books.leave(e, effects)
-	l.books.follow(e, &next)
-	*e = next
-	l.books.take(l.cfg, e, effects)
+	l.books.carry(l.cfg, e, next, effects)
 	l.followPlacement(e)
 	// Started and Shrunk are carried out once the books follow the entry.
 	var judge machine.Effect

@@ -11,7 +11,7 @@ import (
 // books are what every pass reads of the workloads: the pending trees
 // by queue, usage by queue and the cohorts' pools that move with it, and
 // the entries charged with quota by the queue they are charged in. They
-// follow the entries through the machine's effects (take), note in the
+// follow the entries through the machine's effects (carry), note in the
 // pass cache every queue whose trees, usage or workloads changed, and
 // keep the usage gauges. Their invariants:
 //
@@ -46,20 +46,19 @@ func newBooks(cache *passCache, m *metrics.Metrics) books {
 	}
 }
 
-// leave carries out LeaveTree on e as it was, before it changes: the
-// tree is ordered by the version the workload joined it with.
-func (b *books) leave(e *entry, effects []machine.Effect) {
+// carry moves the books with entry e as it becomes next: LeaveTree is
+// carried out on e as it was (the tree is ordered by the version the
+// workload joined it with), the pass cache notes the change, e becomes
+// next, and the effects that move usage and trees are taken on it, under
+// config cfg. Usage changes commute, so their order does not matter.
+func (b *books) carry(cfg *queues.Config, e *entry, next entry, effects []machine.Effect) {
 	for _, f := range effects {
 		if _, ok := f.(machine.LeaveTree); ok {
 			b.remove(e)
 		}
 	}
-}
-
-// take carries out on entry e, as it is now, the effects of its step
-// that move the books, under config cfg. Usage changes commute, so the
-// order of the effects does not matter here.
-func (b *books) take(cfg *queues.Config, e *entry, effects []machine.Effect) {
+	b.follow(e, &next)
+	*e = next
 	for _, f := range effects {
 		switch f := f.(type) {
 		case machine.JoinTree:

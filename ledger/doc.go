@@ -51,7 +51,7 @@
 //	                 │ read the object (machine.Observe), fold it (machine.React), or step
 //	                 ▼
 //	              step / foldLocked ──▶ apply (apply.go): the effects, in one place
-//	                 │                    ├─▶ books.take: trees, usage, holding; they note
+//	                 │                    ├─▶ books.carry: trees, usage, holding; they note
 //	                 │                    │   the changed queues in passCache
 //	                 │                    ├─▶ writer (wake), Events (events.go), labels
 //	                 │                    ├─▶ metrics.Note, followPlacement (the domains)
