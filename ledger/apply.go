@@ -78,13 +78,13 @@ func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 	}
 	l.noteMetricsLocked(e)
 	e.forgetEnded()
-	switch judge.(type) {
-	case machine.Started:
-		// The pods the gate held while it waited may run now.
+	if judge != nil {
+		// The pods the gate held while it waited may run now (Started);
+		// pods beyond a new, lower count may still run (Shrunk).
 		l.judgePodsLocked(e.W.UID)
+	}
+	if _, started := judge.(machine.Started); started {
 		l.admittedNowLocked(e)
-	case machine.Shrunk:
-		l.judgePodsLocked(e.W.UID)
 	}
 }
 
