@@ -176,3 +176,34 @@ func TestSyncWalk(t *testing.T) {
 		t.Errorf("walk = %+v, want %+v", w, want)
 	}
 }
+
+// TestLedgerBounds holds the ledger to the bounds its rooms were built
+// for: a Ledger of at most 30 fields, no strongly
+// connected component of more than 10 files, and walks of one Job event
+// that return to a file already left no more often than they do now.
+// Lower a walk's bound when a change shortens it.
+func TestLedgerBounds(t *testing.T) {
+	p, err := load("../../ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range p.typeErrors {
+		t.Errorf("type error in the ledger: %v", err)
+	}
+	r, err := measure(p, "Ledger", []string{"onJob", "apply"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.fields > 30 {
+		t.Errorf("Ledger has %d fields, more than 30: give a group of them a room", r.fields)
+	}
+	if r.largest > 10 {
+		t.Errorf("the largest strongly connected component of the ledger's files has %d files, more than 10: %v", r.largest, r.sccs[0])
+	}
+	bounds := map[string]int{"onJob": 77, "apply": 45}
+	for _, w := range r.walks {
+		if w.returns > bounds[w.from] {
+			t.Errorf("the walk from %s returns %d times to a file already left, more than %d (go run ./hack/ledgermap -from %s -trace)", w.from, w.returns, bounds[w.from], w.from)
+		}
+	}
+}
