@@ -115,9 +115,6 @@ type write struct {
 	paths   [][]string
 	suspend []string
 	resume  any
-	// overhead, for a requeue at its pods' size, is the new
-	// AnnotationPodOverhead (gated.go).
-	overhead string
 	// src is the object's content where a pod template path crosses a
 	// list (see kinds.MergePatch.SetIn).
 	src map[string]any

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,11 +74,26 @@ func (l *Ledger) observeEviction(w write, reason string) {
 	}
 }
 
-// requeue makes the one write that evicts a workload to be admitted
-// again at a new size: suspended, pending again, with its pod overhead.
-func (l *Ledger) requeue(ctx context.Context, w write) {
-	l.requeueWrite(ctx, w, map[string]any{queues.AnnotationPodOverhead: w.overhead}, metrics.EvictedResized,
-		"requeue at the pods' size failed; its larger pods wait")
+// requeueableLocked says whether admitted e may be requeued: its kind
+// suspends it again. One that cannot be suspended again is not: its
+// eviction would delete it.
+func (l *Ledger) requeueableLocked(e *entry) bool {
+	k := l.opts.Kinds.For(kinds.GVKOf(e.W))
+	return k != nil && !kinds.EvictsByDeletion(k)
+}
+
+// requeueLocked requeues admitted e (requeueableLocked) at now: the
+// Requeue step, then, in the background, the one write that evicts it
+// (requeueWrite, with annotations, counted as evicted for reason, failed
+// logged if it fails), and an Event that says message. It returns that
+// write.
+func (l *Ledger) requeueLocked(e *entry, now time.Time, message string, annotations map[string]any, reason, failed string) write {
+	l.step(e, machine.Requeue(now))
+	w := write{e: e, w: e.W, suspend: e.suspend, message: message}
+	l.writer.goTracked(func(ctx context.Context) {
+		l.requeueWrite(ctx, w, annotations, reason, failed)
+	})
+	return w
 }
 
 // requeueWrite makes the one write that evicts a workload a step has

@@ -15,6 +15,7 @@ import (
 	"tally.dev/tally/flavors"
 	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
+	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
 )
 
@@ -451,12 +452,7 @@ func (l *Ledger) ungate(ctx context.Context, p *corev1.Pod, nodeSelector map[str
 // which asks for reqs.
 func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resources) {
 	e := l.admittedEntryLocked(uid)
-	if e == nil {
-		return
-	}
-	if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
-		// A workload that cannot be suspended again is not requeued:
-		// its eviction would delete it.
+	if e == nil || !l.requeueableLocked(e) {
 		return
 	}
 	excess := queues.PodExcess(e.W.PodSets, reqs, l.cfg.Covers)
@@ -464,15 +460,10 @@ func (l *Ledger) tooLargeLocked(p *corev1.Pod, uid types.UID, reqs flavors.Resou
 		return
 	}
 	ann := addOverhead(e.overhead, excess)
-	l.step(e, machine.Requeue(l.opts.Clock.Now()))
-	w := write{e: e, w: e.W, suspend: e.suspend,
-		overhead: ann,
-		message: fmt.Sprintf("Pod %s asks for %s more than the pods it was admitted with (a container another admission webhook added?); requeued to be admitted and charged with pod overhead %s",
+	l.requeueLocked(e, l.opts.Clock.Now(),
+		fmt.Sprintf("Pod %s asks for %s more than the pods it was admitted with (a container another admission webhook added?); requeued to be admitted and charged with pod overhead %s",
 			p.Name, excess, ann),
-	}
-	l.writer.goTracked(func(ctx context.Context) {
-		l.requeue(ctx, w)
-	})
+		map[string]any{queues.AnnotationPodOverhead: ann}, metrics.EvictedResized, "requeue at the pods' size failed; its larger pods wait")
 }
 
 // addOverhead is the AnnotationPodOverhead value ann with excess added.

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"tally.dev/tally/kinds"
 	"tally.dev/tally/ledger/machine"
 	"tally.dev/tally/ledger/metrics"
 	"tally.dev/tally/queues"
@@ -135,19 +133,14 @@ func (l *Ledger) armPodsReadyLocked(e *entry, deadline time.Time) {
 func (l *Ledger) podsReadyDue(uid types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.writer.stopped() {
-		return
-	}
-	if w, ann, ok := l.timeOutLocked(uid); ok {
-		l.writer.goTracked(func(ctx context.Context) {
-			l.timeOut(ctx, w, ann)
-		})
+	if !l.writer.stopped() {
+		l.timeOutLocked(uid)
 	}
 }
 
-// timeOutLocked decides the eviction of workload uid if it is still
-// admitted without all its pods ready at its deadline: the write to make,
-// and its annotations.
+// timeOutLocked evicts workload uid if it is still admitted without all
+// its pods ready at its deadline (requeueLocked), and returns the write
+// it started and its annotations.
 func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 	e, pr := l.admittedEntryLocked(uid), l.podsReadyConfigLocked()
 	if e == nil || pr == nil || l.podsReadyLocked(e) {
@@ -157,9 +150,7 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 	if now.Before(e.readyDeadline) {
 		return write{}, nil, false // a later deadline replaced this one
 	}
-	if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
-		// A workload that cannot be suspended again is not requeued: its
-		// eviction would delete it.
+	if !l.requeueableLocked(e) {
 		return write{}, nil, false
 	}
 	n := e.requeues + 1
@@ -172,12 +163,13 @@ func (l *Ledger) timeOutLocked(uid types.UID) (write, map[string]any, bool) {
 		msg = fmt.Sprintf("PodsReadyTimeout: %d of %d pods ready %s after its admission; evicted %d times, more than backoffLimitCount %d allows: set aside as inadmissible (its pods did not start in flavor %s)",
 			ready, e.W.StartCount(), since, n, *limit, flavorsOf(e.Charged))
 	}
-	l.step(e, machine.Requeue(now))
-	return write{e: e, w: e.W, suspend: e.suspend, message: msg}, map[string]any{
+	ann := map[string]any{
 		queues.AnnotationRequeues:  strconv.Itoa(int(n)),
 		queues.AnnotationRequeueAt: at.UTC().Format(time.RFC3339),
 		queues.AnnotationEvictedAt: now.UTC().Format(time.RFC3339),
-	}, true
+	}
+	w := l.requeueLocked(e, now, msg, ann, metrics.EvictedPodsReady, "eviction for pods not ready failed; will look again")
+	return w, ann, true
 }
 
 // requeueAt is when a workload requeued at now with backoff wait may be
@@ -189,12 +181,6 @@ func requeueAt(now time.Time, wait time.Duration) time.Time {
 		at = at.Truncate(time.Second).Add(time.Second)
 	}
 	return at
-}
-
-// timeOut makes the one write that evicts a workload whose pods were not
-// ready in time.
-func (l *Ledger) timeOut(ctx context.Context, w write, annotations map[string]any) {
-	l.requeueWrite(ctx, w, annotations, metrics.EvictedPodsReady, "eviction for pods not ready failed; will look again")
 }
 
 // blockedLocked lists the cohorts (and queues outside any, by name) that

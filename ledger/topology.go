@@ -128,8 +128,8 @@ func (l *Ledger) swapLocked(e *entry, name, why string, loss queues.Loss, p queu
 // requeueLostLocked evicts and requeues admitted e, which lost pods with
 // a node, saying msg.
 func (l *Ledger) requeueLostLocked(e *entry, msg string) {
-	if k := l.opts.Kinds.For(kinds.GVKOf(e.W)); k == nil || kinds.EvictsByDeletion(k) {
-		return // its eviction would delete it
+	if !l.requeueableLocked(e) {
+		return
 	}
 	now := l.opts.Clock.Now()
 	annotations := map[string]any{queues.AnnotationEvictedAt: now.UTC().Format(time.RFC3339)}
@@ -140,11 +140,7 @@ func (l *Ledger) requeueLostLocked(e *entry, msg string) {
 		annotations[queues.AnnotationRequeueAt] = at.UTC().Format(time.RFC3339)
 		msg += fmt.Sprintf(", not admitted again before %s (backoff %s, eviction %d)", at.UTC().Format(time.RFC3339), pr.Backoff(n), n)
 	}
-	l.step(e, machine.Requeue(now))
-	w := write{e: e, w: e.W, suspend: e.suspend, message: msg}
-	l.writer.goTracked(func(ctx context.Context) {
-		l.requeueWrite(ctx, w, annotations, metrics.EvictedNodeFailures, "eviction of a workload that lost a node failed; it keeps its place")
-	})
+	l.requeueLocked(e, now, msg, annotations, metrics.EvictedNodeFailures, "eviction of a workload that lost a node failed; it keeps its place")
 }
 
 // onNodeDelete takes a node out of the topologies' trees.
