@@ -79,14 +79,24 @@ func (l *Ledger) admittedEntryLocked(uid types.UID) *entry {
 	return e
 }
 
+// judgedEntryLocked is the entry of workload uid, whose pods the gate
+// judges, while it is admitted; otherwise nil, and the pods found
+// beyond its count are forgotten.
+func (l *Ledger) judgedEntryLocked(uid types.UID) *entry {
+	e := l.admittedEntryLocked(uid)
+	if e == nil {
+		l.pods.forgetExcess(uid)
+	}
+	return e
+}
+
 // judgePodsLocked has the pods of workload uid judged, if it is admitted
 // and has gated pods, more live pods than its count, or pods found
 // beyond it before: now, or after the judgement under way. Once the
 // ledger has stopped, none starts (goTracked).
 func (l *Ledger) judgePodsLocked(uid types.UID) {
-	e := l.admittedEntryLocked(uid)
+	e := l.judgedEntryLocked(uid)
 	if e == nil {
-		l.pods.forgetExcess(uid)
 		return
 	}
 	if !l.pods.startJudging(uid, e.W.PodCount()) {
@@ -110,9 +120,8 @@ func (l *Ledger) judgePodsLocked(uid types.UID) {
 // gated pods beside the others.
 func (l *Ledger) judgePods(ctx context.Context, uid types.UID) {
 	l.mu.Lock()
-	e := l.admittedEntryLocked(uid)
+	e := l.judgedEntryLocked(uid)
 	if e == nil {
-		l.pods.forgetExcess(uid)
 		l.mu.Unlock()
 		return
 	}

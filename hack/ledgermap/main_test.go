@@ -200,7 +200,7 @@ func TestLedgerBounds(t *testing.T) {
 	if r.largest > 10 {
 		t.Errorf("the largest strongly connected component of the ledger's files has %d files, more than 10: %v", r.largest, r.sccs[0])
 	}
-	bounds := map[string]int{"onJob": 76, "apply": 44}
+	bounds := map[string]int{"onJob": 75, "apply": 43}
 	for _, w := range r.walks {
 		if w.returns > bounds[w.from] {
 			t.Errorf("the walk from %s returns %d times to a file already left, more than %d (go run ./hack/ledgermap -from %s -trace)", w.from, w.returns, bounds[w.from], w.from)
