@@ -75,8 +75,9 @@ func (s *scenario) entry(name string) entry {
 // With blockAdmission its queue admits nothing else meanwhile.
 func TestPodsReadyTimeout(t *testing.T) {
 	s := newScenario(t)
-	// The deadlines' timers do nothing once the ledger stopped: the test
-	// runs each deadline itself (timeOut), on the fake clock.
+	// The deadlines' timers do nothing once the ledger stopped, nor does
+	// it start an eviction's write: the test runs each deadline itself
+	// and lands its write (timeOut), on the fake clock.
 	s.l.writer.stop()
 	limit := int32(1)
 	s.l.cfg.PodsReady = &queues.PodsReady{Timeout: time.Minute, BlockAdmission: true, BackoffLimitCount: &limit,
