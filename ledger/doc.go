@@ -86,10 +86,11 @@
 // a preemption's victims, EvictionFailed when its write fails (evict.go)
 // and VictimGone when one has given its quota back, Rollback when an
 // admission write fails, Requeue for a workload whose pods are larger
-// (gated.go), Grow and Shrink for one charged in place for them
-// (gated.go), not ready in time (podsready.go) or drained by its stopped
-// queue (evict.go), and RequeueFailed when its eviction write fails
-// (evict.go), Capture and Captured for a late capture (late.go), Forget
+// (gated.go), not ready in time (podsready.go) or lost with a node
+// (topology.go), each with its eviction write started by requeueLocked
+// (evict.go), or drained by its stopped queue (evict.go), and
+// RequeueFailed when its eviction write fails (evict.go), Grow and Shrink
+// for one charged in place for larger pods (gated.go), Capture and Captured for a late capture (late.go), Forget
 // when a workload is deleted and Rebuild when the pending trees are built
 // again (jobs.go), Recheck when an evicted one's wait is over (apply.go,
 // where its effect asks for it), Adopt for the ghost of a deleted
