@@ -104,10 +104,8 @@ func (b *podBook[W]) setCounted(pod, owner types.UID, live bool) (m podMove) {
 			m.emptied = true
 		}
 	}
-	if live {
-		b.unverify(pod)
-	}
 	if live && !seen {
+		b.unverify(pod)
 		b.owner[pod] = owner
 		b.live[owner]++
 		m.joined, m.first = owner, b.live[owner] == 1

@@ -148,7 +148,11 @@ func (l *Ledger) onPod(obj any) {
 	// references of a deleted workload's orphaned pods, which still run.
 	was, _ := l.pods.ownerOf(p.UID)
 	counted := live && (was == c.owner || l.verifiedLocked(c))
-	l.pods.unverify(p.UID)
+	if !counted {
+		// A counted pod is not doubted (setCounted); one not counted
+		// is doubted again below while it is live.
+		l.pods.unverify(p.UID)
+	}
 	if c.owner != p.UID {
 		l.gatedPodLocked(p, c)
 	}
