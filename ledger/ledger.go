@@ -46,8 +46,11 @@ type Options struct {
 	// a pass decides no more writes than that, nor than free Workers, and
 	// while passes want more of it than is free, the label writes wait.
 	Budget func() (tokens, qps float64)
-	// Clock is what every time and timer of the ledger is read from;
-	// the real clock when nil.
+	// Clock is what every time and timer of the ledger's decisions is
+	// read from (backoffs, deadlines, graces, the passes' and recounts'
+	// timers); the real clock when nil. The client plumbing beside it
+	// (a patch's Retry-After, a watch's resume, an Event's retries)
+	// waits on the real clock, as client-go's own does.
 	Clock clock.WithTickerAndDelayedExecution
 	// Held, when set, is asked before every write, which is refused
 	// while it returns an error (see Lease.Held).
