@@ -48,9 +48,11 @@ type Options struct {
 	Budget func() (tokens, qps float64)
 	// Clock is what every time and timer of the ledger's decisions is
 	// read from (backoffs, deadlines, graces, the passes' and recounts'
-	// timers); the real clock when nil. The client plumbing beside it
-	// (a patch's Retry-After, a watch's resume, an Event's retries)
-	// waits on the real clock, as client-go's own does.
+	// timers); the real clock when nil. The plumbing beside it waits on
+	// the real clock, as client-go's own does: a patch's Retry-After
+	// (patch.go), a watch's resume (resume.go), the EventQueue's retries
+	// and its report of dropped Events, the FlavorWatch's once-a-second
+	// look at the nodes.
 	Clock clock.WithTickerAndDelayedExecution
 	// Held, when set, is asked before every write, which is refused
 	// while it returns an error (see Lease.Held).
