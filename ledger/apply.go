@@ -44,7 +44,7 @@ func (l *Ledger) takeEffects() []machine.Effect {
 // the writer is woken, and what is left is carried out here.
 func (l *Ledger) apply(e *entry, next entry, effects []machine.Effect) {
 	defer func() { clear(effects); l.effects = effects[:0] }()
-	l.books.carry(l.cfg, e, next, effects)
+	l.books.carry(l.cfg, e, &next, effects)
 	l.followPlacement(e)
 	// Started and Shrunk are carried out once the books follow the entry.
 	var judge machine.Effect

@@ -51,14 +51,14 @@ func newBooks(cache *passCache, m *metrics.Metrics) books {
 // workload joined it with), the pass cache notes the change, e becomes
 // next, and the effects that move usage and trees are taken on it, under
 // config cfg. Usage changes commute, so their order does not matter.
-func (b *books) carry(cfg *queues.Config, e *entry, next entry, effects []machine.Effect) {
+func (b *books) carry(cfg *queues.Config, e, next *entry, effects []machine.Effect) {
 	for _, f := range effects {
 		if _, ok := f.(machine.LeaveTree); ok {
 			b.remove(e)
 		}
 	}
-	b.follow(e, &next)
-	*e = next
+	b.follow(e, next)
+	*e = *next
 	for _, f := range effects {
 		switch f := f.(type) {
 		case machine.JoinTree:
