@@ -99,7 +99,10 @@ func (l *Ledger) Start(ctx context.Context) error {
 		l.topo.Configure(l.cfg)
 	}
 	l.mu.Unlock()
-	// The work started outside the passes ends with ctx.
+	// The work started outside the passes ends with ctx; whatever ends
+	// Start, the writes and that work finish (or fail with their
+	// context) before it returns, and none starts after.
+	defer l.writer.finish()
 	defer context.AfterFunc(ctx, l.writer.stop)()
 	configChanged := l.store.Subscribe()
 
@@ -157,9 +160,6 @@ func (l *Ledger) Start(ctx context.Context) error {
 
 	recount := l.opts.Clock.NewTicker(l.opts.Recount)
 	defer recount.Stop()
-	// Writes in flight finish (or fail with the context) before Start
-	// returns.
-	defer l.writer.inflight.Wait()
 	// After a pass that decided nothing, a Job that starts waiting is
 	// decided by the next pass that something else wakes (quota freed,
 	// a victim gone, a config change), or arrivalDelay later: it may fit

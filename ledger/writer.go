@@ -39,9 +39,11 @@ type writer[W any] struct {
 	// goroutine of its own.
 	spawn func(func())
 	// done is closed when the ledger stops (stop): the work it started
-	// ends, and no more starts.
-	done     chan struct{}
-	stopOnce sync.Once
+	// ends, and no more starts. mu orders the close before or after each
+	// start of tracked work (goTracked), so that finish waits for every
+	// piece that started.
+	done chan struct{}
+	mu   sync.Mutex
 }
 
 func newWriter[W any](workers int, budget func() (tokens, qps float64), clk clock.WithTickerAndDelayedExecution, do func(context.Context, W)) *writer[W] {
@@ -56,7 +58,21 @@ func newWriter[W any](workers int, budget func() (tokens, qps float64), clk cloc
 
 // stop ends the work the ledger started (context) and has no more
 // start (stopped).
-func (w *writer[W]) stop() { w.stopOnce.Do(func() { close(w.done) }) }
+func (w *writer[W]) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped() {
+		close(w.done)
+	}
+}
+
+// finish stops the writer and waits for the work in flight: the writes
+// that writeAll started and the work that goTracked started, none of
+// which starts after the stop.
+func (w *writer[W]) finish() {
+	w.stop()
+	w.inflight.Wait()
+}
 
 // stopped says whether the ledger stopped.
 func (w *writer[W]) stopped() bool {
@@ -109,14 +125,17 @@ func (w *writer[W]) quiet() bool {
 	return len(w.slots) == 0 && len(w.wake) == 0 && len(w.arrive) == 0
 }
 
-// goTracked runs f as spawn does, counted in flight (Start waits for
+// goTracked runs f as spawn does, counted in flight (finish waits for
 // it), with a context that ends when the ledger stops; once the ledger
 // has stopped it starts nothing.
 func (w *writer[W]) goTracked(f func(context.Context)) {
+	w.mu.Lock()
 	if w.stopped() {
+		w.mu.Unlock()
 		return
 	}
 	w.inflight.Add(1)
+	w.mu.Unlock()
 	w.spawn(func() {
 		defer w.inflight.Done()
 		ctx, release := w.context()

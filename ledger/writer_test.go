@@ -205,3 +205,38 @@ func TestWriterStartsNothingOnceStopped(t *testing.T) {
 		t.Errorf("work started after the stop")
 	}
 }
+
+// TestWriterFinishWaitsForAllItStarted: work that handlers start while
+// the ledger stops either does not start or is waited for; none runs
+// once finish has returned.
+func TestWriterFinishWaitsForAllItStarted(t *testing.T) {
+	for range 200 {
+		w := newWriter[write](1, nil, clocktesting.NewFakeClock(time.Unix(0, 0)), nil)
+		var finished atomic.Bool
+		var late atomic.Int32
+		var callers sync.WaitGroup
+		start := make(chan struct{})
+		for range 4 {
+			callers.Add(1)
+			go func() {
+				defer callers.Done()
+				<-start
+				for range 50 {
+					w.goTracked(func(context.Context) {
+						if finished.Load() {
+							late.Add(1)
+						}
+					})
+				}
+			}()
+		}
+		close(start)
+		w.finish()
+		finished.Store(true)
+		callers.Wait()
+		w.inflight.Wait()
+		if n := late.Load(); n > 0 {
+			t.Fatalf("%d pieces of work ran after finish returned", n)
+		}
+	}
+}
