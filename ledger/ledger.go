@@ -116,6 +116,9 @@ type Ledger struct {
 	pods podBook[*entry]
 	// topo is the trees of the flavors' topologies (topology.go).
 	topo *queues.FlavorDomains
+	// nodeLosses are the timers of the outages of nodes that placements
+	// hold room on, by node, until the node is usable again (onNode).
+	nodeLosses map[string]clock.Timer
 	// passCache is what a pass keeps for the next (passcache.go).
 	passCache passCache
 	// writer runs the writes and wakes the passes (writer.go).

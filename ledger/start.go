@@ -61,6 +61,7 @@ func New(cl client.Client, c cache.Cache, store *queues.Store, recorder record.E
 		inputs:     newPodInputs(),
 		passCache:  newPassCache(),
 		topo:       queues.NewFlavorDomains(),
+		nodeLosses: map[string]clock.Timer{},
 		echoes:     map[types.UID]awaitedVersion{},
 		labels: labelQueues{
 			jobs: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.UID](),

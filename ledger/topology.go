@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,15 +44,31 @@ func (l *Ledger) onNode(obj any) {
 		losses = l.topo.Losses(n.Name)
 	}
 	l.domainsChangedLocked(l.topo.SetNode(n))
+	if l.topo.Usable(n.Name) {
+		l.forgetOutageLocked(n.Name)
+	}
 	if len(losses) > 0 {
 		name := n.Name
-		l.opts.Clock.AfterFunc(nodeLostAfter, func() {
+		var t clock.Timer
+		t = l.opts.Clock.AfterFunc(nodeLostAfter, func() {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if !l.topo.Usable(name) {
-				l.strandedLocked(name, "was not Ready (or was cordoned) for "+nodeLostAfter.String(), losses)
+			if l.nodeLosses[name] != t {
+				return // the node was usable again meanwhile, or deleted
 			}
+			delete(l.nodeLosses, name)
+			l.strandedLocked(name, "was not Ready (or was cordoned) for "+nodeLostAfter.String(), losses)
 		})
+		l.nodeLosses[name] = t
+	}
+}
+
+// forgetOutageLocked forgets node name's outage, if one is timed: the
+// node is usable again, or deleted, whose losses are acted on at once.
+func (l *Ledger) forgetOutageLocked(name string) {
+	if t, ok := l.nodeLosses[name]; ok {
+		t.Stop()
+		delete(l.nodeLosses, name)
 	}
 }
 
@@ -152,6 +169,7 @@ func (l *Ledger) onNodeDelete(obj any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	losses := l.topo.Losses(n.Name)
+	l.forgetOutageLocked(n.Name) // its losses are acted on now
 	l.domainsChangedLocked(l.topo.RemoveNode(n.Name))
 	l.strandedLocked(n.Name, "was deleted", losses)
 }
