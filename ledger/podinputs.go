@@ -20,7 +20,10 @@ import (
 // globalDefault) and what they make of a pod template's
 // priorityClassName (queues.PodPriorities); and, made of them, each
 // namespace's pod defaults (nil for none), which gen counts the changes
-// of. It does no I/O and holds no lock: the ledger's lock covers it.
+// of. It does no I/O and holds no lock: the ledger's lock covers it. The
+// maps that pod defaults hold (a namespace's templates, the overheads)
+// are replaced on a change, never changed: defaults handed out are read
+// outside the lock (the gate's judgement).
 type podInputs struct {
 	limitRanges     map[string]map[string]*corev1.LimitRange
 	claimTemplates  map[string]map[string]*resourcev1.ResourceClaimTemplate
@@ -73,6 +76,7 @@ func (in *podInputs) defaultsOf(ns string, cfg *queues.Config) *queues.PodDefaul
 
 // setOverhead records RuntimeClass name's pod overhead (none when nil).
 func (in *podInputs) setOverhead(name string, overhead corev1.ResourceList) {
+	in.overheads = maps.Clone(in.overheads)
 	if overhead == nil {
 		delete(in.overheads, name)
 	} else {
@@ -119,19 +123,21 @@ func StripRuntimeClass(obj any) (any, error) {
 }
 
 // setNamed puts v in m under namespace ns and name, or deletes it there,
-// leaving no empty namespace.
+// in a new map of the namespace's (the one it replaces may be read
+// outside the lock), leaving no empty namespace.
 func setNamed[T any](m map[string]map[string]T, ns, name string, v T, deleted bool) {
-	byName := m[ns]
+	byName := maps.Clone(m[ns])
 	if deleted {
 		delete(byName, name)
 	} else {
 		if byName == nil {
 			byName = map[string]T{}
-			m[ns] = byName
 		}
 		byName[name] = v
 	}
 	if len(byName) == 0 {
 		delete(m, ns)
+	} else {
+		m[ns] = byName
 	}
 }

@@ -1,9 +1,12 @@
 package ledger
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,5 +54,36 @@ func TestPodInputs(t *testing.T) {
 	}
 	if !in.setPriorityClass(pc, true) || len(in.priorities) != 0 {
 		t.Errorf("a deleted PriorityClass is kept: %v", in.priorities)
+	}
+}
+
+// TestPodDefaultsHandedOutStayAsMade: pod defaults handed out are read
+// outside the ledger's lock (the gate's judgement), so a later change of
+// their namespace's ResourceClaimTemplates or of a RuntimeClass makes new
+// ones and leaves those handed out as they were made.
+func TestPodDefaultsHandedOutStayAsMade(t *testing.T) {
+	in := newPodInputs()
+	tmpl := func(name string) *resourcev1.ResourceClaimTemplate {
+		return &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: name}}
+	}
+	setNamed(in.claimTemplates, "a", "gpu", tmpl("gpu"), false)
+	in.setOverhead("kata", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")})
+	d := in.defaultsOf("a", nil)
+
+	setNamed(in.claimTemplates, "a", "nic", tmpl("nic"), false)
+	setNamed(in.claimTemplates, "a", "gpu", nil, true)
+	in.namespaceChanged("a")
+	in.setOverhead("gvisor", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")})
+	in.setOverhead("kata", nil)
+	if len(d.ClaimTemplates) != 1 || d.ClaimTemplates["gpu"] == nil {
+		t.Errorf("the handed-out defaults' templates changed to %v; want gpu alone", slices.Sorted(maps.Keys(d.ClaimTemplates)))
+	}
+	if len(d.Overhead) != 1 || d.Overhead["kata"] == nil {
+		t.Errorf("the handed-out defaults' overheads changed to %v; want kata alone", slices.Sorted(maps.Keys(d.Overhead)))
+	}
+	now := in.defaultsOf("a", nil)
+	if len(now.ClaimTemplates) != 1 || now.ClaimTemplates["nic"] == nil || len(now.Overhead) != 1 || now.Overhead["gvisor"] == nil {
+		t.Errorf("the new defaults have templates %v and overheads %v; want nic and gvisor",
+			slices.Sorted(maps.Keys(now.ClaimTemplates)), slices.Sorted(maps.Keys(now.Overhead)))
 	}
 }
