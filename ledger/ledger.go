@@ -160,7 +160,8 @@ type labelQueues struct {
 }
 
 // watches are what the ledger watches: the registered kinds the API
-// server serves (set by Start), the kinds of object that they read their
+// server serves (added to by Start's goroutine, under the lock, which
+// the others read them under), the kinds of object that they read their
 // pod sets from (refs.go), and, per watch, whether its handler has been
 // given the informer's initial list. list lists the watched kinds'
 // workloads from the cache, for the recount.
@@ -192,8 +193,11 @@ type nsInfo struct {
 // copies every object into the list's items (a Job is over 1 KB), which
 // a recount of a large cluster's Jobs would allocate each time.
 func (l *Ledger) listWatched(ctx context.Context, ns string) ([]*kinds.Object, error) {
+	l.mu.Lock()
+	watched := l.watches.kinds
+	l.mu.Unlock()
 	var out []*kinds.Object
-	for _, k := range l.watches.kinds {
+	for _, k := range watched {
 		inf, err := l.cache.GetInformer(ctx, k.New())
 		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", k.GVK().Kind, err)

@@ -148,9 +148,10 @@ func (l *Ledger) Start(ctx context.Context) error {
 	l.adoptOrphans(ctx)
 	l.mu.Lock()
 	l.synced = true
+	jobs, namespaces := len(l.jobs), len(l.namespaces)
 	l.mu.Unlock()
 	l.captureManaged(ctx)
-	l.log.Info("ledger synced", "workloads", len(l.jobs), "namespaces", len(l.namespaces), "kinds", len(l.watches.kinds))
+	l.log.Info("ledger synced", "workloads", jobs, "namespaces", namespaces, "kinds", len(l.watches.kinds))
 
 	l.runLabelWorkers(ctx)
 	if l.opts.FinishedLabel == FinishedLabelLazy {
@@ -267,7 +268,9 @@ func (l *Ledger) watchKinds(ctx context.Context) error {
 		if err := l.watch(ctx, k.New(), l.onJob, l.onJobDelete); err != nil {
 			return err
 		}
+		l.mu.Lock()
 		l.watches.kinds = append(l.watches.kinds, k)
+		l.mu.Unlock()
 		l.log.V(1).Info("watching a workload kind", "kind", gvk.String())
 	}
 	return l.watchReferences(ctx)
