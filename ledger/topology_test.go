@@ -18,11 +18,10 @@ import (
 	"tally.dev/tally/queues"
 )
 
-// TestDeviceClassNotCounted: a mapped DeviceClass whose selector does
-// not compile is warned of on the config ConfigMap once, again when it
-// fails otherwise, and not once it is mended; an unmapped class is not
-// warned of.
-func TestDeviceClassNotCounted(t *testing.T) {
+// nodeTopology is a config of flavor tas, whose topology dc has the
+// node as its only level, and extra.
+func nodeTopology(t *testing.T, extra string) *queues.Config {
+	t.Helper()
 	cfg, _, errs := queues.Parse([]byte(`
 apiVersion: kueue.x-k8s.io/v1beta1
 kind: Topology
@@ -34,16 +33,25 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: ResourceFlavor
 metadata: {name: tas}
 spec: {topologyName: dc}
----
+` + extra))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return cfg
+}
+
+// TestDeviceClassNotCounted: a mapped DeviceClass whose selector does
+// not compile is warned of on the config ConfigMap once, again when it
+// fails otherwise, and not once it is mended; an unmapped class is not
+// warned of.
+func TestDeviceClassNotCounted(t *testing.T) {
+	cfg := nodeTopology(t, `---
 apiVersion: config.kueue.x-k8s.io/v1beta1
 kind: Configuration
 resources:
   deviceClassMappings:
   - {name: example.com/gpu, deviceClassNames: [gpu.example.com]}
-`))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
+`)
 	rec := &scenarioRecorder{}
 	l := New(nil, nil, queues.NewStore(nil), rec, logr.Discard(), Options{Namespace: "tally-system"})
 	l.reconfigure(cfg)
@@ -80,21 +88,7 @@ resources:
 // node cordoned and uncordoned again leaves no timer behind, and one
 // that goes down again later waits out the whole time anew.
 func TestNodeLossWaitsOutOneOutage(t *testing.T) {
-	cfg, _, errs := queues.Parse([]byte(`
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: Topology
-metadata: {name: dc}
-spec:
-  levels: [{nodeLabel: kubernetes.io/hostname}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: ResourceFlavor
-metadata: {name: tas}
-spec: {topologyName: dc}
-`))
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	cfg := nodeTopology(t, "")
 	clk := &afterClock{FakeClock: clocktesting.NewFakeClock(time.Unix(0, 0))}
 	l := New(nil, nil, queues.NewStore(nil), &scenarioRecorder{}, logr.Discard(), Options{Clock: clk})
 	l.writer.stop() // the eviction's write is not made: the step is what is checked
