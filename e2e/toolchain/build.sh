@@ -10,8 +10,10 @@
 # ray-operator, trainer-controller (Kubeflow Trainer v2), karpenter (its KWOK cloud provider) and cert-manager, helm (make helm-check, e2e/helminstall),
 # and kueue-perf: Kueue's scheduler-performance runner and minimalkueue
 # (make bench-kueue). Each binary is built only when it is missing, so a
-# second run is a no-op. Builds into one DIR take turns (a lock on
-# DIR/.build.lock). The wrapper modules it needs live in DIR/.src.
+# second run is a no-op. Two runs never build the same binary into one
+# DIR at once (a lock per binary, DIR/.build-NAME.lock), but may build two
+# different ones side by side. The wrapper modules it needs live in
+# DIR/.src.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.0}
@@ -48,10 +50,6 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work="$out/.src"
 mkdir -p "$work"
-# One build at a time per directory: two test processes may each find an
-# operator missing.
-exec 9>"$out/.build.lock"
-flock 9
 
 # need NAME...: some NAME is wanted and missing.
 need() {
@@ -61,10 +59,20 @@ need() {
   done
   return 1
 }
+# claim NAME...: like need, but first waits for the lock of the first NAME
+# (the group's build), releasing the lock of the group before: two test
+# processes may each find an operator missing, and the second then finds it
+# built.
+claim() {
+  need "$@" || return 1
+  exec 9>"$out/.build-$1.lock"
+  flock 9
+  need "$@"
+}
 log() { printf 'toolchain: %s\n' "$*" >&2; }
 started=$SECONDS
 
-if need kube-apiserver kube-controller-manager kube-scheduler kubectl; then
+if claim kube-apiserver kube-controller-manager kube-scheduler kubectl; then
   log "building Kubernetes $KUBE_VERSION (several minutes on a cold cache)"
   mod="$work/kube"
   mkdir -p "$mod"
@@ -105,7 +113,7 @@ GO
   done
 fi
 
-if need etcd; then
+if claim etcd; then
   log "building etcd $ETCD_VERSION"
   mod="$work/etcd"
   mkdir -p "$mod"
@@ -134,7 +142,7 @@ GO
 fi
 
 for c in kwok kwokctl; do
-  need "$c" || continue
+  claim "$c" || continue
   log "go install $c $KWOK_VERSION"
   GOBIN="$out" go install -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/$c@$KWOK_VERSION"
 done
@@ -160,7 +168,7 @@ finish_module() {
 
 # The Kubeflow training operator (v1), for the PyTorchJob tests and the demo.
 # Its CRDs are copied beside it.
-if need training-operator; then
+if claim training-operator; then
   log "building the training operator $TRAINING_OPERATOR_VERSION (several minutes on a cold cache)"
   build_module training-operator github.com/kubeflow/training-operator "$TRAINING_OPERATOR_VERSION" ./cmd/training-operator.v1
   mkdir -p "$out/crds/training-operator"
@@ -172,7 +180,7 @@ fi
 # each the first time a test needs it (e2e/framework/operators.go).
 
 # JobSet's controller (sigs.k8s.io/jobset), for JobSets; its CRD beside it.
-if need jobset-controller; then
+if claim jobset-controller; then
   log "building the JobSet controller $JOBSET_VERSION (a few minutes on a cold cache)"
   build_module jobset-controller sigs.k8s.io/jobset "$JOBSET_VERSION" .
   mkdir -p "$out/crds/jobset"
@@ -182,7 +190,7 @@ fi
 
 # The Kubeflow MPI operator (v2), for MPIJobs of kubeflow.org/v2beta1; its
 # CRD beside it.
-if need mpi-operator; then
+if claim mpi-operator; then
   log "building the MPI operator $MPI_OPERATOR_VERSION (a few minutes on a cold cache)"
   build_module mpi-operator github.com/kubeflow/mpi-operator "$MPI_OPERATOR_VERSION" ./cmd/mpi-operator
   mkdir -p "$out/crds/mpi-operator"
@@ -192,7 +200,7 @@ fi
 
 # KubeRay's operator, for RayJobs, RayClusters and RayServices; their CRDs
 # (and RayCronJob's) beside it.
-if need ray-operator; then
+if claim ray-operator; then
   log "building the KubeRay operator $KUBERAY_VERSION (a few minutes on a cold cache)"
   build_module ray-operator github.com/ray-project/kuberay/ray-operator "$KUBERAY_VERSION" .
   mkdir -p "$out/crds/ray-operator"
@@ -202,7 +210,7 @@ fi
 # Kubeflow Trainer v2's controller manager, for TrainJobs (it runs them as
 # JobSets, so JobSet's controller runs beside it); the TrainJob,
 # TrainingRuntime and ClusterTrainingRuntime CRDs and its runtimes beside it.
-if need trainer-controller; then
+if claim trainer-controller; then
   log "building the Kubeflow Trainer controller $TRAINER_VERSION (a few minutes on a cold cache)"
   build_module trainer-controller github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" ./cmd/trainer-controller-manager
   mkdir -p "$out/crds/trainer"
@@ -214,7 +222,7 @@ fi
 # KWOKNodeClass CRDs beside it. Its module needs a newer Go than the
 # machine's, so the go command runs $KARPENTER_GOTOOLCHAIN for this build
 # only.
-if need karpenter; then
+if claim karpenter; then
   log "building Karpenter $KARPENTER_VERSION (KWOK provider, $KARPENTER_GOTOOLCHAIN; a few minutes on a cold cache)"
   GOTOOLCHAIN=$KARPENTER_GOTOOLCHAIN build_module karpenter sigs.k8s.io/karpenter "$KARPENTER_VERSION" ./kwok
   mkdir -p "$out/crds/karpenter"
@@ -226,7 +234,7 @@ fi
 # test: its cmd/ modules are not served by the proxy, so a main of tally's
 # own (e2e/toolchain/cert-manager, a module apart, pinned by its go.sum)
 # runs them from the main module. Its CRDs beside it.
-if need cert-manager; then
+if claim cert-manager; then
   log "building cert-manager's controllers (a few minutes on a cold cache)"
   src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/cert-manager"
   (cd "$src" && go build -ldflags "-s -w" -o "$out/cert-manager.tmp" .)
@@ -238,7 +246,7 @@ if need cert-manager; then
 fi
 # Helm, for make helm-check and e2e/helminstall (the chart
 # deploy/helm/tally): not in the default set either.
-if need helm; then
+if claim helm; then
   log "building helm $HELM_VERSION (a few minutes on a cold cache)"
   build_module helm helm.sh/helm/v3 "$HELM_VERSION" ./cmd/helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
   finish_module helm
@@ -249,7 +257,8 @@ fi
 # Kueue's CRDs and its scenarios' generator and range configs, one folder
 # per version. Not in the default set either.
 kpout="$out/kueue-perf-$KUEUE_VERSION"
-if [[ " ${wanted[*]} " == *" kueue-perf "* ]] && [ ! -x "$kpout/minimalkueue-qps500" ]; then
+if [[ " ${wanted[*]} " == *" kueue-perf "* ]] && [ ! -x "$kpout/minimalkueue-qps500" ] &&
+  exec 9>"$out/.build-kueue-perf.lock" && flock 9 && [ ! -x "$kpout/minimalkueue-qps500" ]; then
   log "building Kueue's scheduler-performance runner and minimalkueue $KUEUE_VERSION (several minutes on a cold cache)"
   build_module kueue-perf-runner sigs.k8s.io/kueue "$KUEUE_VERSION" ./test/performance/scheduler/runner
   kp="$kpout.tmp"
