@@ -175,10 +175,19 @@ func run(m *testing.M) int {
 		return 1
 	}
 	s := &suite{env: env, cluster: framework.NewCluster(env, dir)}
+	// When the whole suite runs, the operators its tests need are built in
+	// the background meanwhile, in the order the tests come to them, and
+	// helm last, for e2e/helminstall, which make test runs next.
+	stopPrebuild := func() {}
+	if flag.Lookup("test.run").Value.String() == "" {
+		stopPrebuild = env.Prebuild(framework.CertManager, framework.RayOperator, framework.Karpenter,
+			framework.JobSetController, framework.MPIOperator, framework.TrainerController, "helm")
+	}
 	failed := true
 	var once sync.Once
 	teardown := func() {
 		once.Do(func() {
+			stopPrebuild()
 			if s.tally != nil {
 				if err := s.tally.Stop(10 * time.Second); err != nil {
 					fmt.Fprintln(os.Stderr, "e2e: stopping tally:", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -17,7 +18,8 @@ import (
 
 // The operators of the toolchain besides the training operator. None is
 // built by make toolchain: each is built into the toolchain (Env.Tools) the
-// first time a test asks for it (BuildTool), which takes a few minutes.
+// first time a test asks for it (BuildTool), which takes a few minutes, or
+// before, in the background (Prebuild).
 // Each runs on the host against the cluster, as the scheduler and the
 // controller manager do, from its script in e2e/cluster.
 const (
@@ -140,6 +142,51 @@ func (e Env) BuildTool(ctx context.Context, name string) error {
 	}
 	fmt.Fprintf(os.Stderr, "e2e: %s ready in %s\n", name, time.Since(start).Round(time.Second))
 	return nil
+}
+
+// Prebuild builds in the background, one after the other and at the
+// lowest CPU priority (nice 19), each binary of names that the toolchain
+// lacks, so that the builds use the CPU the tests leave idle. A test that
+// needs one of them first builds it itself (BuildTool), at its own
+// priority: the script's lock per binary makes it wait for a build of the
+// same binary already under way, and a build already done is skipped.
+// stop ends the builds still to come, kills the one under way (the Go
+// build cache keeps what it compiled) and returns once it is gone.
+func (e Env) Prebuild(names ...string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, name := range names {
+			if ctx.Err() != nil {
+				return
+			}
+			if executable(filepath.Join(e.Tools, name)) {
+				continue
+			}
+			start := time.Now()
+			cmd := exec.CommandContext(ctx, "nice", "-n", "19", "bash", filepath.Join(e.Root, "e2e", "toolchain", "build.sh"), e.Tools, name)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			// The script and its go commands are one process group, killed
+			// together.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+			err := cmd.Run()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				fmt.Fprintf(os.Stderr, "e2e: building %s in the background failed (a test that needs it builds it again): %v\n%s", name, err, out.String())
+			default:
+				fmt.Fprintf(os.Stderr, "e2e: %s built in the background in %s\n", name, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // InstallJobSetCRD builds JobSet's controller if needed, installs its
