@@ -234,15 +234,18 @@ func TestKarpenter(t *testing.T) {
 	t.Run("admission to Running on new nodes", func(t *testing.T) {
 		// Two waves of five PyTorchJobs (2 pods of 1 GPU each: five fill
 		// the 10-GPU queue), each wave on an empty pool, so that every
-		// pod waits for a node Karpenter makes for it.
-		const waves, perWave = 2, 5
+		// pod waits for a node Karpenter makes for it. Each pod runs 10s,
+		// so that a PyTorchJob's two pods, which start a moment apart, are
+		// Running together for long enough to be seen by the poll below,
+		// also on a loaded machine (with 1s, a poll could miss both).
+		const waves, perWave, podRuntime = 2, 5, 10 * time.Second
 		var lat []time.Duration
 		for wave := range waves {
 			waitNoKarpenterNodes(ctx, t, k.client)
 			var names []string
 			for i := range perWave {
 				name := fmt.Sprintf("step-%d-%d", wave, i)
-				pj := framework.NewPyTorchJob(ns, name).Workers(1).GPUs(1).Runtime(time.Second).
+				pj := framework.NewPyTorchJob(ns, name).Workers(1).GPUs(1).Runtime(podRuntime).
 					Label(framework.LabelKueueQueueName, localQueue).Obj()
 				if err := k.client.Create(ctx, pj); err != nil {
 					t.Fatal(err)
