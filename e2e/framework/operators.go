@@ -145,8 +145,9 @@ func (e Env) BuildTool(ctx context.Context, name string) error {
 }
 
 // Prebuild builds in the background, one after the other and at the
-// lowest CPU priority (nice 19), each binary of names that the toolchain
-// lacks, so that the builds use the CPU the tests leave idle. A test that
+// lowest CPU priority (nice 19, in the idle scheduling class), each binary
+// of names that the toolchain lacks, so that the builds use the CPU the
+// tests leave idle. A test that
 // needs one of them first builds it itself (BuildTool), at its own
 // priority: the script's lock per binary makes it wait for a build of the
 // same binary already under way, and a build already done is skipped.
@@ -155,6 +156,13 @@ func (e Env) BuildTool(ctx context.Context, name string) error {
 func (e Env) Prebuild(names ...string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	// nice's arguments: the lowest priority, and Linux's idle scheduling
+	// class when util-linux's chrt is there (the CPU only when no other
+	// process wants it).
+	idle := []string{"-n", "19"}
+	if _, err := exec.LookPath("chrt"); err == nil {
+		idle = append(idle, "chrt", "--idle", "0")
+	}
 	go func() {
 		defer close(done)
 		for _, name := range names {
@@ -165,7 +173,7 @@ func (e Env) Prebuild(names ...string) (stop func()) {
 				continue
 			}
 			start := time.Now()
-			cmd := exec.CommandContext(ctx, "nice", "-n", "19", "bash", filepath.Join(e.Root, "e2e", "toolchain", "build.sh"), e.Tools, name)
+			cmd := exec.CommandContext(ctx, "nice", append(idle, "bash", filepath.Join(e.Root, "e2e", "toolchain", "build.sh"), e.Tools, name)...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			// The script and its go commands are one process group, killed

@@ -11,12 +11,12 @@ import (
 	"time"
 )
 
-// stubBuild is a build.sh that records each call's binary in DIR/calls and
-// its niceness, and makes the binary; "slow" first writes its pid to
+// stubBuild is a build.sh that records each call's binary in DIR/calls,
+// with its niceness and scheduling policy, and makes the binary; "slow" first writes its pid to
 // DIR/slow.pid and sleeps (until killed).
 const stubBuild = `set -eu
 dir=$1 name=$2
-echo "$name $(nice)" >>"$dir/calls"
+echo "$name $(nice) $(chrt -p $$ | sed -n 's/.*policy: //p')" >>"$dir/calls"
 if [ "$name" = slow ]; then echo $$ >"$dir/slow.pid"; sleep 600; fi
 printf '#!/bin/sh\n' >"$dir/$name"
 chmod +x "$dir/$name"
@@ -59,9 +59,9 @@ func TestPrebuildBuildsWhatIsMissingInOrderAtLowPriority(t *testing.T) {
 	}
 	stop()
 	got := calls(t, e)
-	want := []string{"a 19", "c 19"}
+	want := []string{"a 19 SCHED_IDLE", "c 19 SCHED_IDLE"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("build.sh calls (name, niceness) = %q, want %q (b was there already)", got, want)
+		t.Errorf("build.sh calls (name, niceness, policy) = %q, want %q (b was there already)", got, want)
 	}
 	for _, name := range []string{"a", "c"} {
 		if !executable(filepath.Join(e.Tools, name)) {
@@ -98,7 +98,7 @@ func TestPrebuildStopKillsTheBuildUnderWay(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 		t.Errorf("the build's process %d is still there after stop (kill 0: %v)", pid, err)
 	}
-	if got := calls(t, e); strings.Join(got, ",") != "slow 19" {
+	if got := calls(t, e); strings.Join(got, ",") != "slow 19 SCHED_IDLE" {
 		t.Errorf("build.sh calls = %q, want only the slow one", got)
 	}
 }
