@@ -12,9 +12,9 @@ TOOL_BINARIES := etcd kube-apiserver kube-controller-manager kube-scheduler kube
 
 GO ?= go
 BIN := $(CURDIR)/bin/tally
-# The e2e package builds the operators it has not built before (about 25
-# minutes on 2 busy cores), then runs about 25 minutes of tests: 49
-# minutes in all on a cold 2-core machine, so its bound leaves room.
+# The e2e package builds the operators it has not built before in the
+# background while its tests run: about 40 minutes in all on a cold 2-core
+# machine, so its bound leaves room.
 TEST_TIMEOUT ?= 75m
 E2E_TIMEOUT ?= 75m
 # One test binary at a time: the envtest and e2e suites each run a control
@@ -35,7 +35,11 @@ FUZZ_MINIMIZE ?= 60s
 # the deadline (go.dev/issue/75804), with nothing found.
 FUZZ_SMOKE ?= 5000x
 
-TEST_ENV := KUBEBUILDER_ASSETS=$(TOOLS) TALLY_TOOLS=$(TOOLS) TALLY_BIN=$(BIN)
+# bin/tally and the image are static and built with -trimpath; vet, the
+# tests and go run are too (STATIC and -trimpath), so that all of them
+# share the compiled dependencies in Go's build cache.
+STATIC := CGO_ENABLED=0
+TEST_ENV := $(STATIC) KUBEBUILDER_ASSETS=$(TOOLS) TALLY_TOOLS=$(TOOLS) TALLY_BIN=$(BIN)
 
 .PHONY: help
 help: ## Show the targets.
@@ -101,7 +105,7 @@ IMAGE_REF = $(shell r='$(IMAGE)'; first=$${r%%/*}; \
 
 .PHONY: image-test
 image-test: image ## Build the image and check it (e2e/image): entrypoint, non-root user, static binary, and the binary run from its layer.
-	TALLY_IMAGE=$(IMAGE_ARCHIVE) TALLY_IMAGE_REF=$(IMAGE_REF) $(GO) test ./e2e/image -count=1 -v
+	$(STATIC) TALLY_IMAGE=$(IMAGE_ARCHIVE) TALLY_IMAGE_REF=$(IMAGE_REF) $(GO) test -trimpath ./e2e/image -count=1 -v
 
 # helm and kubectl (kubectl kustomize renders deploy/ for the comparison)
 # are built into TOOLS by e2e/toolchain/build.sh when missing; helm is not
@@ -117,7 +121,7 @@ helm-check: ## Lint and render the Helm chart deploy/helm/tally in both certMode
 	@for mode in builtin cert-manager; do \
 		echo "helm template tally $(HELM_CHART) -n tally-system --set certMode=$$mode"; \
 		$(TOOLS)/helm template tally $(HELM_CHART) -n tally-system --set certMode=$$mode >/dev/null; done
-	$(TEST_ENV) $(GO) test ./e2e/helmchart -count=1 -v
+	$(TEST_ENV) $(GO) test -trimpath ./e2e/helmchart -count=1 -v
 
 .PHONY: manifests
 manifests: ## Write the webhook configurations and RBAC objects of deploy/base and the Helm chart from the code (hack/manifests); make test fails when they differ.
@@ -137,21 +141,21 @@ fmt-check: ## Fail if any Go file is not gofmt-ed.
 
 .PHONY: vet
 vet: ## Run go vet.
-	$(GO) vet ./...
+	$(STATIC) $(GO) vet -trimpath ./...
 
 .PHONY: test
 test: toolchain chromium build fmt-check vet ## All tests: unit, envtest and e2e, then each fuzz target for FUZZ_SMOKE and each Go benchmark once (builds missing tools first).
-	$(TEST_ENV) $(GO) test ./... -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT)
+	$(TEST_ENV) $(GO) test -trimpath ./... -count=1 -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT)
 	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory bench-smoke
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (the envtest and e2e suites skip themselves).
-	env -u KUBEBUILDER_ASSETS -u TALLY_TOOLS -u TALLY_BIN $(GO) test ./... -count=1
+	env -u KUBEBUILDER_ASSETS -u TALLY_TOOLS -u TALLY_BIN $(STATIC) $(GO) test -trimpath ./... -count=1
 
 .PHONY: test-e2e
 test-e2e: toolchain chromium build ## The e2e suite against a local kwok cluster.
-	$(TEST_ENV) $(GO) test ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
+	$(TEST_ENV) $(GO) test -trimpath ./e2e/... -count=1 -v -timeout $(E2E_TIMEOUT)
 
 # How long `make soak` injects faults (TALLY_CHAOS of e2e/chaos_test.go).
 SOAK_DURATION ?= 30m
@@ -161,7 +165,7 @@ SOAK_TIMEOUT ?= 90m
 
 .PHONY: soak
 soak: toolchain build ## The chaos soak: two replicas, killed leaders, an API server restart, config reloads, unbinding, deletions, checked by e2e/auditor (SOAK_DURATION, default 30m; not in make test).
-	$(TEST_ENV) TALLY_CHAOS=$(SOAK_DURATION) $(GO) test ./e2e -run '^TestChaosSoak$$' -count=1 -v -timeout $(SOAK_TIMEOUT)
+	$(TEST_ENV) TALLY_CHAOS=$(SOAK_DURATION) $(GO) test -trimpath ./e2e -run '^TestChaosSoak$$' -count=1 -v -timeout $(SOAK_TIMEOUT)
 
 # The benchmark scenario `make bench` runs: bench/$(BENCH_SCENARIO).yaml.
 BENCH_SCENARIO ?= baseline
@@ -172,7 +176,7 @@ BENCH_FLAGS ?=
 
 .PHONY: bench
 bench: toolchain build ## Run a benchmark (BENCH_SCENARIO, default baseline): tally, then the replay reference (BENCH_MODE), vs an ideal scheduler; summary in .bench/.
-	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -mode $(BENCH_MODE) -out .bench $(BENCH_FLAGS)
+	$(TEST_ENV) $(GO) run -trimpath ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -mode $(BENCH_MODE) -out .bench $(BENCH_FLAGS)
 
 # Kueue's scheduler-performance runner and minimalkueue (and
 # minimalkueue-qps500, at tally's client budget), built into
@@ -183,7 +187,7 @@ BENCH_ROUNDS ?= 3
 .PHONY: bench-kueue
 bench-kueue: toolchain build ## Compare tally and Kueue's own scheduler-performance runner with minimalkueue (KUEUE_VERSION, default v0.19.2) on BENCH_SCENARIO: BENCH_ROUNDS runs each of tally, tally with the Jobs' pods, tally at Kueue's client budget, Kueue, Kueue at tally's budget, in turn (not in make test).
 	@[ -x "$(TOOLS)/kueue-perf-$(KUEUE_VERSION)/minimalkueue-qps500" ] || KUBE_VERSION=$(KUBE_VERSION) KUEUE_VERSION=$(KUEUE_VERSION) bash e2e/toolchain/build.sh "$(TOOLS)" kueue-perf
-	$(TEST_ENV) $(GO) run ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench -kueue $(TOOLS)/kueue-perf-$(KUEUE_VERSION) -rounds $(BENCH_ROUNDS) -tally-version "$$(git describe --always --dirty 2>/dev/null)" $(BENCH_FLAGS)
+	$(TEST_ENV) $(GO) run -trimpath ./e2e/perf/cmd/bench -scenario bench/$(BENCH_SCENARIO).yaml -out .bench -kueue $(TOOLS)/kueue-perf-$(KUEUE_VERSION) -rounds $(BENCH_ROUNDS) -tally-version "$$(git describe --always --dirty 2>/dev/null)" $(BENCH_FLAGS)
 
 .PHONY: bench-large
 bench-large: ## The 50,000-Job scenario, bench/large.yaml.
@@ -208,7 +212,7 @@ fuzz: ## Run every fuzz target (FUZZ_TARGETS) for FUZZTIME each.
 
 .PHONY: bench-smoke
 bench-smoke: ## Run every Go benchmark once, as a test that they still run (make test does; measure with -count and benchstat instead).
-	$(TEST_ENV) $(GO) test $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u) -run '^$$' -bench . -benchtime 1x -count=1 -timeout 15m
+	$(TEST_ENV) $(GO) test -trimpath $$(grep -rl --include='*_test.go' '^func Benchmark' . | xargs -n1 dirname | sort -u) -run '^$$' -bench . -benchtime 1x -count=1 -timeout 15m
 
 .PHONY: fuzz-smoke
 fuzz-smoke: ## Run every fuzz target for FUZZ_SMOKE each (make test does).

@@ -8,10 +8,10 @@
 package framework
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 )
 
 // Names from tally's contract.
@@ -73,12 +73,18 @@ func executable(path string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// repoRoot is the directory above this package's e2e directory.
+// repoRoot is the repository's root: the nearest directory, from the
+// working directory up, that holds tally's go.mod (a test runs in its
+// package's directory, make bench at the root). Not the source file's
+// path, which the tests' -trimpath build leaves out.
 func repoRoot() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		wd, _ := os.Getwd()
-		return filepath.Dir(wd)
+	wd, _ := os.Getwd()
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module tally.dev/tally\n")) {
+			return dir
+		}
+		if filepath.Dir(dir) == dir {
+			return wd
+		}
 	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -33,9 +32,10 @@ const (
 
 type object = map[string]any
 
+// root is the repository's root, from this package's directory, where
+// the test runs.
 func root(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join("..", "..")
 }
 
 // tools returns the paths of helm and kubectl in TALLY_TOOLS, or skips.

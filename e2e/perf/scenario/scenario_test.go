@@ -2,7 +2,6 @@ package scenario_test
 
 import (
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +10,10 @@ import (
 	"tally.dev/tally/queues"
 )
 
+// benchDir is the repository's bench directory, from this package's
+// directory, where the test runs.
 func benchDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "bench")
+	return filepath.Join("..", "..", "..", "bench")
 }
 
 // The scenario files load, expand to the Jobs they promise, and render a
