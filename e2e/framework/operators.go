@@ -131,7 +131,8 @@ func (e Env) BuildTool(ctx context.Context, name string) error {
 	}
 	fmt.Fprintf(os.Stderr, "e2e: building %s into %s (a few minutes the first time)\n", name, e.Tools)
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(e.Root, "e2e", "toolchain", "build.sh"), e.Tools, name)
+	args := e.buildArgs(name)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -144,13 +145,19 @@ func (e Env) BuildTool(ctx context.Context, name string) error {
 	return nil
 }
 
+// buildArgs is the command line that builds binary name into the
+// toolchain: e2e/toolchain/build.sh.
+func (e Env) buildArgs(name string) []string {
+	return []string{"bash", filepath.Join(e.Root, "e2e", "toolchain", "build.sh"), e.Tools, name}
+}
+
 // Prebuild builds in the background, one after the other and at the
 // lowest CPU priority (nice 19, in the idle scheduling class), each binary
 // of names that the toolchain lacks, so that the builds use the CPU the
-// tests leave idle. A test that
-// needs one of them first builds it itself (BuildTool), at its own
-// priority: the script's lock per binary makes it wait for a build of the
-// same binary already under way, and a build already done is skipped.
+// tests leave idle. A test that needs one of them first builds it itself
+// (BuildTool), at its own priority: the script's lock per binary makes it
+// wait for a build of the same binary already under way, and a build
+// already done is skipped.
 // stop ends the builds still to come, kills the one under way (the Go
 // build cache keeps what it compiled) and returns once it is gone.
 func (e Env) Prebuild(names ...string) (stop func()) {
@@ -173,7 +180,7 @@ func (e Env) Prebuild(names ...string) (stop func()) {
 				continue
 			}
 			start := time.Now()
-			cmd := exec.CommandContext(ctx, "nice", append(idle, "bash", filepath.Join(e.Root, "e2e", "toolchain", "build.sh"), e.Tools, name)...)
+			cmd := exec.CommandContext(ctx, "nice", append(idle, e.buildArgs(name)...)...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			// The script and its go commands are one process group, killed
