@@ -28,11 +28,27 @@ func (s *Share[K, V]) Of(key K, v V) V {
 	if have, ok := s.values[key]; ok {
 		return have
 	}
+	return s.putLocked(key, v)
+}
+
+// putLocked keeps v for key, starting again empty when full.
+func (s *Share[K, V]) putLocked(key K, v V) V {
 	if s.values == nil || len(s.values) >= ShareMax {
 		s.values = make(map[K]V)
 	}
 	s.values[key] = v
 	return v
+}
+
+// OfBytes is s.Of(string(key), v), but a key already kept costs no copy:
+// for keys built in a buffer on a hot path.
+func OfBytes[V any](s *Share[string, V], key []byte, v V) V {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if have, ok := s.values[string(key)]; ok {
+		return have
+	}
+	return s.putLocked(string(key), v)
 }
 
 // Get is the value shared for key, if there is one.

@@ -2,6 +2,7 @@ package queues
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 
@@ -91,5 +92,44 @@ func TestWorkloadsShareRequests(t *testing.T) {
 	}
 	if got := c.PodSets[0].Requests[corev1.ResourceCPU]; got != amt(corev1.ResourceCPU, "3") {
 		t.Errorf("Job c's pods request %v cpu, want 3", got)
+	}
+}
+
+// TestShareResources: maps of the same amounts share one map, whatever
+// their number of resources (more than the key's buffer holds too); maps
+// whose keys would run together unseparated do not; and a map shared
+// before is found again without an allocation, as each event of a Job
+// finds its requests.
+func TestShareResources(t *testing.T) {
+	same := func(x, y flavors.Resources) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	many := func(amount flavors.Amount) flavors.Resources {
+		r := flavors.Resources{}
+		for i := range 12 {
+			r[corev1.ResourceName(fmt.Sprintf("example.com/device-%02d", i))] = amount
+		}
+		return r
+	}
+	for name, c := range map[string]struct {
+		a, b  flavors.Resources
+		share bool
+	}{
+		"equal":                 {flavors.Resources{"cpu": 1000, "memory": 1 << 30}, flavors.Resources{"memory": 1 << 30, "cpu": 1000}, true},
+		"another amount":        {flavors.Resources{"cpu": 1000}, flavors.Resources{"cpu": 2000}, false},
+		"digits moved":          {flavors.Resources{"cpu": 1, "memory": 12}, flavors.Resources{"cpu": 11, "memory": 2}, false},
+		"another name":          {flavors.Resources{"cpu": 1}, flavors.Resources{"cpu1": 1}, false},
+		"more names than fit":   {many(3), many(3), true},
+		"more names, other one": {many(3), many(4), false},
+	} {
+		if got := same(shareResources(c.a), shareResources(c.b)); got != c.share {
+			t.Errorf("%s: shared = %v, want %v", name, got, c.share)
+		}
+	}
+	r := flavors.Resources{"cpu": 500, "memory": 1 << 28, "nvidia.com/gpu": 1000}
+	shareResources(r)
+	again := maps.Clone(r)
+	if n := testing.AllocsPerRun(100, func() { shareResources(again) }); n != 0 {
+		t.Errorf("finding a shared map again allocates %v times, want 0", n)
 	}
 }

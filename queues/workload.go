@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 	"unique"
 
@@ -243,14 +242,24 @@ func shareResources(r flavors.Resources) flavors.Resources {
 	if len(r) == 0 {
 		return r
 	}
-	var key strings.Builder
-	for _, n := range r.Names() {
-		key.WriteString(string(n))
-		key.WriteByte(0)
-		key.WriteString(strconv.FormatInt(int64(r[n]), 10))
-		key.WriteByte(0)
+	// The key, the names in order with their amounts, is built on the
+	// stack for the few resources a pod asks for: an event of a Job
+	// whose requests are shared already allocates nothing here.
+	var nameBuf [8]corev1.ResourceName
+	names := nameBuf[:0]
+	for n := range r {
+		names = append(names, n)
 	}
-	return sharedResources.Of(key.String(), r)
+	slices.Sort(names)
+	var keyBuf [256]byte
+	key := keyBuf[:0]
+	for _, n := range names {
+		key = append(key, n...)
+		key = append(key, 0)
+		key = strconv.AppendInt(key, int64(r[n]), 10)
+		key = append(key, 0)
+	}
+	return OfBytes(&sharedResources, key, r)
 }
 
 // sharedResources holds the maps shareResources hands out.
