@@ -429,13 +429,14 @@ type auditor struct {
 	out  string
 }
 
-// startAuditor builds e2e/auditor and runs it on the namespaces, against
-// the soak's queues.
+// startAuditor builds e2e/auditor (-trimpath, as make builds, so that it
+// shares their compiled dependencies) and runs it on the namespaces,
+// against the soak's queues.
 func startAuditor(ctx context.Context, t *testing.T, s *suite, namespaces []string) *auditor {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "auditor")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./e2e/auditor")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./e2e/auditor")
 	build.Dir = s.env.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the auditor: %v\n%s", err, out)
