@@ -40,9 +40,9 @@ func (s *Share[K, V]) putLocked(key K, v V) V {
 	return v
 }
 
-// OfBytes is s.Of(string(key), v), but a key already kept costs no copy:
+// ofBytes is s.Of(string(key), v), but a key already kept costs no copy:
 // for keys built in a buffer on a hot path.
-func OfBytes[V any](s *Share[string, V], key []byte, v V) V {
+func ofBytes[V any](s *Share[string, V], key []byte, v V) V {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if have, ok := s.values[string(key)]; ok {

@@ -259,7 +259,7 @@ func shareResources(r flavors.Resources) flavors.Resources {
 		key = strconv.AppendInt(key, int64(r[n]), 10)
 		key = append(key, 0)
 	}
-	return OfBytes(&sharedResources, key, r)
+	return ofBytes(&sharedResources, key, r)
 }
 
 // sharedResources holds the maps shareResources hands out.
