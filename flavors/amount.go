@@ -93,6 +93,21 @@ func FromQuantity(name corev1.ResourceName, q resource.Quantity) Amount {
 	if q.Sign() <= 0 {
 		return 0
 	}
+	// Most requests are whole numbers held as an int64 ("1", "8Gi"): read
+	// directly, with no decimal made. Their at most 19 digits are none of
+	// the far-out magnitudes decided below.
+	if v, ok := q.AsInt64(); ok {
+		if name == corev1.ResourceCPU {
+			if v > int64(MaxFinite)/1000 {
+				return Unlimited
+			}
+			return Amount(v * 1000)
+		}
+		if Amount(v) > MaxFinite {
+			return Unlimited
+		}
+		return Amount(v)
+	}
 	// Decide far-out magnitudes from the exponent alone: comparing them
 	// would expand 10^exponent, which a hostile quantity makes endless.
 	d := q.AsDec()
@@ -108,12 +123,6 @@ func FromQuantity(name corev1.ResourceName, q resource.Quantity) Amount {
 			return Unlimited
 		}
 		return Amount(q.MilliValue())
-	}
-	if v, ok := q.AsInt64(); ok {
-		if Amount(v) > MaxFinite {
-			return Unlimited
-		}
-		return Amount(v)
 	}
 	if q.Cmp(*resource.NewQuantity(int64(MaxFinite), resource.DecimalSI)) > 0 {
 		return Unlimited

@@ -25,6 +25,14 @@ func TestFromQuantityExtremes(t *testing.T) {
 		{"1500m", "nvidia.com/gpu", 2},
 		{"250m", corev1.ResourceCPU, 250},
 		{"8Gi", corev1.ResourceMemory, 8 << 30},
+		// Whole numbers, read without a decimal: the bounds of each unit.
+		{"2", corev1.ResourceCPU, 2000},
+		{"1e3", corev1.ResourceCPU, 1_000_000},
+		{"9223372036854775", corev1.ResourceCPU, 9223372036854775000},
+		{"9223372036854776", corev1.ResourceCPU, Unlimited},
+		{"9223372036854775806", corev1.ResourceMemory, MaxFinite},
+		{"9223372036854775807", corev1.ResourceMemory, Unlimited},
+		{"1Ei", "nvidia.com/gpu", 1 << 60},
 	} {
 		q, err := resource.ParseQuantity(tc.q)
 		if err != nil {
@@ -32,6 +40,19 @@ func TestFromQuantityExtremes(t *testing.T) {
 		}
 		if got := FromQuantity(tc.name, q); got != tc.want {
 			t.Errorf("FromQuantity(%s, %s) = %d, want %d", tc.name, tc.q, got, tc.want)
+		}
+	}
+}
+
+// TestFromQuantityWholeNoAlloc: a whole-number quantity, as most
+// requests are, converts without an allocation.
+func TestFromQuantityWholeNoAlloc(t *testing.T) {
+	for _, s := range []string{"1", "8Gi", "64"} {
+		q := resource.MustParse(s)
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if n := testing.AllocsPerRun(100, func() { FromQuantity(name, q) }); n != 0 {
+				t.Errorf("FromQuantity(%s, %s) allocates %v times, want 0", name, s, n)
+			}
 		}
 	}
 }
