@@ -164,12 +164,18 @@ func FromList(l corev1.ResourceList) Resources {
 
 // Names returns the resource names of r, sorted.
 func (r Resources) Names() []corev1.ResourceName {
-	names := make([]corev1.ResourceName, 0, len(r))
+	return r.AppendNames(make([]corev1.ResourceName, 0, len(r)))
+}
+
+// AppendNames appends r's resource names, sorted, to dst and returns the
+// result: a caller with a buffer of its own allocates nothing.
+func (r Resources) AppendNames(dst []corev1.ResourceName) []corev1.ResourceName {
+	start := len(dst)
 	for n := range r {
-		names = append(names, n)
+		dst = append(dst, n)
 	}
-	slices.Sort(names)
-	return names
+	slices.Sort(dst[start:])
+	return dst
 }
 
 // Scaled returns r multiplied by n.

@@ -1,6 +1,7 @@
 package flavors
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,5 +55,19 @@ func TestFromQuantityWholeNoAlloc(t *testing.T) {
 				t.Errorf("FromQuantity(%s, %s) allocates %v times, want 0", name, s, n)
 			}
 		}
+	}
+}
+
+// TestAppendNames: the names are sorted after what dst held, which stays
+// as it was; Names is the same on an empty slice.
+func TestAppendNames(t *testing.T) {
+	r := Resources{"memory": 1, "cpu": 2, "nvidia.com/gpu": 3}
+	got := r.AppendNames([]corev1.ResourceName{"zzz"})
+	want := []corev1.ResourceName{"zzz", "cpu", "memory", "nvidia.com/gpu"}
+	if !slices.Equal(got, want) {
+		t.Errorf("AppendNames = %v, want %v", got, want)
+	}
+	if names := r.Names(); !slices.Equal(names, want[1:]) {
+		t.Errorf("Names = %v, want %v", names, want[1:])
 	}
 }

@@ -246,11 +246,7 @@ func shareResources(r flavors.Resources) flavors.Resources {
 	// stack for the few resources a pod asks for: an event of a Job
 	// whose requests are shared already allocates nothing here.
 	var nameBuf [8]corev1.ResourceName
-	names := nameBuf[:0]
-	for n := range r {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	names := r.AppendNames(nameBuf[:0])
 	var keyBuf [256]byte
 	key := keyBuf[:0]
 	for _, n := range names {
